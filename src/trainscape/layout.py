@@ -1,0 +1,246 @@
+"""The packed layout: field order of the parameter blocks, config columns and result columns.
+
+This module is the single declaration of the layout. ``csrc/trainscape_layout.h`` is generated
+from it by ``scripts/gen_layout.py`` and ``tests/test_layout.py`` proves the committed header and
+this module agree, so the C kernel, the numba kernel and the reference all index the same way.
+
+Blocks are flat ``float64`` vectors (system, model, job). A batch of configurations is an
+``int32`` array of shape ``(N_CFG, n)`` -- one contiguous column per axis -- and results are a
+``float64`` array of shape ``(N_OUT, n)``.
+"""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------------------------------
+# Enumerations shared by every implementation (values are the integers stored in the columns).
+# --------------------------------------------------------------------------------------------
+
+#: Pipeline schedules, in the order of their integer codes.
+SCHEDULES = (
+    "gpipe",
+    "1f1b",
+    "interleaved",
+    "zb-h1",
+    "zb-h2",
+    "zb-v",
+    "dualpipe",
+    "dualpipe-v",
+)
+#: Activation recomputation modes.
+RECOMPUTE = ("none", "selective", "full")
+#: The parallel dimensions a rank index is decomposed into. ``dp`` here is the part of data
+#: parallelism *outside* expert parallelism (the expert-data-parallel degree ``dp / ep``); the
+#: user-facing ``dp`` degree is ``ep * (dp / ep)``.
+DIMS = ("tp", "cp", "ep", "dp", "pp")
+#: Maximum number of network tiers a system block can hold.
+MAX_TIERS = 6
+
+#: Result status codes.
+STATUS = ("ok", "out_of_memory", "invalid_config", "bad_index")
+
+# --------------------------------------------------------------------------------------------
+# Field lists. Each name becomes an index constant below (``SYS_GPUS`` ...) and, upper-cased,
+# an enum member in the C header (``TS_SYS_GPUS`` ...).
+# --------------------------------------------------------------------------------------------
+
+SYSTEM_FIELDS = (
+    "gpus",  # GPUs in the job
+    "n_tiers",  # network tiers in use (1..MAX_TIERS)
+    "peak_flops",  # dense peak FLOP/s of one GPU for the job's compute dtype
+    "hbm_bytes",  # HBM capacity per GPU
+    "hbm_bandwidth",  # HBM bandwidth per GPU, bytes/s
+    "hbm_reserve_bytes",  # HBM kept back (CUDA context, allocator fragmentation)
+    "gemm_efficiency_max",  # asymptotic GEMM efficiency for large GEMMs
+    "gemm_half_flops",  # GEMM size (FLOPs) at which efficiency is half its maximum
+    "attention_efficiency",  # fraction of peak reached by the fused attention kernel
+    "memory_efficiency",  # fraction of HBM bandwidth reached by memory-bound kernels
+    "layer_overhead_s",  # fixed time per layer per microbatch pass (kernel launches, syncs)
+)
+#: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
+TIER_FIELDS = (
+    "size",  # fan-out: GPUs per node for tier 0, sub-domains per domain above it
+    "bandwidth",  # per-GPU unidirectional bandwidth, bytes/s
+    "latency",  # one message across this tier, seconds
+    "efficiency",  # achieved fraction of the bandwidth
+    "oversubscription",  # traffic leaving a domain at this tier shares 1/oversubscription
+)
+
+MODEL_FIELDS = (
+    "layers",
+    "hidden",
+    "ffn_hidden",  # dense MLP hidden size
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "vocab",
+    "swiglu",  # 1: SwiGLU MLP (3 matrices), 0: GeLU MLP (2 matrices)
+    "experts",  # routed experts per MoE layer; 0 for a dense model
+    "top_k",  # experts each token is routed to
+    "expert_ffn_hidden",
+    "moe_every",  # every k-th layer is an MoE layer; 0 for a dense model
+    "shared_experts",  # always-active experts of size expert_ffn_hidden per MoE layer
+)
+
+JOB_FIELDS = (
+    "seq_len",
+    "global_batch",  # sequences per step
+    "activation_bytes",  # bytes per stored activation element (2 for bf16)
+    "param_bytes",  # bytes per weight as held for compute (2 for bf16)
+    "grad_bytes",  # bytes per gradient element as accumulated
+    "optimizer_bytes",  # optimizer state bytes per parameter (12 for mixed-precision Adam)
+    "optimizer_traffic_bytes",  # HBM bytes moved per parameter by one optimizer step
+    "comm_bytes",  # bytes per element of activation traffic (TP, CP, EP, PP)
+    "grad_comm_bytes",  # bytes per element of gradient reduction traffic
+    "flash_attention",  # 1: attention scores are never stored (FlashAttention)
+)
+
+CONFIG_FIELDS = (
+    "tp",
+    "cp",
+    "pp",
+    "dp",  # total data-parallel degree, expert parallelism included
+    "ep",
+    "mbs",  # sequences per microbatch
+    "vpp",  # virtual stages per device (interleaved schedule)
+    "schedule",  # index into SCHEDULES
+    "recompute",  # index into RECOMPUTE
+    "zero",  # 0, 1, 2 or 3 (3 = FSDP)
+    "sp",  # sequence parallelism on/off
+    "order",  # rank of the permutation of DIMS, innermost first (see order_index)
+    "tp_overlap",
+    "dp_overlap",
+)
+
+OUTPUT_FIELDS = (
+    "status",  # index into STATUS
+    "feasible",  # 1.0 when the configuration is valid and fits in memory
+    "step_time_s",
+    "tokens_per_s",
+    "mfu",
+    "model_tflops_per_gpu",
+    "hw_tflops_per_gpu",
+    "memory_gib",
+    "compute_s",
+    "tp_comm_s",
+    "cp_comm_s",
+    "ep_comm_s",
+    "pp_comm_s",
+    "bubble_s",
+    "dp_comm_s",
+    "optimizer_s",
+    "mem_weights_gib",
+    "mem_grads_gib",
+    "mem_optimizer_gib",
+    "mem_activations_gib",
+    "mem_logits_gib",
+    "mem_reserve_gib",
+    "microbatches",
+)
+
+#: The breakdown columns; their sum is the step time.
+BREAKDOWN_FIELDS = (
+    "compute_s",
+    "tp_comm_s",
+    "cp_comm_s",
+    "ep_comm_s",
+    "pp_comm_s",
+    "bubble_s",
+    "dp_comm_s",
+    "optimizer_s",
+)
+#: The memory parts; their sum is ``memory_gib``.
+MEMORY_FIELDS = (
+    "mem_weights_gib",
+    "mem_grads_gib",
+    "mem_optimizer_gib",
+    "mem_activations_gib",
+    "mem_logits_gib",
+    "mem_reserve_gib",
+)
+
+N_SYS_SCALARS = len(SYSTEM_FIELDS)
+N_TIER = len(TIER_FIELDS)
+SYS_TIER_BASE = N_SYS_SCALARS
+N_SYS = SYS_TIER_BASE + MAX_TIERS * N_TIER
+N_MODEL = len(MODEL_FIELDS)
+N_JOB = len(JOB_FIELDS)
+N_CFG = len(CONFIG_FIELDS)
+N_OUT = len(OUTPUT_FIELDS)
+
+# Index constants, e.g. SYS_PEAK_FLOPS, TIER_BANDWIDTH, MDL_HIDDEN, JOB_SEQ_LEN, CFG_TP, OUT_MFU.
+# Written out (not generated with globals()) so readers, linters and numba all see plain ints.
+SYS_GPUS, SYS_N_TIERS, SYS_PEAK_FLOPS, SYS_HBM_BYTES, SYS_HBM_BANDWIDTH, SYS_HBM_RESERVE_BYTES, \
+    SYS_GEMM_EFFICIENCY_MAX, SYS_GEMM_HALF_FLOPS, SYS_ATTENTION_EFFICIENCY, \
+    SYS_MEMORY_EFFICIENCY, SYS_LAYER_OVERHEAD_S = range(N_SYS_SCALARS)
+TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION = range(N_TIER)
+MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
+    MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \
+    MDL_SHARED_EXPERTS = range(N_MODEL)
+JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_BYTES, \
+    JOB_OPTIMIZER_BYTES, JOB_OPTIMIZER_TRAFFIC_BYTES, JOB_COMM_BYTES, JOB_GRAD_COMM_BYTES, \
+    JOB_FLASH_ATTENTION = range(N_JOB)
+CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
+    CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
+OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
+    OUT_MODEL_TFLOPS_PER_GPU, OUT_HW_TFLOPS_PER_GPU, OUT_MEMORY_GIB, OUT_COMPUTE_S, \
+    OUT_TP_COMM_S, OUT_CP_COMM_S, OUT_EP_COMM_S, OUT_PP_COMM_S, OUT_BUBBLE_S, OUT_DP_COMM_S, \
+    OUT_OPTIMIZER_S, OUT_MEM_WEIGHTS_GIB, OUT_MEM_GRADS_GIB, OUT_MEM_OPTIMIZER_GIB, \
+    OUT_MEM_ACTIVATIONS_GIB, OUT_MEM_LOGITS_GIB, OUT_MEM_RESERVE_GIB, \
+    OUT_MICROBATCHES = range(N_OUT)
+
+SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_H2, SCHED_ZB_V, \
+    SCHED_DUALPIPE, SCHED_DUALPIPE_V = range(len(SCHEDULES))
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = range(len(RECOMPUTE))
+DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP = range(len(DIMS))
+N_DIMS = len(DIMS)
+N_SCHEDULES = len(SCHEDULES)
+N_ORDERS = 120  # 5!
+STATUS_OK, STATUS_OUT_OF_MEMORY, STATUS_INVALID_CONFIG, STATUS_BAD_INDEX = range(len(STATUS))
+
+#: (python name, field tuple, C prefix) for every enumerated list, used by the header generator
+#: and the agreement test.
+GROUPS = (
+    ("SYSTEM_FIELDS", SYSTEM_FIELDS, "TS_SYS_"),
+    ("TIER_FIELDS", TIER_FIELDS, "TS_TIER_"),
+    ("MODEL_FIELDS", MODEL_FIELDS, "TS_MDL_"),
+    ("JOB_FIELDS", JOB_FIELDS, "TS_JOB_"),
+    ("CONFIG_FIELDS", CONFIG_FIELDS, "TS_CFG_"),
+    ("OUTPUT_FIELDS", OUTPUT_FIELDS, "TS_OUT_"),
+    ("SCHEDULES", SCHEDULES, "TS_SCHED_"),
+    ("RECOMPUTE", RECOMPUTE, "TS_RECOMPUTE_"),
+    ("DIMS", DIMS, "TS_DIM_"),
+    ("STATUS", STATUS, "TS_STATUS_"),
+)
+
+
+def c_name(prefix: str, field: str) -> str:
+    """The C enum member for a field: ``("TS_SCHED_", "zb-h1") -> "TS_SCHED_ZB_H1"``."""
+    return prefix + field.upper().replace("-", "_")
+
+
+# --------------------------------------------------------------------------------------------
+# Placement orders: a permutation of DIMS (innermost first) stored as its lexicographic rank.
+# --------------------------------------------------------------------------------------------
+
+
+def order_index(perm: tuple[int, ...]) -> int:
+    """Lexicographic rank (Lehmer code) of a permutation of ``range(N_DIMS)``."""
+    rank = 0
+    remaining = sorted(perm)
+    for i, d in enumerate(perm):
+        pos = remaining.index(d)
+        rank = rank * (N_DIMS - i) + pos
+        remaining.pop(pos)
+    return rank
+
+
+def order_from_names(names: list[str] | tuple[str, ...]) -> int:
+    """Order index from dimension names innermost first, e.g. ``["tp","cp","ep","dp","pp"]``."""
+    return order_index(tuple(DIMS.index(n) for n in names))
+
+
+def order_names(index: int) -> tuple[str, ...]:
+    """Dimension names, innermost first, of an order index (inverse of ``order_from_names``)."""
+    from .model.network import order_permutation  # the kernels' decoder is the one truth
+
+    return tuple(DIMS[d] for d in order_permutation(index))

@@ -1,0 +1,158 @@
+"""Collective communication costs over the hierarchical network (alpha-beta model).
+
+Each collective is costed per algorithm as latency terms plus bytes over the bottleneck
+bandwidth of each tier it crosses, and the cheapest algorithm wins, as NCCL's tuner picks the
+algorithm with the lowest predicted time (NVIDIA/nccl ``src/graph/tuning.cc``,
+``ncclTopoGetAlgoTime``). Bus-bandwidth factors follow nccl-tests ``doc/PERFORMANCE.md``:
+all-reduce moves ``2(n-1)/n`` of the buffer per rank, all-gather / reduce-scatter / all-to-all
+``(n-1)/n``.
+
+Algorithms:
+- flat ring over all members, every step paced by the slowest (outermost) tier crossed;
+- double binary tree (Sanders, Speck, Träff 2009; NCCL 2.4): ``2*ceil(log2 n)`` latency steps,
+  each rank sends and receives the whole buffer once up and once down;
+- hierarchical: reduce-scatter inside the innermost tier, then the next tier on the shard, ...,
+  and all-gather back (ASTRA-sim's multi-dimensional collectives; "2D" / hierarchical
+  all-reduce of Jia et al. 2018 and Ying et al. 2018) -- each tier moves only ``1/prod(inner
+  fan-outs)`` of the data;
+- direct all-to-all: every pair exchanges its share at once; each tier's links carry the bytes
+  that must cross it.
+
+A group is given as up to three dimensions ``(n_a, s_a, n_b, s_b, n_c, s_c)`` -- degree and
+rank stride each; see :mod:`trainscape.model.network`. ``nbytes`` is the full buffer per rank
+(the all-reduce input, the all-gather output, the reduce-scatter input, the all-to-all send
+buffer).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .network import (
+    group_fanout,
+    group_top_tier,
+    tier_latency,
+    tier_link_bandwidth,
+    tier_path_bandwidth,
+)
+
+
+def ring_all_reduce_time(n, nbytes, latency, bandwidth):
+    """Ring all-reduce of ``nbytes`` over ``n`` ranks: ``2(n-1)`` steps, each moving
+    ``nbytes/n`` (Patarasuk & Yuan 2009; nccl-tests PERFORMANCE.md busBw factor 2(n-1)/n)."""
+    if n <= 1.0:
+        return 0.0
+    return 2.0 * (n - 1.0) * latency + 2.0 * (n - 1.0) / n * nbytes / bandwidth
+
+
+def ring_all_gather_time(n, nbytes, latency, bandwidth):
+    """Ring all-gather (or reduce-scatter) with ``nbytes`` output per rank: ``n-1`` steps of
+    ``nbytes/n`` (nccl-tests PERFORMANCE.md busBw factor (n-1)/n)."""
+    if n <= 1.0:
+        return 0.0
+    return (n - 1.0) * latency + (n - 1.0) / n * nbytes / bandwidth
+
+
+def tree_all_reduce_time(n, nbytes, latency, bandwidth):
+    """Double-binary-tree all-reduce: reduce up and broadcast down a tree of depth
+    ``ceil(log2 n)``, pipelined so each rank sends the buffer once per phase."""
+    if n <= 1.0:
+        return 0.0
+    depth = math.ceil(math.log2(n))
+    return 2.0 * depth * latency + 2.0 * nbytes / bandwidth
+
+
+def group_size(n_a, n_b, n_c):
+    """Ranks in a group of up to three dimensions."""
+    return n_a * n_b * n_c
+
+
+def all_reduce_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Cheapest of ring, tree and hierarchical all-reduce of ``nbytes`` per rank."""
+    n = group_size(n_a, n_b, n_c)
+    top = group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c)
+    if n <= 1.0 or top < 0 or nbytes <= 0.0:
+        return 0.0
+    lat = tier_latency(sys, top)
+    bw = tier_path_bandwidth(sys, top)
+    best = ring_all_reduce_time(n, nbytes, lat, bw)
+    best = min(best, tree_all_reduce_time(n, nbytes, lat, bw))
+    # hierarchical: reduce-scatter inward-out, all-gather back; tier i handles nbytes/inner
+    hier = 0.0
+    inner = 1.0
+    for i in range(top + 1):
+        f = group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c)
+        if f > 1.0:
+            hier += ring_all_reduce_time(
+                f, nbytes / inner, tier_latency(sys, i), tier_path_bandwidth(sys, i)
+            )
+            inner *= f
+    return min(best, hier)
+
+
+def all_gather_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Cheapest of ring and hierarchical all-gather with ``nbytes`` output per rank.
+
+    Reduce-scatter with ``nbytes`` input per rank costs the same (it is the all-gather run
+    backwards), see :func:`reduce_scatter_time`.
+    """
+    n = group_size(n_a, n_b, n_c)
+    top = group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c)
+    if n <= 1.0 or top < 0 or nbytes <= 0.0:
+        return 0.0
+    best = ring_all_gather_time(n, nbytes, tier_latency(sys, top), tier_path_bandwidth(sys, top))
+    hier = 0.0
+    inner = 1.0
+    for i in range(top + 1):
+        f = group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c)
+        if f > 1.0:
+            hier += ring_all_gather_time(
+                f, nbytes / inner, tier_latency(sys, i), tier_path_bandwidth(sys, i)
+            )
+            inner *= f
+    return min(best, hier)
+
+
+def reduce_scatter_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Reduce-scatter of ``nbytes`` input per rank: the all-gather's cost (same traffic)."""
+    return all_gather_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c)
+
+
+def all_to_all_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Direct all-to-all: each rank sends ``nbytes/n`` to every member.
+
+    The share of a rank's buffer bound for members outside its tier-(i-1) domain but inside its
+    tier-i domain is ``(g_i - g_{i-1}) / n`` with ``g_i`` the members within tier ``i``. Tier-0
+    traffic uses the scale-up links; tier ``i >= 1`` links carry everything that crosses tier
+    ``i`` or above. The busiest link sets the time, plus one latency of the outermost tier
+    (all pairs are in flight at once).
+    """
+    n = group_size(n_a, n_b, n_c)
+    top = group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c)
+    if n <= 1.0 or top < 0 or nbytes <= 0.0:
+        return 0.0
+    # members within each tier domain, innermost first; crossing[i] = members outside tier i-1
+    worst = 0.0
+    inner = 1.0
+    members = 1.0
+    for i in range(top + 1):
+        members = inner * group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c)
+        if i == 0:
+            # scale-up links carry the traffic to members in the same node
+            t = (members - 1.0) / n * nbytes / tier_link_bandwidth(sys, 0)
+        else:
+            # tier-i links carry every byte bound outside the rank's tier-(i-1) domain
+            t = (n - inner) / n * nbytes / tier_link_bandwidth(sys, i)
+        worst = max(worst, t)
+        inner = members
+    return tier_latency(sys, top) + worst
+
+
+def p2p_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """One point-to-point transfer of ``nbytes`` between neighbours of a group (a pipeline
+    stage boundary, a ring-attention step), at the outermost tier the group crosses."""
+    top = group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c)
+    if top < 0 or nbytes <= 0.0:
+        return 0.0
+    return tier_latency(sys, top) + nbytes / tier_path_bandwidth(sys, top)
+

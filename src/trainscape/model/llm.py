@@ -1,0 +1,828 @@
+"""The LLM training step: FLOPs, per-GPU times, communication, memory.
+
+Every function is a small scalar formula citing where it comes from. Shapes follow Megatron-LM:
+``b`` sequences per microbatch, ``s`` tokens per sequence, ``h`` hidden size, ``a`` query heads,
+``d`` head dimension, ``t`` tensor-parallel degree. Plain scalar code: the numba backend compiles
+these very functions and the C kernel (``csrc/llm.c``) ports them one by one.
+
+Conventions worth knowing:
+- *Model FLOPs* (for MFU and model TFLOP/s) count attention scores over the full ``s x s`` square,
+  as Narayanan et al. (SC'21, eq. 3) and PaLM (Chowdhery et al. 2022, App. B) do, and no
+  recomputation. *Hardware FLOPs* count what runs: causal attention skips the masked half (as
+  FlashAttention's causal kernels do) and recomputation is added.
+- Backward = input gradient ``B`` + weight gradient ``W``, each as costly as the forward GEMMs
+  (Qi et al., arXiv 2401.10241 §2); attention's core has no weights, its backward is 2x forward.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..layout import (
+    CFG_CP,
+    CFG_DP,
+    CFG_DP_OVERLAP,
+    CFG_EP,
+    CFG_MBS,
+    CFG_ORDER,
+    CFG_PP,
+    CFG_RECOMPUTE,
+    CFG_SCHEDULE,
+    CFG_SP,
+    CFG_TP,
+    CFG_TP_OVERLAP,
+    CFG_VPP,
+    CFG_ZERO,
+    DIM_CP,
+    DIM_DP,
+    DIM_EP,
+    DIM_PP,
+    DIM_TP,
+    JOB_ACTIVATION_BYTES,
+    JOB_COMM_BYTES,
+    JOB_FLASH_ATTENTION,
+    JOB_GLOBAL_BATCH,
+    JOB_GRAD_BYTES,
+    JOB_GRAD_COMM_BYTES,
+    JOB_OPTIMIZER_BYTES,
+    JOB_OPTIMIZER_TRAFFIC_BYTES,
+    JOB_PARAM_BYTES,
+    JOB_SEQ_LEN,
+    MDL_EXPERT_FFN_HIDDEN,
+    MDL_EXPERTS,
+    MDL_FFN_HIDDEN,
+    MDL_HEAD_DIM,
+    MDL_HEADS,
+    MDL_HIDDEN,
+    MDL_KV_HEADS,
+    MDL_LAYERS,
+    MDL_MOE_EVERY,
+    MDL_SHARED_EXPERTS,
+    MDL_SWIGLU,
+    MDL_TOP_K,
+    MDL_VOCAB,
+    N_ORDERS,
+    N_OUT,
+    OUT_BUBBLE_S,
+    OUT_COMPUTE_S,
+    OUT_CP_COMM_S,
+    OUT_DP_COMM_S,
+    OUT_EP_COMM_S,
+    OUT_FEASIBLE,
+    OUT_HW_TFLOPS_PER_GPU,
+    OUT_MEM_ACTIVATIONS_GIB,
+    OUT_MEM_GRADS_GIB,
+    OUT_MEM_LOGITS_GIB,
+    OUT_MEM_OPTIMIZER_GIB,
+    OUT_MEM_RESERVE_GIB,
+    OUT_MEM_WEIGHTS_GIB,
+    OUT_MEMORY_GIB,
+    OUT_MFU,
+    OUT_MICROBATCHES,
+    OUT_MODEL_TFLOPS_PER_GPU,
+    OUT_OPTIMIZER_S,
+    OUT_PP_COMM_S,
+    OUT_STATUS,
+    OUT_STEP_TIME_S,
+    OUT_TOKENS_PER_S,
+    OUT_TP_COMM_S,
+    RECOMPUTE_FULL,
+    RECOMPUTE_NONE,
+    RECOMPUTE_SELECTIVE,
+    SCHED_DUALPIPE,
+    SCHED_DUALPIPE_V,
+    N_SCHEDULES,
+    SYS_ATTENTION_EFFICIENCY,
+    SYS_GEMM_EFFICIENCY_MAX,
+    SYS_GEMM_HALF_FLOPS,
+    STATUS_BAD_INDEX,
+    STATUS_INVALID_CONFIG,
+    STATUS_OK,
+    STATUS_OUT_OF_MEMORY,
+    SYS_GPUS,
+    SYS_HBM_BANDWIDTH,
+    SYS_HBM_BYTES,
+    SYS_HBM_RESERVE_BYTES,
+    SYS_LAYER_OVERHEAD_S,
+    SYS_MEMORY_EFFICIENCY,
+    SYS_PEAK_FLOPS,
+)
+from .collectives import (
+    all_gather_time,
+    all_reduce_time,
+    all_to_all_time,
+    p2p_time,
+    reduce_scatter_time,
+)
+from .network import dim_stride, tier_capacity
+from .pipeline import (
+    bubble_time,
+    inflight_activations,
+    p2p_critical_transfers,
+    parameter_copies,
+    schedule_layer_divisor,
+    schedule_valid,
+)
+
+GIB = 1073741824.0
+
+# =============================================================================================
+# FLOPs of one layer for one microbatch, before any parallel split
+# =============================================================================================
+
+
+def attention_projection_flops(b, s, h, heads, kv_heads, head_dim):
+    """Q, K, V and output projections with grouped-query attention (Ainslie et al. 2023):
+    ``2bs h (a d + 2 a_kv d) + 2bs (a d) h``. With ``a_kv = a`` and ``a d = h`` this is Megatron's
+    ``8bsh^2`` (Narayanan et al. SC'21 §5.1)."""
+    q_dim = heads * head_dim
+    kv_dim = kv_heads * head_dim
+    return 2.0 * b * s * h * (q_dim + 2.0 * kv_dim) + 2.0 * b * s * q_dim * h
+
+
+def attention_core_flops(b, s, heads, head_dim):
+    """Scores ``QK^T`` and ``softmax(QK^T) V`` over the full ``s x s`` square:
+    ``4 b s^2 a d`` (Megatron's ``4bs^2h``, Narayanan et al. SC'21 §5.1)."""
+    return 4.0 * b * s * s * heads * head_dim
+
+
+def mlp_flops(b, s, h, ffn, swiglu):
+    """Dense MLP: two ``h x ffn`` matrices for GeLU, three for SwiGLU (Shazeer 2020)."""
+    matrices = 3.0 if swiglu else 2.0
+    return 2.0 * b * s * h * ffn * matrices
+
+
+def router_flops(b, s, h, experts):
+    """MoE router: one ``h x E`` projection per token (Fedus et al. 2021, Switch Transformer)."""
+    return 2.0 * b * s * h * experts
+
+
+def moe_mlp_flops(b, s, h, expert_ffn, top_k, shared_experts, swiglu):
+    """Routed + shared experts: every token runs ``top_k + shared`` expert MLPs (Shazeer et al.
+    2017; DeepSeek-V3 tech report §2.1.2 for shared experts)."""
+    return (top_k + shared_experts) * mlp_flops(b, s, h, expert_ffn, swiglu)
+
+
+def logits_flops(b, s, h, vocab):
+    """Output projection to the vocabulary: ``2bshV`` (Narayanan et al. SC'21 §5.1)."""
+    return 2.0 * b * s * h * vocab
+
+
+def moe_layer_count(layers, experts, moe_every):
+    """MoE layers: every ``moe_every``-th layer when the model has experts (GShard puts one in
+    every other layer, Mixtral and DeepSeek-V3 in every layer)."""
+    if experts <= 0.0 or moe_every <= 0.0:
+        return 0.0
+    return math.floor(layers / moe_every)
+
+
+def megatron_flops_per_iteration(batch, s, layers, h, vocab, full_recompute):
+    """Narayanan et al. SC'21 eq. (3): ``96 B s l h^2 (1 + s/6h + V/16lh)`` with full activation
+    recomputation; without it the 4 forward-equivalent passes become 3 (``72 B s l h^2 ...``)."""
+    passes = 4.0 if full_recompute else 3.0
+    return (
+        24.0 * passes * batch * s * layers * h * h
+        * (1.0 + s / (6.0 * h) + vocab / (16.0 * layers * h * passes / 4.0))
+    )
+
+
+def model_flops_per_sequence(mdl, s):
+    """Model FLOPs of one sequence through forward and backward (3 forward-equivalents), the
+    numerator of MFU (Chowdhery et al. 2022, App. B): no recomputation, full attention square."""
+    h = mdl[MDL_HIDDEN]
+    layers = mdl[MDL_LAYERS]
+    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    per_layer = attention_projection_flops(
+        1.0, s, h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM]
+    ) + attention_core_flops(1.0, s, mdl[MDL_HEADS], mdl[MDL_HEAD_DIM])
+    dense_mlp = mlp_flops(1.0, s, h, mdl[MDL_FFN_HIDDEN], mdl[MDL_SWIGLU] > 0.0)
+    moe_mlp = router_flops(1.0, s, h, mdl[MDL_EXPERTS]) + moe_mlp_flops(
+        1.0, s, h, mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K], mdl[MDL_SHARED_EXPERTS],
+        mdl[MDL_SWIGLU] > 0.0,
+    )
+    forward = (
+        layers * per_layer
+        + (layers - n_moe) * dense_mlp
+        + n_moe * moe_mlp
+        + logits_flops(1.0, s, h, mdl[MDL_VOCAB])
+    )
+    return 3.0 * forward
+
+
+# =============================================================================================
+# Parameters
+# =============================================================================================
+
+
+def attention_params(h, heads, kv_heads, head_dim):
+    """Q, K, V, output projection weights and the two layer norms' scales."""
+    q_dim = heads * head_dim
+    kv_dim = kv_heads * head_dim
+    return h * (q_dim + 2.0 * kv_dim) + q_dim * h + 2.0 * h
+
+
+def mlp_params(h, ffn, swiglu):
+    """Weights of one MLP (one expert): 2 or 3 ``h x ffn`` matrices."""
+    return (3.0 if swiglu else 2.0) * h * ffn
+
+
+def embedding_params(vocab, h):
+    """Input embedding (the untied output projection has the same size)."""
+    return vocab * h
+
+
+# =============================================================================================
+# Activation memory (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+# Transformer Models", §4 and Table 2), generalized to GQA, SwiGLU, MoE and FlashAttention
+# =============================================================================================
+
+
+def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
+                               store_scores):
+    """Bytes one attention block keeps for backward (Korthikanti et al. §4.1).
+
+    Korthikanti's ``11sbh + 5as^2b`` at 2-byte activations: layer-norm output fed to QKV
+    (``2sbh``), Q and K (``4sbh``), V (``2sbh``), the projection input (``2sbh``), the dropout
+    mask (``sbh``); softmax output, dropout mask and output (``5as^2b``). With GQA, K and V are
+    ``kv_heads/heads`` as large. FlashAttention (Dao et al. 2022) keeps no scores, only a
+    log-sum-exp per row in fp32 (``4 a s b``). Without sequence parallelism the QKV input and the
+    mask stay replicated across the ``t`` tensor-parallel ranks; the rest is split.
+    """
+    sbh = s * b * h
+    q_dim = heads * head_dim
+    kv_dim = kv_heads * head_dim
+    replicated = act_bytes * sbh + 1.0 * sbh  # QKV input, dropout mask
+    split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + act_bytes * s * b * q_dim
+    if store_scores and not flash:
+        split += (2.0 * act_bytes + 1.0) * heads * s * s * b
+    elif flash:
+        split += 4.0 * heads * s * b
+    if sp:
+        return (replicated + split) / t
+    return replicated + split / t
+
+
+def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes):
+    """Bytes one dense MLP block keeps (Korthikanti et al. §4.1: ``19sbh`` for a ``4h`` GeLU MLP
+    at 2-byte activations): input (``2sbh``), activation-function input and output
+    (``2 x 2sb·ffn``; SwiGLU keeps gate, up and product, ``3 x 2sb·ffn``), dropout mask (``sbh``).
+    """
+    replicated = act_bytes * s * b * h + 1.0 * s * b * h
+    split = (3.0 if swiglu else 2.0) * act_bytes * s * b * ffn
+    if sp:
+        return (replicated + split) / t
+    return replicated + split / t
+
+
+def moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes):
+    """An MoE block: the MLP block's input and mask, then every routed copy of a token keeps its
+    dispatched input and its expert's activation-function tensors (``top_k + shared`` copies)."""
+    replicated = act_bytes * s * b * h + 1.0 * s * b * h
+    copies = top_k + shared
+    split = copies * (act_bytes * s * b * h + (3.0 if swiglu else 2.0) * act_bytes * s * b * expert_ffn)
+    if sp:
+        return (replicated + split) / t
+    return replicated + split / t
+
+
+def layernorm_activation_bytes(s, b, h, t, sp, act_bytes):
+    """The two layer norms' inputs (Korthikanti et al. §4.1: ``4sbh``), split only with SP."""
+    ln = 2.0 * act_bytes * s * b * h
+    if sp:
+        return ln / t
+    return ln
+
+
+def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, sp, recompute,
+                           flash, act_bytes):
+    """Bytes one dense transformer layer keeps for backward for one microbatch.
+
+    Korthikanti et al. Table 2: no parallelism ``sbh(34 + 5as/h)``; tensor parallel
+    ``sbh(10 + 24/t + 5as/(ht))``; with sequence parallelism ``sbh/t (34 + 5as/h)``; selective
+    recomputation drops the ``5as/h`` term; full recomputation keeps only the layer input
+    ``2sbh`` (``/t`` with SP).
+    """
+    if recompute == RECOMPUTE_FULL:
+        if sp:
+            return act_bytes * s * b * h / t
+        return act_bytes * s * b * h
+    store_scores = recompute == RECOMPUTE_NONE
+    return (
+        attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
+                                   store_scores)
+        + mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes)
+        + layernorm_activation_bytes(s, b, h, t, sp, act_bytes)
+    )
+
+
+def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, top_k, shared,
+                               swiglu, t, sp, recompute, flash, act_bytes):
+    """Bytes one MoE transformer layer keeps (attention + MoE block + norms)."""
+    if recompute == RECOMPUTE_FULL:
+        if sp:
+            return act_bytes * s * b * h / t
+        return act_bytes * s * b * h
+    store_scores = recompute == RECOMPUTE_NONE
+    return (
+        attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
+                                   store_scores)
+        + moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes)
+        + layernorm_activation_bytes(s, b, h, t, sp, act_bytes)
+    )
+
+
+def logits_memory_bytes(b, s, vocab, t, act_bytes):
+    """Logits of the microbatch on the last stage, vocabulary-parallel: the bf16 logits plus the
+    fp32 copy the cross-entropy works on (Megatron-LM ``vocab_parallel_cross_entropy``)."""
+    return b * s * vocab / t * (act_bytes + 4.0)
+
+
+# =============================================================================================
+# Time on one GPU
+# =============================================================================================
+
+
+def gemm_efficiency(sys, gemm_flops):
+    """Achieved fraction of peak for a GEMM of ``gemm_flops`` FLOPs: a saturating curve
+    ``eff_max * x / (x + x_half)`` -- small GEMMs (thin TP shards, few tokens per expert) cannot
+    fill the GPU, large ones approach ``eff_max`` (the shape of cuBLAS throughput-vs-size sweeps;
+    constants per GPU type from public microbenchmarks, see the presets)."""
+    if gemm_flops <= 0.0:
+        return sys[SYS_GEMM_EFFICIENCY_MAX]
+    return sys[SYS_GEMM_EFFICIENCY_MAX] * gemm_flops / (gemm_flops + sys[SYS_GEMM_HALF_FLOPS])
+
+
+def gemm_time(sys, flops, gemm_count):
+    """Time of ``flops`` spread over ``gemm_count`` equally sized GEMMs."""
+    if flops <= 0.0:
+        return 0.0
+    return flops / (sys[SYS_PEAK_FLOPS] * gemm_efficiency(sys, flops / gemm_count))
+
+
+def attention_kernel_time(sys, flops):
+    """Fused attention (FlashAttention) at a fixed fraction of peak."""
+    return flops / (sys[SYS_PEAK_FLOPS] * sys[SYS_ATTENTION_EFFICIENCY])
+
+
+def memory_bound_time(sys, nbytes):
+    """Memory-bound kernels (norms, activation functions, residual adds, dropout, optimizer):
+    bytes over achieved HBM bandwidth (roofline, Williams et al. 2009)."""
+    return nbytes / (sys[SYS_HBM_BANDWIDTH] * sys[SYS_MEMORY_EFFICIENCY])
+
+
+def gpu_count(sys):
+    """GPUs in the job."""
+    return sys[SYS_GPUS]
+
+
+# =============================================================================================
+# Configuration validity (the single truth that the input edge and every kernel share)
+# =============================================================================================
+
+#: ``(config field, message)`` per :func:`config_error` code; codes >= 100 are
+#: ``100 + pipeline.schedule_valid`` reasons (see :func:`config_error_message`).
+CONFIG_ERRORS = (
+    ("", "ok"),
+    ("tp", "must be >= 1"),
+    ("cp", "must be >= 1"),
+    ("pp", "must be >= 1"),
+    ("dp", "must be >= 1"),
+    ("ep", "must be >= 1"),
+    ("mbs", "must be >= 1"),
+    ("vpp", "must be >= 1"),
+    ("schedule", "unknown schedule code"),
+    ("recompute", "unknown recompute code"),
+    ("zero", "must be 0, 1, 2 or 3"),
+    ("order", "unknown placement order code"),
+    ("sp", "must be 0 or 1"),
+    ("tp_overlap", "must be 0 or 1"),
+    ("dp_overlap", "must be 0 or 1"),
+    ("dp", "tp * cp * pp * dp must equal the GPU count"),
+    ("tp", "must divide the number of attention heads"),
+    ("tp", "must divide the number of KV heads, or be a multiple of it"),
+    ("mbs", "global batch must be divisible by dp * mbs"),
+    ("pp", "layers must be divisible by the pipeline's stage count (pp, x vpp or x 2 by schedule)"),
+    ("ep", "must divide dp"),
+    ("ep", "must divide the number of experts (and be 1 for a dense model)"),
+    ("cp", "sequence length must be divisible by 2 * cp (load-balanced ring attention)"),
+    ("sp", "sequence length / cp must be divisible by tp with sequence parallelism"),
+    ("vpp", "only the interleaved schedule uses vpp > 1"),
+    ("vpp", "the interleaved schedule needs vpp >= 2 when pp > 1"),
+    ("dp", "the network tiers cannot hold this many GPUs"),
+    ("tp", "must divide the hidden size and the FFN hidden sizes"),
+)
+N_CONFIG_ERRORS = len(CONFIG_ERRORS)
+SCHEDULE_ERROR_BASE = 100
+
+
+def config_error(sys, mdl, job, cfg, i):
+    """0 when configuration column ``i`` of ``cfg`` is valid, else a code into CONFIG_ERRORS
+    (or ``SCHEDULE_ERROR_BASE + reason`` from :func:`pipeline.schedule_valid`)."""
+    tp = cfg[CFG_TP, i]
+    cp = cfg[CFG_CP, i]
+    pp = cfg[CFG_PP, i]
+    dp = cfg[CFG_DP, i]
+    ep = cfg[CFG_EP, i]
+    mbs = cfg[CFG_MBS, i]
+    vpp = cfg[CFG_VPP, i]
+    schedule = cfg[CFG_SCHEDULE, i]
+    if tp < 1:
+        return 1
+    if cp < 1:
+        return 2
+    if pp < 1:
+        return 3
+    if dp < 1:
+        return 4
+    if ep < 1:
+        return 5
+    if mbs < 1:
+        return 6
+    if vpp < 1:
+        return 7
+    if schedule < 0 or schedule >= N_SCHEDULES:
+        return 8
+    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_FULL:
+        return 9
+    if cfg[CFG_ZERO, i] < 0 or cfg[CFG_ZERO, i] > 3:
+        return 10
+    if cfg[CFG_ORDER, i] < 0 or cfg[CFG_ORDER, i] >= N_ORDERS:
+        return 11
+    if cfg[CFG_SP, i] < 0 or cfg[CFG_SP, i] > 1:
+        return 12
+    if cfg[CFG_TP_OVERLAP, i] < 0 or cfg[CFG_TP_OVERLAP, i] > 1:
+        return 13
+    if cfg[CFG_DP_OVERLAP, i] < 0 or cfg[CFG_DP_OVERLAP, i] > 1:
+        return 14
+    gpus = sys[SYS_GPUS]
+    if float(tp) * cp * pp * dp != gpus:
+        return 15
+    heads = int(mdl[MDL_HEADS])
+    kv_heads = int(mdl[MDL_KV_HEADS])
+    if heads % tp != 0:
+        return 16
+    if kv_heads % tp != 0 and tp % kv_heads != 0:
+        return 17
+    global_batch = int(job[JOB_GLOBAL_BATCH])
+    if global_batch % (dp * mbs) != 0:
+        return 18
+    layers = int(mdl[MDL_LAYERS])
+    if layers % schedule_layer_divisor(schedule, pp, vpp) != 0:
+        return 19
+    if dp % ep != 0:
+        return 20
+    experts = int(mdl[MDL_EXPERTS])
+    if ep > 1 and (experts <= 0 or experts % ep != 0):
+        return 21
+    seq = int(job[JOB_SEQ_LEN])
+    if cp > 1 and seq % (2 * cp) != 0:
+        return 22
+    if cfg[CFG_SP, i] == 1 and (seq // cp) % tp != 0:
+        return 23
+    if vpp > 1 and schedule != 2:
+        return 24
+    if schedule == 2 and pp > 1 and vpp < 2:
+        return 25
+    if tier_capacity(sys) < gpus:
+        return 26
+    hidden = int(mdl[MDL_HIDDEN])
+    if hidden % tp != 0 or int(mdl[MDL_FFN_HIDDEN]) % tp != 0 or int(
+        mdl[MDL_EXPERT_FFN_HIDDEN]
+    ) % tp != 0:
+        return 27
+    microbatches = global_batch // (dp * mbs)
+    reason = schedule_valid(schedule, pp, microbatches, vpp)
+    if reason != 0:
+        return SCHEDULE_ERROR_BASE + reason
+    return 0
+
+
+def config_error_message(code):
+    """``(field, message)`` for a :func:`config_error` code (plain Python, for the edge)."""
+    if code >= SCHEDULE_ERROR_BASE:
+        from .pipeline import SCHEDULE_INVALID_REASONS
+
+        return ("schedule", SCHEDULE_INVALID_REASONS[code - SCHEDULE_ERROR_BASE])
+    return CONFIG_ERRORS[code]
+
+
+# =============================================================================================
+# Per-stage times for one microbatch
+# =============================================================================================
+
+
+def stage_layer_split(layers, n_moe, pp):
+    """Dense and MoE layers on one pipeline stage (MoE layers spread evenly)."""
+    return (layers - n_moe) / pp, n_moe / pp
+
+
+def tp_layer_comm_time(sys, nbytes, sp, tp, s_tp):
+    """Tensor-parallel traffic of one layer pass (forward, or backward): two all-reduces of the
+    layer's ``bsh`` activations, or with sequence parallelism two all-gathers and two
+    reduce-scatters of the same size (Korthikanti et al. §4.2.2; Shoeybi et al. 2019 §3)."""
+    if tp <= 1.0:
+        return 0.0
+    if sp:
+        return 2.0 * (
+            all_gather_time(sys, nbytes, tp, s_tp, 1.0, 1.0, 1.0, 1.0)
+            + reduce_scatter_time(sys, nbytes, tp, s_tp, 1.0, 1.0, 1.0, 1.0)
+        )
+    return 2.0 * all_reduce_time(sys, nbytes, tp, s_tp, 1.0, 1.0, 1.0, 1.0)
+
+
+def exposed(comm, window, overlap):
+    """Communication left on the critical path after overlapping it with ``window`` of compute."""
+    if not overlap:
+        return comm
+    return max(0.0, comm - window)
+
+
+# =============================================================================================
+# One configuration
+# =============================================================================================
+
+
+def evaluate_config(sys, mdl, job, cfg, i, out):
+    """Cost configuration column ``i`` of ``cfg`` and write every result column of ``out[:, i]``.
+
+    Returns the status code written to ``out[OUT_STATUS, i]``.
+    """
+    code = config_error(sys, mdl, job, cfg, i)
+    if code != 0:
+        return write_invalid(out, i, code)
+
+    tp = float(cfg[CFG_TP, i])
+    cp = float(cfg[CFG_CP, i])
+    pp = float(cfg[CFG_PP, i])
+    dp = float(cfg[CFG_DP, i])
+    ep = float(cfg[CFG_EP, i])
+    mbs = float(cfg[CFG_MBS, i])
+    vpp = float(cfg[CFG_VPP, i])
+    schedule = cfg[CFG_SCHEDULE, i]
+    recompute = cfg[CFG_RECOMPUTE, i]
+    zero = cfg[CFG_ZERO, i]
+    sp = cfg[CFG_SP, i] == 1
+    order = cfg[CFG_ORDER, i]
+    tp_overlap = cfg[CFG_TP_OVERLAP, i] == 1
+    dp_overlap = cfg[CFG_DP_OVERLAP, i] == 1
+
+    h = mdl[MDL_HIDDEN]
+    heads = mdl[MDL_HEADS]
+    kv_heads = mdl[MDL_KV_HEADS]
+    head_dim = mdl[MDL_HEAD_DIM]
+    layers = mdl[MDL_LAYERS]
+    vocab = mdl[MDL_VOCAB]
+    swiglu = mdl[MDL_SWIGLU] > 0.0
+    experts = mdl[MDL_EXPERTS]
+    top_k = mdl[MDL_TOP_K]
+    expert_ffn = mdl[MDL_EXPERT_FFN_HIDDEN]
+    shared = mdl[MDL_SHARED_EXPERTS]
+    n_moe = moe_layer_count(layers, experts, mdl[MDL_MOE_EVERY])
+
+    seq = job[JOB_SEQ_LEN]
+    global_batch = job[JOB_GLOBAL_BATCH]
+    act_bytes = job[JOB_ACTIVATION_BYTES]
+    comm_bytes = job[JOB_COMM_BYTES]
+    flash = job[JOB_FLASH_ATTENTION] > 0.0
+    gpus = gpu_count(sys)
+    m = global_batch / (dp * mbs)
+    s = seq / cp  # tokens of a sequence on one context-parallel rank
+    b = mbs
+
+    # ---- placement: strides of every dimension ------------------------------------------------
+    dpx = dp / ep  # data parallelism outside expert parallelism
+    s_tp = dim_stride(order, DIM_TP, tp, cp, ep, dpx, pp)
+    s_cp = dim_stride(order, DIM_CP, tp, cp, ep, dpx, pp)
+    s_ep = dim_stride(order, DIM_EP, tp, cp, ep, dpx, pp)
+    s_dp = dim_stride(order, DIM_DP, tp, cp, ep, dpx, pp)
+    s_pp = dim_stride(order, DIM_PP, tp, cp, ep, dpx, pp)
+
+    # ---- compute per layer, per microbatch, on one GPU ----------------------------------------
+    split = tp * cp
+    proj = attention_projection_flops(b, seq, h, heads, kv_heads, head_dim) / split
+    core_hw = 0.5 * attention_core_flops(b, seq, heads, head_dim) / split  # causal half
+    dense_mlp = mlp_flops(b, seq, h, mdl[MDL_FFN_HIDDEN], swiglu) / split
+    routed = router_flops(b, seq, h, experts) / split
+    expert_mlp = moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) / split
+    local_experts = experts / ep + shared
+    t_proj = gemm_time(sys, proj, 2.0)
+    t_core = attention_kernel_time(sys, core_hw)
+    t_dense_mlp = gemm_time(sys, dense_mlp, 2.0)
+    t_moe_mlp = gemm_time(sys, routed, 1.0) + gemm_time(sys, expert_mlp, 2.0 * local_experts)
+    act_dense = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
+                                       swiglu, tp, sp, RECOMPUTE_NONE, flash, act_bytes)
+    act_moe = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, top_k,
+                                         shared, swiglu, tp, sp, RECOMPUTE_NONE, flash,
+                                         act_bytes)
+    # elementwise kernels touch about every stored activation once forward, twice backward
+    t_mem_dense = memory_bound_time(sys, act_dense)
+    t_mem_moe = memory_bound_time(sys, act_moe)
+    overhead = sys[SYS_LAYER_OVERHEAD_S]
+
+    dense_layers, moe_layers = stage_layer_split(layers, n_moe, pp)
+    gemm_f = dense_layers * (t_proj + t_dense_mlp) + moe_layers * (t_proj + t_moe_mlp)
+    core_f = (dense_layers + moe_layers) * t_core
+    mem_f = dense_layers * t_mem_dense + moe_layers * t_mem_moe
+    stage_layers = dense_layers + moe_layers
+    # the last stage also projects to the vocabulary (Megatron places it there)
+    t_logits = gemm_time(sys, logits_flops(b, s, h, vocab) / tp, 1.0)
+
+    f_compute = gemm_f + core_f + mem_f + stage_layers * overhead + t_logits
+    b_compute = gemm_f + 2.0 * core_f + 2.0 * mem_f + stage_layers * overhead + t_logits
+    w_compute = gemm_f + t_logits
+    if recompute == RECOMPUTE_FULL:
+        b_compute += gemm_f + core_f + mem_f + stage_layers * overhead
+    elif recompute == RECOMPUTE_SELECTIVE and not flash:
+        b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
+
+    # ---- tensor parallelism -------------------------------------------------------------------
+    tp_bytes = b * s * h * comm_bytes
+    tp_pass = stage_layers * tp_layer_comm_time(sys, tp_bytes, sp, tp, s_tp)
+    window_f = gemm_f
+    tp_f = exposed(tp_pass, window_f, tp_overlap)
+    tp_b = exposed(tp_pass, window_f, tp_overlap)
+    if recompute == RECOMPUTE_FULL:
+        tp_b += exposed(tp_pass, window_f, tp_overlap)
+
+    # ---- context parallelism: ring exchange of K and V overlapped with attention --------------
+    kv_local = kv_heads / tp if kv_heads >= tp else 1.0
+    kv_chunk = 2.0 * b * s * kv_local * head_dim * comm_bytes
+    cp_f = 0.0
+    cp_b = 0.0
+    if cp > 1.0:
+        step = p2p_time(sys, kv_chunk, cp, s_cp, 1.0, 1.0, 1.0, 1.0)
+        ring_f = (cp - 1.0) * step  # Liu et al. 2023, Ring Attention; Megatron-LM CP
+        ring_b = 2.0 * (cp - 1.0) * step  # K, V forwards and dK, dV back
+        cp_f = stage_layers * max(0.0, ring_f - t_core)
+        cp_b = stage_layers * max(0.0, ring_b - 2.0 * t_core)
+        if recompute == RECOMPUTE_FULL:
+            cp_b += stage_layers * max(0.0, ring_f - t_core)
+
+    # ---- expert parallelism: dispatch + combine all-to-all per MoE layer ----------------------
+    ep_f = 0.0
+    ep_b = 0.0
+    if moe_layers > 0.0 and ep > 1.0:
+        tokens = b * s / tp if sp else b * s
+        a2a = all_to_all_time(sys, tokens * top_k * h * comm_bytes, ep, s_ep, 1.0, 1.0, 1.0, 1.0)
+        ep_f = moe_layers * 2.0 * a2a  # dispatch + combine (Lepikhin et al. 2020, GShard §2)
+        ep_b = moe_layers * 2.0 * a2a
+        if recompute == RECOMPUTE_FULL:
+            ep_b += ep_f
+        if schedule == SCHED_DUALPIPE or schedule == SCHED_DUALPIPE_V:
+            # DualPipe overlaps one microbatch's all-to-all with another's compute
+            # (DeepSeek-V3 tech report §3.2.1)
+            ep_f = max(0.0, ep_f - b_compute)
+            ep_b = max(0.0, ep_b - f_compute)
+
+    f_stage = f_compute + tp_f + cp_f + ep_f
+    b_stage = b_compute + tp_b + cp_b + ep_b
+    w_stage = w_compute
+
+    # ---- pipeline ----------------------------------------------------------------------------
+    bubble = bubble_time(schedule, int(pp), int(m), int(vpp), f_stage, b_stage, w_stage)
+    pp_bytes = b * s * h * comm_bytes / tp  # Megatron scatter/gather over TP ranks
+    t_p2p = p2p_time(sys, pp_bytes, pp, s_pp, 1.0, 1.0, 1.0, 1.0) if pp > 1.0 else 0.0
+    pp_comm = p2p_critical_transfers(schedule, pp, vpp) * t_p2p if pp > 1.0 else 0.0
+
+    # ---- parameters per GPU --------------------------------------------------------------------
+    copies = parameter_copies(schedule)
+    attn_p = attention_params(h, heads, kv_heads, head_dim)
+    dense_params = (
+        dense_layers * (attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu))
+        + moe_layers * (attn_p + h * experts + shared * mlp_params(h, expert_ffn, swiglu))
+        + embedding_params(vocab, h)
+    ) / tp * copies
+    expert_params = moe_layers * (experts / ep) * mlp_params(h, expert_ffn, swiglu) / tp * copies
+
+    # ---- data parallelism ----------------------------------------------------------------------
+    grad_comm = job[JOB_GRAD_COMM_BYTES]
+    param_bytes = job[JOB_PARAM_BYTES]
+    # dense weights are replicated over cp x ep x dp/ep, expert weights over cp x dp/ep
+    dp_dense = cp * dp
+    dp_expert = cp * dpx
+    dp_time = 0.0
+    if zero == 0:
+        red = all_reduce_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
+            + all_reduce_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+        dp_time = exposed(red, b_stage + w_stage, dp_overlap)
+    elif zero == 1 or zero == 2:
+        rs = reduce_scatter_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
+            + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+        ag = all_gather_time(sys, dense_params * param_bytes, cp, s_cp, ep, s_ep, dpx, s_dp) \
+            + all_gather_time(sys, expert_params * param_bytes, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+        # gradients reduce under the last backward; parameters gather under the next forward
+        dp_time = exposed(rs, b_stage + w_stage, dp_overlap) + exposed(ag, f_stage, dp_overlap)
+    else:
+        # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter gradients, for
+        # every microbatch (Rajbhandari et al. 2020 §5; Zhao et al. 2023, PyTorch FSDP §3.3)
+        ag = all_gather_time(sys, dense_params * param_bytes, cp, s_cp, ep, s_ep, dpx, s_dp) \
+            + all_gather_time(sys, expert_params * param_bytes, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+        rs = reduce_scatter_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
+            + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+        dp_time = m * exposed(2.0 * ag + rs, f_stage + b_stage + w_stage, dp_overlap)
+
+    # ---- optimizer step (memory-bound over the shard this GPU owns) ---------------------------
+    opt_dense = dense_params / dp_dense if zero >= 1 else dense_params
+    opt_expert = expert_params / dp_expert if zero >= 1 else expert_params
+    optimizer = memory_bound_time(sys, (opt_dense + opt_expert) * job[JOB_OPTIMIZER_TRAFFIC_BYTES])
+
+    # ---- step ----------------------------------------------------------------------------------
+    compute = m * (f_compute + b_compute + w_compute)
+    tp_comm = m * (tp_f + tp_b)
+    cp_comm = m * (cp_f + cp_b)
+    ep_comm = m * (ep_f + ep_b)
+    step = compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_time + optimizer
+
+    # ---- memory per GPU (ZeRO paper §5 accounting, Rajbhandari et al. 2020) --------------------
+    w_shard_d = dp_dense if zero == 3 else 1.0
+    w_shard_e = dp_expert if zero == 3 else 1.0
+    g_shard_d = dp_dense if zero >= 2 else 1.0
+    g_shard_e = dp_expert if zero >= 2 else 1.0
+    o_shard_d = dp_dense if zero >= 1 else 1.0
+    o_shard_e = dp_expert if zero >= 1 else 1.0
+    mem_weights = (dense_params / w_shard_d + expert_params / w_shard_e) * param_bytes
+    mem_grads = (dense_params / g_shard_d + expert_params / g_shard_e) * job[JOB_GRAD_BYTES]
+    mem_opt = (dense_params / o_shard_d + expert_params / o_shard_e) * job[JOB_OPTIMIZER_BYTES]
+    act_dense_r = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
+                                         swiglu, tp, sp, recompute, flash, act_bytes)
+    act_moe_r = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, top_k,
+                                           shared, swiglu, tp, sp, recompute, flash, act_bytes)
+    act_stage = dense_layers * act_dense_r + moe_layers * act_moe_r
+    mem_act = act_stage * inflight_activations(schedule, int(pp), int(m), int(vpp))
+    mem_logits = logits_memory_bytes(b, s, vocab, tp, act_bytes)
+    mem_reserve = reserve_bytes(sys)
+    memory = mem_weights + mem_grads + mem_opt + mem_act + mem_logits + mem_reserve
+
+    # ---- FLOP rates ----------------------------------------------------------------------------
+    model_flops = model_flops_per_sequence(mdl, seq) * global_batch
+    hw_per_layer_f = (proj + core_hw) * split
+    hw_fwd = (
+        (layers - n_moe) * (hw_per_layer_f + dense_mlp * split)
+        + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
+        + logits_flops(b, seq, h, vocab)
+    )
+    hw_recompute = 0.0
+    if recompute == RECOMPUTE_FULL:
+        hw_recompute = hw_fwd - logits_flops(b, seq, h, vocab)
+    elif recompute == RECOMPUTE_SELECTIVE and not flash:
+        hw_recompute = layers * core_hw * split
+    # backward = B + W: GEMMs twice, the attention core twice (no weights): 3 forwards in all
+    hw_flops = (3.0 * hw_fwd + hw_recompute) * (global_batch / b)
+
+    return write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq,
+                        global_batch, compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble,
+                        dp_time, optimizer, mem_weights, mem_grads, mem_opt, mem_act,
+                        mem_logits, mem_reserve, m)
+
+
+# =============================================================================================
+# Result columns
+# =============================================================================================
+
+
+def reserve_bytes(sys):
+    """HBM the model cannot use (CUDA context, allocator fragmentation)."""
+    return sys[SYS_HBM_RESERVE_BYTES]
+
+
+def write_invalid(out, i, code):
+    """An invalid configuration: status set, infeasible, infinite step time, zero rates."""
+    for k in range(N_OUT):
+        out[k, i] = 0.0
+    if code >= 8 and code <= 14:
+        out[OUT_STATUS, i] = STATUS_BAD_INDEX
+    else:
+        out[OUT_STATUS, i] = STATUS_INVALID_CONFIG
+    out[OUT_STEP_TIME_S, i] = math.inf
+    return int(out[OUT_STATUS, i])
+
+
+def write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq, global_batch,
+                 compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm, optimizer,
+                 mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m):
+    """Write a costed configuration; feasible when its memory fits in HBM."""
+    fits = memory <= sys[SYS_HBM_BYTES]
+    out[OUT_STATUS, i] = STATUS_OK if fits else STATUS_OUT_OF_MEMORY
+    out[OUT_FEASIBLE, i] = 1.0 if fits else 0.0
+    out[OUT_STEP_TIME_S, i] = step
+    out[OUT_TOKENS_PER_S, i] = global_batch * seq / step
+    out[OUT_MFU, i] = model_flops / (step * gpus * sys[SYS_PEAK_FLOPS])
+    out[OUT_MODEL_TFLOPS_PER_GPU, i] = model_flops / (step * gpus) * 1e-12
+    out[OUT_HW_TFLOPS_PER_GPU, i] = hw_flops / (step * gpus) * 1e-12
+    out[OUT_MEMORY_GIB, i] = memory / GIB
+    out[OUT_COMPUTE_S, i] = compute
+    out[OUT_TP_COMM_S, i] = tp_comm
+    out[OUT_CP_COMM_S, i] = cp_comm
+    out[OUT_EP_COMM_S, i] = ep_comm
+    out[OUT_PP_COMM_S, i] = pp_comm
+    out[OUT_BUBBLE_S, i] = bubble
+    out[OUT_DP_COMM_S, i] = dp_comm
+    out[OUT_OPTIMIZER_S, i] = optimizer
+    out[OUT_MEM_WEIGHTS_GIB, i] = mem_weights / GIB
+    out[OUT_MEM_GRADS_GIB, i] = mem_grads / GIB
+    out[OUT_MEM_OPTIMIZER_GIB, i] = mem_opt / GIB
+    out[OUT_MEM_ACTIVATIONS_GIB, i] = mem_act / GIB
+    out[OUT_MEM_LOGITS_GIB, i] = mem_logits / GIB
+    out[OUT_MEM_RESERVE_GIB, i] = mem_reserve / GIB
+    out[OUT_MICROBATCHES, i] = m
+    return int(out[OUT_STATUS, i])

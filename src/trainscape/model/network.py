@@ -1,0 +1,203 @@
+"""Hierarchical network: tiers, placement orders and how a communication group spans the tiers.
+
+A cluster is a list of tiers from the inside out (node, data center, region ...). Tier ``i`` has
+a fan-out ``size`` (GPUs per node for tier 0; sub-domains per domain above it), so a tier-``i``
+domain holds ``span(i) = size_0 * ... * size_i`` consecutive ranks. Ranks are laid out in mixed
+radix by the placement ``order`` (innermost dimension first, as Megatron-LM's ``RankGenerator``
+and Llama 3's [TP, CP, PP, DP] order do), so a dimension's *stride* is the product of the degrees
+placed inside it.
+
+A communication group is the set of ranks that differ only in up to three dimensions (``a``,
+``b``, ``c``; unused ones have degree 1). How many of its members live inside one tier-``i``
+domain decides which tiers a collective crosses and with what fan-out -- the per-dimension
+decomposition of ASTRA-sim's analytical backend (Won et al., ISPASS 2023, "ASTRA-sim2.0", §IV:
+multi-dimensional topologies, one collective phase per dimension).
+
+Plain scalar code: the numba backend compiles these very functions.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..layout import (
+    N_DIMS,
+    N_TIER,
+    SYS_N_TIERS,
+    SYS_TIER_BASE,
+    TIER_BANDWIDTH,
+    TIER_EFFICIENCY,
+    TIER_LATENCY,
+    TIER_OVERSUBSCRIPTION,
+    TIER_SIZE,
+)
+
+
+def tier_field(sys, tier, field):
+    """Field ``field`` (a ``TIER_*`` index) of network tier ``tier`` in the system block."""
+    return sys[SYS_TIER_BASE + tier * N_TIER + field]
+
+
+def n_tiers(sys):
+    """Number of network tiers in use."""
+    return int(sys[SYS_N_TIERS])
+
+
+def tier_span(sys, tier):
+    """Ranks in one tier-``tier`` domain: the product of the tier sizes up to and including it.
+
+    The outermost tier is treated as unbounded, so every group fits in it.
+    """
+    if tier >= n_tiers(sys) - 1:
+        return math.inf
+    span = 1.0
+    for i in range(tier + 1):
+        span *= tier_field(sys, i, TIER_SIZE)
+    return span
+
+
+def tier_capacity(sys):
+    """Ranks the whole tier hierarchy can hold (the product of all tier sizes)."""
+    span = 1.0
+    for i in range(n_tiers(sys)):
+        span *= tier_field(sys, i, TIER_SIZE)
+    return span
+
+
+def tier_link_bandwidth(sys, tier):
+    """Bytes/s one GPU gets on tier ``tier``'s own links when every GPU uses them at once.
+
+    ``bandwidth * efficiency / oversubscription``: an oversubscription of ``o`` means the links
+    leaving a domain carry ``1/o`` of what its GPUs could inject (Llama 3, arXiv 2407.21783
+    §3.3.1: 1:7 oversubscription above the 3072-GPU pods). Collectives of one dimension run in
+    every group at once, so all GPUs of a domain contend for those links.
+    """
+    return (
+        tier_field(sys, tier, TIER_BANDWIDTH)
+        * tier_field(sys, tier, TIER_EFFICIENCY)
+        / tier_field(sys, tier, TIER_OVERSUBSCRIPTION)
+    )
+
+
+def tier_path_bandwidth(sys, tier):
+    """Bytes/s per GPU for traffic whose outermost crossed tier is ``tier``.
+
+    Traffic leaving a node goes through the NIC and every fabric level up to ``tier``, so it is
+    held to the slowest of tiers 1..``tier``; tier-0 traffic stays on the scale-up links.
+    """
+    if tier == 0:
+        return tier_link_bandwidth(sys, 0)
+    bw = tier_link_bandwidth(sys, 1)
+    for i in range(2, tier + 1):
+        bw = min(bw, tier_link_bandwidth(sys, i))
+    return bw
+
+
+def tier_latency(sys, tier):
+    """Seconds for one message across tier ``tier``."""
+    return tier_field(sys, tier, TIER_LATENCY)
+
+
+# ---------------------------------------------------------------------------------------------
+# Placement orders
+# ---------------------------------------------------------------------------------------------
+
+
+def order_dim_at(order, position):
+    """The dimension (a ``DIM_*`` index) at ``position`` (0 = innermost) of placement ``order``.
+
+    ``order`` is the lexicographic rank of a permutation of the ``N_DIMS`` dimensions, decoded
+    with the factorial number system (Lehmer code); a bit mask tracks the dimensions used.
+    """
+    used = 0
+    rank = order
+    dim = 0
+    for pos in range(position + 1):
+        radix = 1
+        for k in range(1, N_DIMS - pos):
+            radix *= k
+        digit = rank // radix
+        rank = rank - digit * radix
+        # pick the digit-th unused dimension
+        seen = -1
+        for d in range(N_DIMS):
+            if (used >> d) & 1 == 0:
+                seen += 1
+                if seen == digit:
+                    dim = d
+                    break
+        used |= 1 << dim
+    return dim
+
+
+def order_permutation(order):
+    """All dimensions of ``order``, innermost first (a tuple; for people and tests)."""
+    return tuple(order_dim_at(order, p) for p in range(N_DIMS))
+
+
+def dim_stride(order, dim, deg_tp, deg_cp, deg_ep, deg_dp, deg_pp):
+    """Rank stride of dimension ``dim``: the product of the degrees placed inside it.
+
+    ``deg_dp`` is the data-parallel degree outside expert parallelism (``dp / ep``).
+    """
+    stride = 1.0
+    for pos in range(N_DIMS):
+        d = order_dim_at(order, pos)
+        if d == dim:
+            return stride
+        if d == 0:
+            stride *= deg_tp
+        elif d == 1:
+            stride *= deg_cp
+        elif d == 2:
+            stride *= deg_ep
+        elif d == 3:
+            stride *= deg_dp
+        else:
+            stride *= deg_pp
+    return stride
+
+
+# ---------------------------------------------------------------------------------------------
+# Groups over tiers
+# ---------------------------------------------------------------------------------------------
+
+
+def dim_members_within(span, degree, stride):
+    """Distinct coordinates of one dimension (``degree`` values, ``stride`` apart) in ``span``
+    consecutive ranks: ``min(degree, max(1, floor(span / stride)))``."""
+    if span >= stride * degree:
+        return degree
+    inside = math.floor(span / stride)
+    if inside < 1.0:
+        return 1.0
+    return inside
+
+
+def group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Members of a group (dimensions a, b, c with degrees ``n_*`` and strides ``s_*``) that
+    share one aligned block of ``span`` ranks."""
+    return (
+        dim_members_within(span, n_a, s_a)
+        * dim_members_within(span, n_b, s_b)
+        * dim_members_within(span, n_c, s_c)
+    )
+
+
+def group_fanout(sys, tier, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Fan-out of the group at ``tier``: how many tier-(``tier``-1) sub-groups one tier-``tier``
+    sub-group joins. The product of the fan-outs over all tiers is the group size."""
+    inner = 1.0
+    if tier > 0:
+        inner = group_members_within(tier_span(sys, tier - 1), n_a, s_a, n_b, s_b, n_c, s_c)
+    outer = group_members_within(tier_span(sys, tier), n_a, s_a, n_b, s_b, n_c, s_c)
+    return outer / inner
+
+
+def group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Outermost tier the group crosses (-1 for a group of one rank)."""
+    top = -1
+    for i in range(n_tiers(sys)):
+        if group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c) > 1.0:
+            top = i
+    return top
