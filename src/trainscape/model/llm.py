@@ -33,11 +33,6 @@ from ..layout import (
     CFG_TP_OVERLAP,
     CFG_VPP,
     CFG_ZERO,
-    DIM_CP,
-    DIM_DP,
-    DIM_EP,
-    DIM_PP,
-    DIM_TP,
     JOB_ACTIVATION_BYTES,
     JOB_COMM_BYTES,
     JOB_FLASH_ATTENTION,
@@ -114,7 +109,7 @@ from .collectives import (
     p2p_time,
     reduce_scatter_time,
 )
-from .network import dim_stride, tier_capacity
+from .network import placement_strides, tier_capacity
 from .pipeline import (
     bubble_time,
     inflight_activations,
@@ -591,11 +586,7 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
 
     # ---- placement: strides of every dimension ------------------------------------------------
     dpx = dp / ep  # data parallelism outside expert parallelism
-    s_tp = dim_stride(order, DIM_TP, tp, cp, ep, dpx, pp)
-    s_cp = dim_stride(order, DIM_CP, tp, cp, ep, dpx, pp)
-    s_ep = dim_stride(order, DIM_EP, tp, cp, ep, dpx, pp)
-    s_dp = dim_stride(order, DIM_DP, tp, cp, ep, dpx, pp)
-    s_pp = dim_stride(order, DIM_PP, tp, cp, ep, dpx, pp)
+    s_tp, s_cp, s_ep, s_dp, s_pp = placement_strides(order, tp, cp, ep, dpx, pp)
 
     # ---- compute per layer, per microbatch, on one GPU ----------------------------------------
     split = tp * cp

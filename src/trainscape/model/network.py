@@ -135,27 +135,36 @@ def order_permutation(order):
     return tuple(order_dim_at(order, p) for p in range(N_DIMS))
 
 
-def dim_stride(order, dim, deg_tp, deg_cp, deg_ep, deg_dp, deg_pp):
-    """Rank stride of dimension ``dim``: the product of the degrees placed inside it.
+def placement_strides(order, deg_tp, deg_cp, deg_ep, deg_dp, deg_pp):
+    """Rank stride of every dimension under placement ``order``: the product of the degrees
+    placed inside it. Returns ``(s_tp, s_cp, s_ep, s_dp, s_pp)``.
 
     ``deg_dp`` is the data-parallel degree outside expert parallelism (``dp / ep``).
     """
+    s_tp = 1.0
+    s_cp = 1.0
+    s_ep = 1.0
+    s_dp = 1.0
+    s_pp = 1.0
     stride = 1.0
     for pos in range(N_DIMS):
         d = order_dim_at(order, pos)
-        if d == dim:
-            return stride
         if d == 0:
+            s_tp = stride
             stride *= deg_tp
         elif d == 1:
+            s_cp = stride
             stride *= deg_cp
         elif d == 2:
+            s_ep = stride
             stride *= deg_ep
         elif d == 3:
+            s_dp = stride
             stride *= deg_dp
         else:
+            s_pp = stride
             stride *= deg_pp
-    return stride
+    return s_tp, s_cp, s_ep, s_dp, s_pp
 
 
 # ---------------------------------------------------------------------------------------------

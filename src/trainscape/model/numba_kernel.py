@@ -3,16 +3,24 @@
 Rather than a second copy of the model, every function of the reference modules is re-created
 with a namespace in which its callees are their jitted twins, then ``numba.njit``-ed; the batch
 driver runs :func:`trainscape.model.llm.evaluate_config` over configurations with ``prange``.
-Compiled code is cached on disk (``cache=True``) so a second process does not recompile.
+Compiled code is cached on disk (``cache=True``) so a second process does not recompile. numba
+invalidates a cached function only when *its own* file changes, while the batch driver embeds
+code from every reference module; so the cache lives in a directory keyed by a hash of all of
+their sources (and numba's version), and any edit to the model compiles afresh.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import os
 import types
+from pathlib import Path
 
 import numba
 import numpy as np
 
+from .. import layout
 from ..layout import N_OUT
 from . import collectives, llm, network, pipeline
 from .reference import check_blocks
@@ -27,7 +35,28 @@ def _evaluate_batch(sys, mdl, job, cfg, out):
         evaluate_config(sys, mdl, job, cfg, i, out)  # noqa: F821
 
 
+def cache_dir(modules) -> str:
+    """Per-source-version numba cache directory (``TRAINSCAPE_CACHE_DIR`` overrides the root)."""
+    digest = hashlib.sha256(numba.__version__.encode())
+    for mod in (layout, *modules):
+        digest.update(inspect.getsource(mod).encode())
+    digest.update(inspect.getsource(_evaluate_batch).encode())
+    root = os.environ.get("TRAINSCAPE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"), "trainscape"
+    )
+    return os.path.join(root, "numba", digest.hexdigest()[:16])
+
+
 def _build_namespace():
+    previous = numba.config.CACHE_DIR
+    numba.config.CACHE_DIR = cache_dir(REFERENCE_MODULES)
+    try:
+        return _build_namespace_in_cache()
+    finally:
+        numba.config.CACHE_DIR = previous
+
+
+def _build_namespace_in_cache():
     ns: dict = {}
     owners: dict = {}
     for mod in REFERENCE_MODULES:
