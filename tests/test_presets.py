@@ -1,0 +1,337 @@
+"""Presets: every preset loads, every numeric value has a source, values are sane, and the LLM
+dimensions reproduce the published parameter counts."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainscape import presets
+
+GPU_NUMERIC = (
+    "peak_tflops",
+    "hbm_gb",
+    "hbm_bandwidth_GBps",
+    "nvlink_bandwidth_GBps",
+    "gemm_efficiency_max",
+    "gemm_half_flops",
+    "attention_efficiency",
+    "memory_efficiency",
+    "hbm_reserve_gb",
+)
+CLUSTER_NUMERIC = ("host_ddr_gb", "host_to_device_GBps")
+TIER_NUMERIC = ("size", "bandwidth_GBps", "latency_us", "efficiency", "oversubscription")
+LLM_FIELDS = (
+    "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab", "mlp",
+    "experts", "top_k", "expert_ffn_hidden", "moe_every", "shared_experts",
+)
+LLM_NUMERIC = tuple(f for f in LLM_FIELDS if f != "mlp")
+DLRM_NUMERIC = (
+    "dense_in_features", "dense_arch", "over_arch", "dcn_layers", "dcn_low_rank",
+    "embedding_dim", "global_batch", "tables",
+)
+
+REQUIRED = {
+    "gpu": {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb", "h200-141gb", "b200", "h800-sxm-80gb"},
+    "cluster": {
+        "dgx-a100-superpod", "dgx-h100-superpod", "meta-roce-h100", "zionex",
+        "meta-roce-h100-2bldg", "dgx-h100-superpod-2bldg",
+    },
+    "model": {
+        "gpt3-175b", "megatron-530b", "megatron-1t", "llama2-7b", "llama2-13b", "llama2-70b",
+        "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3",
+    },
+    "dlrm": {"dlrm-mlperf"},
+}
+GETTERS = {"gpu": presets.gpu, "cluster": presets.cluster, "model": presets.model, "dlrm": presets.dlrm}
+
+
+def _all(kind):
+    return [(n, GETTERS[kind](n)) for n in presets.names(kind)]
+
+
+def _has_source(sources: dict, key: str) -> bool:
+    s = sources.get(key)
+    return isinstance(s, str) and len(s.strip()) >= 10
+
+
+# ------------------------------------------------------------------------------------------------
+# API
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", presets.KINDS)
+def test_required_presets_exist_and_load(kind):
+    names = presets.names(kind)
+    assert REQUIRED[kind] <= set(names), REQUIRED[kind] - set(names)
+    assert len(names) == len(set(names))
+    for n in names:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", n), n
+        p = GETTERS[kind](n)
+        assert isinstance(p, dict) and isinstance(p["name"], str) and p["name"]
+        assert isinstance(p["sources"], dict)
+
+
+def test_dlrm_namespace_is_not_a_model():
+    assert "dlrm" not in presets.names("model")
+    assert not set(presets.names("dlrm")) & set(presets.names("model"))
+
+
+@pytest.mark.parametrize("kind", presets.KINDS)
+def test_each_call_returns_a_fresh_deep_copy(kind):
+    name = presets.names(kind)[0]
+    a = GETTERS[kind](name)
+    a["sources"].clear()
+    a["name"] = "changed"
+    if kind == "cluster":
+        a["tiers"][0]["size"] = -1
+    b = GETTERS[kind](name)
+    assert b["name"] != "changed" and b["sources"]
+    if kind == "cluster":
+        assert b["tiers"][0]["size"] >= 1
+    assert presets.get(kind, name) == b
+
+
+@pytest.mark.parametrize("kind", presets.KINDS)
+def test_unknown_name_lists_available(kind):
+    with pytest.raises(presets.UnknownPreset) as ei:
+        GETTERS[kind]("no-such-preset")
+    err = ei.value
+    assert isinstance(err, KeyError)
+    msg = str(err)
+    assert "no-such-preset" in msg and kind in msg
+    for n in presets.names(kind):
+        assert n in msg
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(max_size=20))
+def test_unknown_names_always_raise_unknown_preset(name):
+    for kind in presets.KINDS:
+        if name in presets.names(kind):
+            continue
+        with pytest.raises(presets.UnknownPreset):
+            presets.get(kind, name)
+
+
+def test_unknown_kind():
+    with pytest.raises(ValueError, match="gpu"):
+        presets.names("tpu")
+    with pytest.raises(ValueError):
+        presets.summary_rows("tpu")
+
+
+@pytest.mark.parametrize("kind", presets.KINDS)
+def test_summary_rows(kind):
+    rows = presets.summary_rows(kind)
+    assert [r["id"] for r in rows] == presets.names(kind)
+    keys = set(rows[0])
+    assert all(set(r) == keys for r in rows)
+    assert "name" in keys
+
+
+# ------------------------------------------------------------------------------------------------
+# Every numeric value has a source
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,g", _all("gpu"))
+def test_gpu_fields_and_sources(name, g):
+    for f in GPU_NUMERIC:
+        assert f in g, f"{name}.{f} missing"
+        assert _has_source(g["sources"], f), f"{name}.sources.{f} missing"
+
+
+@pytest.mark.parametrize("name,c", _all("cluster"))
+def test_cluster_fields_and_sources(name, c):
+    for f in CLUSTER_NUMERIC:
+        assert f in c and _has_source(c["sources"], f), f"{name}.{f}"
+    for i, t in enumerate(c["tiers"]):
+        src = t.get("source", "")
+        for f in TIER_NUMERIC:
+            assert f in t, f"{name}.tiers[{i}].{f} missing"
+            # each tier's source string carries one labelled part per numeric field
+            assert re.search(rf"(^|; ){f}: \S", src), f"{name}.tiers[{i}].source lacks '{f}: ...'"
+
+
+@pytest.mark.parametrize("name,m", _all("model"))
+def test_model_fields_and_sources(name, m):
+    assert set(m) == set(LLM_FIELDS) | {"name", "sources"}, f"{name}: fields {sorted(m)}"
+    for f in LLM_NUMERIC:
+        assert isinstance(m[f], int) and not isinstance(m[f], bool), f"{name}.{f}"
+        assert _has_source(m["sources"], f), f"{name}.sources.{f} missing"
+
+
+@pytest.mark.parametrize("name,d", _all("dlrm"))
+def test_dlrm_fields_and_sources(name, d):
+    for f in DLRM_NUMERIC:
+        assert f in d and _has_source(d["sources"], f), f"{name}.{f}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Sanity ranges
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,g", _all("gpu"))
+def test_gpu_ranges(name, g):
+    pk = g["peak_tflops"]
+    assert {"bf16", "fp16"} <= set(pk) <= {"bf16", "fp16", "fp8"}
+    assert all(v > 0 for v in pk.values())
+    if "fp8" in pk:  # FP8 tensor throughput is twice BF16 on Hopper and Blackwell
+        assert math.isclose(pk["fp8"], 2 * pk["bf16"], rel_tol=0.01)
+    for f in ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency"):
+        assert 0.0 < g[f] <= 1.0, f"{name}.{f}={g[f]}"
+    assert g["attention_efficiency"] <= g["gemm_efficiency_max"]
+    assert 1e7 <= g["gemm_half_flops"] <= 1e12
+    assert g["hbm_gb"] > 0 and g["hbm_bandwidth_GBps"] > 0 and g["nvlink_bandwidth_GBps"] > 0
+    assert 0 < g["hbm_reserve_gb"] < 0.2 * g["hbm_gb"]
+
+
+@pytest.mark.parametrize("name,c", _all("cluster"))
+def test_cluster_ranges(name, c):
+    assert c["gpu"] in presets.names("gpu")
+    assert c["host_ddr_gb"] > 0 and c["host_to_device_GBps"] > 0
+    tiers = c["tiers"]
+    assert 1 <= len(tiers) <= 6  # layout.MAX_TIERS
+    for t in tiers:
+        assert isinstance(t["size"], int) and t["size"] >= 1
+        assert t["bandwidth_GBps"] > 0 and t["latency_us"] > 0
+        assert 0 < t["efficiency"] <= 1 and t["oversubscription"] >= 1
+    # the node tier is NVLink at the GPU preset's NVLink bandwidth, and no outer tier is faster
+    assert tiers[0]["bandwidth_GBps"] == presets.gpu(c["gpu"])["nvlink_bandwidth_GBps"]
+    assert all(t["bandwidth_GBps"] <= tiers[0]["bandwidth_GBps"] for t in tiers[1:])
+    assert all(a["latency_us"] <= b["latency_us"] for a, b in zip(tiers, tiers[1:]))
+
+
+def test_cluster_sizes_match_the_papers():
+    meta = presets.cluster("meta-roce-h100")["tiers"]
+    assert meta[0]["size"] * meta[1]["size"] == 3072  # Llama 3 §3.3: 3072-GPU pods
+    assert meta[2]["oversubscription"] == 7.0  # 1:7 above the pod
+    assert math.prod(t["size"] for t in meta) == 24576  # 24K GPUs
+    two = presets.cluster("meta-roce-h100-2bldg")["tiers"]
+    assert [t["name"] for t in two][-1] == "region" and two[-1]["size"] == 2
+    assert presets.cluster("dgx-h100-superpod-2bldg")["tiers"][-1]["size"] == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# Model dimensions
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,m", _all("model"))
+def test_model_dims_consistent(name, m):
+    assert m["mlp"] in ("swiglu", "gelu")
+    assert m["heads"] % m["kv_heads"] == 0
+    # heads * head_dim == hidden for all but DeepSeek-V3, whose MLA heads are 128 x 128 = 16384
+    # wide on a 7168 hidden (documented in models.toml)
+    if name == "deepseek-v3":
+        assert m["heads"] * m["head_dim"] == 16384
+    else:
+        assert m["heads"] * m["head_dim"] == m["hidden"]
+    for f in ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab"):
+        assert m[f] >= 1
+    moe = m["experts"] > 0
+    assert moe == (m["moe_every"] > 0) == (m["top_k"] > 0) == (m["expert_ffn_hidden"] > 0)
+    if moe:
+        assert 1 <= m["top_k"] <= m["experts"] and m["moe_every"] <= m["layers"]
+    else:
+        assert m["shared_experts"] == 0
+
+
+def _param_count(m, tied_embeddings):
+    """Independent count: per layer attention Q,O = h*a*d each, K,V = h*kv*d each; MLP 3*h*f
+    (SwiGLU) or 2*h*f (GeLU) [Narayanan et al. SC'21 §5.1 gives 12lh^2 for GPT]; MoE layers
+    (1-based index divisible by moe_every) hold experts + shared experts and a router h*experts;
+    embedding v*h, plus an output projection v*h unless tied. Norms/biases ignored (<0.1%)."""
+    h, f = m["hidden"], m["ffn_hidden"]
+    mats = 3 if m["mlp"] == "swiglu" else 2
+    total = active = 0
+    for layer in range(1, m["layers"] + 1):
+        attn = 2 * h * m["heads"] * m["head_dim"] + 2 * h * m["kv_heads"] * m["head_dim"]
+        total += attn
+        active += attn
+        if m["moe_every"] and layer % m["moe_every"] == 0:
+            e = mats * h * m["expert_ffn_hidden"]
+            total += (m["experts"] + m["shared_experts"]) * e + h * m["experts"]
+            active += (m["top_k"] + m["shared_experts"]) * e + h * m["experts"]
+        else:
+            total += mats * h * f
+            active += mats * h * f
+    emb = m["vocab"] * h * (1 if tied_embeddings else 2)
+    return total + emb, active + emb
+
+
+# (published total, published active, tied embeddings, source)
+PUBLISHED = {
+    "gpt3-175b": (175.0e9, None, True, "Brown et al. 2020 Table 2.1"),
+    "megatron-530b": (529.6e9, None, True, "Narayanan et al. SC'21 Table 1"),
+    "megatron-1t": (1008.0e9, None, True, "Narayanan et al. SC'21 Table 1"),
+    "llama2-7b": (6.74e9, None, False, "Llama 2 release: 6,738,415,616 parameters"),
+    "llama2-13b": (13.02e9, None, False, "Llama 2 release: 13,015,864,320 parameters"),
+    "llama2-70b": (70e9, None, False, "Touvron et al. 2023: 70B (68.98B exact)"),
+    "llama3-8b": (8e9, None, False, "Llama 3 paper Table 3: 8B"),
+    "llama3-70b": (70e9, None, False, "Llama 3 paper Table 3: 70B"),
+    "llama3-405b": (405e9, None, False, "Llama 3 paper Table 3: 405B"),
+    "mixtral-8x7b": (46.7e9, 12.9e9, False, "Mixtral (arXiv 2401.04088) / Mistral: 46.7B total, 12.9B active"),
+    "deepseek-v3": (671e9, 37e9, False, "DeepSeek-V3 (arXiv 2412.19437) abstract: 671B total, 37B active"),
+}
+
+
+def _deepseek_documented_delta(m):
+    """The approximation deltas stated in models.toml for deepseek-v3 (total, active)."""
+    h = m["hidden"]
+    # moe_every = 1 turns the 3 dense layers (FFN 18432) into MoE layers
+    moe_extra = 3 * (256 * 3 * h * 2048 + h * 256) - 3 * 3 * h * 18432
+    # GQA stand-in vs MLA attention weights per layer (q 1536 rank, kv 512 + rope 64, 192/128 dims)
+    mla = h * 1536 + 1536 * 128 * 192 + h * (512 + 64) + 512 * 128 * (128 + 128) + 128 * 128 * h
+    gqa = 2 * h * 128 * 128 + 2 * h * 8 * 128
+    attn_extra = 61 * (gqa - mla)
+    return moe_extra + attn_extra, attn_extra
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_param_count_matches_published(name):
+    m = presets.model(name)
+    total_pub, active_pub, tied, _src = PUBLISHED[name]
+    total, active = _param_count(m, tied)
+    if name == "deepseek-v3":
+        d_total, d_active = _deepseek_documented_delta(m)
+        total_pub, active_pub = total_pub + d_total, active_pub + d_active
+    assert abs(total / total_pub - 1) < 0.03, f"{name}: {total / 1e9:.1f}B vs {total_pub / 1e9:.1f}B"
+    if active_pub is not None:
+        assert abs(active / active_pub - 1) < 0.03, f"{name}: active {active / 1e9:.2f}B"
+    # the API's summary helper agrees with this independent count (it never ties embeddings)
+    api_total, api_active = presets.llm_param_counts(m)
+    untied_total, untied_active = _param_count(m, False)
+    assert math.isclose(api_total, untied_total) and math.isclose(api_active, untied_active)
+
+
+def test_all_models_have_published_sizes():
+    assert set(presets.names("model")) <= set(PUBLISHED)
+
+
+# ------------------------------------------------------------------------------------------------
+# DLRM
+# ------------------------------------------------------------------------------------------------
+
+
+def test_dlrm_mlperf():
+    d = presets.dlrm("dlrm-mlperf")
+    assert d["dense_in_features"] == 13 and d["dense_arch"] == [512, 256, 128]
+    assert d["over_arch"] == [1024, 1024, 512, 256, 1]
+    assert (d["interaction"], d["dcn_layers"], d["dcn_low_rank"]) == ("dcn", 3, 512)
+    assert d["embedding_dim"] == 128 and d["global_batch"] == 65536
+    tables = d["tables"]
+    assert len(tables) == 26 and len({t["name"] for t in tables}) == 26
+    assert all(t["dim"] == d["embedding_dim"] and 1 <= t["rows"] <= 40_000_000 for t in tables)
+    assert all(t["pooling"] >= 1 for t in tables)
+    # totals of shared/cases/criteo_1tb_tables.csv (rows; multi_hot lookups per sample)
+    assert sum(t["rows"] for t in tables) == 204_184_588
+    assert sum(t["pooling"] for t in tables) == 214
+    # the dense arch output feeds the interaction at the embedding width
+    assert d["dense_arch"][-1] == d["embedding_dim"]
