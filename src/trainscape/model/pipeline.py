@@ -1,0 +1,380 @@
+"""Pipeline-parallel schedules: closed forms of the bubble, activations in flight, copies of the
+parameters and the point-to-point transfers on the critical path.
+
+Reference-model code: numba-compatible plain Python (int/float scalars, ``math``, if/else).
+
+Conventions (shared with :mod:`trainscape.model.llm`):
+
+* ``p`` pipeline devices (pp degree), ``m`` microbatches per step per pipeline, ``v`` virtual
+  stages per device (only the interleaved schedule uses it).
+* ``f, b, w``: time of ONE microbatch through ONE DEVICE'S WORTH OF LAYERS (layers/p) for the
+  forward, the backward for inputs ("B" of Qi et al., arXiv 2401.10241) and the backward for
+  weights ("W"). Schedules that do not split the backward run B then W as one backward. A device
+  holding c chunks runs each chunk operation in f/c etc.
+* The pipeline phase of a step takes ``m*(f+b+w) + bubble_time(...)``: every device computes
+  ``m*(f+b+w)`` and the bubble is the idle time on the critical path, *with every device starting
+  the step at time 0 and the step ending when the last device ends* (a synchronous optimizer step
+  after the pipeline, as Megatron-LM, DeepSpeed and DualPipe do by default).
+
+Every closed form below was checked against the discrete-event simulator
+(:mod:`trainscape.model.schedule_sim`), which replays each device's order of operations as the
+public implementations issue them. Where the published form and the simulation differ, the
+function follows the simulation and the docstring says how (see also the notes per schedule).
+
+``p == 1`` is valid for every schedule: no pipeline, the m microbatches run back to back
+(gradient accumulation), bubble 0, one microbatch's activations stored at a time.
+"""
+
+from ..layout import (
+    SCHED_1F1B,
+    SCHED_DUALPIPE,
+    SCHED_DUALPIPE_V,
+    SCHED_GPIPE,
+    SCHED_INTERLEAVED,
+    SCHED_ZB_H1,
+    SCHED_ZB_H2,
+    SCHED_ZB_V,
+    SCHEDULES,
+)
+
+N_SCHEDULE_CODES = len(SCHEDULES)
+
+#: Reasons returned by :func:`schedule_valid` (index = code, 0 = ok).
+SCHEDULE_INVALID_REASONS = (
+    "ok",
+    "pp, microbatches and vpp must all be >= 1",
+    "unknown schedule code",
+    # Megatron-LM forward_backward_pipelining_with_interleaving asserts
+    # num_microbatches % pipeline_parallel_size == 0 (the schedule of Narayanan et al. SC'21
+    # §2.2 runs microbatches in groups of p per model chunk).
+    "interleaved needs microbatches divisible by pp",
+    # deepseek-ai/DualPipe dualpipe/dualpipe.py step(): assert num_ranks % 2 == 0
+    "dualpipe needs an even pp",
+    # ... and assert num_chunks % 2 == 0 and num_chunks >= num_ranks * 2
+    "dualpipe needs an even number of microbatches >= 2*pp",
+    # deepseek-ai/DualPipe dualpipe/dualpipev.py step(): assert num_chunks >= num_ranks * 2
+    "dualpipe-v needs microbatches >= 2*pp",
+)
+SCHED_OK = 0
+SCHED_ERR_RANGE = 1
+SCHED_ERR_CODE = 2
+SCHED_ERR_INTERLEAVED_M = 3
+SCHED_ERR_DUALPIPE_P = 4
+SCHED_ERR_DUALPIPE_M = 5
+SCHED_ERR_DUALPIPE_V_M = 6
+
+
+def schedule_chunks(schedule, v):
+    """Model chunks (stages) held by one device: interleaved v (Narayanan et al. SC'21 §2.2);
+    ZB-V 2 (Qi et al., V-shape schedule); DualPipeV 2 (deepseek-ai/DualPipe, "cut-in-half");
+    DualPipe 2 mirrored stages, one per direction (DeepSeek-V3 tech report §3.2.1, each of
+    layers/p); others 1."""
+    if schedule == SCHED_INTERLEAVED:
+        if v < 1:
+            return 1
+        return v
+    if schedule == SCHED_ZB_V or schedule == SCHED_DUALPIPE_V or schedule == SCHED_DUALPIPE:
+        return 2
+    return 1
+
+
+def schedule_layer_divisor(schedule, p, v):
+    """Layers must be divisible by this: the number of stages a microbatch passes through.
+    Interleaved p*v, ZB-V and DualPipeV 2p (V of 2p chunks), DualPipe p (each direction's copy
+    of the model in p stages), others p. 1 when p == 1 (no pipeline)."""
+    if p <= 1:
+        return 1
+    if schedule == SCHED_INTERLEAVED:
+        if v < 1:
+            return p
+        return p * v
+    if schedule == SCHED_ZB_V or schedule == SCHED_DUALPIPE_V:
+        return 2 * p
+    return p
+
+
+def schedule_valid(schedule, p, m, v):
+    """0 when the schedule can run with these values, else a code into
+    ``SCHEDULE_INVALID_REASONS``. Constraints are those the public implementations assert
+    (cited at the reasons); ZB-H1/ZB-H2/ZB-V run any m >= 1 (the ZB-V order pads to 2p-1
+    microbatches and drops the padding, sail-sg handcrafted_zb_v). p == 1 is always valid."""
+    if p < 1 or m < 1 or v < 1:
+        return SCHED_ERR_RANGE
+    if schedule < 0 or schedule >= N_SCHEDULE_CODES:
+        return SCHED_ERR_CODE
+    if p == 1:
+        return SCHED_OK
+    if schedule == SCHED_INTERLEAVED:
+        if v > 1 and m % p != 0:
+            return SCHED_ERR_INTERLEAVED_M
+    elif schedule == SCHED_DUALPIPE:
+        if p % 2 != 0:
+            return SCHED_ERR_DUALPIPE_P
+        if m % 2 != 0 or m < 2 * p:
+            return SCHED_ERR_DUALPIPE_M
+    elif schedule == SCHED_DUALPIPE_V:
+        if m < 2 * p:
+            return SCHED_ERR_DUALPIPE_V_M
+    return SCHED_OK
+
+
+def _nonneg(x):
+    """x when it is a number >= 0, else 0 (guards NaN and negative times)."""
+    if x > 0.0:
+        return x
+    return 0.0
+
+
+# ---- bubble closed forms, one per schedule ----------------------------------------------------
+
+
+def bubble_fill_drain(p, f, b, w):
+    """GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. SC'21 §2.1, PipeDream-Flush):
+    ``(p-1)(f+b+w)``. Exact for every m >= 1."""
+    return (p - 1.0) * (f + b + w)
+
+
+def bubble_interleaved(p, v, f, b, w):
+    """Interleaved 1F1B, Narayanan et al. SC'21 §2.2: ``(p-1)(f+b+w)/v``. Exact for every
+    m % p == 0 (m == p included, where Megatron runs all forwards first)."""
+    if v < 1:
+        v = 1
+    return (p - 1.0) * (f + b + w) / v
+
+
+def bubble_zb_h1(p, m, f, b, w):
+    """ZB-H1 (Qi et al., arXiv 2401.10241 §3.1, Table: ``(p-1)(F+B-W)``).
+
+    Simulated closed form, with ``k = min(m, p)``::
+
+        max((p-k) f + (p-1) b,  (p-1) f + (p-k) b,  (p-1)(f+b) - (k-1) w)
+
+    For m >= p this is ``(p-1) max(f+b-w, f, b)``: the published ``(p-1)(f+b-w)`` holds when
+    ``w <= min(f, b)`` (W's longer than F or B cannot all be hidden in the gaps they fill).
+    Exact for m >= p; for m < p it is an upper bound of the simulation (the W's of the few
+    microbatches only partly fill the drain)."""
+    k = m
+    if k > p:
+        k = p
+    a = (p - k) * f + (p - 1.0) * b
+    c = (p - 1.0) * f + (p - k) * b
+    d = (p - 1.0) * (f + b) - (k - 1.0) * w
+    if c > a:
+        a = c
+    if d > a:
+        a = d
+    return a
+
+
+def bubble_zb_h2(p, m, f, b, w):
+    """ZB-H2 (Qi et al., arXiv 2401.10241 §3.1: bubble ``(p-1)(F+B-2W)``, zero when F=B=W,
+    *after* removing the optimizer synchronisation, §4 "post-validation").
+
+    With a synchronous step (all devices start at 0 and the step ends with the last one) the
+    simulation gives, for m >= 2p-1::
+
+        (p-1) max(f, b - f, f + b - 2w)
+
+    i.e. the published term plus the start skew of the parallelogram: the last stage cannot
+    start before (p-1) forwards reached it, which post-validation hides by overlapping
+    consecutive steps. Exact for m >= 2p-1. For m < 2p-1 (not enough microbatches to fill the
+    2p-1 warm-up slots) it returns the ZB-H1 form, an upper bound of the simulation."""
+    if m < 2 * p - 1:
+        return bubble_zb_h1(p, m, f, b, w)
+    a = f
+    if b - f > a:
+        a = b - f
+    if f + b - 2.0 * w > a:
+        a = f + b - 2.0 * w
+    return (p - 1.0) * a
+
+
+def bubble_zb_v(p, m, f, b, w):
+    """ZB-V (Qi et al., "Zero Bubble Pipeline Parallelism", V-shape schedule: zero bubble when
+    F=B=W with post-validation, 1F1B's memory). Order: sail-sg handcrafted ZB-V.
+
+    Synchronous step, simulated, for m >= 2p-1: the maximum of nine critical-path forms
+    (chunk times are f/2, b/2, w/2)::
+
+        (p-1)/2 b,  b/2 + (p-2)/2 w,  (p-1)(b-w),  f/2 + (p-2)/2 w,  (p-1)/2 f,
+        (p-1)/2 (f+b) - (p-1) w,  ((2p-3) f - (p-2) b)/2,  (p-1) f - (p-1)/2 b - w/2,
+        (p-1) f - (p - 1/2) w,  (2p-3)/2 f + b/2 - (p-1) w
+
+    At f=b=w this is ``(p-1) f/2`` -- the start skew of the V (device p-1 starts after p-1
+    chunk forwards), which post-validation hides. Exact for m >= 2p-1; for m < 2p-1 (the
+    padded microbatches leave W's queued at the end) it returns 1F1B's ``(p-1)(f+b+w)``, an
+    upper bound of the simulation."""
+    if m < 2 * p - 1:
+        return (p - 1.0) * (f + b + w)
+    q = p - 1.0
+    a = q * 0.5 * b
+    t = 0.5 * b + (p - 2.0) * 0.5 * w
+    if t > a:
+        a = t
+    t = q * (b - w)
+    if t > a:
+        a = t
+    t = 0.5 * f + (p - 2.0) * 0.5 * w
+    if t > a:
+        a = t
+    t = q * 0.5 * f
+    if t > a:
+        a = t
+    t = q * 0.5 * (f + b) - q * w
+    if t > a:
+        a = t
+    t = ((2.0 * p - 3.0) * f - (p - 2.0) * b) * 0.5
+    if t > a:
+        a = t
+    t = q * f - q * 0.5 * b - 0.5 * w
+    if t > a:
+        a = t
+    t = q * f - (p - 0.5) * w
+    if t > a:
+        a = t
+    t = (2.0 * p - 3.0) * 0.5 * f + 0.5 * b - q * w
+    if t > a:
+        a = t
+    return a
+
+
+def bubble_dualpipe(p, f, b, w):
+    """DualPipe (deepseek-ai/DualPipe README: ``(PP/2-1)(F&B + B - 3W)``, B = full backward).
+
+    F&B is the overlapped forward + full backward of two microbatches; we take it as
+    ``f + b + w`` (the overlapped backward in dualpipe.py runs with ``enable_zb=False``, so it
+    includes W; no compute-overlap gain, communication overlap is modelled elsewhere). With
+    ``h = p/2 - 1`` the simulation gives, for every valid m (even, >= 2p)::
+
+        h max(0, b - w) + max((h-1) f + h b,  2h f)
+
+    which equals the README's ``h (f + 2b - w)`` when ``f = b >= w`` (the README's setting)
+    and differs otherwise (e.g. p=4, f=1, b=2, w=1: README 4, simulation 3; f=2, b=w=1:
+    README 3, simulation 4)."""
+    h = p * 0.5 - 1.0
+    a = (h - 1.0) * f + h * b
+    c = 2.0 * h * f
+    if c > a:
+        a = c
+    d = b - w
+    if d < 0.0:
+        d = 0.0
+    return h * d + a
+
+
+def bubble_dualpipe_v(p, f, b, w):
+    """DualPipeV (deepseek-ai/DualPipe dualpipev.py, the "cut-in-half" DualPipe): the README
+    form with PP = 2p chunks of time f/2, b/2, w/2 is ``(p-1)(f + 2b - w)/2``. With
+    ``H = (p-1)/2`` the simulation gives, for every valid m (>= 2p)::
+
+        H max(0, b - w) + max((p-2)/2 f + H b,  2H f)
+
+    equal to the README form when ``f = b >= w``."""
+    hh = (p - 1.0) * 0.5
+    a = (p - 2.0) * 0.5 * f + hh * b
+    c = 2.0 * hh * f
+    if c > a:
+        a = c
+    d = b - w
+    if d < 0.0:
+        d = 0.0
+    return hh * d + a
+
+
+def bubble_time(schedule, p, m, v, f, b, w):
+    """Device idle time on the critical path of the pipeline phase (synchronous step), so the
+    phase takes ``m*(f+b+w) + bubble_time``. Never negative, never NaN (negative or NaN times
+    count as 0). Exactness regions per schedule (elsewhere a documented upper bound):
+    gpipe/1f1b all m; interleaved m % p == 0; zb-h1 m >= p; zb-h2 and zb-v m >= 2p-1;
+    dualpipe (even p, even m >= 2p) and dualpipe-v (m >= 2p) all valid m."""
+    f = _nonneg(f)
+    b = _nonneg(b)
+    w = _nonneg(w)
+    if p <= 1 or m < 1:
+        return 0.0
+    if schedule == SCHED_GPIPE or schedule == SCHED_1F1B:
+        r = bubble_fill_drain(p, f, b, w)
+    elif schedule == SCHED_INTERLEAVED:
+        r = bubble_interleaved(p, v, f, b, w)
+    elif schedule == SCHED_ZB_H1:
+        r = bubble_zb_h1(p, m, f, b, w)
+    elif schedule == SCHED_ZB_H2:
+        r = bubble_zb_h2(p, m, f, b, w)
+    elif schedule == SCHED_ZB_V:
+        r = bubble_zb_v(p, m, f, b, w)
+    elif schedule == SCHED_DUALPIPE:
+        r = bubble_dualpipe(p, f, b, w)
+    elif schedule == SCHED_DUALPIPE_V:
+        r = bubble_dualpipe_v(p, f, b, w)
+    else:
+        r = bubble_fill_drain(p, f, b, w)
+    return _nonneg(r)
+
+
+def inflight_activations(schedule, p, m, v):
+    """Peak number of stored microbatch activations on the busiest device, in units of one
+    microbatch through layers/p layers (stored from F to W, or to the fused backward).
+
+    GPipe m (all forwards first); 1F1B min(p, m) (Megatron warm-up p-r-1 plus one); interleaved
+    p + (p-1)/v (Korthikanti et al. 2022 §4.2.3; Megatron warm-up 2(p-1)+(v-1)p chunk forwards
+    plus one, each 1/v) but p when m == p (Megatron then runs all forwards first); ZB-H1
+    min(p, m) and ZB-V min(p, m) (Qi et al.: 1F1B's memory); ZB-H2 min(2p-1, m) (Qi et al.
+    §3.1: 2p-1 warm-up); DualPipe p+1 (README); DualPipeV p + 1/2 (2p+1 chunks of layers/2p, the
+    README's PP+1 with PP = 2p chunks). p == 1: 1 (forward and backward back to back)."""
+    if m < 1:
+        return 0.0
+    if p <= 1:
+        return 1.0
+    fm = m * 1.0
+    fp = p * 1.0
+    if schedule == SCHED_GPIPE:
+        return fm
+    if schedule == SCHED_INTERLEAVED:
+        if v <= 1:
+            return min(fp, fm)
+        if m == p:
+            return fp
+        return min(fp + (fp - 1.0) / v, fm)
+    if schedule == SCHED_ZB_H2:
+        return min(2.0 * fp - 1.0, fm)
+    if schedule == SCHED_DUALPIPE:
+        return fp + 1.0
+    if schedule == SCHED_DUALPIPE_V:
+        return fp + 0.5
+    # 1F1B, ZB-H1, ZB-V
+    return min(fp, fm)
+
+
+def parameter_copies(schedule):
+    """Copies of the device's share of the parameters: DualPipe keeps two mirrored copies
+    (README: 2x parameters); every other schedule 1."""
+    if schedule == SCHED_DUALPIPE:
+        return 2.0
+    return 1.0
+
+
+def p2p_critical_transfers(schedule, p, v):
+    """Stage-to-stage activation/gradient transfers on the critical path (fill + drain) when
+    the steady-state transfers overlap compute.
+
+    * gpipe, 1f1b, zb-h1, zb-h2: 2(p-1) -- the first microbatch's forward crosses p-1 device
+      boundaries before the last stage can start, the last backward crosses p-1 back.
+    * interleaved: 2(pv-1) -- the microbatch route has pv stages on p devices, every boundary
+      between consecutive stages is a device boundary (stage c*p+r on device r), and the fill
+      waits for the first microbatch to come round all v loops (the simulator with a per-transfer
+      delay and m = 4p gives exactly 2(pv-1) for this schedule).
+    * zb-v, dualpipe-v: 4(p-1) -- a V route of 2p stages: 2p-1 boundaries of which the turn at
+      device p-1 is local, so 2(p-1) transfers each way.
+    * dualpipe: 2(p-1) -- each direction is a p-stage pipeline; the two directions fill at the
+      same time from opposite ends, so one fill and one drain are exposed.
+    p == 1: 0."""
+    if p <= 1:
+        return 0.0
+    q = p - 1.0
+    if schedule == SCHED_INTERLEAVED:
+        if v < 1:
+            v = 1
+        return 2.0 * (p * v - 1.0)
+    if schedule == SCHED_ZB_V or schedule == SCHED_DUALPIPE_V:
+        return 4.0 * q
+    return 2.0 * q
