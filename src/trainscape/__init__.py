@@ -1,0 +1,28 @@
+"""trainscape: an analytical cost model of distributed LLM and DLRM training, and search over
+how to lay a training job out on a hierarchical GPU network.
+
+The Python API::
+
+    import trainscape
+    scenario = trainscape.load("examples/gpt3-175b-a100.toml")
+    result = trainscape.evaluate(scenario)            # the scenario's [config]
+    result.step_time_s, result.mfu, result.breakdown
+
+See :mod:`trainscape.layout` for the packed blocks the kernels read.
+"""
+
+from .api import Result, evaluate, evaluate_columns, load
+from .spec import ConfigSpec, Scenario, ScenarioError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigSpec",
+    "Result",
+    "Scenario",
+    "ScenarioError",
+    "__version__",
+    "evaluate",
+    "evaluate_columns",
+    "load",
+]

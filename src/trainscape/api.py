@@ -1,0 +1,132 @@
+"""The Python API for people: load a scenario, cost one configuration, get a Result.
+
+>>> import trainscape
+>>> sc = trainscape.load("examples/gpt3-175b-a100.toml", overrides=["job.global_batch=1536"])
+>>> r = trainscape.evaluate(sc, {"tp": 8, "pp": 8, "schedule": "interleaved", "vpp": 2})
+>>> r.step_time_s, r.mfu, r.breakdown["bubble_s"]
+
+Batches of configurations go through :func:`evaluate_columns` (packed blocks in, result columns
+out), the single place that calls a kernel backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import layout as L
+from .spec import ConfigSpec, Scenario, ScenarioError, load_scenario, pack, pack_configs
+
+#: Backends :func:`evaluate_columns` knows. ``None`` means the default (the reference for now).
+BACKENDS = ("python",)
+
+
+def load(source: str | Path | Mapping, overrides: Iterable[str] = ()) -> Scenario:
+    """A validated Scenario from a TOML/JSON file or a raw dict, with presets merged and
+    ``overrides`` (``"path=value"`` strings, e.g. ``"cluster.tiers[1].bandwidth_GBps=100"``)
+    applied. Raises :class:`ScenarioError` with a one-line message naming the field."""
+    if isinstance(source, Scenario):
+        if overrides:
+            return load(source.model_dump(exclude_none=True), overrides)
+        return source
+    return load_scenario(source, overrides)
+
+
+def evaluate_columns(sys: np.ndarray, mdl: np.ndarray, job: np.ndarray, cfg: np.ndarray,
+                     backend: str | None = None) -> np.ndarray:
+    """Cost packed configuration columns; returns ``float64 (layout.N_OUT, n)``.
+
+    The one call site of the kernels: ``backend`` None or ``"python"`` runs the reference.
+    """
+    if backend in (None, "python"):
+        from .model.reference import evaluate_batch
+
+        return evaluate_batch(sys, mdl, job, cfg)
+    raise ScenarioError.at("backend", "unknown backend", backend, ", ".join(BACKENDS))
+
+
+class _ResultBase:
+    """Methods shared by :class:`Result` (its fields are generated from the layout)."""
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        """The step-time terms in seconds (``layout.BREAKDOWN_FIELDS``); they sum to the step."""
+        return {k: getattr(self, k) for k in L.BREAKDOWN_FIELDS}
+
+    @property
+    def memory(self) -> dict[str, float]:
+        """The memory parts in GiB (``layout.MEMORY_FIELDS``); they sum to ``memory_gib``."""
+        return {k: getattr(self, k) for k in L.MEMORY_FIELDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every output field under its layout name, plus ``config`` and ``scenario``."""
+        out = {k: getattr(self, k) for k in L.OUTPUT_FIELDS}
+        out["config"] = dict(self.config)
+        out["scenario"] = self.scenario_name
+        return out
+
+    @classmethod
+    def from_column(cls, column: np.ndarray, config: Mapping[str, Any],
+                    scenario_name: str = "") -> Result:
+        """A Result from one output column (``column[OUT_*]``)."""
+        values: dict[str, Any] = {}
+        for i, name in enumerate(L.OUTPUT_FIELDS):
+            v = float(column[i])
+            if name == "status":
+                code = int(v)
+                values[name] = L.STATUS[code] if 0 <= code < len(L.STATUS) else f"code {code}"
+            elif name == "feasible":
+                values[name] = v == 1.0
+            elif name == "microbatches":
+                values[name] = int(v)
+            else:
+                values[name] = v
+        return cls(**values, config=dict(config), scenario_name=scenario_name)
+
+
+def _result_field_type(name: str) -> type:
+    return {"status": str, "feasible": bool, "microbatches": int}.get(name, float)
+
+
+#: One costed configuration: every ``layout.OUTPUT_FIELDS`` name as an attribute (``status`` as
+#: its ``layout.STATUS`` string, ``feasible`` a bool, ``microbatches`` an int, the rest floats
+#: in seconds, GiB, TFLOP/s, tokens/s or a fraction), plus ``config`` (dict) and
+#: ``scenario_name``.
+Result = dataclasses.make_dataclass(
+    "Result",
+    [(name, _result_field_type(name)) for name in L.OUTPUT_FIELDS]
+    + [("config", dict), ("scenario_name", str)],
+    bases=(_ResultBase,),
+    frozen=True,
+    namespace={"__module__": __name__},
+)
+Result.__doc__ = "One costed configuration; fields named as ``layout.OUTPUT_FIELDS``."
+
+
+def _as_config(scenario: Scenario, config: ConfigSpec | Mapping | None) -> Scenario:
+    if config is None:
+        if scenario.config is None:
+            raise ScenarioError.at("config", "the scenario has no [config] and none was "
+                                   "given", None, "a [config] table or a config argument",
+                                   show_got=False)
+        return scenario
+    return scenario.with_config(config)
+
+
+def evaluate(scenario: Scenario | str | Path | Mapping,
+             config: ConfigSpec | Mapping | None = None,
+             backend: str | None = None) -> Result:
+    """Cost one configuration of ``scenario``: its ``[config]``, or ``config`` (a ConfigSpec or
+    a dict of config fields; fields left out take their defaults, ``dp`` is derived from the
+    GPU count). Raises :class:`ScenarioError` if the configuration is invalid."""
+    if not isinstance(scenario, Scenario):
+        scenario = load(scenario)
+    scenario = _as_config(scenario, config)
+    sys, mdl, job = pack(scenario)
+    cfg = pack_configs([scenario.config])
+    out = evaluate_columns(sys, mdl, job, cfg, backend=backend)
+    return Result.from_column(out[:, 0], scenario.config.as_dict(), scenario.name)

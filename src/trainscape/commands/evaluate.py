@@ -1,0 +1,39 @@
+"""``trainscape evaluate``: cost one configuration of a scenario."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..cli import load_scenario_arg, scenario_argument, set_option
+
+
+@click.command("evaluate")
+@scenario_argument
+@click.option("--config", "config_text", metavar="K=V,...",
+              help="Cost this configuration instead of the scenario's [config], e.g. "
+                   "tp=8,pp=16,schedule=interleaved,vpp=2. Fields left out take their "
+                   "defaults; dp is derived from the GPU count. (To tweak the file's [config] "
+                   "use --set config.pp=8.)")
+@set_option
+@click.option("--json", "as_json", is_flag=True,
+              help="Print every output field, the config and the scenario name as JSON.")
+def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
+            as_json: bool) -> None:
+    """Cost one configuration of SCENARIO (a TOML or JSON scenario file): step time,
+    throughput, MFU, memory and the step-time breakdown."""
+    from ..api import evaluate
+    from ..spec import parse_assignments
+
+    sc = load_scenario_arg(scenario, overrides)
+    config = parse_assignments(config_text) if config_text is not None else None
+    result = evaluate(sc, config)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    from rich.console import Console
+
+    from ..report import render_result
+
+    Console().print(render_result(result, sc))

@@ -1,0 +1,145 @@
+"""Human-readable output: rich tables for a costed configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from . import layout as L
+
+GIB = float(1 << 30)
+
+_STATUS_STYLE = {"ok": "bold green", "out_of_memory": "bold red",
+                 "invalid_config": "bold yellow"}
+_TERM_LABELS = {
+    "compute_s": "compute",
+    "tp_comm_s": "tensor-parallel comm",
+    "cp_comm_s": "context-parallel comm",
+    "ep_comm_s": "expert-parallel comm",
+    "pp_comm_s": "pipeline p2p",
+    "bubble_s": "pipeline bubble",
+    "dp_comm_s": "data-parallel comm",
+    "optimizer_s": "optimizer step",
+}
+_MEM_LABELS = {
+    "mem_weights_gib": "weights",
+    "mem_grads_gib": "gradients",
+    "mem_optimizer_gib": "optimizer states",
+    "mem_activations_gib": "activations",
+    "mem_logits_gib": "logits",
+    "mem_reserve_gib": "reserve",
+}
+
+
+def format_seconds(s: float) -> str:
+    """Seconds with a unit that keeps 3-4 significant digits (``0.0123 -> 12.3 ms``)."""
+    a = abs(s)
+    if a == 0:
+        return "0"
+    if a >= 1:
+        return f"{s:.3f} s"
+    if a >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} µs"
+
+
+def format_count(x: float) -> str:
+    """Large counts with an SI suffix (``1.23e6 -> 1.23 M``)."""
+    for div, suffix in ((1e12, " T"), (1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def config_line(config: dict[str, Any]) -> str:
+    """One-line summary of a configuration."""
+    c = config
+    degrees = " ".join(f"{k}{c[k]}" for k in ("tp", "cp", "pp", "dp", "ep") if k in c)
+    sched = c.get("schedule", "")
+    if c.get("vpp", 1) != 1:
+        sched += f" vpp{c['vpp']}"
+    parts = [degrees, f"mbs {c.get('mbs')}", sched, f"recompute {c.get('recompute')}",
+             f"zero {c.get('zero')}", f"sp {'on' if c.get('sp') else 'off'}",
+             f"order {c.get('order')}"]
+    return " | ".join(parts)
+
+
+def _bar(share: float, width: int = 20) -> str:
+    n = max(0, min(width, round(share * width)))
+    return "█" * n
+
+
+def summary_table(result) -> Table:
+    status = result.status
+    fits = Text(status, style=_STATUS_STYLE.get(status, "bold"))
+    if status == "ok":
+        fits.append("  (fits in memory)", style="green")
+    elif status == "out_of_memory":
+        fits.append("  (does not fit in HBM)", style="red")
+    t = Table(show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("status", fits)
+    t.add_row("step time", format_seconds(result.step_time_s))
+    t.add_row("throughput", f"{format_count(result.tokens_per_s)} tokens/s")
+    t.add_row("MFU", f"{result.mfu * 100:.1f} %")
+    t.add_row("model TFLOP/s per GPU", f"{result.model_tflops_per_gpu:.1f}")
+    t.add_row("hardware TFLOP/s per GPU", f"{result.hw_tflops_per_gpu:.1f}")
+    t.add_row("microbatches per step", str(result.microbatches))
+    return t
+
+
+def breakdown_table(result) -> Table:
+    t = Table(title="step time breakdown", title_justify="left")
+    t.add_column("term")
+    t.add_column("time", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("")
+    step = result.step_time_s
+    for name in L.BREAKDOWN_FIELDS:
+        value = getattr(result, name)
+        share = value / step if step > 0 else 0.0
+        t.add_row(_TERM_LABELS.get(name, name), format_seconds(value), f"{share * 100:.1f} %",
+                  Text(_bar(share), style="cyan"))
+    t.add_section()
+    t.add_row("step", format_seconds(step), "100.0 %", "", style="bold")
+    return t
+
+
+def memory_table(result, capacity_gib: float | None = None) -> Table:
+    t = Table(title="memory per GPU", title_justify="left")
+    t.add_column("part")
+    t.add_column("GiB", justify="right")
+    t.add_column("share", justify="right")
+    total = result.memory_gib
+    for name in L.MEMORY_FIELDS:
+        value = getattr(result, name)
+        share = value / total if total > 0 else 0.0
+        t.add_row(_MEM_LABELS.get(name, name), f"{value:.2f}", f"{share * 100:.1f} %")
+    t.add_section()
+    style = "bold green" if result.status == "ok" else "bold red"
+    if capacity_gib is not None:
+        t.add_row("total / HBM", f"{total:.2f} / {capacity_gib:.2f}",
+                  f"{total / capacity_gib * 100:.0f} %", style=style)
+    else:
+        t.add_row("total", f"{total:.2f}", "", style=style)
+    return t
+
+
+def render_result(result, scenario=None) -> Group:
+    """Everything about one costed configuration, as a rich renderable."""
+    head = Text()
+    if result.scenario_name:
+        head.append(result.scenario_name + "\n", style="bold")
+    head.append(config_line(result.config), style="dim")
+    parts: list[Any] = [head, summary_table(result)]
+    if result.status == "invalid_config":
+        return Group(*parts)
+    capacity = None
+    if scenario is not None:
+        capacity = scenario.cluster.gpu.hbm_gb * 1e9 / GIB
+    parts += [breakdown_table(result), memory_table(result, capacity)]
+    return Group(*parts)

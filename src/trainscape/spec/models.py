@@ -1,0 +1,456 @@
+"""Validated scenario inputs: what is trained (model, job), on what (cluster), with which knobs
+(config, space).
+
+Units follow the field names: ``*_GBps`` decimal gigabytes per second per GPU per direction,
+``*_gb`` decimal gigabytes, ``*_us`` microseconds, ``*_tflops`` 10^12 FLOP/s. Packing
+(:mod:`trainscape.spec.pack`) converts them to bytes, bytes/s and seconds.
+
+Every model forbids unknown keys and checks types strictly (no ``"8"`` for ``8``). Checks
+that need several fields raise :func:`~trainscape.spec.errors.fail` with the offending field.
+Presets are merged into the raw input before validation (:func:`expand_presets`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .. import layout
+from .errors import ScenarioError, fail
+
+DTYPES = ("bf16", "fp16", "fp8")
+OPTIMIZERS = ("adam", "sgd")
+GRAD_DTYPES = ("fp32", "bf16")
+MLPS = ("swiglu", "gelu")
+ZERO_STAGES = (0, 1, 2, 3)
+#: The default placement: Megatron-LM's rank order (RankGenerator, "tp-cp-ep-dp-pp").
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+#: Keys of preset tables that document where numbers come from; dropped when merging.
+PRESET_META_KEYS = ("sources",)
+
+PosInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+Dtype = Literal[DTYPES]
+Schedule = Literal[layout.SCHEDULES]
+Recompute = Literal[layout.RECOMPUTE]
+Zero = Literal[ZERO_STAGES]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Model, job, hardware
+# --------------------------------------------------------------------------------------------
+
+
+class ModelSpec(_Spec):
+    """Transformer shape. MoE when ``experts > 0``: every ``moe_every``-th layer routes each
+    token to ``top_k`` of ``experts`` MLPs of width ``expert_ffn_hidden`` (plus
+    ``shared_experts`` always-active ones)."""
+
+    preset: str | None = None
+    name: str | None = None
+    layers: PosInt
+    hidden: PosInt
+    ffn_hidden: PosInt
+    heads: PosInt
+    kv_heads: PosInt | None = None  # default: heads (multi-head attention)
+    head_dim: PosInt | None = None  # default: hidden / heads
+    vocab: PosInt
+    mlp: Literal[MLPS] = "swiglu"
+    experts: NonNegInt = 0
+    top_k: NonNegInt = 0
+    expert_ffn_hidden: NonNegInt | None = None  # default: ffn_hidden for MoE models
+    moe_every: NonNegInt | None = None  # default: 1 for MoE models
+    shared_experts: NonNegInt = 0
+
+    @model_validator(mode="after")
+    def _derive_and_check(self) -> ModelSpec:
+        if self.kv_heads is None:
+            self.kv_heads = self.heads
+        if self.heads % self.kv_heads:
+            raise fail("kv_heads", "must divide heads", self.kv_heads,
+                       f"a divisor of heads = {self.heads}")
+        if self.head_dim is None:
+            if self.hidden % self.heads:
+                raise fail("head_dim", f"required: heads = {self.heads} does not divide "
+                           f"hidden = {self.hidden}", None, "a positive integer",
+                           show_got=False)
+            self.head_dim = self.hidden // self.heads
+        if self.experts > 0:
+            if not 1 <= self.top_k <= self.experts:
+                raise fail("top_k", "an MoE model routes each token to 1..experts experts",
+                           self.top_k, f"1 to {self.experts}")
+            if self.moe_every is None:
+                self.moe_every = 1
+            if not 1 <= self.moe_every <= self.layers:
+                raise fail("moe_every", "must be between 1 and layers for an MoE model",
+                           self.moe_every, f"1 to {self.layers}")
+            if self.expert_ffn_hidden is None:
+                self.expert_ffn_hidden = self.ffn_hidden
+            if self.expert_ffn_hidden <= 0:
+                raise fail("expert_ffn_hidden", "must be > 0 for an MoE model",
+                           self.expert_ffn_hidden, "> 0")
+        else:
+            for field in ("top_k", "moe_every", "shared_experts", "expert_ffn_hidden"):
+                value = getattr(self, field)
+                if value:
+                    raise fail(field, "only for MoE models (model.experts = 0)", value,
+                               "0, or set model.experts")
+            self.moe_every = 0
+            self.expert_ffn_hidden = 0
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+
+class JobSpec(_Spec):
+    """What one training step processes and in which precision."""
+
+    seq_len: PosInt
+    global_batch: PosInt  # sequences per step
+    dtype: Dtype = "bf16"  # compute precision of the GEMMs
+    optimizer: Literal[OPTIMIZERS] = "adam"
+    grad_dtype: Literal[GRAD_DTYPES] = "fp32"  # gradient accumulation (Megatron: fp32)
+    flash_attention: bool = True
+
+
+class GpuSpec(_Spec):
+    """One accelerator. ``peak_tflops`` is dense (no sparsity), per dtype."""
+
+    preset: str | None = None
+    name: str | None = None
+    peak_tflops: dict[Dtype, PosFloat] = Field(min_length=1)
+    hbm_gb: PosFloat
+    hbm_bandwidth_GBps: PosFloat
+    nvlink_bandwidth_GBps: PosFloat | None = None
+    gemm_efficiency_max: Fraction
+    gemm_half_flops: NonNegFloat  # GEMM FLOPs at which efficiency is half its maximum
+    attention_efficiency: Fraction
+    memory_efficiency: Fraction
+    hbm_reserve_gb: NonNegFloat = 0.0
+    layer_overhead_us: NonNegFloat = 0.0  # fixed cost per layer per microbatch pass
+
+    @model_validator(mode="after")
+    def _check(self) -> GpuSpec:
+        if self.hbm_reserve_gb >= self.hbm_gb:
+            raise fail("hbm_reserve_gb", "must be smaller than hbm_gb", self.hbm_reserve_gb,
+                       f"< {self.hbm_gb:g}")
+        return self
+
+    def peak_for(self, dtype: str) -> float | None:
+        """Dense peak TFLOP/s for ``dtype``. fp16 falls back to bf16 when not listed: on
+        NVIDIA tensor cores since Ampere the dense FP16 and BF16 rates are equal (NVIDIA A100
+        Tensor Core GPU Architecture whitepaper, Table 1; H100 whitepaper, Table 1)."""
+        if dtype in self.peak_tflops:
+            return self.peak_tflops[dtype]
+        if dtype == "fp16":
+            return self.peak_tflops.get("bf16")
+        return None
+
+
+class TierSpec(_Spec):
+    """One network tier, innermost first. ``size`` is GPUs per node for the first tier and
+    sub-domains per domain above it; bandwidth is per GPU, per direction."""
+
+    name: str
+    size: PosInt
+    bandwidth_GBps: PosFloat
+    latency_us: NonNegFloat
+    # Default achieved fraction of link bandwidth: nccl-tests reports ~360 GB/s bus bandwidth
+    # for all-reduce on 450 GB/s NVLink4 (H100), i.e. ~0.8 (nccl-tests doc/PERFORMANCE.md).
+    efficiency: Fraction = 0.8
+    oversubscription: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 1.0
+    source: str | None = None
+
+
+class ClusterSpec(_Spec):
+    """The machine park: a GPU type, how many of them, and the network tiers."""
+
+    preset: str | None = None
+    name: str | None = None
+    gpu: GpuSpec
+    gpus: PosInt
+    tiers: list[TierSpec] = Field(min_length=1, max_length=layout.MAX_TIERS)
+    host_ddr_gb: NonNegFloat | None = None
+    host_to_device_GBps: NonNegFloat | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ClusterSpec:
+        if self.capacity < self.gpus:
+            raise fail("tiers", f"the tier sizes hold only {self.capacity} GPUs, fewer than "
+                       f"cluster.gpus = {self.gpus}", [t.size for t in self.tiers],
+                       f"tier sizes whose product is >= {self.gpus}")
+        return self
+
+    @property
+    def capacity(self) -> int:
+        """GPUs the tiers can hold: the product of the tier sizes."""
+        out = 1
+        for t in self.tiers:
+            out *= t.size
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Configurations and the design space
+# --------------------------------------------------------------------------------------------
+
+
+def parse_order(text: str) -> tuple[str, ...]:
+    """Split ``"tp-cp-pp-dp"`` into dimension names; ``ValueError`` unless each is a distinct
+    name from ``layout.DIMS``."""
+    if not isinstance(text, str) or not text:
+        raise ValueError("expected dimension names joined by '-'")
+    names = tuple(p.strip() for p in text.split("-"))
+    for n in names:
+        if n not in layout.DIMS:
+            raise ValueError(f"unknown dimension {n!r}")
+    if len(set(names)) != len(names):
+        raise ValueError("a dimension appears twice")
+    return names
+
+
+def complete_order(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The full placement (all of ``layout.DIMS``, innermost first) of a validated order.
+
+    Rules (documented in the README): an order without ``ep`` gets ``ep`` just before ``dp``
+    (expert parallelism inside data parallelism, as Megatron-LM's default places it); any
+    other missing dimension must have degree 1 (checked by :meth:`ConfigSpec.check_order`),
+    and is appended at the outer end in ``layout.DIMS`` order, where a degree of 1 makes its
+    position irrelevant.
+    """
+    out = list(names)
+    if "ep" not in out and "dp" in out:
+        out.insert(out.index("dp"), "ep")
+    out.extend(d for d in layout.DIMS if d not in out)
+    return tuple(out)
+
+
+_ORDER_ALLOWED = "distinct names from " + ", ".join(layout.DIMS) + " joined by '-'"
+
+
+class ConfigSpec(_Spec):
+    """One point of the design space. ``dp`` may be omitted: it is derived from the GPU count
+    as ``gpus / (tp * cp * pp)``. ``sp`` defaults to ``tp > 1``."""
+
+    tp: PosInt = 1
+    cp: PosInt = 1
+    pp: PosInt = 1
+    dp: PosInt | None = None
+    ep: PosInt = 1
+    mbs: PosInt = 1
+    vpp: PosInt = 1
+    schedule: Schedule = "1f1b"
+    recompute: Recompute = "none"
+    zero: Zero = 1
+    sp: bool | None = None
+    order: str = DEFAULT_ORDER
+    tp_overlap: bool = True
+    dp_overlap: bool = True
+
+    @field_validator("order")
+    @classmethod
+    def _order_names(cls, value: str) -> str:
+        try:
+            parse_order(value)
+        except ValueError as exc:
+            raise fail("", f"not a placement order: {exc}", value, _ORDER_ALLOWED) from None
+        return value
+
+    @model_validator(mode="after")
+    def _defaults(self) -> ConfigSpec:
+        if self.sp is None:
+            self.sp = self.tp > 1
+        if self.dp is not None:
+            self.check_order()
+        return self
+
+    def degree(self, dim: str) -> int:
+        """User-facing degree of a dimension (``dp`` counts expert parallelism in it)."""
+        return int(getattr(self, dim))
+
+    def check_order(self) -> None:
+        """An order may leave out ``ep`` and any dimension of degree 1, nothing else."""
+        names = parse_order(self.order)
+        for d in layout.DIMS:
+            if d not in names and d != "ep" and self.degree(d) > 1:
+                raise fail("order", f"not a permutation of the dimensions in use: {d} has "
+                           f"degree {self.degree(d)} but is missing", self.order,
+                           "every dimension of degree > 1 (ep may be left out)")
+
+    def order_dims(self) -> tuple[str, ...]:
+        """The full placement, innermost first (see :func:`complete_order`)."""
+        return complete_order(parse_order(self.order))
+
+    def resolved(self, gpus: int) -> ConfigSpec:
+        """This config with ``dp`` derived from ``gpus`` when it was omitted."""
+        if self.dp is not None:
+            return self
+        inner = self.tp * self.cp * self.pp
+        if gpus % inner:
+            raise ScenarioError.at(
+                "config.dp", f"cannot be derived: tp*cp*pp = {inner} does not divide "
+                f"cluster.gpus = {gpus}", None, "set config.dp, or degrees dividing the GPUs",
+                show_got=False)
+        data = self.model_dump()
+        data["dp"] = gpus // inner
+        return ConfigSpec.model_validate(data)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values with the full placement order spelled out."""
+        data = self.model_dump()
+        data["order"] = "-".join(self.order_dims())
+        return data
+
+
+IntAxis = Annotated[list[PosInt], Field(min_length=1)]
+BoolAxis = Annotated[list[bool], Field(min_length=1)]
+
+
+class SpaceSpec(_Spec):
+    """The design space: per config axis, the values to try. Axes left out keep the value of
+    ``[config]`` (or its default). ``order = "all"`` means every placement of the dimensions.
+    Enumeration and constraints live in :mod:`trainscape.space`."""
+
+    tp: IntAxis | None = None
+    cp: IntAxis | None = None
+    pp: IntAxis | None = None
+    dp: IntAxis | None = None
+    ep: IntAxis | None = None
+    mbs: IntAxis | None = None
+    vpp: IntAxis | None = None
+    schedule: Annotated[list[Schedule], Field(min_length=1)] | None = None
+    recompute: Annotated[list[Recompute], Field(min_length=1)] | None = None
+    zero: Annotated[list[Zero], Field(min_length=1)] | None = None
+    sp: BoolAxis | None = None
+    order: Literal["all"] | Annotated[list[str], Field(min_length=1)] | None = None
+    tp_overlap: BoolAxis | None = None
+    dp_overlap: BoolAxis | None = None
+
+    @field_validator("order", mode="before")
+    @classmethod
+    def _orders(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                try:
+                    parse_order(item)
+                except ValueError as exc:
+                    raise fail(f"[{i}]", f"not a placement order: {exc}", item,
+                               _ORDER_ALLOWED + ", or \"all\"") from None
+        elif value is not None and value != "all":
+            raise fail("", "expected \"all\" or a list of orders", value,
+                       "\"all\", or a list like [\"tp-cp-ep-dp-pp\"]")
+        return value
+
+    def axes(self) -> dict[str, Any]:
+        """The axes given, by name, in ``layout.CONFIG_FIELDS`` order."""
+        return {k: getattr(self, k) for k in layout.CONFIG_FIELDS
+                if getattr(self, k) is not None}
+
+
+# --------------------------------------------------------------------------------------------
+# The scenario
+# --------------------------------------------------------------------------------------------
+
+
+def _preset(kind: str, name: Any, path: str) -> dict:
+    from .. import presets
+
+    try:
+        table = presets.get(kind, name)
+    except presets.UnknownPreset:
+        raise ScenarioError.at(path, f"unknown {kind} preset", name,
+                               ", ".join(presets.names(kind))) from None
+    for key in PRESET_META_KEYS:
+        table.pop(key, None)
+    return table
+
+
+def expand_presets(raw: dict) -> dict:
+    """Merge named presets under the fields given next to them (a copy; idempotent).
+
+    ``[model] preset``, ``[cluster] preset`` (gpu + tiers + ...), and ``[cluster] gpu`` as a
+    name or as a table with ``preset``. Fields written in the scenario override the preset's;
+    a list (``tiers``) replaces the preset's list as a whole.
+    """
+    out = copy.deepcopy(raw)
+    model = out.get("model")
+    if isinstance(model, dict) and model.get("preset") is not None:
+        out["model"] = {**_preset("model", model["preset"], "model.preset"), **model}
+    cluster = out.get("cluster")
+    if isinstance(cluster, dict):
+        if cluster.get("preset") is not None:
+            cluster = {**_preset("cluster", cluster["preset"], "cluster.preset"), **cluster}
+        gpu = cluster.get("gpu")
+        if isinstance(gpu, str):
+            gpu = {"preset": gpu}
+        if isinstance(gpu, dict) and gpu.get("preset") is not None:
+            path = "cluster.gpu.preset" if isinstance(cluster.get("gpu"), dict) else "cluster.gpu"
+            gpu = {**_preset("gpu", gpu["preset"], path), **gpu}
+        if gpu is not None:
+            cluster["gpu"] = gpu
+        out["cluster"] = cluster
+    return out
+
+
+class Scenario(_Spec):
+    """A whole scenario file. ``config`` is the one point ``evaluate`` costs; ``space`` the
+    design space searches explore."""
+
+    name: str = ""
+    description: str | None = None
+    model: ModelSpec
+    job: JobSpec
+    cluster: ClusterSpec
+    config: ConfigSpec | None = None
+    space: SpaceSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _presets(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        try:
+            return expand_presets(data)
+        except ScenarioError as exc:
+            raise exc.as_pydantic() from None
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Scenario:
+        if self.cluster.gpu.peak_for(self.job.dtype) is None:
+            raise fail("job.dtype", "the GPU has no peak rate for this dtype", self.job.dtype,
+                       ", ".join(self.cluster.gpu.peak_tflops))
+        if self.config is not None:
+            try:
+                self.config = self.config.resolved(self.cluster.gpus)
+            except ScenarioError as exc:
+                raise exc.as_pydantic() from None
+            from .checks import config_problem
+
+            problem = config_problem(self, self.config)
+            if problem is not None:
+                raise fail(*problem)
+        return self
+
+    def with_config(self, config: ConfigSpec | dict | None) -> Scenario:
+        """A copy whose ``[config]`` is ``config`` (validated and resolved against this
+        scenario); ``ScenarioError`` if it is invalid here."""
+        from .load import validate
+
+        data = self.model_dump(exclude_none=True)
+        if isinstance(config, ConfigSpec):
+            config = config.model_dump(exclude_none=True)
+        data["config"] = dict(config or {})
+        return validate(data)
+

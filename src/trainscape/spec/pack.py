@@ -1,0 +1,251 @@
+"""Pack a validated scenario into the flat blocks the kernels read.
+
+``pack_system``, ``pack_model`` and ``pack_job`` return ``float64`` vectors of
+``layout.N_SYS`` / ``N_MODEL`` / ``N_JOB``; ``pack_configs`` returns an ``int32`` array of shape
+``(layout.N_CFG, n)``. Every index comes from :mod:`trainscape.layout`; every unit is SI here
+(bytes, bytes/s, seconds, FLOP/s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import layout as L
+from .errors import ScenarioError
+from .models import ConfigSpec, Scenario, complete_order, parse_order
+
+GB = 1e9  # decimal gigabyte (bytes); GB/s likewise
+GIB = 2.0**30  # HBM capacities are binary: an "80GB" A100 has 81920 MiB (nvidia-smi)
+US = 1e-6  # microsecond (seconds)
+TFLOPS = 1e12
+
+# --------------------------------------------------------------------------------------------
+# Bytes per element / per parameter (small named functions, each with its source)
+# --------------------------------------------------------------------------------------------
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a floating-point format."""
+    return {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}[dtype]
+
+
+def param_bytes(compute_dtype: str) -> int:
+    """Bytes per weight held for compute: 2 (bf16/fp16). FP8 training keeps bf16 weights and
+    casts them to fp8 per GEMM (NVIDIA Transformer Engine FP8 primer; DeepSeek-V3 report §3.3,
+    arXiv 2412.19437), so fp8 also holds 2 bytes."""
+    return 2
+
+
+def activation_bytes(compute_dtype: str) -> int:
+    """Bytes per stored activation element: 2 (Korthikanti et al. 2022 §4 count 16-bit
+    activations; FP8 recipes keep most stored activations in bf16, Transformer Engine)."""
+    return 2
+
+
+def grad_bytes(grad_dtype: str) -> int:
+    """Bytes per gradient element as accumulated: fp32 accumulation is Megatron-LM's default
+    (``--accumulate-allreduce-grads-in-fp32``)."""
+    return dtype_bytes(grad_dtype)
+
+
+def optimizer_state_bytes(optimizer: str, grad_dtype: str) -> int:
+    """Optimizer state per parameter, in bytes.
+
+    Mixed-precision Adam holds an fp32 master copy, momentum and variance: 4 + 4 + 4 = 12
+    bytes (K = 12 in Rajbhandari et al. 2020, "ZeRO", §3.1). SGD with momentum holds the fp32
+    master copy and the momentum: 8. When gradients are reduced in 16 bits the optimizer also
+    keeps an fp32 main-gradient copy, +4 (Megatron Core distributed optimizer guide: 20 bytes
+    per parameter for fp16 params + fp16 grads vs 18 for bf16 params + fp32 grads).
+    """
+    state = {"adam": 12, "sgd": 8}[optimizer]
+    if grad_dtype != "fp32":
+        state += 4
+    return state
+
+
+def optimizer_traffic_bytes(optimizer: str, grad_dtype: str, param_bytes_: int) -> int:
+    """HBM bytes moved per parameter by one optimizer step (a memory-bound kernel).
+
+    Adam's update (Kingma & Ba 2015, Algorithm 1) reads the gradient, reads and writes m, v and
+    the parameter; in mixed precision (Micikevicius et al. 2018, §3.1) the parameter is the fp32
+    master copy and the step ends by writing the 16-bit compute copy. Per parameter:
+    read fp32 grad 4 + read/write (master, m, v) 2·12 + write compute weight 2 = 30 bytes.
+    SGD with momentum: 4 + 2·8 + 2 = 22. With 16-bit gradients the cast into the fp32
+    main-gradient copy adds a read of the 16-bit gradient and a write of 4 bytes.
+    """
+    state = {"adam": 12, "sgd": 8}[optimizer]
+    traffic = 4 + 2 * state + param_bytes_
+    if grad_dtype != "fp32":
+        traffic += dtype_bytes(grad_dtype) + 4
+    return traffic
+
+
+# --------------------------------------------------------------------------------------------
+# Blocks
+# --------------------------------------------------------------------------------------------
+
+
+def hbm_capacity_bytes(gb: float) -> float:
+    """HBM capacity in bytes from the vendor's "GB": memory sizes are binary (the A100 80GB
+    reports 81920 MiB total in nvidia-smi, the A100 40GB 40960 MiB), so 1 "GB" = 2**30 bytes,
+    unlike bandwidths (GB/s = 1e9 bytes/s)."""
+    return gb * GIB
+
+
+def pack_system(scenario: Scenario) -> np.ndarray:
+    """The system block: GPU and network tiers, in SI units; unused tier slots are zero."""
+    c, g = scenario.cluster, scenario.cluster.gpu
+    sys = np.zeros(L.N_SYS, dtype=np.float64)
+    sys[L.SYS_GPUS] = c.gpus
+    sys[L.SYS_N_TIERS] = len(c.tiers)
+    sys[L.SYS_PEAK_FLOPS] = g.peak_for(scenario.job.dtype) * TFLOPS
+    sys[L.SYS_HBM_BYTES] = hbm_capacity_bytes(g.hbm_gb)
+    sys[L.SYS_HBM_BANDWIDTH] = g.hbm_bandwidth_GBps * GB
+    sys[L.SYS_HBM_RESERVE_BYTES] = hbm_capacity_bytes(g.hbm_reserve_gb)
+    sys[L.SYS_GEMM_EFFICIENCY_MAX] = g.gemm_efficiency_max
+    sys[L.SYS_GEMM_HALF_FLOPS] = g.gemm_half_flops
+    sys[L.SYS_ATTENTION_EFFICIENCY] = g.attention_efficiency
+    sys[L.SYS_MEMORY_EFFICIENCY] = g.memory_efficiency
+    sys[L.SYS_LAYER_OVERHEAD_S] = g.layer_overhead_us * US
+    for i, t in enumerate(c.tiers):
+        base = L.SYS_TIER_BASE + i * L.N_TIER
+        sys[base + L.TIER_SIZE] = t.size
+        sys[base + L.TIER_BANDWIDTH] = t.bandwidth_GBps * GB
+        sys[base + L.TIER_LATENCY] = t.latency_us * US
+        sys[base + L.TIER_EFFICIENCY] = t.efficiency
+        sys[base + L.TIER_OVERSUBSCRIPTION] = t.oversubscription
+    return sys
+
+
+def pack_model(scenario: Scenario) -> np.ndarray:
+    """The model block (dense models have zero experts, top_k and moe_every)."""
+    m = scenario.model
+    mdl = np.zeros(L.N_MODEL, dtype=np.float64)
+    mdl[L.MDL_LAYERS] = m.layers
+    mdl[L.MDL_HIDDEN] = m.hidden
+    mdl[L.MDL_FFN_HIDDEN] = m.ffn_hidden
+    mdl[L.MDL_HEADS] = m.heads
+    mdl[L.MDL_KV_HEADS] = m.kv_heads
+    mdl[L.MDL_HEAD_DIM] = m.head_dim
+    mdl[L.MDL_VOCAB] = m.vocab
+    mdl[L.MDL_SWIGLU] = 1.0 if m.mlp == "swiglu" else 0.0
+    if m.is_moe:
+        mdl[L.MDL_EXPERTS] = m.experts
+        mdl[L.MDL_TOP_K] = m.top_k
+        mdl[L.MDL_EXPERT_FFN_HIDDEN] = m.expert_ffn_hidden
+        mdl[L.MDL_MOE_EVERY] = m.moe_every
+        mdl[L.MDL_SHARED_EXPERTS] = m.shared_experts
+    return mdl
+
+
+def pack_job(scenario: Scenario) -> np.ndarray:
+    """The job block: batch shape and bytes per element of each kind of data."""
+    j = scenario.job
+    job = np.zeros(L.N_JOB, dtype=np.float64)
+    pb = param_bytes(j.dtype)
+    gb = grad_bytes(j.grad_dtype)
+    job[L.JOB_SEQ_LEN] = j.seq_len
+    job[L.JOB_GLOBAL_BATCH] = j.global_batch
+    job[L.JOB_ACTIVATION_BYTES] = activation_bytes(j.dtype)
+    job[L.JOB_PARAM_BYTES] = pb
+    job[L.JOB_GRAD_BYTES] = gb
+    job[L.JOB_OPTIMIZER_BYTES] = optimizer_state_bytes(j.optimizer, j.grad_dtype)
+    job[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = optimizer_traffic_bytes(j.optimizer, j.grad_dtype, pb)
+    job[L.JOB_COMM_BYTES] = activation_bytes(j.dtype)
+    job[L.JOB_GRAD_COMM_BYTES] = gb
+    job[L.JOB_FLASH_ATTENTION] = 1.0 if j.flash_attention else 0.0
+    return job
+
+
+def pack(scenario: Scenario) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(sys, mdl, job)`` blocks of a scenario."""
+    return pack_system(scenario), pack_model(scenario), pack_job(scenario)
+
+
+# --------------------------------------------------------------------------------------------
+# Configurations
+# --------------------------------------------------------------------------------------------
+
+
+def encode_order(order: str) -> int:
+    """Order index of a placement string (missing dims completed, see ``complete_order``)."""
+    return L.order_from_names(complete_order(parse_order(order)))
+
+
+def encode_value(field: str, value: Any) -> int:
+    """The int32 code of one config value (enum strings and orders to their codes)."""
+    if field == "schedule" and isinstance(value, str):
+        return L.SCHEDULES.index(value)
+    if field == "recompute" and isinstance(value, str):
+        return L.RECOMPUTE.index(value)
+    if field == "order" and isinstance(value, str):
+        return encode_order(value)
+    return int(value)
+
+
+def _column_values(field: str, values: Any, n: int) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.shape != (n,):
+        raise ScenarioError.at(f"configs.{field}", f"expected {n} values like the other "
+                               "columns", f"shape {arr.shape}", f"an array of length {n}")
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.int32)
+    try:
+        return np.array([encode_value(field, v) for v in arr.tolist()], dtype=np.int32)
+    except (ValueError, TypeError) as exc:
+        raise ScenarioError.at(f"configs.{field}", f"cannot encode: {exc}", None,
+                               show_got=False) from None
+
+
+def pack_configs(configs: Sequence[ConfigSpec] | Mapping[str, Any] | Iterable[ConfigSpec],
+                 gpus: int | None = None) -> np.ndarray:
+    """Configurations as int32 columns of shape ``(layout.N_CFG, n)``.
+
+    ``configs`` is a list of :class:`ConfigSpec` (``dp`` derived from ``gpus`` where omitted)
+    or a dict of equal-length arrays keyed by ``layout.CONFIG_FIELDS`` names (values already
+    integer codes, or strings for schedule / recompute / order). Columns left out of the dict
+    take the ConfigSpec defaults (``sp`` = tp > 1); ``dp`` is required unless ``gpus`` is given.
+    """
+    if isinstance(configs, Mapping):
+        return _pack_columns(configs, gpus)
+    specs = list(configs)
+    cfg = np.zeros((L.N_CFG, len(specs)), dtype=np.int32)
+    for j, spec in enumerate(specs):
+        if spec.dp is None:
+            if gpus is None:
+                raise ScenarioError.at("config.dp", "missing, and no GPU count to derive it "
+                                       "from", None, "a positive integer", show_got=False)
+            spec = spec.resolved(gpus)
+        data = spec.model_dump()
+        for i, field in enumerate(L.CONFIG_FIELDS):
+            cfg[i, j] = encode_value(field, data[field])
+    return cfg
+
+
+def _pack_columns(columns: Mapping[str, Any], gpus: int | None) -> np.ndarray:
+    unknown = [k for k in columns if k not in L.CONFIG_FIELDS]
+    if unknown:
+        raise ScenarioError.at(f"configs.{unknown[0]}", "unknown config column", None,
+                               ", ".join(L.CONFIG_FIELDS), show_got=False)
+    if not columns:
+        return np.zeros((L.N_CFG, 0), dtype=np.int32)
+    n = len(np.asarray(next(iter(columns.values()))))
+    cfg = np.zeros((L.N_CFG, n), dtype=np.int32)
+    defaults = ConfigSpec()
+    for i, field in enumerate(L.CONFIG_FIELDS):
+        if field in columns:
+            cfg[i] = _column_values(field, columns[field], n)
+        elif field == "sp":
+            cfg[i] = (cfg[L.CFG_TP] > 1).astype(np.int32)
+        elif field == "dp":
+            if gpus is None:
+                raise ScenarioError.at("configs.dp", "missing, and no GPU count to derive it "
+                                       "from", None, "an array of degrees", show_got=False)
+            inner = cfg[L.CFG_TP].astype(np.int64) * cfg[L.CFG_CP] * cfg[L.CFG_PP]
+            cfg[i] = np.where(inner > 0, gpus // np.maximum(inner, 1), 0).astype(np.int32)
+        else:
+            cfg[i] = encode_value(field, getattr(defaults, field))
+    return cfg
