@@ -26,6 +26,7 @@ __all__ = [
     "UnknownPreset",
     "cluster",
     "dlrm",
+    "calibrated_constants",
     "get",
     "llm_param_counts",
     "gpu",
@@ -100,11 +101,34 @@ def get(kind: str, name: str) -> dict:
     return copy.deepcopy(table[name])
 
 
-def gpu(name: str) -> dict:
+def gpu(name: str, calibrated: bool = True) -> dict:
     """GPU preset: name, peak_tflops {bf16, fp16[, fp8]} (dense), hbm_gb, hbm_bandwidth_GBps,
     nvlink_bandwidth_GBps, gemm_efficiency_max, gemm_half_flops, attention_efficiency,
-    memory_efficiency, hbm_reserve_gb, sources."""
-    return get("gpu", name)
+    memory_efficiency, hbm_reserve_gb, sources.
+
+    With ``calibrated`` (the default), constants fitted against published training runs for
+    this GPU type (``calibrated.toml``, written by ``scripts/calibrate.py``) replace the
+    microbenchmark values, and their ``sources`` entries say so."""
+    preset = get("gpu", name)
+    if calibrated:
+        fitted = calibrated_constants(name)
+        provenance = fitted.pop("provenance", {})
+        for key, value in fitted.items():
+            preset[key] = value
+            preset.setdefault("sources", {})[key] = (
+                f"calibrated by {provenance.get('script', 'scripts/calibrate.py')} against "
+                + "; ".join(provenance.get("sources", []))
+            )
+    return preset
+
+
+def calibrated_constants(name: str) -> dict:
+    """Fitted constants (and their ``provenance``) for GPU ``name``; empty if none."""
+    try:
+        table = _parse("calibrated.toml")
+    except FileNotFoundError:
+        return {}
+    return copy.deepcopy(table.get(name, {}))
 
 
 def cluster(name: str) -> dict:
@@ -220,5 +244,7 @@ _ROWS = {"gpu": _gpu_row, "cluster": _cluster_row, "model": _model_row, "dlrm": 
 
 def summary_rows(kind: str) -> list[dict]:
     """One dict of key figures per preset of ``kind`` (same keys in every row, file order)."""
+    if kind == "gpu":  # the values the model uses: calibrated where a fit exists
+        return [_gpu_row(pid, gpu(pid)) for pid in names("gpu")]
     table = _table(kind)
     return [_ROWS[kind](pid, copy.deepcopy(v)) for pid, v in table.items()]

@@ -1,0 +1,228 @@
+"""Accuracy: the model against published measurements of real training runs.
+
+Each calibration source is a CSV shipped in ``trainscape/data/calibration`` (copied from the
+project's shared calibration folder, which cites the papers). A row becomes a scenario -- the
+model dimensions, GPU count and parallel layout of the published run, on the GPU and cluster
+presets of the machine it ran on -- and the model predicts its step time.
+
+- Narayanan et al., SC'21, Table 1 (Megatron-LM on Selene, DGX A100 80GB): fp16, full
+  recomputation, the interleaved schedule, no sequence parallelism (it came later), no
+  distributed optimizer, gradient all-reduce after the backward pass (2021 Megatron-LM), no
+  FlashAttention. The table gives achieved TFLOP/s per GPU counted with eq. (3), so the
+  published step time is that FLOP count / (TFLOP/s * GPUs). It does not list the microbatch
+  size or the number of interleaved chunks; the paper reports its best tuned runs, so the
+  prediction takes the fastest configuration that fits memory over the values it leaves open
+  (microbatch 1..8, chunks dividing the layers per stage), and reports which it took.
+- Korthikanti et al. 2022, Table 5: iteration times for full recomputation and for sequence
+  parallelism + selective recomputation, everything else listed in the row.
+
+Constants are fitted per GPU type (never per row) by ``scripts/calibrate.py`` and stored with
+their provenance in ``trainscape/presets/calibrated.toml``; ``trainscape validate`` reports
+every row.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from . import layout as L
+from . import presets
+from .model.llm import megatron_flops_per_iteration
+
+GPU = "a100-sxm-80gb"
+CLUSTER = "dgx-a100-superpod"
+SELENE_NODES = 560  # Selene: 560 DGX A100 nodes on one HDR InfiniBand fabric (SC'21 §5)
+VOCAB = 51200  # GPT-2 BPE vocabulary padded as in Megatron-LM (SC'21 §5.1)
+SEQ = 2048
+
+#: calibration source id -> (file, citation)
+SOURCES = {
+    "megatron_sc21_table1": (
+        "megatron_sc21_table1.csv",
+        "Narayanan et al., Efficient Large-Scale Language Model Training on GPU Clusters "
+        "Using Megatron-LM, SC'21, Table 1",
+    ),
+    "korthikanti_table5": (
+        "korthikanti_table5.csv",
+        "Korthikanti et al., Reducing Activation Recomputation in Large Transformer Models, "
+        "2022, Table 5",
+    ),
+}
+
+#: the constants fitted per GPU type, with the bounds the fit keeps them in
+FITTED_FIELDS = {
+    "gemm_efficiency_max": (0.4, 0.95),
+    "gemm_half_flops": (1e7, 1e11),
+    "attention_efficiency": (0.1, 0.9),
+    "memory_efficiency": (0.2, 0.95),
+    "layer_overhead_us": (0.0, 2000.0),
+}
+
+
+@dataclass
+class Case:
+    """One published measurement and the scenario that reproduces it."""
+
+    source: str
+    label: str
+    scenario: dict[str, Any]
+    candidates: list[dict[str, Any]]  # configs to try (one when the row lists every knob)
+    published_step_s: float
+    published_tflops: float | None  # per GPU, Megatron eq. (3) counting; None if not given
+    flops: float  # Megatron eq. (3) FLOPs of one iteration
+
+
+@dataclass
+class Prediction:
+    case: Case
+    step_s: float
+    tflops: float
+    config: dict[str, Any]
+    breakdown: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def error(self) -> float:
+        """Signed relative error of the step time (prediction / published - 1)."""
+        return self.step_s / self.case.published_step_s - 1.0
+
+
+def read_source(source: str) -> list[dict[str, str]]:
+    """The rows of a shipped calibration CSV."""
+    name, _ = SOURCES[source]
+    text = resources.files("trainscape.data.calibration").joinpath(name).read_text()
+    return list(csv.DictReader(text.splitlines()))
+
+
+def gpt_model(layers: int, hidden: int, heads: int) -> dict[str, Any]:
+    """A GPT-style decoder as both papers train it: GeLU MLP of 4h, multi-head attention."""
+    return {"layers": layers, "hidden": hidden, "ffn_hidden": 4 * hidden, "heads": heads,
+            "vocab": VOCAB, "mlp": "gelu"}
+
+
+def selene_cluster(gpus: int, gpu_overrides: dict[str, Any] | None = None,
+                   calibrated: bool = True) -> dict[str, Any]:
+    """The DGX A100 SuperPOD preset's tiers with Selene's node count."""
+    cluster = presets.cluster(CLUSTER)
+    tiers = [{k: v for k, v in t.items() if k != "source"} for t in cluster["tiers"]]
+    tiers[1]["size"] = max(tiers[1]["size"], SELENE_NODES)
+    gpu = {k: v for k, v in presets.gpu(GPU, calibrated=calibrated).items()
+           if k not in ("sources", "name")}
+    gpu.update(gpu_overrides or {})
+    return {"gpu": gpu, "gpus": gpus, "tiers": tiers}
+
+
+def interleave_options(layers: int, pp: int) -> list[int]:
+    """Chunks per device that divide the layers of a stage (interleaving needs >= 2)."""
+    if pp == 1:
+        return [1]
+    per_stage = layers // pp
+    return [v for v in range(2, per_stage + 1) if per_stage % v == 0] or [1]
+
+
+def megatron_cases() -> list[Case]:
+    cases = []
+    for row in read_source("megatron_sc21_table1"):
+        layers, h, heads = int(row["layers"]), int(row["hidden"]), int(row["heads"])
+        tp, pp, gpus, batch = int(row["tp"]), int(row["pp"]), int(row["gpus"]), int(row["global_batch"])
+        dp = gpus // (tp * pp)
+        flops = megatron_flops_per_iteration(batch, SEQ, layers, h, VOCAB, True)
+        tflops = float(row["tflops_per_gpu"])
+        candidates = []
+        for mbs in (1, 2, 4, 8):
+            if batch % (dp * mbs):
+                continue
+            for vpp in interleave_options(layers, pp):
+                candidates.append(dict(
+                    tp=tp, pp=pp, dp=dp, mbs=mbs, vpp=vpp,
+                    schedule="interleaved" if vpp > 1 else "1f1b",
+                    recompute="full", sp=False, zero=0, tp_overlap=False, dp_overlap=False,
+                    order="tp-cp-ep-dp-pp"))
+        cases.append(Case(
+            source="megatron_sc21_table1", label=f"{row['params_billion']}B {gpus} GPUs",
+            scenario={"name": f"Megatron SC'21 {row['params_billion']}B",
+                      "model": gpt_model(layers, h, heads),
+                      "job": {"seq_len": SEQ, "global_batch": batch, "dtype": "fp16",
+                              "flash_attention": False}},
+            candidates=candidates, published_step_s=flops / (tflops * 1e12 * gpus),
+            published_tflops=tflops, flops=flops))
+    return cases
+
+
+def korthikanti_cases() -> list[Case]:
+    cases = []
+    for row in read_source("korthikanti_table5"):
+        layers, h, heads = int(row["layers"]), int(row["hidden"]), int(row["heads"])
+        tp, pp, gpus = int(row["tp"]), int(row["pp"]), int(row["gpus"])
+        batch, mbs, vpp = int(row["global_batch"]), int(row["microbatch"]), int(row["vpp"])
+        dp = gpus // (tp * pp)
+        for setting, column, sp, recompute in (
+            ("full recompute", "iter_s_full_recompute", False, "full"),
+            ("SP + selective", "iter_s_sp_selective", True, "selective"),
+        ):
+            config = dict(tp=tp, pp=pp, dp=dp, mbs=mbs, vpp=vpp,
+                          schedule="interleaved" if vpp > 1 else "1f1b", recompute=recompute,
+                          sp=sp, zero=0, tp_overlap=False, dp_overlap=False,
+                          order="tp-cp-ep-dp-pp")
+            full = recompute == "full"
+            cases.append(Case(
+                source="korthikanti_table5", label=f"{row['model']} {setting}",
+                scenario={"name": f"Korthikanti Table 5 {row['model']}",
+                          "model": gpt_model(layers, h, heads),
+                          "job": {"seq_len": SEQ, "global_batch": batch, "dtype": "bf16",
+                                  "flash_attention": False}},
+                candidates=[config], published_step_s=float(row[column]),
+                published_tflops=None,
+                flops=megatron_flops_per_iteration(batch, SEQ, layers, h, VOCAB, full)))
+    return cases
+
+
+def all_cases() -> list[Case]:
+    return megatron_cases() + korthikanti_cases()
+
+
+def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
+            backend: str | None = "python", calibrated: bool = True) -> Prediction:
+    """The model's step time for a case: the fastest feasible candidate configuration."""
+    from .api import load
+    from .backends import evaluate_blocks
+    from .spec import ConfigSpec, pack, pack_configs
+
+    gpus = case.candidates[0]["tp"] * case.candidates[0]["pp"] * case.candidates[0]["dp"]
+    scenario = load({**case.scenario,
+                     "cluster": selene_cluster(gpus, gpu_overrides, calibrated)})
+    sys, mdl, job = pack(scenario)
+    cfg = pack_configs([ConfigSpec(**c) for c in case.candidates], gpus=gpus)
+    out = evaluate_blocks(sys, mdl, job, cfg, backend=backend)
+    step = np.where(out[L.OUT_FEASIBLE] > 0, out[L.OUT_STEP_TIME_S], np.inf)
+    if not np.isfinite(step).any():  # nothing fits: report the fastest anyway, flagged below
+        step = np.where(out[L.OUT_STATUS] <= L.STATUS_OUT_OF_MEMORY, out[L.OUT_STEP_TIME_S], np.inf)
+    best = int(np.argmin(step))
+    col = out[:, best]
+    return Prediction(
+        case=case, step_s=float(col[L.OUT_STEP_TIME_S]),
+        tflops=case.flops / (col[L.OUT_STEP_TIME_S] * gpus) * 1e-12,
+        config=case.candidates[best],
+        breakdown={f: float(col[L.OUTPUT_FIELDS.index(f)]) for f in L.BREAKDOWN_FIELDS})
+
+
+def summarize(predictions: list[Prediction]) -> dict[str, dict[str, float]]:
+    """Median and worst absolute step-time error per source."""
+    summary: dict[str, dict[str, float]] = {}
+    for source in SOURCES:
+        errors = [abs(p.error) for p in predictions if p.case.source == source]
+        if errors:
+            summary[source] = {"rows": len(errors), "median_abs_error": statistics.median(errors),
+                               "worst_abs_error": max(errors)}
+    return summary
+
+
+def validate(backend: str | None = "python") -> tuple[list[Prediction], dict]:
+    """Every calibration row through the model with the shipped (calibrated) presets."""
+    predictions = [predict(c, backend=backend) for c in all_cases()]
+    return predictions, summarize(predictions)
