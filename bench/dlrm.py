@@ -1,0 +1,126 @@
+"""DLRM benchmarks: full-plan evaluations/s per backend, O(1) move scores/s, planning time and
+plan quality (step vs lower bound and vs each greedy baseline).
+
+    PYTHONPATH=src python bench/dlrm.py [--json] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from trainscape import dlrm
+from trainscape.dlrm import layout as D
+from trainscape.dlrm import planner
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {"criteo_64": ROOT / "examples/dlrm/criteo_1tb_64gpu.toml",
+         "synthetic_856_128": ROOT / "examples/dlrm/synthetic_856_128gpu.toml"}
+
+
+def _rate(fn, n_items, min_time=1.0):
+    fn()  # warm-up (compile, caches)
+    reps, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        reps += 1
+        dt = time.perf_counter() - t0
+        if dt >= min_time:
+            return n_items * reps / dt
+
+
+def random_plans(sc, n, seed=0):
+    """Realistic plans: the greedy plan with random table-wise moves."""
+    base = planner.greedy(sc, "cost")
+    rng = np.random.default_rng(seed)
+    plans = np.repeat(base[None], n, axis=0)
+    tw = np.flatnonzero(base[D.PL_KIND] == D.SH_TW)
+    if len(tw):
+        rows = rng.integers(0, len(tw), n)
+        plans[np.arange(n), D.PL_RANK, tw[rows]] = rng.integers(0, sc.world, n)
+    return plans
+
+
+def bench_eval(sc, quick):
+    n = 20000 if sc.n_tables < 100 else 2000
+    plans = random_plans(sc, n)
+    out = {}
+    mt = 0.5 if quick else 1.5
+    if dlrm.native_available():
+        out["c_1thread"] = _rate(lambda: dlrm.evaluate_plans(sc, plans, backend="c"), n, mt)
+        out["c_2threads"] = _rate(lambda: dlrm.evaluate_plans(sc, plans, backend="c",
+                                                              threads=2), n, mt)
+    out["numba"] = _rate(lambda: dlrm.evaluate_plans(sc, plans, backend="numba"), n, mt)
+    small = plans[:50]
+    out["python"] = _rate(lambda: dlrm.evaluate_plans(sc, small, backend="python"), 50, mt)
+    return out
+
+
+def bench_moves(sc, quick):
+    from trainscape.dlrm.incremental import score_random_moves
+
+    plan = planner.greedy(sc, "cost")
+    plan[D.PL_KIND] = np.where(plan[D.PL_KIND] == D.SH_CW, D.SH_TW, plan[D.PL_KIND])
+    plan[D.PL_SHARDS] = 1
+    movable = np.flatnonzero(plan[D.PL_KIND] == D.SH_TW).astype(np.int64)
+    if len(movable) == 0:
+        return None
+    tables = np.ascontiguousarray(sc.tables)
+    n = 2_000_000 if quick else 10_000_000
+    score_random_moves(sc.sys, sc.job, tables, plan, movable, 1000, 0)
+    t0 = time.perf_counter()
+    score_random_moves(sc.sys, sc.job, tables, plan, movable, n, 1)
+    return n / (time.perf_counter() - t0)
+
+
+def bench_plan(sc, quick):
+    res = {}
+    for m in ("greedy", "beam", "evolve"):
+        it = sc.spec.planner.iterations if not quick else 100_000
+        r = planner.plan(sc, m, iterations=it)
+        res[m] = {"step_time_s": r.step_time_s, "planning_s": r.elapsed_s,
+                  "gap_to_lower_bound": r.step_time_s / r.lower_bound_s - 1.0,
+                  "vs_best_greedy": r.step_time_s / min(r.baselines.values()) - 1.0,
+                  "moves_scored": r.moves_scored, "status": r.result["status"]}
+    res["lower_bound_s"] = r.lower_bound_s
+    res["greedy_baselines_s"] = r.baselines
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    report = {}
+    for name, path in CASES.items():
+        sc = dlrm.load(path)
+        report[name] = {"tables": sc.n_tables, "ranks": sc.world,
+                        "evaluations_per_s": bench_eval(sc, args.quick),
+                        "move_scores_per_s": bench_moves(sc, args.quick),
+                        "planning": bench_plan(sc, args.quick)}
+        if not args.json:
+            r = report[name]
+            print(f"== {name}: {sc.n_tables} tables on {sc.world} ranks")
+            for k, v in r["evaluations_per_s"].items():
+                print(f"  full plan evaluations/s  {k:12s} {v:14,.0f}")
+            if r["move_scores_per_s"]:
+                print(f"  O(1) move scores/s                    {r['move_scores_per_s']:14,.0f}")
+            p = r["planning"]
+            print(f"  lower bound {p['lower_bound_s'] * 1e3:.4f} ms; greedy "
+                  + ", ".join(f"{k} {v * 1e3:.4f}" for k, v in p["greedy_baselines_s"].items()))
+            for m in ("greedy", "beam", "evolve"):
+                q = p[m]
+                print(f"  {m:7s} step {q['step_time_s'] * 1e3:.4f} ms  gap "
+                      f"{100 * q['gap_to_lower_bound']:5.1f}%  vs best greedy "
+                      f"{100 * q['vs_best_greedy']:+5.1f}%  in {q['planning_s']:.2f} s")
+    if args.json:
+        print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

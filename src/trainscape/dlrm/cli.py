@@ -1,0 +1,141 @@
+"""``trainscape shard SCENARIO``: plan the embedding sharding of a DLRM scenario.
+
+The lead wires it in with :func:`register` (``register(main_group)``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+import numpy as np
+
+from ..spec.errors import ScenarioError
+from . import layout as D
+
+
+class _BadInput(click.ClickException):
+    exit_code = 2
+
+
+def _report(sc, res) -> dict:
+    from .spec import plan_entries
+
+    r = res.result
+    return {
+        "scenario": sc.name,
+        "method": res.method,
+        "world": sc.world,
+        "tables": sc.n_tables,
+        "status": r["status"],
+        "feasible": r["feasible"],
+        "step_time_s": r["step_time_s"],
+        "samples_per_s": r["samples_per_s"],
+        "lower_bound_s": res.lower_bound_s,
+        "gap_to_lower_bound": r["step_time_s"] / res.lower_bound_s - 1.0,
+        "greedy_baselines_s": res.baselines,
+        "breakdown": {f: r[f] for f in D.DBREAKDOWN_FIELDS},
+        "dense_allreduce_s": r["dense_allreduce_s"],
+        "hbm_max_gib": r["hbm_max_gib"],
+        "ddr_max_gib": r["ddr_max_gib"],
+        "critical_rank": int(r["critical_rank"]),
+        "planning_s": res.elapsed_s,
+        "evaluations": res.evaluations,
+        "moves_scored": res.moves_scored,
+        "per_rank": {k: [float(x) for x in v] for k, v in r["per_rank"].items()
+                     if k in ("lookup_fwd_s", "lookup_bwd_s", "a2a_s", "hbm_bytes",
+                              "ddr_bytes")},
+        "plan": plan_entries(sc, res.plan),
+    }
+
+
+def _print_text(rep: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    con.print(f"[bold]{rep['scenario']}[/bold]: {rep['tables']} tables on {rep['world']} ranks,"
+              f" method {rep['method']}")
+    con.print(f"step {rep['step_time_s'] * 1e3:.4f} ms  ({rep['samples_per_s']:.4g} samples/s)"
+              f"  lower bound {rep['lower_bound_s'] * 1e3:.4f} ms  (gap "
+              f"{100 * rep['gap_to_lower_bound']:.1f}%)  status {rep['status']}")
+    con.print("greedy baselines: " + ", ".join(
+        f"{k} {v * 1e3:.4f} ms" if math.isfinite(v) else f"{k} infeasible"
+        for k, v in rep["greedy_baselines_s"].items()))
+    bd = Table(title="breakdown (sums to the step)")
+    bd.add_column("term")
+    bd.add_column("ms", justify="right")
+    for k, v in rep["breakdown"].items():
+        bd.add_row(k, f"{v * 1e3:.4f}")
+    con.print(bd)
+    hbm = np.array(rep["per_rank"]["hbm_bytes"]) / 2**30
+    load = (np.array(rep["per_rank"]["lookup_fwd_s"]) + np.array(rep["per_rank"]["lookup_bwd_s"])
+            + np.array(rep["per_rank"]["a2a_s"])) * 1e3
+    con.print(f"per-rank load ms: min {load.min():.4f} mean {load.mean():.4f} max "
+              f"{load.max():.4f}; HBM GiB: max {hbm.max():.2f}; DDR GiB max "
+              f"{rep['ddr_max_gib']:.2f}")
+    pt = Table(title="plan")
+    for c in ("table", "type", "shards", "ranks", "tier"):
+        pt.add_column(c)
+    for e in rep["plan"]:
+        ranks = e["ranks"] if isinstance(e["ranks"], str) else (
+            ",".join(map(str, e["ranks"][:8])) + (" ..." if len(e["ranks"]) > 8 else ""))
+        pt.add_row(e["table"], e["type"], str(e["shards"]), ranks, e["tier"])
+    con.print(pt)
+
+
+@click.command("shard")
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--method", type=click.Choice(["greedy", "beam", "evolve"]), default=None,
+              help="planner (default: the scenario's [planner] method, else evolve)")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+              help="also write the JSON report to this file")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="write a per-rank load plot (PNG)")
+@click.option("--backend", type=click.Choice(["c", "numba", "python"]), default=None)
+@click.option("--iterations", type=int, default=None, help="evolutionary moves to score")
+@click.option("--beam-width", type=int, default=None)
+@click.option("--seed", type=int, default=None)
+def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
+          seed):
+    """Plan the sharding of SCENARIO's embedding tables over its GPUs."""
+    from . import evaluate
+    from .planner import plan as run_plan
+    from .spec import load
+
+    try:
+        sc = load(scenario)
+    except ScenarioError as exc:
+        raise _BadInput(str(exc)) from None
+    ps = sc.spec.planner
+    res = run_plan(sc, method=method or ps.method, beam_width=beam_width or ps.beam_width,
+                   seed=ps.seed if seed is None else seed,
+                   iterations=iterations or ps.iterations, backend=backend)
+    rep = _report(sc, res)
+    if sc.plan is not None:
+        given = evaluate(sc, sc.plan, backend=backend)
+        rep["given_plan"] = {"step_time_s": given["step_time_s"], "status": given["status"]}
+    if plot_path:
+        from .plot import plot_rank_load
+
+        plot_rank_load(res.result["per_rank"], plot_path,
+                       f"{sc.name}: {res.method}, step {res.step_time_s * 1e3:.3f} ms",
+                       res.lower_bound_s)
+        rep["plot"] = plot_path
+    text = json.dumps(rep, indent=2, default=float)
+    if out_path:
+        with open(out_path, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    if as_json:
+        click.echo(text)
+    else:
+        _print_text(rep)
+
+
+def register(group: click.Group) -> None:
+    """Add the ``shard`` command to a click group."""
+    group.add_command(shard)
+
+
+command = shard

@@ -1,0 +1,68 @@
+"""The DLRM reference compiled by numba: the very functions of :mod:`trainscape.dlrm.reference`
+(and the network / collective functions it calls), re-bound so every call between them goes to
+a jitted twin, then batched over plans with ``prange``."""
+
+from __future__ import annotations
+
+import types
+
+import numba
+import numpy as np
+
+from ..model import collectives, network
+from . import layout as D
+from . import reference
+
+_MODULES = (network, collectives, reference)
+
+
+def _jit_all():
+    shared: dict = {}
+    for mod in _MODULES:
+        for k, v in vars(mod).items():
+            if not isinstance(v, types.FunctionType):
+                shared.setdefault(k, v)
+    jitted = {}
+    for mod in _MODULES:
+        for k, v in vars(mod).items():
+            if isinstance(v, types.FunctionType) and v.__module__ == mod.__name__:
+                copy = types.FunctionType(v.__code__, shared, v.__name__, v.__defaults__,
+                                          v.__closure__)
+                copy.__qualname__ = v.__qualname__
+                copy.__module__ = v.__module__
+                jitted[k] = numba.njit(cache=True)(copy)
+    shared.update(jitted)
+    return jitted
+
+
+JIT = _jit_all()
+evaluate_plan_jit = JIT["evaluate_plan"]
+evaluate_plans_serial = JIT["evaluate_plans"]
+N_RANK = D.N_RANK
+DJOB_WORLD = D.DJOB_WORLD
+CHUNK = 64
+
+
+@numba.njit(parallel=True, cache=True)
+def _evaluate_batch(sys, job, tables, plans, out):
+    n = plans.shape[0]
+    world = int(job[DJOB_WORLD])
+    n_chunks = (n + CHUNK - 1) // CHUNK
+    for c in numba.prange(n_chunks):
+        work = np.zeros((N_RANK, world + 1))
+        hi = min(n, (c + 1) * CHUNK)
+        for p in range(c * CHUNK, hi):
+            evaluate_plan_jit(sys, job, tables, plans[p], work, out, p)
+    return 0
+
+
+def evaluate_plans(sys, job, tables, plans, out, work=None):
+    """Cost ``plans`` (int32 ``(n, N_PLAN, T)``) into ``out`` (``(N_DOUT, n)``). With ``work``
+    (or a single plan) the serial kernel runs and ``work`` keeps the last plan's ranks."""
+    if work is not None or plans.shape[0] <= CHUNK:
+        if work is None:
+            work = np.zeros((N_RANK, int(job[DJOB_WORLD]) + 1))
+        evaluate_plans_serial(sys, job, tables, plans, work, out)
+    else:
+        _evaluate_batch(sys, job, tables, plans, out)
+    return out

@@ -1,0 +1,557 @@
+"""DLRM step-time and memory model: the reference (the spec the C and numba kernels port).
+
+A plan gives every embedding table a sharding type, its rank(s) and a memory tier. The step is
+
+    idx_a2a + lookup_fwd + a2a_fwd + rs_fwd + dense_fwd + dense_bwd
+            + [a2a_bwd + ag_bwd + lookup_bwd + dp_allreduce] + dense_allreduce_exposed
+
+(the bracket is the embedding backward; the dense all-reduce overlaps it). Sources:
+
+- Naumov et al. 2019, "Deep Learning Recommendation Model for Personalization and
+  Recommendation Systems" (arXiv 1906.00091) §3-4: embedding lookups with pooling, bottom/top
+  MLP, model-parallel embeddings + data-parallel MLPs joined by a butterfly all-to-all.
+- Mudigere et al., ISCA'22, "Software-Hardware Co-design for Fast and Scalable Training of Deep
+  Learning Recommendation Models" (ZionEX) §4-5: table-wise / row-wise / column-wise /
+  table-row-wise / data-parallel sharding, the forward pooled-embedding all-to-all and backward
+  gradient all-to-all, row-wise reduce-scatter, hierarchical (intra-node then inter-node)
+  table-row-wise form, embeddings in HBM / UVM (host DDR with an HBM cache), quantized
+  (FP16/BF16) communication.
+- TorchRec planner, ``torchrec/distributed/planner/shard_estimators.py`` (perf estimators:
+  compute = (input read + embedding lookup + output write) / kernel bandwidth, backward =
+  ``BWD_COMPUTE_MULTIPLIER`` (2) x forward, data-parallel update
+  ``DP_ELEMENTWISE_KERNELS_PERF_FACTOR`` (9.22) x table size / bandwidth; storage estimator:
+  table + optimizer state + I/O buffers) and ``planner/constants.py`` (``UVM_CACHING_RATIO``
+  0.2, ``BIGINT_DTYPE`` 8).
+
+Network terms reuse :mod:`trainscape.model.network` / :mod:`trainscape.model.collectives`
+(the LLM side's tiers). The all-to-alls are costed per rank: rank ``r`` lies in tier-``i``
+domain ``floor(r / span_i)``; for each tier the bytes it sends and receives across that tier are
+divided by the tier's link bandwidth; the busiest rank (send or receive) sets the time, plus
+one latency of the outermost tier crossed -- for a perfectly balanced exchange this is exactly
+``collectives.all_to_all_time``.
+
+Plain scalar code (numba-compatible): the numba backend compiles these very functions.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..layout import (
+    STATUS_BAD_INDEX,
+    STATUS_INVALID_CONFIG,
+    STATUS_OK,
+    STATUS_OUT_OF_MEMORY,
+    SYS_HBM_BANDWIDTH,
+    SYS_HBM_BYTES,
+    SYS_HBM_RESERVE_BYTES,
+    SYS_PEAK_FLOPS,
+)
+from ..model.collectives import all_gather_time, all_reduce_time, reduce_scatter_time
+from ..model.network import group_top_tier, tier_latency, tier_link_bandwidth, tier_span
+from .layout import (
+    DJOB_BWD_MULTIPLIER,
+    DJOB_COMM_BWD_BYTES,
+    DJOB_COMM_FWD_BYTES,
+    DJOB_DDR_BYTES,
+    DJOB_DENSE_ACT_BYTES_PER_SAMPLE,
+    DJOB_DENSE_EFFICIENCY,
+    DJOB_DENSE_FLOPS_PER_SAMPLE,
+    DJOB_DENSE_PARAMS,
+    DJOB_DENSE_STATE_BYTES,
+    DJOB_DP_UPDATE_FACTOR,
+    DJOB_EMB_BYTES,
+    DJOB_GLOBAL_BATCH,
+    DJOB_GRAD_COMM_BYTES,
+    DJOB_H2D_BANDWIDTH,
+    DJOB_INDEX_BYTES,
+    DJOB_LOOKUP_EFFICIENCY,
+    DJOB_OPT_ELEM_BYTES,
+    DJOB_OPT_ROW_BYTES,
+    DJOB_UVM_CACHE_FRACTION,
+    DJOB_WORLD,
+    DO_A2A_BWD_S,
+    DO_A2A_FWD_S,
+    DO_AG_BWD_S,
+    DO_CRITICAL_RANK,
+    DO_DDR_MAX_GIB,
+    DO_DENSE_ALLREDUCE_EXPOSED_S,
+    DO_DENSE_ALLREDUCE_S,
+    DO_DENSE_BWD_S,
+    DO_DENSE_FWD_S,
+    DO_DP_ALLREDUCE_S,
+    DO_FEASIBLE,
+    DO_HBM_MAX_GIB,
+    DO_IDX_A2A_S,
+    DO_LOOKUP_BWD_S,
+    DO_LOOKUP_FWD_S,
+    DO_RS_FWD_S,
+    DO_SAMPLES_PER_S,
+    DO_STATUS,
+    DO_STEP_TIME_S,
+    MT_DDR,
+    MT_HBM,
+    MT_UVM,
+    N_DOUT,
+    N_PLAN,
+    N_RANK,
+    N_TAB,
+    PL_KIND,
+    PL_RANK,
+    PL_SHARDS,
+    PL_STRIDE,
+    PL_TIER,
+    RK_A2A_S,
+    RK_X_IDX,
+    RK_X_POOL,
+    RK_DDR_BYTES,
+    RK_HBM_BYTES,
+    RK_LOOKUP_BWD_S,
+    RK_LOOKUP_FWD_S,
+    RK_OWN_DIM,
+    RK_OWN_DIM0,
+    RK_OWN_IDX,
+    RK_PRE_DIM,
+    RK_PRE_DIM0,
+    RK_PRE_IDX,
+    RK_TWRW_DIM,
+    SH_CW,
+    SH_DP,
+    SH_RW,
+    SH_TW,
+    SH_TWRW,
+    TAB_DIM,
+    TAB_HIT_RATE,
+    TAB_POOLING,
+    TAB_ROWS,
+)
+
+GIB = 1073741824.0
+
+# ---------------------------------------------------------------------------------------------
+# Lookups and storage
+# ---------------------------------------------------------------------------------------------
+
+
+def lookup_seconds_per_byte(sys, job, tier, hit_rate):
+    """Seconds per byte of an embedding gather from memory tier ``tier``.
+
+    HBM: HBM bandwidth x ``lookup_efficiency`` (TorchRec ``kernel_bw_lookup``: the fused kernel
+    reaches a fixed fraction of HBM bandwidth). DDR: every row crosses the host-to-device link
+    (ZionEX §5 "UVM", TorchRec ``FUSED_UVM`` uses the DDR bandwidth). UVM cache: a fraction
+    ``hit_rate`` of the bytes comes from HBM, the rest over the host link -- time-weighted, as
+    TorchRec's ``FUSED_UVM_CACHING`` mixes the two bandwidths by the caching ratio.
+    """
+    hbm = sys[SYS_HBM_BANDWIDTH] * job[DJOB_LOOKUP_EFFICIENCY]
+    h2d = job[DJOB_H2D_BANDWIDTH]
+    if tier == MT_HBM:
+        return 1.0 / hbm
+    if tier == MT_UVM:
+        return hit_rate / hbm + (1.0 - hit_rate) / h2d
+    return 1.0 / h2d
+
+
+def lookup_bytes(lookups, dim, emb_bytes, index_bytes, outputs, out_bytes):
+    """Bytes one forward lookup kernel moves: input indices read + embedding rows read + pooled
+    outputs written (TorchRec ``shard_estimators.py``: input_read_size + embedding_lookup_size +
+    fwd_output_write_size)."""
+    return lookups * index_bytes + lookups * dim * emb_bytes + outputs * dim * out_bytes
+
+
+def shard_state_bytes(rows, dim, emb_bytes, opt_row_bytes, opt_elem_bytes):
+    """Bytes a shard of ``rows`` x ``dim`` holds: the rows plus optimizer state, per row
+    (row-wise Adagrad: one fp32 per row, ZionEX §5 / FBGEMM) and per element (Adam: two fp32
+    moments) (TorchRec storage estimator ``calculate_shard_storages``)."""
+    return rows * dim * emb_bytes + rows * opt_row_bytes + rows * dim * opt_elem_bytes
+
+
+def add_shard_storage(work, r, tier, rows, dim, job):
+    """Add a shard's storage to rank ``r``: HBM tier all in HBM; DDR tier all in host DDR;
+    UVM cache: rows and optimizer state in DDR, ``uvm_cache_fraction`` of the rows cached in
+    HBM (TorchRec ``UVM_CACHING_RATIO`` 0.2 default)."""
+    state = shard_state_bytes(
+        rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
+    )
+    if tier == MT_HBM:
+        work[RK_HBM_BYTES, r] += state
+    elif tier == MT_UVM:
+        work[RK_DDR_BYTES, r] += state
+        work[RK_HBM_BYTES, r] += job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
+    else:
+        work[RK_DDR_BYTES, r] += state
+
+
+def uniform_storage_hbm(tier, rows, dim, job):
+    """HBM bytes of a shard held on every rank (row-wise / data-parallel); see
+    :func:`add_shard_storage`."""
+    state = shard_state_bytes(
+        rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
+    )
+    if tier == MT_HBM:
+        return state
+    if tier == MT_UVM:
+        return job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
+    return 0.0
+
+
+def uniform_storage_ddr(tier, rows, dim, job):
+    """Host DDR bytes of a shard held on every rank; see :func:`add_shard_storage`."""
+    if tier == MT_HBM:
+        return 0.0
+    return shard_state_bytes(
+        rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# All-to-all per rank over the tiers
+# ---------------------------------------------------------------------------------------------
+
+
+def domain_lo(span, world, r):
+    """First rank of the domain of ``span`` consecutive ranks holding rank ``r``."""
+    if span >= world:
+        return 0.0
+    return math.floor(r / span) * span
+
+
+def domain_hi(span, world, r):
+    """One past the last rank of the domain of ``span`` ranks holding ``r`` (capped at W)."""
+    if span >= world:
+        return world * 1.0
+    return min(world * 1.0, math.floor(r / span) * span + span)
+
+
+def rank_a2a_units(sys, world, work, r, row0, pre0, row, pre, add, top):
+    """Busiest tier of rank ``r`` in an all-to-all where rank ``o`` owns weight ``w[o]`` and every
+    other rank exchanges one unit of bytes per unit of weight with it (the pooled embeddings of
+    its local batch: ZionEX §4.1 "butterfly" all-to-all; Naumov et al. §4).
+
+    ``row0``/``pre0``: work rows of the weight used for traffic inside the node and its prefix
+    sums; ``row``/``pre``: the weight used for traffic across tiers >= 1; ``add`` a weight every
+    rank owns on top. Tier 0: sent ``w0[r] (n_node - 1)``, received ``sum_node w0 - w0[r]``.
+    Tier ``i >= 1``: sent ``w[r] (W - n_{i-1})``, received ``sum_all w - sum_{domain_{i-1}} w``
+    -- the bytes that leave / enter the rank's tier-(i-1) domain, as in
+    ``collectives.all_to_all_time``. Returns ``max_i max(sent_i, received_i) / link_bw_i`` in
+    seconds per unit byte.
+    """
+    worst = 0.0
+    wf = world * 1.0
+    for i in range(top + 1):
+        if i == 0:
+            span = tier_span(sys, 0)
+            lo = domain_lo(span, world, r)
+            hi = domain_hi(span, world, r)
+            mine = work[row0, r] + add
+            dom = work[pre0, int(hi)] - work[pre0, int(lo)] + add * (hi - lo)
+            sent = mine * (hi - lo - 1.0)
+            recv = dom - mine
+        else:
+            span = tier_span(sys, i - 1)
+            lo = domain_lo(span, world, r)
+            hi = domain_hi(span, world, r)
+            mine = work[row, r] + add
+            dom = work[pre, int(hi)] - work[pre, int(lo)] + add * (hi - lo)
+            total = work[pre, world] + add * wf
+            sent = mine * (wf - (hi - lo))
+            recv = total - dom
+        t = max(sent, recv) / tier_link_bandwidth(sys, i)
+        if t > worst:
+            worst = t
+    return worst
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense part
+# ---------------------------------------------------------------------------------------------
+
+
+def dense_fwd_time(sys, job):
+    """Forward time of the dense MLPs + interaction on the local batch ``B / W`` (data parallel,
+    Naumov et al. §4): FLOPs / (peak x efficiency)."""
+    local = job[DJOB_GLOBAL_BATCH] / job[DJOB_WORLD]
+    return local * job[DJOB_DENSE_FLOPS_PER_SAMPLE] / (
+        sys[SYS_PEAK_FLOPS] * job[DJOB_DENSE_EFFICIENCY]
+    )
+
+
+def dense_bwd_time(sys, job):
+    """Backward of the dense part: twice the forward FLOPs (weight + input gradients)."""
+    return 2.0 * dense_fwd_time(sys, job)
+
+
+def dense_memory_bytes(job):
+    """Dense weights, gradients and optimizer state, replicated, plus activations of the local
+    batch."""
+    local = job[DJOB_GLOBAL_BATCH] / job[DJOB_WORLD]
+    return (
+        job[DJOB_DENSE_PARAMS] * job[DJOB_DENSE_STATE_BYTES]
+        + local * job[DJOB_DENSE_ACT_BYTES_PER_SAMPLE]
+    )
+
+
+def exposed_after_overlap(comm, overlap_with):
+    """Part of ``comm`` not hidden behind ``overlap_with`` (ZionEX §5: the dense all-reduce runs
+    concurrently with the embedding backward)."""
+    return max(0.0, comm - overlap_with)
+
+
+# ---------------------------------------------------------------------------------------------
+# One plan
+# ---------------------------------------------------------------------------------------------
+
+
+def write_invalid(out, col, status):
+    """Result column of a plan that could not be costed."""
+    for f in range(N_DOUT):
+        out[f, col] = 0.0
+    out[DO_STATUS, col] = status
+    out[DO_FEASIBLE, col] = 0.0
+    out[DO_STEP_TIME_S, col] = math.inf
+
+
+def check_plan(job, tables, plan):
+    """Status of a plan before costing: ``bad_index`` for a rank, kind or tier out of range,
+    ``invalid_config`` for column shards that do not divide the dim or a bad table."""
+    world = int(job[DJOB_WORLD])
+    n_t = tables.shape[1]
+    if plan.shape[1] < n_t or plan.shape[0] < N_PLAN or tables.shape[0] < N_TAB or world < 1:
+        return STATUS_BAD_INDEX
+    for t in range(n_t):
+        kind = plan[PL_KIND, t]
+        tier = plan[PL_TIER, t]
+        rank = plan[PL_RANK, t]
+        if kind < 0 or kind > SH_DP or tier < 0 or tier > MT_DDR:
+            return STATUS_BAD_INDEX
+        if rank < 0 or rank >= world or plan[PL_STRIDE, t] < 0:
+            return STATUS_BAD_INDEX
+        dim = tables[TAB_DIM, t]
+        if tables[TAB_ROWS, t] < 1.0 or dim < 1.0 or tables[TAB_POOLING, t] < 0.0:
+            return STATUS_INVALID_CONFIG
+        if kind == SH_CW:
+            k = plan[PL_SHARDS, t]
+            if k < 1 or k > world:
+                return STATUS_INVALID_CONFIG
+            if int(dim) % k != 0:
+                return STATUS_INVALID_CONFIG
+    return STATUS_OK
+
+
+def evaluate_plan(sys, job, tables, plan, work, out, col):
+    """Cost one plan (``plan``: int32 ``(N_PLAN, T)``) into result column ``col`` of ``out``.
+
+    ``work`` (float64 ``(N_RANK, W + 1)``) holds the per-rank accumulators afterwards (lookup
+    times, owned dims, memory, all-to-all time per rank). Returns the status code.
+    """
+    world = int(job[DJOB_WORLD])
+    if work.shape[0] < N_RANK or work.shape[1] < world + 1 or world < 1:
+        write_invalid(out, col, STATUS_BAD_INDEX)
+        return STATUS_BAD_INDEX
+    status = check_plan(job, tables, plan)
+    if status != STATUS_OK:
+        write_invalid(out, col, status)
+        return status
+    for f in range(N_RANK):
+        for r in range(world + 1):
+            work[f, r] = 0.0
+
+    wf = world * 1.0
+    batch = job[DJOB_GLOBAL_BATCH]
+    local = batch / wf
+    eb = job[DJOB_EMB_BYTES]
+    ib = job[DJOB_INDEX_BYTES]
+    cbf = job[DJOB_COMM_FWD_BYTES]
+    cbb = job[DJOB_COMM_BWD_BYTES]
+    bwd_mult = job[DJOB_BWD_MULTIPLIER]
+    node = tier_span(sys, 0)
+    if node > wf:
+        node = wf
+
+    uni_fwd = 0.0  # lookup time every rank spends (row-wise, data-parallel)
+    uni_bwd = 0.0
+    uni_hbm = 0.0
+    uni_ddr = 0.0
+    uni_idx = 0.0  # row-wise: every rank owns pooling / W of the indices
+    rw_dim = 0.0
+    dp_elems = 0.0
+    sum_dim = 0.0
+    sum_pool = 0.0
+    n_t = tables.shape[1]
+    for t in range(n_t):
+        rows = tables[TAB_ROWS, t]
+        dim = tables[TAB_DIM, t]
+        pool = tables[TAB_POOLING, t]
+        hit = tables[TAB_HIT_RATE, t]
+        kind = plan[PL_KIND, t]
+        tier = plan[PL_TIER, t]
+        rank = plan[PL_RANK, t]
+        spb = lookup_seconds_per_byte(sys, job, tier, hit)
+        sum_dim += dim
+        sum_pool += pool
+        if kind == SH_TW or kind == SH_CW:
+            k = 1
+            stride = 0
+            if kind == SH_CW:
+                k = plan[PL_SHARDS, t]
+                stride = plan[PL_STRIDE, t]
+            ds = dim / k
+            fwd = lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * spb
+            for j in range(k):
+                o = (rank + j * stride) % world
+                work[RK_LOOKUP_FWD_S, o] += fwd
+                work[RK_LOOKUP_BWD_S, o] += bwd_mult * fwd
+                work[RK_OWN_DIM0, o] += ds
+                work[RK_OWN_DIM, o] += ds
+                work[RK_OWN_IDX, o] += pool
+                add_shard_storage(work, o, tier, rows, ds, job)
+                # buffers: indices received for the global batch, pooled outputs sent and
+                # their gradients received
+                work[RK_HBM_BYTES, o] += batch * pool * ib + 2.0 * batch * ds * cbf
+        elif kind == SH_RW:
+            fwd = lookup_bytes(batch * pool / wf, dim, eb, ib, batch, cbf) * spb
+            uni_fwd += fwd
+            uni_bwd += bwd_mult * fwd
+            uni_idx += pool / wf
+            rw_dim += dim
+            shard_rows = math.ceil(rows / wf)
+            uni_hbm += uniform_storage_hbm(tier, shard_rows, dim, job)
+            uni_hbm += batch * pool / wf * ib + 2.0 * batch * dim * cbf
+            uni_ddr += uniform_storage_ddr(tier, shard_rows, dim, job)
+        elif kind == SH_TWRW:
+            lo = domain_lo(node, world, rank)
+            hi = domain_hi(node, world, rank)
+            n_in = hi - lo
+            fwd = lookup_bytes(batch * pool / n_in, dim, eb, ib, batch, cbf) * spb
+            shard_rows = math.ceil(rows / n_in)
+            for o in range(int(lo), int(hi)):
+                work[RK_LOOKUP_FWD_S, o] += fwd
+                work[RK_LOOKUP_BWD_S, o] += bwd_mult * fwd
+                work[RK_OWN_DIM, o] += dim / n_in
+                work[RK_OWN_IDX, o] += pool / n_in
+                work[RK_TWRW_DIM, o] += dim
+                add_shard_storage(work, o, tier, shard_rows, dim, job)
+                work[RK_HBM_BYTES, o] += batch * pool / n_in * ib + 2.0 * batch * dim * cbf
+        else:  # data parallel: every rank holds the table and serves its local batch
+            fwd = lookup_bytes(local * pool, dim, eb, ib, local, cbf) * spb
+            uni_fwd += fwd
+            uni_bwd += bwd_mult * fwd + job[DJOB_DP_UPDATE_FACTOR] * rows * dim * eb * spb
+            dp_elems += rows * dim
+            uni_hbm += uniform_storage_hbm(tier, rows, dim, job)
+            uni_ddr += uniform_storage_ddr(tier, rows, dim, job)
+
+    # every rank: ids and pooled embeddings (and gradients) of its local batch; dense part
+    uni_hbm += 2.0 * local * (sum_dim * cbf + sum_pool * ib) + dense_memory_bytes(job)
+
+    # prefix sums of the owned weights (entry r = sum over ranks < r)
+    for r in range(world):
+        work[RK_PRE_DIM0, r + 1] = work[RK_PRE_DIM0, r] + work[RK_OWN_DIM0, r]
+        work[RK_PRE_DIM, r + 1] = work[RK_PRE_DIM, r] + work[RK_OWN_DIM, r]
+        work[RK_PRE_IDX, r + 1] = work[RK_PRE_IDX, r] + work[RK_OWN_IDX, r]
+
+    top = group_top_tier(sys, wf, 1.0, 1.0, 1.0, 1.0, 1.0)
+    unit_idx = local * ib
+    unit_fwd = local * cbf
+    unit_bwd = local * cbb
+    max_lf = 0.0
+    max_lb = 0.0
+    max_pool = 0.0
+    max_idx = 0.0
+    max_hbm = 0.0
+    max_ddr = 0.0
+    max_twrw = 0.0
+    crit = 0
+    crit_load = -1.0
+    for r in range(world):
+        x_pool = rank_a2a_units(
+            sys, world, work, r, RK_OWN_DIM0, RK_PRE_DIM0, RK_OWN_DIM, RK_PRE_DIM, 0.0, top
+        )
+        x_idx = rank_a2a_units(
+            sys, world, work, r, RK_OWN_IDX, RK_PRE_IDX, RK_OWN_IDX, RK_PRE_IDX, uni_idx, top
+        )
+        lf = work[RK_LOOKUP_FWD_S, r] + uni_fwd
+        lb = work[RK_LOOKUP_BWD_S, r] + uni_bwd
+        a2a = unit_idx * x_idx + (unit_fwd + unit_bwd) * x_pool
+        work[RK_LOOKUP_FWD_S, r] = lf
+        work[RK_LOOKUP_BWD_S, r] = lb
+        work[RK_HBM_BYTES, r] += uni_hbm
+        work[RK_DDR_BYTES, r] += uni_ddr
+        work[RK_A2A_S, r] = a2a
+        work[RK_X_POOL, r] = x_pool
+        work[RK_X_IDX, r] = x_idx
+        max_lf = max(max_lf, lf)
+        max_lb = max(max_lb, lb)
+        max_pool = max(max_pool, x_pool)
+        max_idx = max(max_idx, x_idx)
+        max_hbm = max(max_hbm, work[RK_HBM_BYTES, r])
+        max_ddr = max(max_ddr, work[RK_DDR_BYTES, r])
+        max_twrw = max(max_twrw, work[RK_TWRW_DIM, r])
+        if lf + lb + a2a > crit_load:
+            crit_load = lf + lb + a2a
+            crit = r
+
+    lat = 0.0
+    if top >= 0:
+        lat = tier_latency(sys, top)
+    idx_a2a = 0.0
+    if max_idx > 0.0:
+        idx_a2a = lat + unit_idx * max_idx
+    a2a_fwd = 0.0
+    a2a_bwd = 0.0
+    if max_pool > 0.0:
+        a2a_fwd = lat + unit_fwd * max_pool
+        a2a_bwd = lat + unit_bwd * max_pool
+
+    # row-wise: reduce-scatter of partial pooled sums over all ranks, all-gather of gradients;
+    # table-row-wise: the same inside the node (ZionEX §4.1, TorchRec RW / TWRW estimators)
+    rs_fwd = 0.0
+    ag_bwd = 0.0
+    if rw_dim > 0.0:
+        rs_fwd += reduce_scatter_time(sys, batch * rw_dim * cbf, wf, 1.0, 1.0, 1.0, 1.0, 1.0)
+        ag_bwd += all_gather_time(sys, batch * rw_dim * cbb, wf, 1.0, 1.0, 1.0, 1.0, 1.0)
+    if max_twrw > 0.0:
+        rs_fwd += reduce_scatter_time(sys, batch * max_twrw * cbf, node, 1.0, 1.0, 1.0, 1.0, 1.0)
+        ag_bwd += all_gather_time(sys, batch * max_twrw * cbb, node, 1.0, 1.0, 1.0, 1.0, 1.0)
+    gcb = job[DJOB_GRAD_COMM_BYTES]
+    dp_ar = 0.0
+    if dp_elems > 0.0:
+        dp_ar = all_reduce_time(sys, dp_elems * gcb, wf, 1.0, 1.0, 1.0, 1.0, 1.0)
+    dense_ar = 0.0
+    if job[DJOB_DENSE_PARAMS] > 0.0:
+        dense_ar = all_reduce_time(sys, job[DJOB_DENSE_PARAMS] * gcb, wf, 1.0, 1.0, 1.0, 1.0, 1.0)
+    d_fwd = dense_fwd_time(sys, job)
+    d_bwd = dense_bwd_time(sys, job)
+    emb_bwd = a2a_bwd + ag_bwd + max_lb + dp_ar
+    exposed = exposed_after_overlap(dense_ar, emb_bwd)
+    step = idx_a2a + max_lf + a2a_fwd + rs_fwd + d_fwd + d_bwd + emb_bwd + exposed
+
+    usable = sys[SYS_HBM_BYTES] - sys[SYS_HBM_RESERVE_BYTES]
+    status = STATUS_OK
+    if max_hbm > usable or max_ddr > job[DJOB_DDR_BYTES]:
+        status = STATUS_OUT_OF_MEMORY
+    out[DO_STATUS, col] = status
+    out[DO_FEASIBLE, col] = 1.0 if status == STATUS_OK else 0.0
+    out[DO_STEP_TIME_S, col] = step
+    out[DO_SAMPLES_PER_S, col] = batch / step if step > 0.0 else 0.0
+    out[DO_IDX_A2A_S, col] = idx_a2a
+    out[DO_LOOKUP_FWD_S, col] = max_lf
+    out[DO_A2A_FWD_S, col] = a2a_fwd
+    out[DO_RS_FWD_S, col] = rs_fwd
+    out[DO_DENSE_FWD_S, col] = d_fwd
+    out[DO_DENSE_BWD_S, col] = d_bwd
+    out[DO_A2A_BWD_S, col] = a2a_bwd
+    out[DO_AG_BWD_S, col] = ag_bwd
+    out[DO_LOOKUP_BWD_S, col] = max_lb
+    out[DO_DP_ALLREDUCE_S, col] = dp_ar
+    out[DO_DENSE_ALLREDUCE_EXPOSED_S, col] = exposed
+    out[DO_DENSE_ALLREDUCE_S, col] = dense_ar
+    out[DO_HBM_MAX_GIB, col] = max_hbm / GIB
+    out[DO_DDR_MAX_GIB, col] = max_ddr / GIB
+    out[DO_CRITICAL_RANK, col] = crit
+    return status
+
+
+def evaluate_plans(sys, job, tables, plans, work, out):
+    """Cost a batch of plans (int32 ``(n, N_PLAN, T)``) into ``out`` (``(N_DOUT, n)``)."""
+    for p in range(plans.shape[0]):
+        evaluate_plan(sys, job, tables, plans[p], work, out, p)
+    return 0
