@@ -9,8 +9,10 @@
 
 #define GIB 1073741824.0
 
-static inline double dmax(double a, double b) { return a >= b ? a : b; }
-static inline double dmin(double a, double b) { return a <= b ? a : b; }
+/* a > b ? a : b returns b for a NaN or an equal pair, as a >= b ? a : b does up to the sign of
+ * zero, and maps onto one maxsd / minsd */
+static inline double dmax(double a, double b) { return a > b ? a : b; }
+static inline double dmin(double a, double b) { return a < b ? a : b; }
 
 /* ---- network.py ---------------------------------------------------------------------- */
 static inline double tier_field(const double *sys, int tier, int field) {
@@ -134,19 +136,6 @@ static inline double shard_state_bytes(double rows, double dim, double emb_bytes
                                        double opt_row_bytes, double opt_elem_bytes) {
     return rows * dim * emb_bytes + rows * opt_row_bytes + rows * dim * opt_elem_bytes;
 }
-static void add_shard_storage(double *work, int64_t stride_w, int r, int tier, double rows,
-                              double dim, const double *job) {
-    double state = shard_state_bytes(rows, dim, job[DL_DJOB_EMB_BYTES],
-                                     job[DL_DJOB_OPT_ROW_BYTES], job[DL_DJOB_OPT_ELEM_BYTES]);
-    if (tier == DL_MT_HBM) {
-        W(DL_RK_HBM_BYTES, r) += state;
-    } else if (tier == DL_MT_UVM_CACHE) {
-        W(DL_RK_DDR_BYTES, r) += state;
-        W(DL_RK_HBM_BYTES, r) += job[DL_DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DL_DJOB_EMB_BYTES];
-    } else {
-        W(DL_RK_DDR_BYTES, r) += state;
-    }
-}
 static double uniform_storage_hbm(int tier, double rows, double dim, const double *job) {
     double state = shard_state_bytes(rows, dim, job[DL_DJOB_EMB_BYTES],
                                      job[DL_DJOB_OPT_ROW_BYTES], job[DL_DJOB_OPT_ELEM_BYTES]);
@@ -178,14 +167,93 @@ static double dense_memory_bytes(const double *job) {
     return job[DL_DJOB_DENSE_PARAMS] * job[DL_DJOB_DENSE_STATE_BYTES] +
            local * job[DL_DJOB_DENSE_ACT_BYTES_PER_SAMPLE];
 }
+/* A one-dimension group of n ranks (n, 1, 1, 1, 1, 1), resolved once per batch: its top tier
+ * and the per-tier fanouts, latencies and path bandwidths the collectives above walk. The
+ * per-plan collective then runs the very same arithmetic on the cached values. */
+typedef struct {
+    double n;
+    int top, n_hier;
+    double lat, bw;                 /* tier_latency / tier_path_bandwidth of the top tier */
+    double f[DL_MAX_TIERS], hl[DL_MAX_TIERS], hbw[DL_MAX_TIERS]; /* hierarchical steps */
+} group_t;
+
+static void group_init(group_t *g, const double *sys, double n) {
+    g->n = n;
+    g->top = group_top_tier(sys, n, 1.0, 1.0, 1.0, 1.0, 1.0);
+    g->n_hier = 0;
+    g->lat = g->top >= 0 ? tier_latency(sys, g->top) : 0.0;
+    g->bw = g->top >= 0 ? tier_path_bandwidth(sys, g->top) : 1.0;
+    for (int i = 0; i < g->top + 1; i++) {
+        double f = group_fanout(sys, i, n, 1.0, 1.0, 1.0, 1.0, 1.0);
+        if (f > 1.0) {
+            g->f[g->n_hier] = f;
+            g->hl[g->n_hier] = tier_latency(sys, i);
+            g->hbw[g->n_hier] = tier_path_bandwidth(sys, i);
+            g->n_hier++;
+        }
+    }
+}
+/* all_gather_time / reduce_scatter_time of collectives.py on a resolved group */
+static double group_all_gather(const group_t *g, double nbytes) {
+    double n = g->n;
+    if (n <= 1.0 || g->top < 0 || nbytes <= 0.0) return 0.0;
+    double best = ring_all_gather_time(n, nbytes, g->lat, g->bw);
+    double hier = 0.0, inner = 1.0;
+    for (int h = 0; h < g->n_hier; h++) {
+        hier += ring_all_gather_time(g->f[h], nbytes / inner, g->hl[h], g->hbw[h]);
+        inner *= g->f[h];
+    }
+    return dmin(best, hier);
+}
+/* all_reduce_time of collectives.py on a resolved group */
+static double group_all_reduce(const group_t *g, double nbytes) {
+    double n = g->n;
+    if (n <= 1.0 || g->top < 0 || nbytes <= 0.0) return 0.0;
+    double best = ring_all_reduce_time(n, nbytes, g->lat, g->bw);
+    best = dmin(best, tree_all_reduce_time(n, nbytes, g->lat, g->bw));
+    double hier = 0.0, inner = 1.0;
+    for (int h = 0; h < g->n_hier; h++) {
+        hier += ring_all_reduce_time(g->f[h], nbytes / inner, g->hl[h], g->hbw[h]);
+        inner *= g->f[h];
+    }
+    return dmin(best, hier);
+}
+
 /* Per-batch constants: everything that depends on the system and job blocks only, computed once
  * per call with the same functions the reference calls per plan. */
 typedef struct {
     int world, top;
-    double node, lat, d_fwd, d_bwd, dense_ar, usable;
+    double node, lat, d_fwd, d_bwd, dense_ar, usable, ddr_cap;
+    double batch, local, eb, ib, cbf, cbb, bwd_mult, uvm_frac, sum_dim, sum_pool, dense_mem;
     double span[DL_MAX_TIERS];   /* tier_span(sys, i) */
     double inv_bw[DL_MAX_TIERS]; /* 1 / tier_link_bandwidth(sys, i) */
+    group_t g_world, g_node;
+    const double *tc; /* per-table cache (TC_* fields), in the caller's work buffer */
 } ctx_t;
+
+/* Per-table cache: terms that depend on the table and its memory tier but not on the plan,
+ * computed once per batch with the reference's own expressions (so the per-plan sums see
+ * bit-identical addends). Fields per table; "x3" fields are per memory tier. */
+enum {
+    TC_SPB = 0,                    /* x3 lookup_seconds_per_byte */
+    TC_TW_FWD = TC_SPB + 3,        /* x3 table-wise forward lookup seconds */
+    TC_TW_BWD = TC_TW_FWD + 3,     /* x3 bwd_mult * forward */
+    TC_RW_FWD = TC_TW_BWD + 3,     /* x3 row-wise forward (per rank) */
+    TC_RW_BWD = TC_RW_FWD + 3,     /* x3 */
+    TC_RW_HBM = TC_RW_BWD + 3,     /* x3 uniform_storage_hbm of the row-wise shard */
+    TC_RW_DDR = TC_RW_HBM + 3,     /* x3 uniform_storage_ddr */
+    TC_DP_FWD = TC_RW_DDR + 3,     /* x3 data-parallel forward */
+    TC_DP_BWD = TC_DP_FWD + 3,     /* x3 bwd + update */
+    TC_DP_HBM = TC_DP_BWD + 3,     /* x3 */
+    TC_DP_DDR = TC_DP_HBM + 3,     /* x3 */
+    TC_TW_STATE = TC_DP_DDR + 3,   /* shard_state_bytes(rows, dim) */
+    TC_TW_CACHE,                   /* uvm cache bytes of the whole table */
+    TC_TW_BUF,                     /* table-wise I/O buffers */
+    TC_RW_BUF,                     /* row-wise I/O buffers (every rank) */
+    TC_RW_IDX,                     /* pool / W */
+    TC_DP_ELEMS,                   /* rows * dim */
+    TC_N
+};
 
 static void write_invalid(double *out, int64_t n_plans, int64_t col, int status) {
     for (int f = 0; f < DL_N_DOUT; f++) out[f * n_plans + col] = 0.0;
@@ -194,172 +262,295 @@ static void write_invalid(double *out, int64_t n_plans, int64_t col, int status)
     out[DL_DO_STEP_TIME_S * n_plans + col] = INFINITY;
 }
 #define P(f, t) plan[(int64_t)(f) * n_t + (t)]
-static int check_plan(const double *job, const double *tables, int64_t n_t, const int32_t *plan) {
-    int world = (int)job[DL_DJOB_WORLD];
-    if (world < 1) return DL_STATUS_BAD_INDEX;
+/* tables are checked once per batch (tables_ok); per plan only the plan entries */
+static int tables_ok(const double *tables, int64_t n_t) {
     for (int64_t t = 0; t < n_t; t++) {
-        int32_t kind = P(DL_PL_KIND, t), tier = P(DL_PL_TIER, t), rank = P(DL_PL_RANK, t);
-        if (kind < 0 || kind > DL_SH_DATA_PARALLEL || tier < 0 || tier > DL_MT_DDR)
-            return DL_STATUS_BAD_INDEX;
-        if (rank < 0 || rank >= world || P(DL_PL_STRIDE, t) < 0) return DL_STATUS_BAD_INDEX;
         double dim = tables[DL_TAB_DIM * n_t + t];
         if (tables[DL_TAB_ROWS * n_t + t] < 1.0 || dim < 1.0 ||
             tables[DL_TAB_POOLING * n_t + t] < 0.0)
-            return DL_STATUS_INVALID_CONFIG;
+            return 0;
+    }
+    return 1;
+}
+static int check_plan(const ctx_t *c, const double *tables, int64_t n_t, const int32_t *plan,
+                      int tab_ok) {
+    int world = c->world;
+    for (int64_t t = 0; t < n_t; t++) {
+        int32_t kind = P(DL_PL_KIND, t), tier = P(DL_PL_TIER, t), rank = P(DL_PL_RANK, t);
+        if ((uint32_t)kind > DL_SH_DATA_PARALLEL || (uint32_t)tier > DL_MT_DDR)
+            return DL_STATUS_BAD_INDEX;
+        if (rank < 0 || rank >= world || P(DL_PL_STRIDE, t) < 0) return DL_STATUS_BAD_INDEX;
+        if (!tab_ok) {
+            /* the reference reports the first bad table in table order */
+            double dim = tables[DL_TAB_DIM * n_t + t];
+            if (tables[DL_TAB_ROWS * n_t + t] < 1.0 || dim < 1.0 ||
+                tables[DL_TAB_POOLING * n_t + t] < 0.0)
+                return DL_STATUS_INVALID_CONFIG;
+        }
         if (kind == DL_SH_COLUMN_WISE) {
             int32_t k = P(DL_PL_SHARDS, t);
             if (k < 1 || k > world) return DL_STATUS_INVALID_CONFIG;
-            if ((int64_t)dim % k != 0) return DL_STATUS_INVALID_CONFIG;
+            int64_t idim = (int64_t)tables[DL_TAB_DIM * n_t + t];
+            /* powers of two (the usual shard counts) without a division */
+            int64_t rem = (k & (k - 1)) == 0 ? (idim & (int64_t)(k - 1)) : idim % k;
+            if (rem != 0) return DL_STATUS_INVALID_CONFIG;
         }
     }
     return DL_STATUS_OK;
 }
 
+static void fill_table_cache(ctx_t *c, const double *sys, const double *job, const double *tables,
+                             int64_t n_t, double *tc) {
+    double wf = c->world * 1.0, batch = c->batch, local = c->local;
+    double eb = c->eb, ib = c->ib, cbf = c->cbf, bwd_mult = c->bwd_mult;
+    double sum_dim = 0.0, sum_pool = 0.0;
+    for (int64_t t = 0; t < n_t; t++) {
+        double *x = tc + t * TC_N;
+        double rows = tables[DL_TAB_ROWS * n_t + t], dim = tables[DL_TAB_DIM * n_t + t];
+        double pool = tables[DL_TAB_POOLING * n_t + t], hit = tables[DL_TAB_HIT_RATE * n_t + t];
+        sum_dim += dim;
+        sum_pool += pool;
+        double rw_rows = ceil(rows / wf);
+        for (int tier = 0; tier < 3; tier++) {
+            double spb = lookup_seconds_per_byte(sys, job, tier, hit);
+            x[TC_SPB + tier] = spb;
+            double fwd = lookup_bytes(batch * pool, dim / 1.0, eb, ib, batch, cbf) * spb;
+            x[TC_TW_FWD + tier] = fwd;
+            x[TC_TW_BWD + tier] = bwd_mult * fwd;
+            fwd = lookup_bytes(batch * pool / wf, dim, eb, ib, batch, cbf) * spb;
+            x[TC_RW_FWD + tier] = fwd;
+            x[TC_RW_BWD + tier] = bwd_mult * fwd;
+            x[TC_RW_HBM + tier] = uniform_storage_hbm(tier, rw_rows, dim, job);
+            x[TC_RW_DDR + tier] = uniform_storage_ddr(tier, rw_rows, dim, job);
+            fwd = lookup_bytes(local * pool, dim, eb, ib, local, cbf) * spb;
+            x[TC_DP_FWD + tier] = fwd;
+            x[TC_DP_BWD + tier] =
+                bwd_mult * fwd + job[DL_DJOB_DP_UPDATE_FACTOR] * rows * dim * eb * spb;
+            x[TC_DP_HBM + tier] = uniform_storage_hbm(tier, rows, dim, job);
+            x[TC_DP_DDR + tier] = uniform_storage_ddr(tier, rows, dim, job);
+        }
+        x[TC_TW_STATE] = shard_state_bytes(rows, dim / 1.0, eb, job[DL_DJOB_OPT_ROW_BYTES],
+                                           job[DL_DJOB_OPT_ELEM_BYTES]);
+        x[TC_TW_CACHE] = job[DL_DJOB_UVM_CACHE_FRACTION] * rows * (dim / 1.0) * eb;
+        x[TC_TW_BUF] = batch * pool * ib + 2.0 * batch * (dim / 1.0) * cbf;
+        x[TC_RW_BUF] = batch * pool / wf * ib + 2.0 * batch * dim * cbf;
+        x[TC_RW_IDX] = pool / wf;
+        x[TC_DP_ELEMS] = rows * dim;
+    }
+    c->sum_dim = sum_dim;
+    c->sum_pool = sum_pool;
+}
+
+/* add_shard_storage with the shard's state / cache bytes already computed */
+#define ADD_STORAGE(o, tier, state, cache)                         \
+    do {                                                           \
+        if ((tier) == DL_MT_HBM) {                                 \
+            W(DL_RK_HBM_BYTES, o) += (state);                      \
+        } else if ((tier) == DL_MT_UVM_CACHE) {                    \
+            W(DL_RK_DDR_BYTES, o) += (state);                      \
+            W(DL_RK_HBM_BYTES, o) += (cache);                      \
+        } else {                                                   \
+            W(DL_RK_DDR_BYTES, o) += (state);                      \
+        }                                                          \
+    } while (0)
+
 static int evaluate_plan(const ctx_t *c, const double *sys, const double *job,
                          const double *tables, int64_t n_t, const int32_t *plan, double *work,
-                         int64_t stride_w, double *out, int64_t n_plans, int64_t col) {
+                         int64_t stride_w, double *out, int64_t n_plans, int64_t col,
+                         int tab_ok) {
     int world = c->world;
-    int status = check_plan(job, tables, n_t, plan);
+    int status = check_plan(c, tables, n_t, plan, tab_ok);
     if (status != DL_STATUS_OK) {
         write_invalid(out, n_plans, col, status);
         return status;
     }
-    for (int f = 0; f < DL_N_RANK; f++)
-        for (int r = 0; r < world + 1; r++) W(f, r) = 0.0;
-    double wf = world * 1.0, batch = job[DL_DJOB_GLOBAL_BATCH], local = batch / wf;
-    double eb = job[DL_DJOB_EMB_BYTES], ib = job[DL_DJOB_INDEX_BYTES];
-    double cbf = job[DL_DJOB_COMM_FWD_BYTES], cbb = job[DL_DJOB_COMM_BWD_BYTES];
-    double bwd_mult = job[DL_DJOB_BWD_MULTIPLIER];
+    /* accumulated rows (the rest is written below, column W of every row stays 0) */
+    for (int f = DL_RK_LOOKUP_FWD_S; f <= DL_RK_TWRW_DIM; f++)
+        for (int r = 0; r < world; r++) W(f, r) = 0.0;
+    double wf = world * 1.0, batch = c->batch, local = c->local;
+    double eb = c->eb, ib = c->ib, cbf = c->cbf, cbb = c->cbb;
+    double bwd_mult = c->bwd_mult;
     double node = c->node;
     double uni_fwd = 0.0, uni_bwd = 0.0, uni_hbm = 0.0, uni_ddr = 0.0, uni_idx = 0.0;
-    double rw_dim = 0.0, dp_elems = 0.0, sum_dim = 0.0, sum_pool = 0.0;
+    double rw_dim = 0.0, dp_elems = 0.0;
+    const double *tc = c->tc;
+    double *lfw = &W(DL_RK_LOOKUP_FWD_S, 0), *lbw = &W(DL_RK_LOOKUP_BWD_S, 0);
+    double *own0 = &W(DL_RK_OWN_DIM0, 0), *own = &W(DL_RK_OWN_DIM, 0);
+    double *oidx = &W(DL_RK_OWN_IDX, 0), *hbmw = &W(DL_RK_HBM_BYTES, 0);
+    double *ddrw = &W(DL_RK_DDR_BYTES, 0);
     for (int64_t t = 0; t < n_t; t++) {
-        double rows = tables[DL_TAB_ROWS * n_t + t], dim = tables[DL_TAB_DIM * n_t + t];
-        double pool = tables[DL_TAB_POOLING * n_t + t], hit = tables[DL_TAB_HIT_RATE * n_t + t];
+        const double *x = tc + t * TC_N;
         int kind = P(DL_PL_KIND, t), tier = P(DL_PL_TIER, t), rank = P(DL_PL_RANK, t);
-        double spb = lookup_seconds_per_byte(sys, job, tier, hit);
-        sum_dim += dim;
-        sum_pool += pool;
-        if (kind == DL_SH_TABLE_WISE || kind == DL_SH_COLUMN_WISE) {
-            int64_t k = 1, stride = 0;
-            if (kind == DL_SH_COLUMN_WISE) {
-                k = P(DL_PL_SHARDS, t);
-                stride = P(DL_PL_STRIDE, t);
+        if (kind == DL_SH_TABLE_WISE) {
+            double dim = tables[DL_TAB_DIM * n_t + t], pool = tables[DL_TAB_POOLING * n_t + t];
+            int o = rank;
+            lfw[o] += x[TC_TW_FWD + tier];
+            lbw[o] += x[TC_TW_BWD + tier];
+            own0[o] += dim;
+            own[o] += dim;
+            oidx[o] += pool;
+            if (tier == DL_MT_HBM) {
+                hbmw[o] += x[TC_TW_STATE];
+            } else if (tier == DL_MT_UVM_CACHE) {
+                ddrw[o] += x[TC_TW_STATE];
+                hbmw[o] += x[TC_TW_CACHE];
+            } else {
+                ddrw[o] += x[TC_TW_STATE];
             }
+            hbmw[o] += x[TC_TW_BUF];
+        } else if (kind == DL_SH_COLUMN_WISE) {
+            double rows = tables[DL_TAB_ROWS * n_t + t], dim = tables[DL_TAB_DIM * n_t + t];
+            double pool = tables[DL_TAB_POOLING * n_t + t];
+            int64_t k = P(DL_PL_SHARDS, t);
+            int32_t stride = P(DL_PL_STRIDE, t);
+            int step = stride < world ? stride : (int)(stride % world);
             double ds = dim / (double)k;
-            double fwd = lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * spb;
+            double fwd = lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * x[TC_SPB + tier];
+            double bwd = bwd_mult * fwd;
+            double state = shard_state_bytes(rows, ds, eb, job[DL_DJOB_OPT_ROW_BYTES],
+                                             job[DL_DJOB_OPT_ELEM_BYTES]);
+            double cache = job[DL_DJOB_UVM_CACHE_FRACTION] * rows * ds * eb;
+            double buf = batch * pool * ib + 2.0 * batch * ds * cbf;
+            int o = rank;
             for (int64_t j = 0; j < k; j++) {
-                int o = (int)((rank + j * stride) % world);
-                W(DL_RK_LOOKUP_FWD_S, o) += fwd;
-                W(DL_RK_LOOKUP_BWD_S, o) += bwd_mult * fwd;
-                W(DL_RK_OWN_DIM0, o) += ds;
-                W(DL_RK_OWN_DIM, o) += ds;
-                W(DL_RK_OWN_IDX, o) += pool;
-                add_shard_storage(work, stride_w, o, tier, rows, ds, job);
-                W(DL_RK_HBM_BYTES, o) += batch * pool * ib + 2.0 * batch * ds * cbf;
+                lfw[o] += fwd;
+                lbw[o] += bwd;
+                own0[o] += ds;
+                own[o] += ds;
+                oidx[o] += pool;
+                ADD_STORAGE(o, tier, state, cache);
+                hbmw[o] += buf;
+                o += step;
+                if (o >= world) o -= world;
             }
         } else if (kind == DL_SH_ROW_WISE) {
-            double fwd = lookup_bytes(batch * pool / wf, dim, eb, ib, batch, cbf) * spb;
-            uni_fwd += fwd;
-            uni_bwd += bwd_mult * fwd;
-            uni_idx += pool / wf;
-            rw_dim += dim;
-            double shard_rows = ceil(rows / wf);
-            uni_hbm += uniform_storage_hbm(tier, shard_rows, dim, job);
-            uni_hbm += batch * pool / wf * ib + 2.0 * batch * dim * cbf;
-            uni_ddr += uniform_storage_ddr(tier, shard_rows, dim, job);
+            uni_fwd += x[TC_RW_FWD + tier];
+            uni_bwd += x[TC_RW_BWD + tier];
+            uni_idx += x[TC_RW_IDX];
+            rw_dim += tables[DL_TAB_DIM * n_t + t];
+            uni_hbm += x[TC_RW_HBM + tier];
+            uni_hbm += x[TC_RW_BUF];
+            uni_ddr += x[TC_RW_DDR + tier];
         } else if (kind == DL_SH_TABLE_ROW_WISE) {
+            double rows = tables[DL_TAB_ROWS * n_t + t], dim = tables[DL_TAB_DIM * n_t + t];
+            double pool = tables[DL_TAB_POOLING * n_t + t];
             double lo = domain_lo(node, world, rank), hi = domain_hi(node, world, rank);
             double n_in = hi - lo;
-            double fwd = lookup_bytes(batch * pool / n_in, dim, eb, ib, batch, cbf) * spb;
+            double fwd = lookup_bytes(batch * pool / n_in, dim, eb, ib, batch, cbf) *
+                         x[TC_SPB + tier];
+            double bwd = bwd_mult * fwd;
             double shard_rows = ceil(rows / n_in);
+            double state = shard_state_bytes(shard_rows, dim, eb, job[DL_DJOB_OPT_ROW_BYTES],
+                                             job[DL_DJOB_OPT_ELEM_BYTES]);
+            double cache = job[DL_DJOB_UVM_CACHE_FRACTION] * shard_rows * dim * eb;
+            double buf = batch * pool / n_in * ib + 2.0 * batch * dim * cbf;
+            double od = dim / n_in, oi = pool / n_in;
             for (int o = (int)lo; o < (int)hi; o++) {
-                W(DL_RK_LOOKUP_FWD_S, o) += fwd;
-                W(DL_RK_LOOKUP_BWD_S, o) += bwd_mult * fwd;
-                W(DL_RK_OWN_DIM, o) += dim / n_in;
-                W(DL_RK_OWN_IDX, o) += pool / n_in;
+                lfw[o] += fwd;
+                lbw[o] += bwd;
+                own[o] += od;
+                oidx[o] += oi;
                 W(DL_RK_TWRW_DIM, o) += dim;
-                add_shard_storage(work, stride_w, o, tier, shard_rows, dim, job);
-                W(DL_RK_HBM_BYTES, o) += batch * pool / n_in * ib + 2.0 * batch * dim * cbf;
+                ADD_STORAGE(o, tier, state, cache);
+                hbmw[o] += buf;
             }
         } else {
-            double fwd = lookup_bytes(local * pool, dim, eb, ib, local, cbf) * spb;
-            uni_fwd += fwd;
-            uni_bwd += bwd_mult * fwd + job[DL_DJOB_DP_UPDATE_FACTOR] * rows * dim * eb * spb;
-            dp_elems += rows * dim;
-            uni_hbm += uniform_storage_hbm(tier, rows, dim, job);
-            uni_ddr += uniform_storage_ddr(tier, rows, dim, job);
+            uni_fwd += x[TC_DP_FWD + tier];
+            uni_bwd += x[TC_DP_BWD + tier];
+            dp_elems += x[TC_DP_ELEMS];
+            uni_hbm += x[TC_DP_HBM + tier];
+            uni_ddr += x[TC_DP_DDR + tier];
         }
     }
-    uni_hbm += 2.0 * local * (sum_dim * cbf + sum_pool * ib) + dense_memory_bytes(job);
-    for (int r = 0; r < world; r++) {
-        W(DL_RK_PRE_DIM0, r + 1) = W(DL_RK_PRE_DIM0, r) + W(DL_RK_OWN_DIM0, r);
-        W(DL_RK_PRE_DIM, r + 1) = W(DL_RK_PRE_DIM, r) + W(DL_RK_OWN_DIM, r);
-        W(DL_RK_PRE_IDX, r + 1) = W(DL_RK_PRE_IDX, r) + W(DL_RK_OWN_IDX, r);
+    uni_hbm += 2.0 * local * (c->sum_dim * cbf + c->sum_pool * ib) + c->dense_mem;
+    {
+        double p0 = 0.0, p1 = 0.0, p2 = 0.0;
+        double *q0 = &W(DL_RK_PRE_DIM0, 0), *q1 = &W(DL_RK_PRE_DIM, 0), *q2 = &W(DL_RK_PRE_IDX, 0);
+        q0[0] = q1[0] = q2[0] = 0.0;
+        for (int r = 0; r < world; r++) {
+            p0 = p0 + own0[r];
+            p1 = p1 + own[r];
+            p2 = p2 + oidx[r];
+            q0[r + 1] = p0;
+            q1[r + 1] = p1;
+            q2[r + 1] = p2;
+        }
     }
     int top = c->top;
     double unit_idx = local * ib, unit_fwd = local * cbf, unit_bwd = local * cbb;
-    /* per-rank busiest tier of the two all-to-alls (reference: rank_a2a_units), walked domain
-     * by domain so no division is needed per rank */
-    for (int r = 0; r < world; r++) {
-        W(DL_RK_X_POOL, r) = 0.0;
-        W(DL_RK_X_IDX, r) = 0.0;
-    }
-    for (int i = 0; i < top + 1; i++) {
-        double span = i == 0 ? c->span[0] : c->span[i - 1];
-        double inv = c->inv_bw[i];
-        int step = span >= wf ? world : (int)span;
-        for (int lo = 0; lo < world; lo += step) {
-            int hi = lo + step < world ? lo + step : world;
-            double cnt = (double)(hi - lo);
-            if (i == 0) {
-                double dom0 = W(DL_RK_PRE_DIM0, hi) - W(DL_RK_PRE_DIM0, lo);
-                double domi = W(DL_RK_PRE_IDX, hi) - W(DL_RK_PRE_IDX, lo) + uni_idx * cnt;
-                for (int r = lo; r < hi; r++) {
-                    double mine = W(DL_RK_OWN_DIM0, r);
-                    double t = dmax(mine * (cnt - 1.0), dom0 - mine) * inv;
-                    if (t > W(DL_RK_X_POOL, r)) W(DL_RK_X_POOL, r) = t;
-                    mine = W(DL_RK_OWN_IDX, r) + uni_idx;
-                    t = dmax(mine * (cnt - 1.0), domi - mine) * inv;
-                    if (t > W(DL_RK_X_IDX, r)) W(DL_RK_X_IDX, r) = t;
-                }
-            } else {
-                double domp = W(DL_RK_PRE_DIM, hi) - W(DL_RK_PRE_DIM, lo);
-                double domi = W(DL_RK_PRE_IDX, hi) - W(DL_RK_PRE_IDX, lo) + uni_idx * cnt;
-                double recvp = W(DL_RK_PRE_DIM, world) - domp;
-                double recvi = W(DL_RK_PRE_IDX, world) + uni_idx * wf - domi;
-                for (int r = lo; r < hi; r++) {
-                    double t = dmax(W(DL_RK_OWN_DIM, r) * (wf - cnt), recvp) * inv;
-                    if (t > W(DL_RK_X_POOL, r)) W(DL_RK_X_POOL, r) = t;
-                    t = dmax((W(DL_RK_OWN_IDX, r) + uni_idx) * (wf - cnt), recvi) * inv;
-                    if (t > W(DL_RK_X_IDX, r)) W(DL_RK_X_IDX, r) = t;
-                }
-            }
-        }
-    }
+    double *xp = &W(DL_RK_X_POOL, 0), *xi = &W(DL_RK_X_IDX, 0);
+    const double *pd0 = &W(DL_RK_PRE_DIM0, 0), *pd = &W(DL_RK_PRE_DIM, 0);
+    const double *pi = &W(DL_RK_PRE_IDX, 0);
     double max_lf = 0.0, max_lb = 0.0, max_pool = 0.0, max_idx = 0.0;
     double max_hbm = 0.0, max_ddr = 0.0, max_twrw = 0.0, crit_load = -1.0;
     int crit = 0;
-    for (int r = 0; r < world; r++) {
-        double x_pool = W(DL_RK_X_POOL, r), x_idx = W(DL_RK_X_IDX, r);
-        double lf = W(DL_RK_LOOKUP_FWD_S, r) + uni_fwd;
-        double lb = W(DL_RK_LOOKUP_BWD_S, r) + uni_bwd;
-        double a2a = unit_idx * x_idx + (unit_fwd + unit_bwd) * x_pool;
-        W(DL_RK_LOOKUP_FWD_S, r) = lf;
-        W(DL_RK_LOOKUP_BWD_S, r) = lb;
-        W(DL_RK_HBM_BYTES, r) += uni_hbm;
-        W(DL_RK_DDR_BYTES, r) += uni_ddr;
-        W(DL_RK_A2A_S, r) = a2a;
-        max_lf = dmax(max_lf, lf);
-        max_lb = dmax(max_lb, lb);
-        max_pool = dmax(max_pool, x_pool);
-        max_idx = dmax(max_idx, x_idx);
-        max_hbm = dmax(max_hbm, W(DL_RK_HBM_BYTES, r));
-        max_ddr = dmax(max_ddr, W(DL_RK_DDR_BYTES, r));
-        max_twrw = dmax(max_twrw, W(DL_RK_TWRW_DIM, r));
-        if (lf + lb + a2a > crit_load) {
-            crit_load = lf + lb + a2a;
-            crit = r;
+    double *a2aw = &W(DL_RK_A2A_S, 0);
+    const double *twrw = &W(DL_RK_TWRW_DIM, 0);
+    double unit_fb = unit_fwd + unit_bwd;
+    /* One pass over the tier-0 domains (nodes); every outer domain is a union of nodes. Per
+     * rank: the busiest tier of the two all-to-alls (reference: rank_a2a_units, here without
+     * a division per rank), then the rank's totals and the maxima over ranks. */
+    int step0 = c->span[0] >= wf ? world : (int)c->span[0];
+    double fac[DL_MAX_TIERS], recvp[DL_MAX_TIERS], recvi[DL_MAX_TIERS];
+    for (int lo0 = 0; lo0 < world; lo0 += step0) {
+        int hi0 = lo0 + step0 < world ? lo0 + step0 : world;
+        double cnt0 = (double)(hi0 - lo0);
+        double dom0 = pd0[hi0] - pd0[lo0];
+        double domi0 = pi[hi0] - pi[lo0] + uni_idx * cnt0;
+        for (int i = 1; i < top + 1; i++) {
+            double span = c->span[i - 1];
+            int lo = 0, hi = world;
+            if (span < wf) {
+                int sp = (int)span;
+                lo = (lo0 / sp) * sp;
+                hi = lo + sp < world ? lo + sp : world;
+            }
+            double cnt = (double)(hi - lo);
+            fac[i] = wf - cnt;
+            recvp[i] = pd[world] - (pd[hi] - pd[lo]);
+            recvi[i] = pi[world] + uni_idx * wf - (pi[hi] - pi[lo] + uni_idx * cnt);
+        }
+        for (int r = lo0; r < hi0; r++) {
+            double x_pool = 0.0, x_idx = 0.0;
+            if (top >= 0) {
+                double inv = c->inv_bw[0];
+                double mine = own0[r];
+                double t = dmax(mine * (cnt0 - 1.0), dom0 - mine) * inv;
+                if (t > x_pool) x_pool = t;
+                mine = oidx[r] + uni_idx;
+                t = dmax(mine * (cnt0 - 1.0), domi0 - mine) * inv;
+                if (t > x_idx) x_idx = t;
+                for (int i = 1; i < top + 1; i++) {
+                    inv = c->inv_bw[i];
+                    t = dmax(own[r] * fac[i], recvp[i]) * inv;
+                    if (t > x_pool) x_pool = t;
+                    t = dmax((oidx[r] + uni_idx) * fac[i], recvi[i]) * inv;
+                    if (t > x_idx) x_idx = t;
+                }
+            }
+            xp[r] = x_pool;
+            xi[r] = x_idx;
+            double lf = lfw[r] + uni_fwd;
+            double lb = lbw[r] + uni_bwd;
+            double a2a = unit_idx * x_idx + unit_fb * x_pool;
+            double h = hbmw[r] + uni_hbm, d = ddrw[r] + uni_ddr;
+            lfw[r] = lf;
+            lbw[r] = lb;
+            hbmw[r] = h;
+            ddrw[r] = d;
+            a2aw[r] = a2a;
+            max_lf = dmax(max_lf, lf);
+            max_lb = dmax(max_lb, lb);
+            max_pool = dmax(max_pool, x_pool);
+            max_idx = dmax(max_idx, x_idx);
+            max_hbm = dmax(max_hbm, h);
+            max_ddr = dmax(max_ddr, d);
+            max_twrw = dmax(max_twrw, twrw[r]);
+            double load = lf + lb + a2a;
+            if (load > crit_load) {
+                crit_load = load;
+                crit = r;
+            }
         }
     }
     double lat = c->lat;
@@ -371,23 +562,22 @@ static int evaluate_plan(const ctx_t *c, const double *sys, const double *job,
     }
     double rs_fwd = 0.0, ag_bwd = 0.0;
     if (rw_dim > 0.0) {
-        rs_fwd += reduce_scatter_time(sys, batch * rw_dim * cbf, wf);
-        ag_bwd += all_gather_time(sys, batch * rw_dim * cbb, wf);
+        rs_fwd += group_all_gather(&c->g_world, batch * rw_dim * cbf);
+        ag_bwd += group_all_gather(&c->g_world, batch * rw_dim * cbb);
     }
     if (max_twrw > 0.0) {
-        rs_fwd += reduce_scatter_time(sys, batch * max_twrw * cbf, node);
-        ag_bwd += all_gather_time(sys, batch * max_twrw * cbb, node);
+        rs_fwd += group_all_gather(&c->g_node, batch * max_twrw * cbf);
+        ag_bwd += group_all_gather(&c->g_node, batch * max_twrw * cbb);
     }
     double gcb = job[DL_DJOB_GRAD_COMM_BYTES];
     double dp_ar = 0.0, dense_ar = c->dense_ar;
-    if (dp_elems > 0.0) dp_ar = all_reduce_time(sys, dp_elems * gcb, wf);
+    if (dp_elems > 0.0) dp_ar = group_all_reduce(&c->g_world, dp_elems * gcb);
     double d_fwd = c->d_fwd, d_bwd = c->d_bwd;
     double emb_bwd = a2a_bwd + ag_bwd + max_lb + dp_ar;
     double exposed = dmax(0.0, dense_ar - emb_bwd);
     double step = idx_a2a + max_lf + a2a_fwd + rs_fwd + d_fwd + d_bwd + emb_bwd + exposed;
-    double usable = c->usable;
     status = DL_STATUS_OK;
-    if (max_hbm > usable || max_ddr > job[DL_DJOB_DDR_BYTES]) status = DL_STATUS_OUT_OF_MEMORY;
+    if (max_hbm > c->usable || max_ddr > c->ddr_cap) status = DL_STATUS_OUT_OF_MEMORY;
 #define O(f) out[(int64_t)(f) * n_plans + col]
     O(DL_DO_STATUS) = status;
     O(DL_DO_FEASIBLE) = status == DL_STATUS_OK ? 1.0 : 0.0;
@@ -412,6 +602,11 @@ static int evaluate_plan(const ctx_t *c, const double *sys, const double *job,
     return status;
 }
 
+int64_t dl_work_len(int64_t world, int64_t n_tables) {
+    if (world < 1 || n_tables < 0) return -1;
+    return (int64_t)DL_N_RANK * (world + 1) + (int64_t)TC_N * n_tables;
+}
+
 int dl_evaluate_plans(const double *sys, const double *job, const double *tables,
                       int64_t n_tables, const int32_t *plans, int64_t n_plans, double *work,
                       int64_t work_len, double *out) {
@@ -424,7 +619,7 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
         return -1;
     }
     int64_t stride_w = (int64_t)wd + 1;
-    if (work_len < (int64_t)DL_N_RANK * stride_w) {
+    if (work_len < dl_work_len(stride_w - 1, n_tables)) {
         for (int64_t p = 0; p < n_plans; p++) write_invalid(out, n_plans, p, DL_STATUS_BAD_INDEX);
         return -1;
     }
@@ -441,12 +636,32 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
     if (job[DL_DJOB_DENSE_PARAMS] > 0.0)
         c.dense_ar = all_reduce_time(sys, job[DL_DJOB_DENSE_PARAMS] * job[DL_DJOB_GRAD_COMM_BYTES], wf);
     c.usable = sys[DL_SYS_HBM_BYTES] - sys[DL_SYS_HBM_RESERVE_BYTES];
+    c.ddr_cap = job[DL_DJOB_DDR_BYTES];
+    c.batch = job[DL_DJOB_GLOBAL_BATCH];
+    c.local = c.batch / wf;
+    c.eb = job[DL_DJOB_EMB_BYTES];
+    c.ib = job[DL_DJOB_INDEX_BYTES];
+    c.cbf = job[DL_DJOB_COMM_FWD_BYTES];
+    c.cbb = job[DL_DJOB_COMM_BWD_BYTES];
+    c.bwd_mult = job[DL_DJOB_BWD_MULTIPLIER];
+    c.uvm_frac = job[DL_DJOB_UVM_CACHE_FRACTION];
+    c.dense_mem = dense_memory_bytes(job);
     for (int i = 0; i < DL_MAX_TIERS; i++) {
         c.span[i] = i < nt ? tier_span(sys, i) : INFINITY;
         c.inv_bw[i] = i < nt ? 1.0 / tier_link_bandwidth(sys, i) : 0.0;
     }
+    group_init(&c.g_world, sys, wf);
+    group_init(&c.g_node, sys, c.node);
+    double *tc = work + (int64_t)DL_N_RANK * stride_w;
+    fill_table_cache(&c, sys, job, tables, n_tables, tc);
+    c.tc = tc;
+    int tab_ok = tables_ok(tables, n_tables);
+    /* column W of every row: the reference zeroes it and only the prefix rows write it */
+    for (int f = 0; f < DL_N_RANK; f++) W(f, stride_w - 1) = 0.0;
+    for (int f = DL_RK_A2A_S; f < DL_N_RANK; f++)
+        for (int64_t r = 0; r < stride_w; r++) W(f, r) = 0.0;
     for (int64_t p = 0; p < n_plans; p++)
         evaluate_plan(&c, sys, job, tables, n_tables, plans + p * (int64_t)DL_N_PLAN * n_tables,
-                      work, stride_w, out, n_plans, p);
+                      work, stride_w, out, n_plans, p, tab_ok);
     return 0;
 }

@@ -135,12 +135,16 @@ enum {
     DL_STATUS_BAD_INDEX = 3,
 };
 
+/* Doubles of scratch dl_evaluate_plans needs: the per-rank rows [DL_N_RANK][world + 1]
+ * followed by a per-table cache of plan-independent terms; -1 for bad sizes. */
+int64_t dl_work_len(int64_t world, int64_t n_tables);
+
 /* Cost n_plans plans. plans: int32 [n_plans][DL_N_PLAN][n_tables]; tables: double
- * [DL_N_TAB][n_tables]; out: double [DL_N_DOUT][n_plans]; work: double
- * [DL_N_RANK][world + 1] scratch (the last plan's per-rank rows afterwards),
- * work_len its length in doubles. Returns 0, or -1 when work is too small or the
- * blocks are inconsistent (every status then bad_index). Reentrant: no allocation,
- * no global state; the GIL is released by the cffi wrapper. */
+ * [DL_N_TAB][n_tables]; out: double [DL_N_DOUT][n_plans]; work: double scratch of
+ * work_len >= dl_work_len(world, n_tables) doubles, whose first [DL_N_RANK][world + 1]
+ * block holds the last plan's per-rank rows afterwards. Returns 0, or -1 when work is
+ * too small or the blocks are inconsistent (every status then bad_index). Reentrant:
+ * no allocation, no global state; the GIL is released by the cffi wrapper. */
 int dl_evaluate_plans(const double *sys, const double *job, const double *tables,
                       int64_t n_tables, const int32_t *plans, int64_t n_plans,
                       double *work, int64_t work_len, double *out);

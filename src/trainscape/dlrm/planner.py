@@ -10,11 +10,14 @@
   lookups, or by estimated cost.
 - Beam search: tables in decreasing cost order, the ``width`` best partial plans kept; every
   partial plan is scored with the kernel on the tables placed so far.
-- Evolutionary refinement: single-table moves (rank, memory tier) of the table-wise tables,
-  each scored in O(1) by :mod:`trainscape.dlrm.incremental`.
+- Evolutionary refinement (:func:`refine`): moves, swaps and memory-tier changes of the
+  table-wise tables, each scored in O(1) by :mod:`trainscape.dlrm.incremental`, alternating
+  with sharding-type changes (split / merge column shards, table-row-wise, row-wise,
+  data-parallel) scored by full evaluations.
 
-The lower bound (:func:`lower_bound`) is the step of the total work spread evenly: every table
-table-wise in HBM with its lookups and owned traffic divided equally among the ranks.
+The lower bound (:func:`lower_bound`) is proved in its docstring: sums of per-table least
+contributions under an HBM capacity relaxation (Lagrangian), and the least busiest-rank
+lookup of the largest table.
 """
 
 from __future__ import annotations
@@ -108,9 +111,12 @@ def hbm_budget(sc: DlrmScenario) -> float:
     return 0.95 * (usable - dense_memory_bytes(j) - uni)
 
 
-def lower_bound(sc: DlrmScenario) -> float:
-    """Step time of the total work spread evenly over the ranks (every table table-wise in
-    HBM, lookups and owned dims / indices divided equally), same terms as the reference."""
+def even_spread_bound(sc: DlrmScenario) -> float:
+    """The previous engineer's estimate: every table table-wise in HBM with its lookups and
+    owned dims / indices spread evenly. Kept for reports. It is not proved to be a lower
+    bound: it charges every table the all-to-all share and HBM lookups, which row-wise /
+    data-parallel tables (collectives instead of the all-to-all) need not pay, and it ignores
+    HBM capacity; :func:`lower_bound` is the proved one."""
     sys, j, w = sc.sys, sc.job, sc.world
     rows, dim, pool, hit = _cols(sc)
     b = j[D.DJOB_GLOBAL_BATCH]
@@ -127,6 +133,180 @@ def lower_bound(sc: DlrmScenario) -> float:
     emb_bwd = a2a_b + lb
     return (idx + lf + a2a_f + dense_fwd_time(sys, j) + dense_bwd_time(sys, j) + emb_bwd
             + exposed_after_overlap(dense_ar, emb_bwd))
+
+
+def _collective_slope(sys, n, all_reduce):
+    """Seconds per byte that every algorithm of an all-gather / reduce-scatter (or, with
+    ``all_reduce``, an all-reduce) over ``n`` consecutive ranks costs at least: each
+    :mod:`trainscape.model.collectives` form is latency terms (>= 0) plus ``bytes x slope``;
+    the smallest slope bounds them all from below."""
+    from ..model.network import group_fanout, group_top_tier, tier_path_bandwidth
+
+    top = group_top_tier(sys, float(n), 1.0, 1.0, 1.0, 1.0, 1.0)
+    if n <= 1 or top < 0:
+        return 0.0
+    bw = tier_path_bandwidth(sys, top)
+    k = 2.0 if all_reduce else 1.0
+    slopes = [k * (n - 1.0) / n / bw]
+    if all_reduce:
+        slopes.append(2.0 / bw)  # tree
+    hier, inner = 0.0, 1.0
+    for i in range(top + 1):
+        f = group_fanout(sys, i, float(n), 1.0, 1.0, 1.0, 1.0, 1.0)
+        if f > 1.0:
+            hier += k * (f - 1.0) / f / inner / tier_path_bandwidth(sys, i)
+            inner *= f
+    slopes.append(hier)
+    return min(slopes)
+
+
+def _a2a_units_bound(sc: DlrmScenario) -> float:
+    """``u`` with ``max_r x_r >= u x sum_r w_r / W`` for either all-to-all of the reference
+    (``rank_a2a_units``): on tier ``i >= 1`` rank ``r`` sends ``w_r (W - n_{i-1}(r))`` with
+    ``n_{i-1}(r) <= span_{i-1}``, so the average over ranks is at least ``(W - span_{i-1}) /
+    W x sum w / bw_i`` and the maximum is at least the average. On a single node (only tier 0)
+    rank ``r`` sends ``w0_r (W - 1)`` (``own_dim0``, which table-row-wise shards do not feed:
+    then 0 is used for them, see :func:`lower_bound`)."""
+    from ..model.network import group_top_tier, tier_span
+
+    sys, w = sc.sys, float(sc.world)
+    top = group_top_tier(sys, w, 1.0, 1.0, 1.0, 1.0, 1.0)
+    best = 0.0
+    for i in range(1, top + 1):
+        span = min(tier_span(sys, i - 1), w)
+        best = max(best, (w - span) / w / tier_link_bandwidth(sys, i))
+    return best
+
+
+def lower_bound_parts(sc: DlrmScenario) -> dict:
+    """The lower bound and its two arguments (see :func:`lower_bound`)."""
+    sys, j, w = sc.sys, sc.job, sc.world
+    wf = float(w)
+    rows, dim, pool, hit = (np.asarray(x, float) for x in _cols(sc))
+    b = j[D.DJOB_GLOBAL_BATCH]
+    eb, ib, cf, cb = (j[D.DJOB_EMB_BYTES], j[D.DJOB_INDEX_BYTES], j[D.DJOB_COMM_FWD_BYTES],
+                      j[D.DJOB_COMM_BWD_BYTES])
+    bm = j[D.DJOB_BWD_MULTIPLIER]
+    local = b / wf
+    multi = w > sc.node_size
+    kap = _a2a_units_bound(sc) if multi else 0.0
+    k_pool = (local * cf + local * cb) * kap  # seconds per owned pooled dim (fwd + bwd)
+    k_idx = local * ib * kap  # seconds per owned lookup per sample
+    rs = _collective_slope(sys, w, False)
+    ar = _collective_slope(sys, w, True)
+    usable = sys[L.SYS_HBM_BYTES] - sys[L.SYS_HBM_RESERVE_BYTES]
+    ddr_cap = j[D.DJOB_DDR_BYTES]
+    state = table_state(sc)
+    cache = j[D.DJOB_UVM_CACHE_FRACTION] * rows * dim * eb
+    uni_fixed = 2.0 * local * (dim.sum() * cf + pool.sum() * ib) + dense_memory_bytes(j)
+    cap = wf * (usable - uni_fixed)  # HBM all ranks together hold for table shards
+    n_t = sc.n_tables
+    # cost[t, option, tier] (seconds added to the sum of averages) and hbm[t, option, tier]
+    # (a lower bound of the HBM bytes the option takes over all ranks); options: 0 table-,
+    # column- or table-row-wise, 1 row-wise, 2 data-parallel
+    cost = np.full((n_t, 3, 3), np.inf)
+    hbm = np.zeros((n_t, 3, 3))
+    per_rank = np.full(n_t, np.inf)  # smallest busiest-rank lookup seconds of each table
+    for tier in range(3):
+        spb = np.array([lookup_seconds_per_byte(sys, j, tier, h) for h in hit])
+        l1 = (b * pool * ib + b * pool * dim * eb + b * dim * cf) * spb  # whole-table lookups
+        mem = state if tier == D.MT_HBM else (cache if tier == D.MT_UVM else np.zeros(n_t))
+        mem_dp = mem * wf
+        fits_dp = np.where(tier == D.MT_HBM, state <= usable,
+                           (state <= ddr_cap) & ((cache <= usable) | (tier == D.MT_DDR)))
+        cost[:, 0, tier] = (1.0 + bm) * l1 / wf + k_pool * dim + k_idx * pool
+        hbm[:, 0, tier] = mem
+        rw_look = (b * pool * ib + b * pool * dim * eb + wf * b * dim * cf) * spb
+        cost[:, 1, tier] = ((1.0 + bm) * rw_look / wf + k_idx * pool
+                            + rs * b * dim * (cf + cb))
+        hbm[:, 1, tier] = mem
+        dp = ((1.0 + bm) * l1 / wf + j[D.DJOB_DP_UPDATE_FACTOR] * rows * dim * eb * spb
+              + ar * rows * dim * j[D.DJOB_GRAD_COMM_BYTES])
+        cost[:, 2, tier] = np.where(fits_dp, dp, np.inf)
+        hbm[:, 2, tier] = mem_dp
+        # busiest rank holding the table: table-wise whole; column-wise k shards each read
+        # all indices; table-row-wise / row-wise shards each write the whole pooled output;
+        # data-parallel: the local batch plus the update on every rank
+        kmax = np.array([max(k for k in range(1, min(w, int(d)) + 1) if int(d) % k == 0)
+                         for d in dim], float)
+        cw = (b * pool * ib + (b * pool * eb + b * cf) * dim / kmax) * spb
+        n_in = float(min(sc.node_size, w))
+        tr = (b * pool / n_in * ib + b * pool / n_in * dim * eb + b * dim * cf) * spb
+        rw = (b * pool / wf * ib + b * pool / wf * dim * eb + b * dim * cf) * spb
+        pr = np.minimum(np.minimum(l1, cw), np.minimum(tr, rw)) * (1.0 + bm)
+        pr = np.minimum(pr, np.where(fits_dp, dp, np.inf))  # dp_ar is part of E, too
+        per_rank = np.minimum(per_rank, pr)
+    flat_c = cost.reshape(n_t, 9)
+    flat_m = hbm.reshape(n_t, 9)
+
+    def dual(lam):
+        return float(np.min(flat_c + lam * flat_m, axis=1).sum() - lam * cap)
+
+    # weak duality: dual(lam) <= min sum cost s.t. sum hbm <= cap, for every lam >= 0;
+    # maximise over a log grid, then refine around the best point
+    best = dual(0.0)
+    if cap > 0 and np.isfinite(best):
+        grid = np.logspace(-22, -6, 97)
+        vals = [dual(x) for x in grid]
+        k = int(np.argmax(vals))
+        lo, hi = grid[max(0, k - 1)], grid[min(len(grid) - 1, k + 1)]
+        for x in np.linspace(lo, hi, 41):
+            vals.append(dual(x))
+        best = max(best, max(vals))
+    dense = dense_fwd_time(sys, j) + dense_bwd_time(sys, j)
+    dense_ar = all_reduce_time(sys, j[D.DJOB_DENSE_PARAMS] * j[D.DJOB_GRAD_COMM_BYTES], wf,
+                               1, 1, 1, 1, 1)
+    sum_bound = dense + max(best, dense_ar)
+    rank_bound = dense + max(float(per_rank.max()) if n_t else 0.0, dense_ar)
+    return {"lower_bound_s": max(sum_bound, rank_bound), "sum_bound_s": sum_bound,
+            "rank_bound_s": rank_bound, "even_spread_s": even_spread_bound(sc)}
+
+
+def lower_bound(sc: DlrmScenario) -> float:
+    """A step time no plan of ``sc`` can beat (valid for every sharding type, rank and tier).
+
+    The reference's step is ``dense_fwd + dense_bwd + idx_a2a + max_lf + a2a_fwd + rs_fwd +
+    max(emb_bwd, dense_ar)`` with ``emb_bwd = a2a_bwd + ag_bwd + max_lb + dp_ar`` (every term
+    >= 0), so with ``E`` the sum of the embedding terms, ``step >= dense + max(E, dense_ar)``.
+
+    Proof that ``E >= S`` (the *sum* argument). Each maximum over ranks is at least the
+    average over ranks, and every average is a sum of per-table contributions:
+
+    - lookups: a table's forward lookup seconds summed over the ranks are, for every sharding
+      type, at least ``(B p ib + B p d eb + B d cbf) spb`` (column-wise repeats the index
+      read per shard, row-wise / table-row-wise the output write per shard, data-parallel
+      splits the batch exactly); row-wise's sum is ``(B p ib + B p d eb + W B d cbf) spb``
+      exactly; backward is ``bwd_multiplier`` x forward, plus data-parallel's update on every
+      rank; ``spb`` is that of the table's tier;
+    - all-to-alls: per tier ``i >= 1`` the average over ranks of what a rank sends is
+      ``>= (W - span_{i-1}) / W x sum_r w_r`` and the sum of owned weights is ``d`` per
+      table-, column- or table-row-wise table for the pooled exchange and ``p`` (``k p`` for
+      column-wise) per non-data-parallel table for the index exchange
+      (:func:`_a2a_units_bound`; on one node 0 is used);
+    - collectives: every algorithm's time is latency (>= 0) plus bytes x slope, so a row-wise
+      table adds at least ``slope_rs x B d (cbf + cbb)`` and a data-parallel table
+      ``slope_ar x rows d grad_bytes`` (:func:`_collective_slope`); these terms add over
+      tables because the bytes add.
+
+    Hence ``E >= sum_t cost_t(o_t, tier_t)`` for the plan's choices. Memory: the HBM all
+    ranks hold for shards is at most ``W (usable - fixed)`` (fixed: the plan-independent
+    buffers and the dense part on every rank), and each choice takes at least ``hbm_t`` bytes
+    of it (HBM tier: the table's state; UVM: its cache; DDR: 0; data-parallel x W). For any
+    ``lam >= 0``, ``sum_t cost_t <= sum_t cost_t + lam (W (usable - fixed) - sum_t hbm_t)``,
+    whose minimum over the choices is ``sum_t min_o (cost + lam hbm) - lam cap`` (weak
+    Lagrangian duality), so ``S = max_lam`` of it is a lower bound of ``E`` for every feasible
+    plan. Data-parallel is allowed only where a whole table fits one rank.
+
+    The *rank* argument: the rank holding (a shard of) the largest table does its lookups
+    forward and backward in ``max_lf + max_lb``; per table, the least that busiest rank can
+    get is the minimum over sharding types of its shard's lookup seconds (column-wise with the
+    largest shard count dividing the dim, table-row-wise over one node, row-wise, or
+    data-parallel's local batch plus update). So ``E >= max_t min_o``, too.
+
+    ``tests/test_dlrm_planner.py`` checks that no evaluated plan (random plans of every type,
+    tier and rank, and the planners' plans) beats it.
+    """
+    return lower_bound_parts(sc)["lower_bound_s"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,17 +568,91 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
 # ---------------------------------------------------------------------------------------------
 
 
+def structural_candidates(sc: DlrmScenario, plan: np.ndarray, n: int, rng) -> np.ndarray:
+    """``n`` plans, each ``plan`` with one table's sharding changed: table-wise <-> column-wise
+    (split into 2 shards, split a column-wise table further, merge its shards in two, back
+    to table-wise), to table-row-wise, row-wise or data-parallel (when it fits one rank), and
+    a row-wise / table-row-wise table's memory tier; ranks and strides drawn at random."""
+    w, node = sc.world, sc.node_size
+    dim = sc.tables[D.TAB_DIM].astype(np.int64)
+    state = table_state(sc)
+    budget = hbm_budget(sc)
+    out = np.repeat(plan[None], n, axis=0)
+    for m in range(n):
+        t = int(rng.integers(sc.n_tables))
+        p = out[m]
+        kind = int(p[D.PL_KIND, t])
+        k = int(p[D.PL_SHARDS, t])
+        opts = []
+        if kind in (D.SH_TW, D.SH_CW):
+            k2 = 2 * k if kind == D.SH_CW else 2
+            if k2 <= w and dim[t] % k2 == 0 and dim[t] // k2 >= 4:
+                opts.append((D.SH_CW, k2))
+            if kind == D.SH_CW:
+                opts.append((D.SH_CW, k // 2) if k // 2 > 1 else (D.SH_TW, 1))
+        else:
+            opts.append((D.SH_TW, 1))
+            opts.append((D.SH_CW, 2) if dim[t] % 2 == 0 and w >= 2 else (D.SH_TW, 1))
+        if w > node and kind != D.SH_TWRW:
+            opts.append((D.SH_TWRW, 1))
+        if kind != D.SH_RW:
+            opts.append((D.SH_RW, 1))
+        if kind != D.SH_DP and state[t] < 0.05 * budget:
+            opts.append((D.SH_DP, 1))
+        new_kind, new_k = opts[int(rng.integers(len(opts)))]
+        p[D.PL_KIND, t] = new_kind
+        p[D.PL_SHARDS, t] = new_k
+        p[D.PL_RANK, t] = int(rng.integers(w))
+        p[D.PL_STRIDE, t] = 0
+        if new_kind == D.SH_CW:
+            p[D.PL_STRIDE, t] = max(1, w // new_k) if rng.random() < 0.5 else 1
+        if new_kind in (D.SH_RW, D.SH_TWRW) and rng.random() < 0.3:
+            p[D.PL_TIER, t] = int(rng.integers(3))
+    return out
+
+
 def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int = 0,
-           tier_moves: bool = True) -> tuple[np.ndarray, float, int, int]:
-    """Single-table moves of the table-wise tables, O(1) each; returns (plan, step, scored,
-    accepted)."""
+           tier_moves: bool = True, rounds: int = 20, structural: int = 256,
+           batch: int = 128, backend=None) -> tuple[np.ndarray, float, int, int]:
+    """Evolutionary refinement; returns (plan, step, O(1) scores, accepted changes).
+
+    ``rounds`` times: ``iters / rounds`` candidate moves / swaps / tier changes of the
+    table-wise tables scored in O(1) (:func:`trainscape.dlrm.incremental.evolve`, batches of
+    ``batch``, the best applied), then ``structural`` sharding-type changes (split / merge
+    column shards, to and from table-wise, table-row-wise, row-wise, data-parallel) scored by
+    full evaluations with the kernel, the best applied when it lowers the step.
+    """
+    from . import evaluate_plans as _eval
     from .incremental import evolve
 
+    rng = np.random.default_rng(seed)
+    tables = np.ascontiguousarray(sc.tables)
     plan = np.ascontiguousarray(plan.copy(), dtype=np.int32)
-    movable = np.flatnonzero(plan[D.PL_KIND] == D.SH_TW).astype(np.int64)
-    step, scored, accepted = evolve(sc.sys, sc.job, np.ascontiguousarray(sc.tables), plan,
-                                    movable, int(iters), int(seed), bool(tier_moves), 0)
-    return plan, float(step), int(scored), int(accepted)
+    out = _eval(sc, plan, backend=backend)
+    cur = out[D.DO_STEP_TIME_S, 0] if out[D.DO_FEASIBLE, 0] > 0 else math.inf
+    scored = accepted = 0
+    rounds = max(1, int(rounds))
+    for r in range(rounds):
+        movable = np.flatnonzero(plan[D.PL_KIND] == D.SH_TW).astype(np.int64)
+        n = int(iters) // rounds + (1 if r < int(iters) % rounds else 0)
+        if len(movable) and n > 0:
+            trial = plan.copy()
+            step, sc_n, acc = evolve(sc.sys, sc.job, tables, trial, movable, n,
+                                     int(seed) * 1000 + r, int(batch), bool(tier_moves), 0.25,
+                                     0.5)
+            scored += int(sc_n)
+            if step <= cur:
+                plan, cur = trial, float(step)
+                accepted += int(acc)
+        if structural > 0:
+            cands = structural_candidates(sc, plan, int(structural), rng)
+            o = _eval(sc, cands, backend=backend)
+            steps = np.where(o[D.DO_FEASIBLE] > 0, o[D.DO_STEP_TIME_S], np.inf)
+            k = int(np.argmin(steps))
+            if steps[k] < cur * (1.0 - 1e-12):
+                plan, cur = np.ascontiguousarray(cands[k]), float(steps[k])
+                accepted += 1
+    return plan, float(cur), scored, accepted
 
 
 def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: int = 0,
@@ -422,7 +676,7 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         if bs["feasible"] and bs["step_time_s"] < best_step:
             best_plan, best_step = bp, bs["step_time_s"]
     if method == "evolve":
-        ep, _, scored, accepted = refine(sc, best_plan, iterations, seed)
+        ep, _, scored, accepted = refine(sc, best_plan, iterations, seed, backend=backend)
         es = evaluate(sc, ep, backend=backend)
         if es["feasible"] and es["step_time_s"] <= best_step:
             best_plan, best_step = ep, es["step_time_s"]
