@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from backend_fixture import backend, backend_report, warm_backends  # noqa: F401 (fixtures)
 from hypothesis import settings
 
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True)
@@ -45,3 +46,8 @@ def moe_example() -> Path:
 def example_path(request) -> Path:
     """Each scenario file under examples/."""
     return request.param
+
+
+def pytest_report_header() -> str:
+    """Which kernel backends loaded (and why one did not), at the top of every run."""
+    return backend_report()

@@ -273,3 +273,15 @@ def test_too_big_for_memory_is_infeasible_but_costed():
     assert col[L.OUT_FEASIBLE] == 0.0
     assert col[L.OUT_MEMORY_GIB] > 80
     assert np.isfinite(col[L.OUT_STEP_TIME_S])
+
+
+def test_huge_degrees_do_not_wrap_int32(backend):
+    # dp * mbs = 2**32 overflows int32: validity must be judged in 64 bits by every backend
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC, (4096, 50e9, 1e-3, 0.8, 1.0)], gpus=65536)
+    mdl = gpt_model(layers=32, h=4096, heads=32)
+    cfg = one_config(dp=65536, mbs=65536)
+    out = evaluate_blocks(sys, mdl, job(batch=2**31 - 1), cfg, backend=backend)
+    assert out[L.OUT_STATUS, 0] == L.STATUS_INVALID_CONFIG  # batch not divisible by dp * mbs
+    assert not np.isnan(out[:, 0]).any()

@@ -7,11 +7,21 @@ The Python API::
     scenario = trainscape.load("examples/gpt3-175b-a100.toml")
     result = trainscape.evaluate(scenario)            # the scenario's [config]
     result.step_time_s, result.mfu, result.breakdown
+    columns = trainscape.evaluate_batch(scenario, scenario.space.sample(10_000, seed=0))
+    trainscape.available_backends()                    # {"c": (True, "loaded ..."), ...}
 
 See :mod:`trainscape.layout` for the packed blocks the kernels read.
 """
 
-from .api import Result, evaluate, evaluate_columns, load
+from .api import (
+    Result,
+    available_backends,
+    default_backend,
+    evaluate,
+    evaluate_batch,
+    evaluate_columns,
+    load,
+)
 from .spec import ConfigSpec, Scenario, ScenarioError
 
 __version__ = "0.1.0"
@@ -22,7 +32,10 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "__version__",
+    "available_backends",
+    "default_backend",
     "evaluate",
+    "evaluate_batch",
     "evaluate_columns",
     "load",
 ]

@@ -21,8 +21,7 @@ import numpy as np
 from . import layout as L
 from .spec import ConfigSpec, Scenario, ScenarioError, load_scenario, pack, pack_configs
 
-#: Backends :func:`evaluate_columns` knows. ``None`` means the default (the reference for now).
-BACKENDS = ("python",)
+from .backends import BACKENDS, available_backends, default_backend  # noqa: F401 (re-exported)
 
 
 def load(source: str | Path | Mapping, overrides: Iterable[str] = ()) -> Scenario:
@@ -37,16 +36,40 @@ def load(source: str | Path | Mapping, overrides: Iterable[str] = ()) -> Scenari
 
 
 def evaluate_columns(sys: np.ndarray, mdl: np.ndarray, job: np.ndarray, cfg: np.ndarray,
-                     backend: str | None = None) -> np.ndarray:
+                     backend: str | None = None, threads: int | None = None) -> np.ndarray:
     """Cost packed configuration columns; returns ``float64 (layout.N_OUT, n)``.
 
-    The one call site of the kernels: ``backend`` None or ``"python"`` runs the reference.
+    The one call site of the kernels. ``backend``: ``"c"``, ``"numba"``, ``"python"`` (the
+    reference) or ``None`` for the fastest that loaded (:func:`available_backends` says which
+    did, and why one did not).
     """
-    if backend in (None, "python"):
-        from .model.reference import evaluate_batch
+    from .backends import evaluate_blocks
 
-        return evaluate_batch(sys, mdl, job, cfg)
-    raise ScenarioError.at("backend", "unknown backend", backend, ", ".join(BACKENDS))
+    if backend is not None and backend not in BACKENDS:
+        raise ScenarioError.at("backend", "unknown backend", backend, ", ".join(BACKENDS))
+    return evaluate_blocks(sys, mdl, job, cfg, backend=backend, threads=threads)
+
+
+def evaluate_batch(scenario: Scenario, configs: Any, backend: str | None = None,
+                   threads: int | None = None) -> dict[str, np.ndarray]:
+    """Cost many configurations of ``scenario`` at once; returns one NumPy column per output
+    field (``layout.OUTPUT_FIELDS``), in the order of ``configs``.
+
+    ``configs``: an ``int32`` array of shape ``(layout.N_CFG, n)`` (as
+    ``scenario.space``-based samplers and enumerators return), a dict of equal-length columns
+    keyed by config field, or a list of config dicts / :class:`ConfigSpec`.
+    """
+    sys, mdl, job = pack(scenario)
+    if isinstance(configs, np.ndarray):
+        cfg = configs
+    elif isinstance(configs, Mapping):
+        cfg = pack_configs(configs, gpus=scenario.cluster.gpus)
+    else:
+        cfg = pack_configs([c if isinstance(c, ConfigSpec) else ConfigSpec(**c) for c in configs],
+                           gpus=scenario.cluster.gpus)
+    out = evaluate_columns(sys, mdl, job, np.ascontiguousarray(cfg, dtype=np.int32),
+                           backend=backend, threads=threads)
+    return {name: out[i] for i, name in enumerate(L.OUTPUT_FIELDS)}
 
 
 class _ResultBase:

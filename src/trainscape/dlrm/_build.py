@@ -28,7 +28,9 @@ ffibuilder.cdef(cdef_text())
 ffibuilder.set_source(
     "trainscape.dlrm._native",
     '#include "dlrm.h"',
-    sources=[os.path.join(CSRC, "dlrm.c")],
+    # setuptools rejects absolute source paths; relative to the working directory (setup.py
+    # runs from the project root)
+    sources=[os.path.relpath(os.path.join(CSRC, "dlrm.c"))],
     include_dirs=[CSRC],
     extra_compile_args=["-O3", "-std=c99"],
     libraries=["m"],

@@ -413,14 +413,15 @@ SCHEDULE_ERROR_BASE = 100
 def config_error(sys, mdl, job, cfg, i):
     """0 when configuration column ``i`` of ``cfg`` is valid, else a code into CONFIG_ERRORS
     (or ``SCHEDULE_ERROR_BASE + reason`` from :func:`pipeline.schedule_valid`)."""
-    tp = cfg[CFG_TP, i]
-    cp = cfg[CFG_CP, i]
-    pp = cfg[CFG_PP, i]
-    dp = cfg[CFG_DP, i]
-    ep = cfg[CFG_EP, i]
-    mbs = cfg[CFG_MBS, i]
-    vpp = cfg[CFG_VPP, i]
-    schedule = cfg[CFG_SCHEDULE, i]
+    # 64-bit Python/numba ints: products of int32 degrees must not wrap
+    tp = int(cfg[CFG_TP, i])
+    cp = int(cfg[CFG_CP, i])
+    pp = int(cfg[CFG_PP, i])
+    dp = int(cfg[CFG_DP, i])
+    ep = int(cfg[CFG_EP, i])
+    mbs = int(cfg[CFG_MBS, i])
+    vpp = int(cfg[CFG_VPP, i])
+    schedule = int(cfg[CFG_SCHEDULE, i])
     if tp < 1:
         return 1
     if cp < 1:

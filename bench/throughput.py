@@ -1,0 +1,26 @@
+#!/usr/bin/env python3
+"""Throughput of the kernel backends on the Llama-3-405B example (configs/s).
+
+The same seeded random batch of valid configurations is costed by every loaded backend (c,
+numba, python) after a warm-up, on one thread and on all cores; ratios are to the pure-Python
+reference. The measurement lives in :mod:`trainscape.bench_cli` (also ``trainscape bench``).
+
+    python bench/throughput.py                 # table
+    python bench/throughput.py --json          # {"c": {"1": .., "all": ..}, "numba": ..., "python": ...}
+    python bench/throughput.py -n 200000 --backend c
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+try:
+    import trainscape  # noqa: F401
+except ImportError:  # run from a checkout without installing
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from trainscape.bench_cli import _click_command  # noqa: E402
+
+if __name__ == "__main__":
+    _click_command()(prog_name="throughput.py")

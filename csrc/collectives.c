@@ -1,0 +1,163 @@
+/* Collective communication costs over the hierarchical network (alpha-beta model).
+ * Port of src/trainscape/model/collectives.py: cheapest algorithm wins as in NCCL's tuner
+ * (NVIDIA/nccl src/graph/tuning.cc); bus-bandwidth factors of nccl-tests doc/PERFORMANCE.md.
+ * A group arrives as a ts_group (its size, top tier and per-tier fan-outs, see network.c). */
+#include <string.h>
+
+#include "ts_model.h"
+
+/* collectives.py ring_all_reduce_time: 2(n-1) steps of nbytes/n (Patarasuk & Yuan 2009).
+ * The hot path below calls the _inv twins, which take 1 / bandwidth (a per-batch value) and
+ * multiply: the same formula to a few ulps, without a division per call. */
+TS_FN double ts_ring_all_reduce_time(double n, double nbytes, double latency, double bandwidth)
+{
+    if (n <= 1.0)
+        return 0.0;
+    return 2.0 * (n - 1.0) * latency + 2.0 * (n - 1.0) / n * nbytes / bandwidth;
+}
+
+static inline double ts_ring_all_reduce_time_inv(double n, double nbytes, double latency,
+                                                 double inv_bandwidth)
+{
+    if (n <= 1.0)
+        return 0.0;
+    return 2.0 * (n - 1.0) * latency + 2.0 * (n - 1.0) / n * nbytes * inv_bandwidth;
+}
+
+/* collectives.py ring_all_gather_time: n-1 steps of nbytes/n (nccl-tests PERFORMANCE.md). */
+TS_FN double ts_ring_all_gather_time(double n, double nbytes, double latency, double bandwidth)
+{
+    if (n <= 1.0)
+        return 0.0;
+    return (n - 1.0) * latency + (n - 1.0) / n * nbytes / bandwidth;
+}
+
+static inline double ts_ring_all_gather_time_inv(double n, double nbytes, double latency,
+                                                 double inv_bandwidth)
+{
+    if (n <= 1.0)
+        return 0.0;
+    return (n - 1.0) * latency + (n - 1.0) / n * nbytes * inv_bandwidth;
+}
+
+/* math.ceil(math.log2(n)) for n > 1 without a log: from the binary exponent of n
+ * (n = m * 2^e, 1 <= m < 2: e when m == 1, else e + 1). Exact for every finite n > 1. */
+TS_FN double ts_ceil_log2(double n)
+{
+    uint64_t bits;
+    int64_t e;
+    memcpy(&bits, &n, sizeof bits);
+    e = (int64_t)((bits >> 52) & 0x7ff) - 1023;
+    if ((bits & 0xfffffffffffffULL) != 0)
+        e += 1;
+    return (double)e;
+}
+
+/* collectives.py tree_all_reduce_time: double binary tree, 2 ceil(log2 n) latency steps
+ * (Sanders, Speck, Traff 2009; NCCL 2.4). */
+TS_FN double ts_tree_all_reduce_time(double n, double nbytes, double latency, double bandwidth)
+{
+    double depth;
+    if (n <= 1.0)
+        return 0.0;
+    depth = ts_ceil_log2(n);
+    return 2.0 * depth * latency + 2.0 * nbytes / bandwidth;
+}
+
+static inline double ts_tree_all_reduce_time_inv(double n, double nbytes, double latency,
+                                                 double inv_bandwidth)
+{
+    double depth;
+    if (n <= 1.0)
+        return 0.0;
+    depth = ts_ceil_log2(n);
+    return 2.0 * depth * latency + 2.0 * nbytes * inv_bandwidth;
+}
+
+/* collectives.py group_size. */
+TS_FN double ts_group_size(double n_a, double n_b, double n_c)
+{
+    return n_a * n_b * n_c;
+}
+
+/* collectives.py all_reduce_time: cheapest of ring, tree and hierarchical (ASTRA-sim
+ * multi-dimensional reduce-scatter -> all-reduce -> all-gather). */
+TS_FN double ts_all_reduce_time(const ts_net *net, double nbytes, const ts_group *g)
+{
+    double n = g->n, lat, bw, best, hier = 0.0, inner = 1.0, t;
+    int top = g->top;
+    if (n <= 1.0 || top < 0 || nbytes <= 0.0)
+        return 0.0;
+    lat = net->latency[top];
+    bw = net->inv_path_bw[top];
+    best = ts_ring_all_reduce_time_inv(n, nbytes, lat, bw);
+    t = ts_tree_all_reduce_time_inv(n, nbytes, lat, bw);
+    best = TS_PYMIN(best, t);
+    if (g->crossings <= 1) /* one tier crossed: the hierarchical sum is the flat ring itself */
+        return best;
+    for (int i = 0; i <= top; i++) {
+        double f = g->fanout[i];
+        if (f > 1.0) {
+            hier += ts_ring_all_reduce_time_inv(f, nbytes / inner, net->latency[i],
+                                                net->inv_path_bw[i]);
+            inner *= f;
+        }
+    }
+    return TS_PYMIN(best, hier);
+}
+
+/* collectives.py all_gather_time: cheapest of ring and hierarchical all-gather. */
+TS_FN double ts_all_gather_time(const ts_net *net, double nbytes, const ts_group *g)
+{
+    double n = g->n, best, hier = 0.0, inner = 1.0;
+    int top = g->top;
+    if (n <= 1.0 || top < 0 || nbytes <= 0.0)
+        return 0.0;
+    best = ts_ring_all_gather_time_inv(n, nbytes, net->latency[top], net->inv_path_bw[top]);
+    if (g->crossings <= 1) /* one tier crossed: the hierarchical sum is the flat ring itself */
+        return best;
+    for (int i = 0; i <= top; i++) {
+        double f = g->fanout[i];
+        if (f > 1.0) {
+            hier += ts_ring_all_gather_time_inv(f, nbytes / inner, net->latency[i],
+                                                net->inv_path_bw[i]);
+            inner *= f;
+        }
+    }
+    return TS_PYMIN(best, hier);
+}
+
+/* collectives.py reduce_scatter_time: the all-gather's traffic run backwards. */
+TS_FN double ts_reduce_scatter_time(const ts_net *net, double nbytes, const ts_group *g)
+{
+    return ts_all_gather_time(net, nbytes, g);
+}
+
+/* collectives.py all_to_all_time: direct all-to-all, busiest tier's links set the time, plus
+ * one latency of the outermost tier. */
+TS_FN double ts_all_to_all_time(const ts_net *net, double nbytes, const ts_group *g)
+{
+    double n = g->n, worst = 0.0, inner = 1.0, members, t;
+    int top = g->top;
+    if (n <= 1.0 || top < 0 || nbytes <= 0.0)
+        return 0.0;
+    for (int i = 0; i <= top; i++) {
+        members = inner * g->fanout[i];
+        if (i == 0)
+            t = (members - 1.0) / n * nbytes * net->inv_link_bw[0];
+        else
+            t = (n - inner) / n * nbytes * net->inv_link_bw[i];
+        worst = TS_PYMAX(worst, t);
+        inner = members;
+    }
+    return net->latency[top] + worst;
+}
+
+/* collectives.py p2p_time: one transfer at the outermost tier the group crosses. */
+TS_FN double ts_p2p_time(const ts_net *net, double nbytes, const ts_group *g)
+{
+    int top = g->top;
+    if (top < 0 || nbytes <= 0.0)
+        return 0.0;
+    return net->latency[top] + nbytes * net->inv_path_bw[top];
+}

@@ -1,0 +1,773 @@
+/* The LLM training step: FLOPs, per-GPU times, communication, memory.
+ * Port of src/trainscape/model/llm.py, function by function (sources cited per function). */
+#include "ts_model.h"
+
+/* ===== FLOPs of one layer for one microbatch ============================================= */
+
+/* llm.py attention_projection_flops: GQA projections (Ainslie et al. 2023; Narayanan et al.
+ * SC'21 §5.1). */
+TS_FN double ts_attention_projection_flops(double b, double s, double h, double heads,
+                                           double kv_heads, double head_dim)
+{
+    double q_dim = heads * head_dim;
+    double kv_dim = kv_heads * head_dim;
+    return 2.0 * b * s * h * (q_dim + 2.0 * kv_dim) + 2.0 * b * s * q_dim * h;
+}
+
+/* llm.py attention_core_flops: 4 b s^2 a d (Narayanan et al. SC'21 §5.1). */
+TS_FN double ts_attention_core_flops(double b, double s, double heads, double head_dim)
+{
+    return 4.0 * b * s * s * heads * head_dim;
+}
+
+/* llm.py mlp_flops: 2 or 3 h x ffn matrices (Shazeer 2020). */
+TS_FN double ts_mlp_flops(double b, double s, double h, double ffn, int swiglu)
+{
+    double matrices = swiglu ? 3.0 : 2.0;
+    return 2.0 * b * s * h * ffn * matrices;
+}
+
+/* llm.py router_flops: h x E router (Fedus et al. 2021). */
+TS_FN double ts_router_flops(double b, double s, double h, double experts)
+{
+    return 2.0 * b * s * h * experts;
+}
+
+/* llm.py moe_mlp_flops: top_k + shared expert MLPs per token (Shazeer et al. 2017;
+ * DeepSeek-V3 §2.1.2). */
+TS_FN double ts_moe_mlp_flops(double b, double s, double h, double expert_ffn, double top_k,
+                              double shared_experts, int swiglu)
+{
+    return (top_k + shared_experts) * ts_mlp_flops(b, s, h, expert_ffn, swiglu);
+}
+
+/* llm.py logits_flops: 2bshV (Narayanan et al. SC'21 §5.1). */
+TS_FN double ts_logits_flops(double b, double s, double h, double vocab)
+{
+    return 2.0 * b * s * h * vocab;
+}
+
+/* llm.py moe_layer_count: every moe_every-th layer (GShard, Mixtral, DeepSeek-V3). */
+TS_FN double ts_moe_layer_count(double layers, double experts, double moe_every)
+{
+    if (experts <= 0.0 || moe_every <= 0.0)
+        return 0.0;
+    return floor(layers / moe_every);
+}
+
+/* llm.py megatron_flops_per_iteration: Narayanan et al. SC'21 eq. (3). */
+TS_FN double ts_megatron_flops_per_iteration(double batch, double s, double layers, double h,
+                                             double vocab, int full_recompute)
+{
+    double passes = full_recompute ? 4.0 : 3.0;
+    return 24.0 * passes * batch * s * layers * h * h
+           * (1.0 + s / (6.0 * h) + vocab / (16.0 * layers * h * passes / 4.0));
+}
+
+/* llm.py model_flops_per_sequence: 3 forward-equivalents, no recompute (Chowdhery et al. 2022,
+ * App. B). */
+TS_FN double ts_model_flops_per_sequence(const double *mdl, double s)
+{
+    double h = mdl[TS_MDL_HIDDEN];
+    double layers = mdl[TS_MDL_LAYERS];
+    double n_moe = ts_moe_layer_count(layers, mdl[TS_MDL_EXPERTS], mdl[TS_MDL_MOE_EVERY]);
+    int swiglu = mdl[TS_MDL_SWIGLU] > 0.0;
+    double per_layer = ts_attention_projection_flops(1.0, s, h, mdl[TS_MDL_HEADS],
+                                                     mdl[TS_MDL_KV_HEADS], mdl[TS_MDL_HEAD_DIM])
+                       + ts_attention_core_flops(1.0, s, mdl[TS_MDL_HEADS], mdl[TS_MDL_HEAD_DIM]);
+    double dense_mlp = ts_mlp_flops(1.0, s, h, mdl[TS_MDL_FFN_HIDDEN], swiglu);
+    double moe_mlp = ts_router_flops(1.0, s, h, mdl[TS_MDL_EXPERTS])
+                     + ts_moe_mlp_flops(1.0, s, h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
+                                        mdl[TS_MDL_SHARED_EXPERTS], swiglu);
+    double forward = layers * per_layer + (layers - n_moe) * dense_mlp + n_moe * moe_mlp
+                     + ts_logits_flops(1.0, s, h, mdl[TS_MDL_VOCAB]);
+    return 3.0 * forward;
+}
+
+/* ===== Parameters ========================================================================= */
+
+/* llm.py attention_params: Q, K, V, output weights and two norm scales. */
+TS_FN double ts_attention_params(double h, double heads, double kv_heads, double head_dim)
+{
+    double q_dim = heads * head_dim;
+    double kv_dim = kv_heads * head_dim;
+    return h * (q_dim + 2.0 * kv_dim) + q_dim * h + 2.0 * h;
+}
+
+/* llm.py mlp_params: 2 or 3 h x ffn matrices. */
+TS_FN double ts_mlp_params(double h, double ffn, int swiglu)
+{
+    return (swiglu ? 3.0 : 2.0) * h * ffn;
+}
+
+/* llm.py embedding_params: vocab x h. */
+TS_FN double ts_embedding_params(double vocab, double h)
+{
+    return vocab * h;
+}
+
+/* ===== Activation memory (Korthikanti et al. 2022 §4, Table 2) ============================ */
+
+/* llm.py attention_activation_bytes: Korthikanti et al. §4.1, GQA and FlashAttention. */
+TS_FN double ts_attention_activation_bytes(double s, double b, double h, double heads,
+                                           double kv_heads, double head_dim, double t, int sp,
+                                           double act_bytes, int flash, int store_scores)
+{
+    double sbh = s * b * h;
+    double q_dim = heads * head_dim;
+    double kv_dim = kv_heads * head_dim;
+    double replicated = act_bytes * sbh + 1.0 * sbh;
+    double split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + act_bytes * s * b * q_dim;
+    if (store_scores && !flash)
+        split += (2.0 * act_bytes + 1.0) * heads * s * s * b;
+    else if (flash)
+        split += 4.0 * heads * s * b;
+    if (sp)
+        return (replicated + split) / t;
+    return replicated + split / t;
+}
+
+/* llm.py mlp_activation_bytes: Korthikanti et al. §4.1 (19sbh for a 4h GeLU MLP). */
+TS_FN double ts_mlp_activation_bytes(double s, double b, double h, double ffn, int swiglu,
+                                     double t, int sp, double act_bytes)
+{
+    double replicated = act_bytes * s * b * h + 1.0 * s * b * h;
+    double split = (swiglu ? 3.0 : 2.0) * act_bytes * s * b * ffn;
+    if (sp)
+        return (replicated + split) / t;
+    return replicated + split / t;
+}
+
+/* llm.py moe_activation_bytes: MoE block, top_k + shared routed copies. */
+TS_FN double ts_moe_activation_bytes(double s, double b, double h, double expert_ffn,
+                                     double top_k, double shared, int swiglu, double t, int sp,
+                                     double act_bytes)
+{
+    double replicated = act_bytes * s * b * h + 1.0 * s * b * h;
+    double copies = top_k + shared;
+    double split = copies * (act_bytes * s * b * h
+                             + (swiglu ? 3.0 : 2.0) * act_bytes * s * b * expert_ffn);
+    if (sp)
+        return (replicated + split) / t;
+    return replicated + split / t;
+}
+
+/* llm.py layernorm_activation_bytes: 4sbh, split only with SP (Korthikanti et al. §4.1). */
+TS_FN double ts_layernorm_activation_bytes(double s, double b, double h, double t, int sp,
+                                           double act_bytes)
+{
+    double ln = 2.0 * act_bytes * s * b * h;
+    if (sp)
+        return ln / t;
+    return ln;
+}
+
+/* llm.py layer_activation_bytes: Korthikanti et al. Table 2 forms for a dense layer. */
+TS_FN double ts_layer_activation_bytes(double s, double b, double h, double heads,
+                                       double kv_heads, double head_dim, double ffn, int swiglu,
+                                       double t, int sp, int recompute, int flash,
+                                       double act_bytes)
+{
+    int store_scores;
+    if (recompute == TS_RECOMPUTE_FULL) {
+        if (sp)
+            return act_bytes * s * b * h / t;
+        return act_bytes * s * b * h;
+    }
+    store_scores = recompute == TS_RECOMPUTE_NONE;
+    return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
+                                         flash, store_scores)
+           + ts_mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes)
+           + ts_layernorm_activation_bytes(s, b, h, t, sp, act_bytes);
+}
+
+/* llm.py moe_layer_activation_bytes: attention + MoE block + norms. */
+TS_FN double ts_moe_layer_activation_bytes(double s, double b, double h, double heads,
+                                           double kv_heads, double head_dim, double expert_ffn,
+                                           double top_k, double shared, int swiglu, double t,
+                                           int sp, int recompute, int flash, double act_bytes)
+{
+    int store_scores;
+    if (recompute == TS_RECOMPUTE_FULL) {
+        if (sp)
+            return act_bytes * s * b * h / t;
+        return act_bytes * s * b * h;
+    }
+    store_scores = recompute == TS_RECOMPUTE_NONE;
+    return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
+                                         flash, store_scores)
+           + ts_moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes)
+           + ts_layernorm_activation_bytes(s, b, h, t, sp, act_bytes);
+}
+
+/* llm.py logits_memory_bytes: bf16 logits + fp32 copy (Megatron-LM
+ * vocab_parallel_cross_entropy). */
+TS_FN double ts_logits_memory_bytes(double b, double s, double vocab, double t, double act_bytes)
+{
+    return b * s * vocab / t * (act_bytes + 4.0);
+}
+
+/* ===== Time on one GPU ==================================================================== */
+
+/* llm.py gemm_efficiency: eff_max * x / (x + x_half). */
+TS_FN double ts_gemm_efficiency(const double *sys, double gemm_flops)
+{
+    if (gemm_flops <= 0.0)
+        return sys[TS_SYS_GEMM_EFFICIENCY_MAX];
+    return sys[TS_SYS_GEMM_EFFICIENCY_MAX] * gemm_flops / (gemm_flops + sys[TS_SYS_GEMM_HALF_FLOPS]);
+}
+
+/* llm.py gemm_time: flops over gemm_count equal GEMMs. */
+TS_FN double ts_gemm_time(const double *sys, double flops, double gemm_count)
+{
+    if (flops <= 0.0)
+        return 0.0;
+    return flops / (sys[TS_SYS_PEAK_FLOPS] * ts_gemm_efficiency(sys, flops / gemm_count));
+}
+
+/* llm.py attention_kernel_time: fused attention at a fixed fraction of peak. */
+TS_FN double ts_attention_kernel_time(const double *sys, double flops)
+{
+    return flops / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]);
+}
+
+/* llm.py memory_bound_time: bytes over achieved HBM bandwidth (Williams et al. 2009). */
+TS_FN double ts_memory_bound_time(const double *sys, double nbytes)
+{
+    return nbytes / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
+}
+
+/* llm.py gpu_count. */
+TS_FN double ts_gpu_count(const double *sys)
+{
+    return sys[TS_SYS_GPUS];
+}
+
+/* ===== Configuration validity ============================================================= */
+
+/* a % b for a >= 0, b >= 1 (Python's and C's % agree there): a mask for a power-of-two b,
+ * 32-bit division when both fit (several times faster than 64-bit idiv on common x86). */
+static inline int64_t ts_mod(int64_t a, int64_t b)
+{
+    if ((b & (b - 1)) == 0)
+        return a & (b - 1);
+    if ((uint64_t)a <= 0xffffffffULL && (uint64_t)b <= 0xffffffffULL)
+        return (int64_t)((uint32_t)a % (uint32_t)b);
+    return a % b;
+}
+
+/* The block-only values of the model (see ts_llm_inv), with llm.py's expressions. */
+TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *mdl,
+                             const double *job)
+{
+    double h = mdl[TS_MDL_HIDDEN];
+    int swiglu = mdl[TS_MDL_SWIGLU] > 0.0;
+    double attn_p = ts_attention_params(h, mdl[TS_MDL_HEADS], mdl[TS_MDL_KV_HEADS],
+                                        mdl[TS_MDL_HEAD_DIM]);
+    inv->heads = (int64_t)mdl[TS_MDL_HEADS];
+    inv->kv_heads = (int64_t)mdl[TS_MDL_KV_HEADS];
+    inv->global_batch = (int64_t)job[TS_JOB_GLOBAL_BATCH];
+    inv->layers = (int64_t)mdl[TS_MDL_LAYERS];
+    inv->experts = (int64_t)mdl[TS_MDL_EXPERTS];
+    inv->seq = (int64_t)job[TS_JOB_SEQ_LEN];
+    inv->hidden = (int64_t)mdl[TS_MDL_HIDDEN];
+    inv->ffn = (int64_t)mdl[TS_MDL_FFN_HIDDEN];
+    inv->expert_ffn = (int64_t)mdl[TS_MDL_EXPERT_FFN_HIDDEN];
+    inv->n_moe = ts_moe_layer_count(mdl[TS_MDL_LAYERS], mdl[TS_MDL_EXPERTS], mdl[TS_MDL_MOE_EVERY]);
+    inv->model_flops = ts_model_flops_per_sequence(mdl, job[TS_JOB_SEQ_LEN]) * job[TS_JOB_GLOBAL_BATCH];
+    inv->dense_layer_params = attn_p + ts_mlp_params(h, mdl[TS_MDL_FFN_HIDDEN], swiglu);
+    inv->moe_layer_params = attn_p + h * mdl[TS_MDL_EXPERTS]
+                            + mdl[TS_MDL_SHARED_EXPERTS] * ts_mlp_params(h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], swiglu);
+    inv->embedding_params = ts_embedding_params(mdl[TS_MDL_VOCAB], h);
+    inv->expert_mlp_params = ts_mlp_params(h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], swiglu);
+    inv->inv_peak_gemm = 1.0 / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_GEMM_EFFICIENCY_MAX]);
+    inv->gemm_half = sys[TS_SYS_GEMM_HALF_FLOPS];
+    inv->inv_peak_attention = 1.0 / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]);
+    inv->inv_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
+    inv->inv_gpus = 1.0 / sys[TS_SYS_GPUS];
+    inv->inv_gpus_peak = 1.0 / (sys[TS_SYS_GPUS] * sys[TS_SYS_PEAK_FLOPS]);
+}
+
+/* llm.py gemm_time with gemm_efficiency folded in, for the hot path:
+ * flops / (peak * eff_max * g / (g + half)) with g = flops / count
+ *   = (flops + count * half) / (peak * eff_max)            (same value to a few ulps) */
+static inline double ts_gemm_time_fast(const ts_llm_inv *inv, double flops, double gemm_count)
+{
+    if (flops <= 0.0)
+        return 0.0;
+    return (flops + gemm_count * inv->gemm_half) * inv->inv_peak_gemm;
+}
+
+/* llm.py config_error (exact port; codes into CONFIG_ERRORS, >= 100 from schedule_valid).
+ * Integer checks in 64 bits. cfg[f * stride] is field f of this configuration. */
+TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
+{
+    const double *sys = ctx->sys;
+    const ts_llm_inv *inv = &ctx->inv;
+    int64_t tp = cfg[TS_CFG_TP * stride];
+    int64_t cp = cfg[TS_CFG_CP * stride];
+    int64_t pp = cfg[TS_CFG_PP * stride];
+    int64_t dp = cfg[TS_CFG_DP * stride];
+    int64_t ep = cfg[TS_CFG_EP * stride];
+    int64_t mbs = cfg[TS_CFG_MBS * stride];
+    int64_t vpp = cfg[TS_CFG_VPP * stride];
+    int64_t schedule = cfg[TS_CFG_SCHEDULE * stride];
+    int64_t sp = cfg[TS_CFG_SP * stride];
+    int64_t seq, microbatches;
+    int reason;
+    if (tp < 1)
+        return 1;
+    if (cp < 1)
+        return 2;
+    if (pp < 1)
+        return 3;
+    if (dp < 1)
+        return 4;
+    if (ep < 1)
+        return 5;
+    if (mbs < 1)
+        return 6;
+    if (vpp < 1)
+        return 7;
+    if (schedule < 0 || schedule >= TS_SCHED_COUNT)
+        return 8;
+    if (cfg[TS_CFG_RECOMPUTE * stride] < 0 || cfg[TS_CFG_RECOMPUTE * stride] > TS_RECOMPUTE_FULL)
+        return 9;
+    if (cfg[TS_CFG_ZERO * stride] < 0 || cfg[TS_CFG_ZERO * stride] > 3)
+        return 10;
+    if (cfg[TS_CFG_ORDER * stride] < 0 || cfg[TS_CFG_ORDER * stride] >= TS_N_ORDERS)
+        return 11;
+    if (sp < 0 || sp > 1)
+        return 12;
+    if (cfg[TS_CFG_TP_OVERLAP * stride] < 0 || cfg[TS_CFG_TP_OVERLAP * stride] > 1)
+        return 13;
+    if (cfg[TS_CFG_DP_OVERLAP * stride] < 0 || cfg[TS_CFG_DP_OVERLAP * stride] > 1)
+        return 14;
+    if ((double)tp * (double)cp * (double)pp * (double)dp != sys[TS_SYS_GPUS])
+        return 15;
+    if (ts_mod(inv->heads, tp) != 0)
+        return 16;
+    if (ts_mod(inv->kv_heads, tp) != 0 && ts_mod(tp, inv->kv_heads) != 0)
+        return 17;
+    if (ts_mod(inv->global_batch, dp * mbs) != 0)
+        return 18;
+    if (ts_mod(inv->layers, ts_schedule_layer_divisor((int)schedule, pp, vpp)) != 0)
+        return 19;
+    if (ts_mod(dp, ep) != 0)
+        return 20;
+    if (ep > 1 && (inv->experts <= 0 || ts_mod(inv->experts, ep) != 0))
+        return 21;
+    seq = inv->seq;
+    if (cp > 1 && ts_mod(seq, 2 * cp) != 0)
+        return 22;
+    if (sp == 1 && ts_mod(seq / cp, tp) != 0)
+        return 23;
+    if (vpp > 1 && schedule != TS_SCHED_INTERLEAVED)
+        return 24;
+    if (schedule == TS_SCHED_INTERLEAVED && pp > 1 && vpp < 2)
+        return 25;
+    if (ctx->net.capacity < sys[TS_SYS_GPUS])
+        return 26;
+    if (ts_mod(inv->hidden, tp) != 0 || ts_mod(inv->ffn, tp) != 0 || ts_mod(inv->expert_ffn, tp) != 0)
+        return 27;
+    microbatches = inv->global_batch / (dp * mbs);
+    reason = ts_schedule_valid((int)schedule, pp, microbatches, vpp);
+    if (reason != 0)
+        return 100 + reason;
+    return 0;
+}
+
+/* ===== Per-stage times for one microbatch ================================================ */
+
+/* llm.py stage_layer_split: dense and MoE layers on one stage. */
+TS_FN void ts_stage_layer_split(double layers, double n_moe, double pp, double *dense,
+                                double *moe)
+{
+    *dense = (layers - n_moe) / pp;
+    *moe = n_moe / pp;
+}
+
+/* llm.py tp_layer_comm_time: 2 all-reduces, or 2 x (all-gather + reduce-scatter) with SP
+ * (Korthikanti et al. §4.2.2; Shoeybi et al. 2019 §3). */
+TS_FN double ts_tp_layer_comm_time(const ts_net *net, double nbytes, int sp, double tp,
+                                   const ts_group *g_tp)
+{
+    if (tp <= 1.0)
+        return 0.0;
+    if (sp) {
+        /* reduce_scatter_time is all_gather_time with the same arguments: compute it once */
+        double ag = ts_all_gather_time(net, nbytes, g_tp);
+        return 2.0 * (ag + ag);
+    }
+    return 2.0 * ts_all_reduce_time(net, nbytes, g_tp);
+}
+
+/* llm.py exposed: communication left after overlap with a compute window. */
+TS_FN double ts_exposed(double comm, double window, int overlap)
+{
+    double r;
+    if (!overlap)
+        return comm;
+    r = comm - window;
+    return TS_PYMAX(0.0, r);
+}
+
+/* ===== Result columns ===================================================================== */
+
+/* llm.py reserve_bytes. */
+TS_FN double ts_reserve_bytes(const double *sys)
+{
+    return sys[TS_SYS_HBM_RESERVE_BYTES];
+}
+
+/* llm.py write_invalid: status, infeasible, infinite step, zeros. */
+TS_FN int ts_write_invalid(double *out, int64_t os, int code)
+{
+    int status;
+    for (int k = 0; k < TS_N_OUT; k++)
+        out[k * os] = 0.0;
+    status = (code >= 8 && code <= 14) ? TS_STATUS_BAD_INDEX : TS_STATUS_INVALID_CONFIG;
+    out[TS_OUT_STATUS * os] = (double)status;
+    out[TS_OUT_STEP_TIME_S * os] = INFINITY;
+    return status;
+}
+
+/* ===== One configuration ================================================================== */
+
+/* llm.py evaluate_config: cost one configuration and write every result column.
+ * cfg[f * stride] is config field f; out[k * out_stride] result column k. Returns the status. */
+TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, double *out,
+                             int64_t os)
+{
+    const double *sys = ctx->sys, *mdl = ctx->mdl, *job = ctx->job;
+    const ts_net *net = &ctx->net;
+    int code = ts_config_error(ctx, cfg, stride);
+    double tp, cp, pp, dp, ep, mbs, vpp;
+    int schedule, recompute, zero, sp, order, tp_overlap, dp_overlap;
+    double h, heads, kv_heads, head_dim, layers, vocab, experts, top_k, expert_ffn, shared, n_moe;
+    double ffn, seq, global_batch, act_bytes, comm_bytes, m, s, b, dpx;
+    int swiglu, flash;
+    double strides[TS_N_DIMS];
+    int8_t perm_local[TS_N_DIMS];
+    const int8_t *perm;
+    double split, proj, core_hw, dense_mlp, routed, expert_mlp, local_experts;
+    double t_proj, t_core, t_dense_mlp, t_moe_mlp, act_dense, act_moe, t_mem_dense, t_mem_moe;
+    double overhead, dense_layers, moe_layers, gemm_f, core_f, mem_f, stage_layers, t_logits;
+    double f_compute, b_compute, w_compute;
+    double tp_bytes, tp_pass, window_f, tp_f, tp_b;
+    double kv_local, kv_chunk, cp_f, cp_b;
+    double ep_f, ep_b, f_stage, b_stage, w_stage;
+    double bubble, pp_bytes, t_p2p, pp_comm;
+    double copies, dense_params, expert_params;
+    double grad_comm, param_bytes, dp_dense, dp_expert, dp_time;
+    double opt_dense, opt_expert, optimizer;
+    double compute, tp_comm, cp_comm, ep_comm, step;
+    double w_shard_d, w_shard_e, g_shard_d, g_shard_e, o_shard_d, o_shard_e;
+    double mem_weights, mem_grads, mem_opt, act_dense_r, act_moe_r, act_stage, mem_act;
+    double mem_logits, mem_reserve, memory;
+    double r_tp, r_split, r_dp_dense, r_dp_expert, r_step;
+    double model_flops, hw_per_layer_f, hw_fwd, hw_recompute, hw_flops;
+    ts_group g_tp, g_cp, g_ep, g_pp, g_dp_dense, g_dp_expert;
+    int fits, status;
+
+    if (code != 0)
+        return ts_write_invalid(out, os, code);
+
+    tp = (double)cfg[TS_CFG_TP * stride];
+    cp = (double)cfg[TS_CFG_CP * stride];
+    pp = (double)cfg[TS_CFG_PP * stride];
+    dp = (double)cfg[TS_CFG_DP * stride];
+    ep = (double)cfg[TS_CFG_EP * stride];
+    mbs = (double)cfg[TS_CFG_MBS * stride];
+    vpp = (double)cfg[TS_CFG_VPP * stride];
+    schedule = cfg[TS_CFG_SCHEDULE * stride];
+    recompute = cfg[TS_CFG_RECOMPUTE * stride];
+    zero = cfg[TS_CFG_ZERO * stride];
+    sp = cfg[TS_CFG_SP * stride] == 1;
+    order = cfg[TS_CFG_ORDER * stride];
+    tp_overlap = cfg[TS_CFG_TP_OVERLAP * stride] == 1;
+    dp_overlap = cfg[TS_CFG_DP_OVERLAP * stride] == 1;
+
+    h = mdl[TS_MDL_HIDDEN];
+    heads = mdl[TS_MDL_HEADS];
+    kv_heads = mdl[TS_MDL_KV_HEADS];
+    head_dim = mdl[TS_MDL_HEAD_DIM];
+    layers = mdl[TS_MDL_LAYERS];
+    vocab = mdl[TS_MDL_VOCAB];
+    swiglu = mdl[TS_MDL_SWIGLU] > 0.0;
+    experts = mdl[TS_MDL_EXPERTS];
+    top_k = mdl[TS_MDL_TOP_K];
+    expert_ffn = mdl[TS_MDL_EXPERT_FFN_HIDDEN];
+    shared = mdl[TS_MDL_SHARED_EXPERTS];
+    ffn = mdl[TS_MDL_FFN_HIDDEN];
+    n_moe = ctx->inv.n_moe;
+
+    seq = job[TS_JOB_SEQ_LEN];
+    global_batch = job[TS_JOB_GLOBAL_BATCH];
+    act_bytes = job[TS_JOB_ACTIVATION_BYTES];
+    comm_bytes = job[TS_JOB_COMM_BYTES];
+    flash = job[TS_JOB_FLASH_ATTENTION] > 0.0;
+    m = global_batch / (dp * mbs);
+    s = seq / cp;
+    b = mbs;
+
+    /* ---- placement: strides of every dimension ---- */
+    dpx = dp / ep;
+    if (ctx->orders) {
+        perm = ctx->orders[order];
+    } else {
+        ts_order_permutation(order, perm_local);
+        perm = perm_local;
+    }
+    ts_placement_strides(perm, tp, cp, ep, dpx, pp, strides);
+
+    /* per-config reciprocals: the hot path multiplies (equal to the reference's divisions to
+     * a few ulps) */
+    split = tp * cp;
+    r_tp = 1.0 / tp;
+    r_split = 1.0 / split;
+
+    /* ---- compute per layer, per microbatch, on one GPU ---- */
+    proj = ts_attention_projection_flops(b, seq, h, heads, kv_heads, head_dim) * r_split;
+    core_hw = 0.5 * ts_attention_core_flops(b, seq, heads, head_dim) * r_split;
+    dense_mlp = ts_mlp_flops(b, seq, h, ffn, swiglu) * r_split;
+    t_proj = ts_gemm_time_fast(&ctx->inv, proj, 2.0);
+    t_core = core_hw * ctx->inv.inv_peak_attention; /* attention_kernel_time */
+    t_dense_mlp = ts_gemm_time_fast(&ctx->inv, dense_mlp, 2.0);
+    act_dense = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp, sp,
+                                          TS_RECOMPUTE_NONE, flash, act_bytes);
+    t_mem_dense = act_dense * ctx->inv.inv_hbm; /* memory_bound_time */
+    if (n_moe > 0.0) {
+        routed = ts_router_flops(b, seq, h, experts) * r_split;
+        expert_mlp = ts_moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) * r_split;
+        local_experts = experts / ep + shared;
+        t_moe_mlp = ts_gemm_time_fast(&ctx->inv, routed, 1.0)
+                    + ts_gemm_time_fast(&ctx->inv, expert_mlp, 2.0 * local_experts);
+        act_moe = ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn,
+                                                top_k, shared, swiglu, tp, sp, TS_RECOMPUTE_NONE,
+                                                flash, act_bytes);
+        t_mem_moe = act_moe * ctx->inv.inv_hbm;
+    } else {
+        /* dense model: every MoE term below is multiplied by 0 MoE layers */
+        routed = expert_mlp = t_moe_mlp = act_moe = t_mem_moe = 0.0;
+    }
+    overhead = sys[TS_SYS_LAYER_OVERHEAD_S];
+
+    ts_stage_layer_split(layers, n_moe, pp, &dense_layers, &moe_layers);
+    gemm_f = dense_layers * (t_proj + t_dense_mlp) + moe_layers * (t_proj + t_moe_mlp);
+    core_f = (dense_layers + moe_layers) * t_core;
+    mem_f = dense_layers * t_mem_dense + moe_layers * t_mem_moe;
+    stage_layers = dense_layers + moe_layers;
+    t_logits = ts_gemm_time_fast(&ctx->inv, ts_logits_flops(b, s, h, vocab) * r_tp, 1.0);
+
+    f_compute = gemm_f + core_f + mem_f + stage_layers * overhead + t_logits;
+    b_compute = gemm_f + 2.0 * core_f + 2.0 * mem_f + stage_layers * overhead + t_logits;
+    w_compute = gemm_f + t_logits;
+    if (recompute == TS_RECOMPUTE_FULL)
+        b_compute += gemm_f + core_f + mem_f + stage_layers * overhead;
+    else if (recompute == TS_RECOMPUTE_SELECTIVE && !flash)
+        b_compute += core_f;
+
+    /* ---- tensor parallelism ---- */
+    if (tp > 1.0) /* else tp_layer_comm_time is 0 without looking at the group */
+        ts_group_init1(&g_tp, net, tp, strides[TS_DIM_TP]);
+    tp_bytes = b * s * h * comm_bytes;
+    tp_pass = stage_layers * ts_tp_layer_comm_time(net, tp_bytes, sp, tp, &g_tp);
+    window_f = gemm_f;
+    tp_f = ts_exposed(tp_pass, window_f, tp_overlap);
+    tp_b = ts_exposed(tp_pass, window_f, tp_overlap);
+    if (recompute == TS_RECOMPUTE_FULL)
+        tp_b += ts_exposed(tp_pass, window_f, tp_overlap);
+
+    /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023) ---- */
+    kv_local = kv_heads >= tp ? kv_heads * r_tp : 1.0;
+    kv_chunk = 2.0 * b * s * kv_local * head_dim * comm_bytes;
+    cp_f = 0.0;
+    cp_b = 0.0;
+    if (cp > 1.0) {
+        double step_t, ring_f, ring_b, x;
+        ts_group_init1(&g_cp, net, cp, strides[TS_DIM_CP]);
+        step_t = ts_p2p_time(net, kv_chunk, &g_cp);
+        ring_f = (cp - 1.0) * step_t;
+        ring_b = 2.0 * (cp - 1.0) * step_t;
+        x = ring_f - t_core;
+        cp_f = stage_layers * TS_PYMAX(0.0, x);
+        x = ring_b - 2.0 * t_core;
+        cp_b = stage_layers * TS_PYMAX(0.0, x);
+        if (recompute == TS_RECOMPUTE_FULL) {
+            x = ring_f - t_core;
+            cp_b += stage_layers * TS_PYMAX(0.0, x);
+        }
+    }
+
+    /* ---- expert parallelism: dispatch + combine (Lepikhin et al. 2020, GShard §2) ---- */
+    ep_f = 0.0;
+    ep_b = 0.0;
+    if (moe_layers > 0.0 && ep > 1.0) {
+        double tokens = sp ? b * s * r_tp : b * s;
+        double a2a;
+        ts_group_init1(&g_ep, net, ep, strides[TS_DIM_EP]);
+        a2a = ts_all_to_all_time(net, tokens * top_k * h * comm_bytes, &g_ep);
+        ep_f = moe_layers * 2.0 * a2a;
+        ep_b = moe_layers * 2.0 * a2a;
+        if (recompute == TS_RECOMPUTE_FULL)
+            ep_b += ep_f;
+        if (schedule == TS_SCHED_DUALPIPE || schedule == TS_SCHED_DUALPIPE_V) {
+            /* DeepSeek-V3 tech report §3.2.1: all-to-all overlapped with the other
+             * microbatch's compute */
+            double x = ep_f - b_compute;
+            ep_f = TS_PYMAX(0.0, x);
+            x = ep_b - f_compute;
+            ep_b = TS_PYMAX(0.0, x);
+        }
+    }
+
+    f_stage = f_compute + tp_f + cp_f + ep_f;
+    b_stage = b_compute + tp_b + cp_b + ep_b;
+    w_stage = w_compute;
+
+    /* ---- pipeline ---- */
+    bubble = ts_bubble_time(schedule, (int64_t)pp, (int64_t)m, (int64_t)vpp, f_stage, b_stage,
+                            w_stage);
+    pp_bytes = b * s * h * comm_bytes * r_tp;
+    t_p2p = 0.0;
+    pp_comm = 0.0;
+    if (pp > 1.0) {
+        ts_group_init1(&g_pp, net, pp, strides[TS_DIM_PP]);
+        t_p2p = ts_p2p_time(net, pp_bytes, &g_pp);
+        pp_comm = ts_p2p_critical_transfers(schedule, pp, vpp) * t_p2p;
+    }
+
+    /* ---- parameters per GPU ---- */
+    copies = ts_parameter_copies(schedule);
+    dense_params = (dense_layers * ctx->inv.dense_layer_params
+                    + moe_layers * ctx->inv.moe_layer_params + ctx->inv.embedding_params)
+                   * r_tp * copies;
+    expert_params = moe_layers > 0.0
+                    ? moe_layers * (experts / ep) * ctx->inv.expert_mlp_params * r_tp * copies
+                    : 0.0;
+
+    /* ---- data parallelism ---- */
+    grad_comm = job[TS_JOB_GRAD_COMM_BYTES];
+    param_bytes = job[TS_JOB_PARAM_BYTES];
+    dp_dense = cp * dp;
+    dp_expert = cp * dpx;
+    ts_group_init(&g_dp_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP], dpx,
+                  strides[TS_DIM_DP]);
+    if (expert_params > 0.0) {
+        if (ep == 1.0) /* same members as the dense group: (cp, 1, dpx) == (cp, dpx, 1) */
+            g_dp_expert = g_dp_dense;
+        else
+            ts_group_init(&g_dp_expert, net, cp, strides[TS_DIM_CP], dpx, strides[TS_DIM_DP], 1.0,
+                          1.0);
+    } else {
+        /* no expert weights: every collective on this group has nbytes <= 0 and returns 0
+         * before reading the group */
+        g_dp_expert.n = 1.0;
+        g_dp_expert.top = -1;
+        g_dp_expert.crossings = 0;
+    }
+    if (zero == 0) {
+        double red = ts_all_reduce_time(net, dense_params * grad_comm, &g_dp_dense)
+                     + ts_all_reduce_time(net, expert_params * grad_comm, &g_dp_expert);
+        dp_time = ts_exposed(red, b_stage + w_stage, dp_overlap);
+    } else if (zero == 1 || zero == 2) {
+        double rs = ts_reduce_scatter_time(net, dense_params * grad_comm, &g_dp_dense)
+                    + ts_reduce_scatter_time(net, expert_params * grad_comm, &g_dp_expert);
+        double ag = ts_all_gather_time(net, dense_params * param_bytes, &g_dp_dense)
+                    + ts_all_gather_time(net, expert_params * param_bytes, &g_dp_expert);
+        dp_time = ts_exposed(rs, b_stage + w_stage, dp_overlap) + ts_exposed(ag, f_stage, dp_overlap);
+    } else {
+        /* ZeRO-3 / FSDP (Rajbhandari et al. 2020 §5; Zhao et al. 2023 §3.3) */
+        double ag = ts_all_gather_time(net, dense_params * param_bytes, &g_dp_dense)
+                    + ts_all_gather_time(net, expert_params * param_bytes, &g_dp_expert);
+        double rs = ts_reduce_scatter_time(net, dense_params * grad_comm, &g_dp_dense)
+                    + ts_reduce_scatter_time(net, expert_params * grad_comm, &g_dp_expert);
+        dp_time = m * ts_exposed(2.0 * ag + rs, f_stage + b_stage + w_stage, dp_overlap);
+    }
+
+    /* ---- optimizer step ---- */
+    r_dp_dense = 1.0 / dp_dense;
+    r_dp_expert = 1.0 / dp_expert;
+    opt_dense = zero >= 1 ? dense_params * r_dp_dense : dense_params;
+    opt_expert = zero >= 1 ? expert_params * r_dp_expert : expert_params;
+    optimizer = (opt_dense + opt_expert) * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES] * ctx->inv.inv_hbm;
+
+    /* ---- step ---- */
+    compute = m * (f_compute + b_compute + w_compute);
+    tp_comm = m * (tp_f + tp_b);
+    cp_comm = m * (cp_f + cp_b);
+    ep_comm = m * (ep_f + ep_b);
+    step = compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_time + optimizer;
+
+    /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
+    /* shards: dp_dense / dp_expert when sharded by the ZeRO stage, else 1 (no division) */
+    w_shard_d = zero == 3 ? r_dp_dense : 1.0;
+    w_shard_e = zero == 3 ? r_dp_expert : 1.0;
+    g_shard_d = zero >= 2 ? r_dp_dense : 1.0;
+    g_shard_e = zero >= 2 ? r_dp_expert : 1.0;
+    o_shard_d = zero >= 1 ? r_dp_dense : 1.0;
+    o_shard_e = zero >= 1 ? r_dp_expert : 1.0;
+    mem_weights = (dense_params * w_shard_d + expert_params * w_shard_e) * param_bytes;
+    mem_grads = (dense_params * g_shard_d + expert_params * g_shard_e) * job[TS_JOB_GRAD_BYTES];
+    mem_opt = (dense_params * o_shard_d + expert_params * o_shard_e) * job[TS_JOB_OPTIMIZER_BYTES];
+    if (recompute == TS_RECOMPUTE_NONE) { /* the same calls as act_dense / act_moe above */
+        act_dense_r = act_dense;
+        act_moe_r = act_moe;
+    } else {
+        act_dense_r = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu,
+                                                tp, sp, recompute, flash, act_bytes);
+        act_moe_r = n_moe > 0.0
+                    ? ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
+                                                    expert_ffn, top_k, shared, swiglu, tp, sp,
+                                                    recompute, flash, act_bytes)
+                    : 0.0;
+    }
+    act_stage = dense_layers * act_dense_r + moe_layers * act_moe_r;
+    mem_act = act_stage * ts_inflight_activations(schedule, (int64_t)pp, (int64_t)m, (int64_t)vpp);
+    mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes);
+    mem_reserve = ts_reserve_bytes(sys);
+    memory = mem_weights + mem_grads + mem_opt + mem_act + mem_logits + mem_reserve;
+
+    /* ---- FLOP rates ---- */
+    model_flops = ctx->inv.model_flops;
+    hw_per_layer_f = (proj + core_hw) * split;
+    hw_fwd = (layers - n_moe) * (hw_per_layer_f + dense_mlp * split)
+             + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
+             + ts_logits_flops(b, seq, h, vocab);
+    hw_recompute = 0.0;
+    if (recompute == TS_RECOMPUTE_FULL)
+        hw_recompute = hw_fwd - ts_logits_flops(b, seq, h, vocab);
+    else if (recompute == TS_RECOMPUTE_SELECTIVE && !flash)
+        hw_recompute = layers * core_hw * split;
+    hw_flops = (3.0 * hw_fwd + hw_recompute) * (global_batch / b);
+
+    /* ---- llm.py write_result: feasible when memory fits in HBM ---- */
+    fits = memory <= sys[TS_SYS_HBM_BYTES];
+    status = fits ? TS_STATUS_OK : TS_STATUS_OUT_OF_MEMORY;
+    out[TS_OUT_STATUS * os] = (double)status;
+    out[TS_OUT_FEASIBLE * os] = fits ? 1.0 : 0.0;
+    out[TS_OUT_STEP_TIME_S * os] = step;
+    r_step = 1.0 / step;
+    out[TS_OUT_TOKENS_PER_S * os] = global_batch * seq * r_step;
+    out[TS_OUT_MFU * os] = model_flops * r_step * ctx->inv.inv_gpus_peak;
+    out[TS_OUT_MODEL_TFLOPS_PER_GPU * os] = model_flops * r_step * ctx->inv.inv_gpus * 1e-12;
+    out[TS_OUT_HW_TFLOPS_PER_GPU * os] = hw_flops * r_step * ctx->inv.inv_gpus * 1e-12;
+    out[TS_OUT_MEMORY_GIB * os] = memory / TS_GIB;
+    out[TS_OUT_COMPUTE_S * os] = compute;
+    out[TS_OUT_TP_COMM_S * os] = tp_comm;
+    out[TS_OUT_CP_COMM_S * os] = cp_comm;
+    out[TS_OUT_EP_COMM_S * os] = ep_comm;
+    out[TS_OUT_PP_COMM_S * os] = pp_comm;
+    out[TS_OUT_BUBBLE_S * os] = bubble;
+    out[TS_OUT_DP_COMM_S * os] = dp_time;
+    out[TS_OUT_OPTIMIZER_S * os] = optimizer;
+    out[TS_OUT_MEM_WEIGHTS_GIB * os] = mem_weights / TS_GIB;
+    out[TS_OUT_MEM_GRADS_GIB * os] = mem_grads / TS_GIB;
+    out[TS_OUT_MEM_OPTIMIZER_GIB * os] = mem_opt / TS_GIB;
+    out[TS_OUT_MEM_ACTIVATIONS_GIB * os] = mem_act / TS_GIB;
+    out[TS_OUT_MEM_LOGITS_GIB * os] = mem_logits / TS_GIB;
+    out[TS_OUT_MEM_RESERVE_GIB * os] = mem_reserve / TS_GIB;
+    out[TS_OUT_MICROBATCHES * os] = m;
+    return status;
+}

@@ -1,0 +1,290 @@
+/* Pipeline-parallel schedules: bubble closed forms, activations in flight, parameter copies and
+ * critical-path transfers. Port of src/trainscape/model/pipeline.py (closed forms checked there
+ * against the discrete-event simulator model/schedule_sim.py). Integer arguments (p, m, v) are
+ * the reference's Python ints, here int64_t; float arithmetic converts them exactly. */
+#include "ts_model.h"
+
+/* pipeline.py SCHED_* reason codes of schedule_valid. */
+enum {
+    TS_SCHED_OK = 0,
+    TS_SCHED_ERR_RANGE = 1,
+    TS_SCHED_ERR_CODE = 2,
+    TS_SCHED_ERR_INTERLEAVED_M = 3,
+    TS_SCHED_ERR_DUALPIPE_P = 4,
+    TS_SCHED_ERR_DUALPIPE_M = 5,
+    TS_SCHED_ERR_DUALPIPE_V_M = 6
+};
+
+/* pipeline.py schedule_chunks: model chunks per device (Narayanan et al. SC'21 §2.2; Qi et al.
+ * ZB-V; deepseek-ai/DualPipe). */
+TS_FN int64_t ts_schedule_chunks(int schedule, int64_t v)
+{
+    if (schedule == TS_SCHED_INTERLEAVED) {
+        if (v < 1)
+            return 1;
+        return v;
+    }
+    if (schedule == TS_SCHED_ZB_V || schedule == TS_SCHED_DUALPIPE_V || schedule == TS_SCHED_DUALPIPE)
+        return 2;
+    return 1;
+}
+
+/* pipeline.py schedule_layer_divisor: stages a microbatch passes through. */
+TS_FN int64_t ts_schedule_layer_divisor(int schedule, int64_t p, int64_t v)
+{
+    if (p <= 1)
+        return 1;
+    if (schedule == TS_SCHED_INTERLEAVED) {
+        if (v < 1)
+            return p;
+        return p * v;
+    }
+    if (schedule == TS_SCHED_ZB_V || schedule == TS_SCHED_DUALPIPE_V)
+        return 2 * p;
+    return p;
+}
+
+/* pipeline.py schedule_valid: Megatron-LM interleaving and deepseek-ai/DualPipe asserts. */
+TS_FN int ts_schedule_valid(int schedule, int64_t p, int64_t m, int64_t v)
+{
+    if (p < 1 || m < 1 || v < 1)
+        return TS_SCHED_ERR_RANGE;
+    if (schedule < 0 || schedule >= TS_SCHED_COUNT)
+        return TS_SCHED_ERR_CODE;
+    if (p == 1)
+        return TS_SCHED_OK;
+    if (schedule == TS_SCHED_INTERLEAVED) {
+        if (v > 1 && m % p != 0)
+            return TS_SCHED_ERR_INTERLEAVED_M;
+    } else if (schedule == TS_SCHED_DUALPIPE) {
+        if (p % 2 != 0)
+            return TS_SCHED_ERR_DUALPIPE_P;
+        if (m % 2 != 0 || m < 2 * p)
+            return TS_SCHED_ERR_DUALPIPE_M;
+    } else if (schedule == TS_SCHED_DUALPIPE_V) {
+        if (m < 2 * p)
+            return TS_SCHED_ERR_DUALPIPE_V_M;
+    }
+    return TS_SCHED_OK;
+}
+
+/* pipeline.py _nonneg: x when > 0, else 0 (NaN included). */
+static inline double ts_nonneg(double x)
+{
+    if (x > 0.0)
+        return x;
+    return 0.0;
+}
+
+/* pipeline.py bubble_fill_drain: GPipe (Huang et al. 2019), 1F1B (Narayanan et al. SC'21
+ * §2.1): (p-1)(f+b+w). */
+static inline double ts_bubble_fill_drain(int64_t p, double f, double b, double w)
+{
+    return ((double)p - 1.0) * (f + b + w);
+}
+
+/* pipeline.py bubble_interleaved: Narayanan et al. SC'21 §2.2, (p-1)(f+b+w)/v. */
+static inline double ts_bubble_interleaved(int64_t p, int64_t v, double f, double b, double w)
+{
+    if (v < 1)
+        v = 1;
+    return ((double)p - 1.0) * (f + b + w) / (double)v;
+}
+
+/* pipeline.py bubble_zb_h1: Qi et al., arXiv 2401.10241 §3.1, simulated closed form. */
+static inline double ts_bubble_zb_h1(int64_t p, int64_t m, double f, double b, double w)
+{
+    int64_t k = m;
+    double a, c, d;
+    if (k > p)
+        k = p;
+    a = (double)(p - k) * f + ((double)p - 1.0) * b;
+    c = ((double)p - 1.0) * f + (double)(p - k) * b;
+    d = ((double)p - 1.0) * (f + b) - ((double)k - 1.0) * w;
+    if (c > a)
+        a = c;
+    if (d > a)
+        a = d;
+    return a;
+}
+
+/* pipeline.py bubble_zb_h2: Qi et al., arXiv 2401.10241 §3.1, synchronous-step form. */
+static inline double ts_bubble_zb_h2(int64_t p, int64_t m, double f, double b, double w)
+{
+    double a;
+    if (m < 2 * p - 1)
+        return ts_bubble_zb_h1(p, m, f, b, w);
+    a = f;
+    if (b - f > a)
+        a = b - f;
+    if (f + b - 2.0 * w > a)
+        a = f + b - 2.0 * w;
+    return ((double)p - 1.0) * a;
+}
+
+/* pipeline.py bubble_zb_v: Qi et al. ZB-V (sail-sg handcrafted order), nine critical paths. */
+static inline double ts_bubble_zb_v(int64_t p, int64_t m, double f, double b, double w)
+{
+    double q, a, t, fp = (double)p;
+    if (m < 2 * p - 1)
+        return (fp - 1.0) * (f + b + w);
+    q = fp - 1.0;
+    a = q * 0.5 * b;
+    t = 0.5 * b + (fp - 2.0) * 0.5 * w;
+    if (t > a)
+        a = t;
+    t = q * (b - w);
+    if (t > a)
+        a = t;
+    t = 0.5 * f + (fp - 2.0) * 0.5 * w;
+    if (t > a)
+        a = t;
+    t = q * 0.5 * f;
+    if (t > a)
+        a = t;
+    t = q * 0.5 * (f + b) - q * w;
+    if (t > a)
+        a = t;
+    t = ((2.0 * fp - 3.0) * f - (fp - 2.0) * b) * 0.5;
+    if (t > a)
+        a = t;
+    t = q * f - q * 0.5 * b - 0.5 * w;
+    if (t > a)
+        a = t;
+    t = q * f - (fp - 0.5) * w;
+    if (t > a)
+        a = t;
+    t = (2.0 * fp - 3.0) * 0.5 * f + 0.5 * b - q * w;
+    if (t > a)
+        a = t;
+    return a;
+}
+
+/* pipeline.py bubble_dualpipe: deepseek-ai/DualPipe README (PP/2-1)(F&B+B-3W), simulated. */
+static inline double ts_bubble_dualpipe(int64_t p, double f, double b, double w)
+{
+    double h = (double)p * 0.5 - 1.0;
+    double a = (h - 1.0) * f + h * b;
+    double c = 2.0 * h * f;
+    double d;
+    if (c > a)
+        a = c;
+    d = b - w;
+    if (d < 0.0)
+        d = 0.0;
+    return h * d + a;
+}
+
+/* pipeline.py bubble_dualpipe_v: deepseek-ai/DualPipe dualpipev.py, simulated. */
+static inline double ts_bubble_dualpipe_v(int64_t p, double f, double b, double w)
+{
+    double fp = (double)p;
+    double hh = (fp - 1.0) * 0.5;
+    double a = (fp - 2.0) * 0.5 * f + hh * b;
+    double c = 2.0 * hh * f;
+    double d;
+    if (c > a)
+        a = c;
+    d = b - w;
+    if (d < 0.0)
+        d = 0.0;
+    return hh * d + a;
+}
+
+/* pipeline.py bubble_time: idle time on the critical path of the pipeline phase. */
+TS_FN double ts_bubble_time(int schedule, int64_t p, int64_t m, int64_t v, double f, double b,
+                            double w)
+{
+    double r;
+    f = ts_nonneg(f);
+    b = ts_nonneg(b);
+    w = ts_nonneg(w);
+    if (p <= 1 || m < 1)
+        return 0.0;
+    switch (schedule) {
+    case TS_SCHED_GPIPE:
+    case TS_SCHED_1F1B:
+        r = ts_bubble_fill_drain(p, f, b, w);
+        break;
+    case TS_SCHED_INTERLEAVED:
+        r = ts_bubble_interleaved(p, v, f, b, w);
+        break;
+    case TS_SCHED_ZB_H1:
+        r = ts_bubble_zb_h1(p, m, f, b, w);
+        break;
+    case TS_SCHED_ZB_H2:
+        r = ts_bubble_zb_h2(p, m, f, b, w);
+        break;
+    case TS_SCHED_ZB_V:
+        r = ts_bubble_zb_v(p, m, f, b, w);
+        break;
+    case TS_SCHED_DUALPIPE:
+        r = ts_bubble_dualpipe(p, f, b, w);
+        break;
+    case TS_SCHED_DUALPIPE_V:
+        r = ts_bubble_dualpipe_v(p, f, b, w);
+        break;
+    default:
+        r = ts_bubble_fill_drain(p, f, b, w);
+        break;
+    }
+    return ts_nonneg(r);
+}
+
+/* pipeline.py inflight_activations: peak stored microbatch activations on the busiest device
+ * (Korthikanti et al. 2022 §4.2.3; Qi et al. §3.1; DualPipe README). */
+TS_FN double ts_inflight_activations(int schedule, int64_t p, int64_t m, int64_t v)
+{
+    double fm, fp;
+    if (m < 1)
+        return 0.0;
+    if (p <= 1)
+        return 1.0;
+    fm = (double)m * 1.0;
+    fp = (double)p * 1.0;
+    if (schedule == TS_SCHED_GPIPE)
+        return fm;
+    if (schedule == TS_SCHED_INTERLEAVED) {
+        double x;
+        if (v <= 1)
+            return TS_PYMIN(fp, fm);
+        if (m == p)
+            return fp;
+        x = fp + (fp - 1.0) / (double)v;
+        return TS_PYMIN(x, fm);
+    }
+    if (schedule == TS_SCHED_ZB_H2) {
+        double x = 2.0 * fp - 1.0;
+        return TS_PYMIN(x, fm);
+    }
+    if (schedule == TS_SCHED_DUALPIPE)
+        return fp + 1.0;
+    if (schedule == TS_SCHED_DUALPIPE_V)
+        return fp + 0.5;
+    return TS_PYMIN(fp, fm);
+}
+
+/* pipeline.py parameter_copies: DualPipe keeps two mirrored copies (README). */
+TS_FN double ts_parameter_copies(int schedule)
+{
+    if (schedule == TS_SCHED_DUALPIPE)
+        return 2.0;
+    return 1.0;
+}
+
+/* pipeline.py p2p_critical_transfers: stage-boundary transfers exposed in fill and drain. */
+TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v)
+{
+    double q;
+    if (p <= 1.0)
+        return 0.0;
+    q = p - 1.0;
+    if (schedule == TS_SCHED_INTERLEAVED) {
+        if (v < 1.0)
+            v = 1.0;
+        return 2.0 * (p * v - 1.0);
+    }
+    if (schedule == TS_SCHED_ZB_V || schedule == TS_SCHED_DUALPIPE_V)
+        return 4.0 * q;
+    return 2.0 * q;
+}

@@ -1,0 +1,149 @@
+/* Internal declarations of the C port of the LLM cost model (not part of the public ABI).
+ *
+ * One function per function of the Python reference (src/trainscape/model/), same name with
+ * a ts_ prefix, same argument meaning. Where the reference re-derives a per-batch invariant on
+ * every call (tier spans, path bandwidths, a group's fan-out per tier, the placement order's
+ * permutation), the port takes it precomputed: a ts_net holds what the reference reads from the
+ * system block's tiers, a ts_group holds one communication group's per-tier fan-outs, and a
+ * placement order arrives decoded as a permutation.
+ *
+ * The arithmetic is the reference's, term for term. On the hot path a few divisions become
+ * multiplications by a reciprocal computed once (per batch: 1 / bandwidth, 1 / (peak x
+ * efficiency); per config: 1 / tp, 1 / (tp cp), 1 / dp shards, 1 / step), and gemm_time folds
+ * gemm_efficiency into (flops + count * half) / (peak * eff_max) -- the same values to a few
+ * ulps, far inside the 1e-9 the differential tests hold every column to. Shortcuts that skip
+ * work (a group of one rank, x / 1, a one-tier hierarchical collective that equals the flat
+ * ring) give exactly the reference's value.
+ *
+ * Built as one translation unit (TS_UNITY_BUILD, what the cffi build does: trainscape_all.c
+ * includes every source) the model functions are static and inline freely; compiled file by
+ * file they are ordinary external functions with the ts_ prefix.
+ */
+#ifndef TS_MODEL_H
+#define TS_MODEL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "trainscape.h"
+
+#ifdef TS_UNITY_BUILD
+#define TS_FN static inline
+#else
+#define TS_FN
+#endif
+
+/* Python's max(a, b) and min(a, b) for two floats: the first argument unless the second is
+ * strictly greater (smaller). Matches the reference exactly, NaN and -0.0 included. */
+#define TS_PYMAX(a, b) ((b) > (a) ? (b) : (a))
+#define TS_PYMIN(a, b) ((b) < (a) ? (b) : (a))
+
+#define TS_GIB 1073741824.0
+
+/* ---- network.py: per-batch view of the tiers ------------------------------------------- */
+typedef struct {
+    int n_tiers;
+    double span[TS_MAX_TIERS];     /* tier_span(sys, i); inf for the outermost tier */
+    double link_bw[TS_MAX_TIERS];  /* tier_link_bandwidth(sys, i) */
+    double path_bw[TS_MAX_TIERS];  /* tier_path_bandwidth(sys, i) */
+    double latency[TS_MAX_TIERS];  /* tier_latency(sys, i) */
+    double inv_link_bw[TS_MAX_TIERS];  /* 1 / link_bw: the hot path multiplies */
+    double inv_path_bw[TS_MAX_TIERS];  /* 1 / path_bw */
+    double capacity;               /* tier_capacity(sys) */
+} ts_net;
+
+/* One communication group (up to three dimensions) over the tiers. */
+typedef struct {
+    double n;                       /* group_size(n_a, n_b, n_c) */
+    int top;                        /* group_top_tier(...) */
+    double fanout[TS_MAX_TIERS];    /* group_fanout(sys, i, ...) for i < n_tiers */
+    int crossings;                  /* tiers with fanout > 1 (1: hierarchical == flat ring) */
+} ts_group;
+
+TS_FN double ts_tier_field(const double *sys, int tier, int field);
+TS_FN int ts_n_tiers(const double *sys);
+TS_FN double ts_tier_span(const double *sys, int tier);
+TS_FN double ts_tier_capacity(const double *sys);
+TS_FN double ts_tier_link_bandwidth(const double *sys, int tier);
+TS_FN double ts_tier_path_bandwidth(const double *sys, int tier);
+TS_FN double ts_tier_latency(const double *sys, int tier);
+TS_FN void ts_net_init(ts_net *net, const double *sys);
+TS_FN int ts_order_dim_at(int order, int position);
+TS_FN void ts_order_permutation(int order, int8_t perm[TS_N_DIMS]);
+TS_FN void ts_placement_strides(const int8_t perm[TS_N_DIMS], double deg_tp, double deg_cp,
+                                double deg_ep, double deg_dp, double deg_pp,
+                                double strides[TS_N_DIMS]);
+TS_FN double ts_dim_members_within(double span, double degree, double stride);
+TS_FN double ts_group_members_within(double span, double n_a, double s_a, double n_b,
+                                     double s_b, double n_c, double s_c);
+TS_FN double ts_group_fanout(const ts_net *net, int tier, double n_a, double s_a, double n_b,
+                             double s_b, double n_c, double s_c);
+TS_FN int ts_group_top_tier(const ts_net *net, double n_a, double s_a, double n_b, double s_b,
+                            double n_c, double s_c);
+TS_FN void ts_group_init(ts_group *g, const ts_net *net, double n_a, double s_a, double n_b,
+                         double s_b, double n_c, double s_c);
+TS_FN void ts_group_init1(ts_group *g, const ts_net *net, double n, double stride);
+
+/* ---- collectives.py ---------------------------------------------------------------------- */
+TS_FN double ts_ring_all_reduce_time(double n, double nbytes, double latency, double bandwidth);
+TS_FN double ts_ring_all_gather_time(double n, double nbytes, double latency, double bandwidth);
+TS_FN double ts_ceil_log2(double n);
+TS_FN double ts_tree_all_reduce_time(double n, double nbytes, double latency, double bandwidth);
+TS_FN double ts_group_size(double n_a, double n_b, double n_c);
+TS_FN double ts_all_reduce_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN double ts_all_gather_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN double ts_reduce_scatter_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN double ts_all_to_all_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN double ts_p2p_time(const ts_net *net, double nbytes, const ts_group *g);
+
+/* ---- pipeline.py ------------------------------------------------------------------------- */
+TS_FN int64_t ts_schedule_chunks(int schedule, int64_t v);
+TS_FN int64_t ts_schedule_layer_divisor(int schedule, int64_t p, int64_t v);
+TS_FN int ts_schedule_valid(int schedule, int64_t p, int64_t m, int64_t v);
+TS_FN double ts_bubble_time(int schedule, int64_t p, int64_t m, int64_t v, double f, double b,
+                            double w);
+TS_FN double ts_inflight_activations(int schedule, int64_t p, int64_t m, int64_t v);
+TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v);
+TS_FN double ts_parameter_copies(int schedule);
+
+/* ---- llm.py ------------------------------------------------------------------------------ */
+/* Values of llm.py that depend on the blocks only, computed once per batch with the
+ * reference's own expressions (so hoisting them changes no bit). */
+typedef struct {
+    /* config_error's int(...) of block fields */
+    int64_t heads, kv_heads, global_batch, layers, experts, seq, hidden, ffn, expert_ffn;
+    double n_moe;            /* moe_layer_count(layers, experts, moe_every) */
+    double model_flops;      /* model_flops_per_sequence(mdl, seq) * global_batch */
+    double dense_layer_params;  /* attention_params + mlp_params(h, ffn) */
+    double moe_layer_params;    /* attention_params + h * experts + shared * mlp_params(h, e_ffn) */
+    double embedding_params;    /* embedding_params(vocab, h) */
+    double expert_mlp_params;   /* mlp_params(h, expert_ffn) */
+    /* reciprocals of the system's rates, so the hot path multiplies instead of dividing */
+    double inv_peak_gemm;       /* 1 / (peak_flops * gemm_efficiency_max) */
+    double gemm_half;           /* gemm_half_flops */
+    double inv_peak_attention;  /* 1 / (peak_flops * attention_efficiency) */
+    double inv_hbm;             /* 1 / (hbm_bandwidth * memory_efficiency) */
+    double inv_gpus;            /* 1 / gpus */
+    double inv_gpus_peak;       /* 1 / (gpus * peak_flops) */
+} ts_llm_inv;
+
+/* Everything one batch shares: the blocks, the network view, block-only values of the model
+ * and the decoded orders. */
+typedef struct {
+    const double *sys;
+    const double *mdl;
+    const double *job;
+    ts_net net;
+    ts_llm_inv inv;
+    const int8_t (*orders)[TS_N_DIMS]; /* decoded placement orders, or NULL (decode per call) */
+} ts_ctx;
+
+TS_FN int ts_ctx_init(ts_ctx *ctx, const double *sys, const double *mdl, const double *job);
+
+TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *mdl,
+                             const double *job);
+TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride);
+TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, double *out,
+                             int64_t out_stride);
+
+#endif /* TS_MODEL_H */

@@ -1,0 +1,44 @@
+"""Build shim. Metadata lives in pyproject.toml; this file declares only what pyproject cannot:
+the cffi extension modules (the C kernel). The C build is optional: without a working C
+compiler the install still succeeds, prints one warning line, and the numba and python backends
+remain (``trainscape.backends.available_backends()`` says why ``c`` is missing)."""
+
+import os
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CFFI_MODULES = ["src/trainscape/_native_build.py:ffibuilder"]
+if os.path.exists(os.path.join(HERE, "src", "trainscape", "dlrm", "_build.py")):
+    CFFI_MODULES.append("src/trainscape/dlrm/_build.py:ffibuilder")
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that turns a failed C build into one warning line instead of an error."""
+
+    warned = False
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 - no compiler, missing headers, ...
+            if not self.warned:  # else: the follow-up of a failure already reported
+                self._warn("the C extensions", exc)
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001
+            self._warn(ext.name, exc)
+
+    def _warn(self, what, exc):
+        self.warned = True
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        print(f"WARNING: trainscape: could not build {what} ({reason}); a C compiler (e.g. gcc "
+              "or clang) and the Python headers are needed for the 'c' backend -- the numba "
+              "and python backends remain available.")
+
+
+setup(cffi_modules=CFFI_MODULES, cmdclass={"build_ext": OptionalBuildExt})

@@ -1,0 +1,223 @@
+"""Throughput bench of the kernel backends, and the ``trainscape bench`` command.
+
+The same seeded random batch of valid configurations of the Llama-3-405B example
+(``examples/llama3-405b-2bldg.toml``: 16,384 GPUs, three network tiers) is costed by every
+loaded backend after a warm-up (numba compile time excluded), on one thread and on all cores;
+the figures are configurations per second, and ratios to the pure-Python reference.
+``bench/throughput.py`` is the script form; :func:`register` adds the command to a click group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import layout as L
+
+EXAMPLE = "llama3-405b-2bldg.toml"
+
+
+def _example_path() -> Path | None:
+    here = Path(__file__).resolve()
+    for root in (here.parents[2], Path.cwd()):
+        p = root / "examples" / EXAMPLE
+        if p.exists():
+            return p
+    return None
+
+
+def llama_blocks() -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
+    """``(sys, mdl, job, scenario)`` of the Llama-3-405B example. Without the examples
+    directory (an installed package) the same numbers are packed by hand, ``scenario`` None."""
+    path = _example_path()
+    if path is not None:
+        from .api import load
+        from .spec import pack
+
+        sc = load(path)
+        sys, mdl, job = pack(sc)
+        return sys, mdl, job, sc
+    # the example's numbers (H100 SXM preset, Llama 3 405B shape with 128 layer slots)
+    sys = np.zeros(L.N_SYS)
+    sys[L.SYS_GPUS] = 16384
+    sys[L.SYS_N_TIERS] = 3
+    sys[L.SYS_PEAK_FLOPS] = 989e12
+    sys[L.SYS_HBM_BYTES] = 80e9
+    sys[L.SYS_HBM_BANDWIDTH] = 3350e9
+    sys[L.SYS_HBM_RESERVE_BYTES] = 4e9
+    sys[L.SYS_GEMM_EFFICIENCY_MAX] = 0.8
+    sys[L.SYS_GEMM_HALF_FLOPS] = 2e9
+    sys[L.SYS_ATTENTION_EFFICIENCY] = 0.5
+    sys[L.SYS_MEMORY_EFFICIENCY] = 0.8
+    sys[L.SYS_LAYER_OVERHEAD_S] = 20e-6
+    for i, (size, gbps, lat_us, eff, over) in enumerate(
+            ((8, 450, 3.4, 0.8, 1), (1024, 50, 14, 0.85, 1), (2, 50, 64, 0.85, 8))):
+        base = L.SYS_TIER_BASE + i * L.N_TIER
+        sys[base:base + L.N_TIER] = (size, gbps * 1e9, lat_us * 1e-6, eff, over)
+    mdl = np.zeros(L.N_MODEL)
+    mdl[[L.MDL_LAYERS, L.MDL_HIDDEN, L.MDL_FFN_HIDDEN, L.MDL_HEADS, L.MDL_KV_HEADS,
+         L.MDL_HEAD_DIM, L.MDL_VOCAB, L.MDL_SWIGLU]] = (128, 16384, 53248, 128, 8, 128, 128256, 1)
+    job = np.zeros(L.N_JOB)
+    job[[L.JOB_SEQ_LEN, L.JOB_GLOBAL_BATCH, L.JOB_ACTIVATION_BYTES, L.JOB_PARAM_BYTES,
+         L.JOB_GRAD_BYTES, L.JOB_OPTIMIZER_BYTES, L.JOB_OPTIMIZER_TRAFFIC_BYTES, L.JOB_COMM_BYTES,
+         L.JOB_GRAD_COMM_BYTES, L.JOB_FLASH_ATTENTION]] = (8192, 2048, 2, 2, 4, 12, 36, 2, 4, 1)
+    return sys, mdl, job, None
+
+
+def _random_configs(sys, mdl, job, n: int, seed: int) -> np.ndarray:
+    """``n`` valid configs drawn (seeded) from a grid of the example's axes, without the
+    design-space module: candidates are drawn, invalid ones dropped, until ``n`` remain."""
+    from .model.llm import config_error
+
+    rng = np.random.Generator(np.random.PCG64(seed))
+    gpus = int(sys[L.SYS_GPUS])
+    cols: list[np.ndarray] = []
+    while len(cols) < n:
+        c = np.zeros(L.N_CFG, dtype=np.int32)
+        c[L.CFG_TP] = rng.choice([1, 2, 4, 8])
+        c[L.CFG_CP] = rng.choice([1, 2])
+        c[L.CFG_PP] = rng.choice([1, 2, 4, 8, 16, 32])
+        c[L.CFG_DP] = gpus // (c[L.CFG_TP] * c[L.CFG_CP] * c[L.CFG_PP])
+        c[L.CFG_EP] = 1
+        c[L.CFG_MBS] = rng.choice([1, 2])
+        c[L.CFG_SCHEDULE] = rng.choice([L.SCHED_1F1B, L.SCHED_INTERLEAVED, L.SCHED_ZB_H1,
+                                        L.SCHED_ZB_V])
+        c[L.CFG_VPP] = rng.choice([2, 4]) if c[L.CFG_SCHEDULE] == L.SCHED_INTERLEAVED else 1
+        c[L.CFG_RECOMPUTE] = rng.integers(0, 3)
+        c[L.CFG_ZERO] = rng.choice([1, 3])
+        c[L.CFG_SP] = rng.integers(0, 2)
+        c[L.CFG_ORDER] = rng.integers(0, L.N_ORDERS)
+        c[L.CFG_TP_OVERLAP] = rng.integers(0, 2)
+        c[L.CFG_DP_OVERLAP] = rng.integers(0, 2)
+        if config_error(sys, mdl, job, c.reshape(L.N_CFG, 1), 0) == 0:
+            cols.append(c)
+        if len(cols) >= 4096:  # enough distinct configs: repeat them to n
+            break
+    base = np.stack(cols, axis=1)
+    idx = rng.integers(0, base.shape[1], size=n)
+    return np.ascontiguousarray(base[:, idx])
+
+
+def bench_batch(n: int, seed: int = 0):
+    """``(sys, mdl, job, cfg)``: the example's blocks and ``n`` valid configs, reproducible for a
+    seed (drawn from the scenario's design space when :mod:`trainscape.space` is there)."""
+    sys, mdl, job, sc = llama_blocks()
+    cfg = None
+    if sc is not None:
+        try:
+            from .space.design import design_space
+
+            cfg = np.ascontiguousarray(design_space(sc).sample(n, seed=seed))
+        except ImportError:
+            cfg = None
+    if cfg is None:
+        cfg = _random_configs(sys, mdl, job, n, seed)
+    return sys, mdl, job, cfg
+
+
+def _rate(fn, n: int, min_time: float, repeat: int) -> float:
+    """Best configs/s of ``fn`` over ``repeat`` rounds of at least ``min_time`` seconds."""
+    best = 0.0
+    for _ in range(repeat):
+        calls = 0
+        t0 = time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            dt = time.perf_counter() - t0
+            if dt >= min_time:
+                break
+        best = max(best, calls * n / dt)
+    return best
+
+
+def measure(n: int = 1_000_000, python_n: int = 2000, seed: int = 0, backends=None,
+            min_time: float = 0.5, repeat: int = 3, threads_all: int | None = None) -> dict:
+    """``{"c": {"1": rate, "all": rate}, "numba": {...}, "python": {...}}`` in configs/s for
+    the loaded backends (python: one thread; its "all" is the same figure)."""
+    from .backends import BACKENDS, available_backends, evaluate_blocks
+
+    status = available_backends()
+    names = [b for b in (backends or BACKENDS) if status[b][0]]
+    sys, mdl, job, cfg = bench_batch(n, seed)
+    all_cores = threads_all or (os.cpu_count() or 1)
+    results: dict[str, dict[str, float]] = {}
+    for name in names:
+        if name == "python":
+            sub = np.ascontiguousarray(cfg[:, :python_n])
+            evaluate_blocks(sys, mdl, job, sub[:, :10].copy(), backend=name)  # warm-up
+            r = _rate(lambda: evaluate_blocks(sys, mdl, job, sub, backend=name), sub.shape[1],
+                      min_time, 1)
+            results[name] = {"1": r, "all": r}
+            continue
+        out = np.empty((L.N_OUT, cfg.shape[1]))
+        evaluate_blocks(sys, mdl, job, np.ascontiguousarray(cfg[:, :1000]), backend=name)
+        rates = {}
+        for key, threads in (("1", 1), ("all", all_cores)):
+            evaluate_blocks(sys, mdl, job, cfg, backend=name, threads=threads, out=out)
+            rates[key] = _rate(
+                lambda t=threads: evaluate_blocks(sys, mdl, job, cfg, backend=name, threads=t,
+                                                  out=out),
+                cfg.shape[1], min_time, repeat)
+        results[name] = rates
+    return results
+
+
+def format_table(results: dict, n: int, cores: int) -> str:
+    """A plain-text table: backend, configs/s on 1 thread and all cores, ratios to python."""
+    ref = results.get("python", {}).get("1")
+    lines = [f"Llama-3-405B example, {n:,} random valid configs, {cores} cores",
+             f"{'backend':<8} {'1 thread':>16} {'all cores':>16} {'x python (1)':>14} "
+             f"{'x python (all)':>15} {'scaling':>8}"]
+    for name, r in results.items():
+        one, every = r["1"], r["all"]
+        x1 = f"{one / ref:,.0f}" if ref else "-"
+        xa = f"{every / ref:,.0f}" if ref else "-"
+        lines.append(f"{name:<8} {one:>16,.0f} {every:>16,.0f} {x1:>14} {xa:>15} "
+                     f"{every / one:>7.2f}x")
+    lines.append("configs/s; python is the pure-Python reference (one thread)")
+    return "\n".join(lines)
+
+
+def run(n: int, python_n: int, seed: int, as_json: bool, backends=None) -> str:
+    res = measure(n=n, python_n=python_n, seed=seed, backends=backends)
+    if as_json:
+        return json.dumps(res)
+    return format_table(res, n, os.cpu_count() or 1)
+
+
+def _click_command():
+    import click
+
+    @click.command("bench")
+    @click.option("-n", "--configs", "n", default=1_000_000, show_default=True,
+                  help="Configurations in the batch (c and numba).")
+    @click.option("--python-configs", "python_n", default=2000, show_default=True,
+                  help="Configurations the pure-Python reference costs (it is slow).")
+    @click.option("--seed", default=0, show_default=True, help="Seed of the random batch.")
+    @click.option("--backend", "backends", multiple=True,
+                  type=click.Choice(["c", "numba", "python"]),
+                  help="Only these backends (repeatable; default: every loaded one).")
+    @click.option("--json", "as_json", is_flag=True,
+                  help='Print {"c": {"1": .., "all": ..}, ...} in configs/s.')
+    def bench(n: int, python_n: int, seed: int, backends: tuple[str, ...], as_json: bool):
+        """Throughput of the kernel backends (configs/s, 1 thread and all cores) on a random
+        batch of the Llama-3-405B example, with ratios to the pure-Python reference."""
+        click.echo(run(n, python_n, seed, as_json, backends or None))
+
+    return bench
+
+
+def register(group) -> None:
+    """Add the ``bench`` command to a click group."""
+    group.add_command(_click_command())
+
+
+def __getattr__(name: str):
+    if name == "command":  # ``trainscape.commands`` style: a module-level click command
+        return _click_command()
+    raise AttributeError(name)

@@ -1,0 +1,263 @@
+"""Hypothesis strategies that draw packed blocks and config columns directly.
+
+Blocks (system, model, job) are drawn as the kernels see them (``layout`` indices, SI units):
+systems with 1..MAX_TIERS tiers whose capacity usually (not always) holds the GPUs, dense and
+MoE models with odd layer counts and GQA, jobs with every dtype width. Config columns are built
+so that a good share is valid (the GPU count's prime factors dealt out over tp/cp/pp/dp, ep and
+mbs from divisors) and the rest hits every rule of ``config_error``: degree 1, huge groups,
+memory that does not fit, and invalid or out-of-range values (negative degrees, unknown
+schedule / recompute / zero / order codes, int32 extremes).
+
+Values are kept where the reference's integer arithmetic is exact (products of two config
+fields fit in int32), since the reference computes some checks on NumPy int32 scalars.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+from trainscape import layout as L
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0] if n <= 4096 else \
+        sorted({d for k in range(1, int(n**0.5) + 1) if n % k == 0 for d in (k, n // k)})
+
+
+# ------------------------------------------------------------------------------------------
+# Blocks
+# ------------------------------------------------------------------------------------------
+
+gpu_counts = st.one_of(
+    st.sampled_from([1, 2, 4, 8, 16, 64, 256, 1024, 2048, 8192, 16384]),
+    st.integers(1, 64),  # odd and prime counts
+    st.sampled_from([3 * 2**k for k in range(12)]),
+    st.sampled_from([2**16, 2**18, 2**20]),  # huge groups
+)
+
+
+@st.composite
+def tiers(draw, gpus: int):
+    """Tier rows ``(size, bandwidth, latency, efficiency, oversubscription)``, innermost first;
+    the product of sizes usually covers ``gpus``."""
+    n = draw(st.integers(1, L.MAX_TIERS))
+    rows = []
+    cap = 1
+    for i in range(n):
+        if i == n - 1:
+            need = -(-gpus // cap)
+            if draw(st.integers(0, 9)) > 0:
+                size = draw(st.one_of(st.just(need), st.integers(need, need + 4)))
+            else:  # sometimes too small: config_error code 26
+                size = draw(st.integers(1, max(1, need)))
+        else:
+            size = draw(st.sampled_from([1, 2, 3, 4, 8, 16, 32, 64, 72]))
+        cap *= size
+        bw = draw(st.floats(1e8, 2e12))
+        lat = draw(st.one_of(st.just(0.0), st.floats(1e-7, 5e-3)))
+        eff = draw(st.floats(0.05, 1.0))
+        over = draw(st.one_of(st.just(1.0), st.floats(1.0, 16.0), st.floats(0.5, 1.0)))
+        rows.append((float(size), bw, lat, eff, over))
+    return rows
+
+
+@st.composite
+def system_blocks(draw, gpus: int | None = None):
+    if gpus is None:
+        gpus = draw(gpu_counts)
+    sys = np.zeros(L.N_SYS, dtype=np.float64)
+    sys[L.SYS_GPUS] = gpus
+    rows = draw(tiers(gpus))
+    sys[L.SYS_N_TIERS] = len(rows)
+    sys[L.SYS_PEAK_FLOPS] = draw(st.floats(1e13, 5e15))
+    # small HBM sometimes, so memory does not fit
+    sys[L.SYS_HBM_BYTES] = draw(st.one_of(st.floats(16e9, 192e9), st.floats(1e8, 16e9)))
+    sys[L.SYS_HBM_BANDWIDTH] = draw(st.floats(2e11, 8e12))
+    sys[L.SYS_HBM_RESERVE_BYTES] = draw(st.one_of(st.just(0.0), st.floats(0.0, 8e9)))
+    sys[L.SYS_GEMM_EFFICIENCY_MAX] = draw(st.floats(0.3, 1.0))
+    sys[L.SYS_GEMM_HALF_FLOPS] = draw(st.one_of(st.just(0.0), st.floats(0.0, 1e12)))
+    sys[L.SYS_ATTENTION_EFFICIENCY] = draw(st.floats(0.1, 0.9))
+    sys[L.SYS_MEMORY_EFFICIENCY] = draw(st.floats(0.3, 1.0))
+    sys[L.SYS_LAYER_OVERHEAD_S] = draw(st.one_of(st.just(0.0), st.floats(0.0, 5e-5)))
+    for i, row in enumerate(rows):
+        base = L.SYS_TIER_BASE + i * L.N_TIER
+        for f, v in enumerate(row):
+            sys[base + f] = v
+    return sys
+
+
+@st.composite
+def model_blocks(draw, moe: bool | None = None):
+    mdl = np.zeros(L.N_MODEL, dtype=np.float64)
+    heads = draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 64, 96, 128]))
+    kv = draw(st.one_of(st.sampled_from([d for d in _divisors(heads)]), st.integers(1, heads)))
+    head_dim = draw(st.sampled_from([16, 32, 64, 80, 96, 128, 192]))
+    hidden = draw(st.one_of(st.just(heads * head_dim), st.sampled_from([512, 768, 1024, 4096,
+                                                                        5120, 12288, 16384])))
+    ffn = draw(st.one_of(st.just(4 * hidden), st.sampled_from([1376, 2816, 11008, 14336, 28672,
+                                                               53248]),
+                         st.integers(64, 65536)))
+    mdl[L.MDL_LAYERS] = draw(st.one_of(st.integers(1, 130), st.sampled_from([32, 80, 96, 126,
+                                                                             128])))
+    mdl[L.MDL_HIDDEN] = hidden
+    mdl[L.MDL_FFN_HIDDEN] = ffn
+    mdl[L.MDL_HEADS] = heads
+    mdl[L.MDL_KV_HEADS] = kv
+    mdl[L.MDL_HEAD_DIM] = head_dim
+    mdl[L.MDL_VOCAB] = draw(st.one_of(st.sampled_from([32000, 50257, 128256, 256000]),
+                                      st.integers(1, 300000)))
+    mdl[L.MDL_SWIGLU] = draw(st.sampled_from([0.0, 1.0]))
+    if moe is None:
+        moe = draw(st.booleans())
+    if moe:
+        experts = draw(st.sampled_from([2, 4, 8, 16, 32, 64, 160, 256]))
+        mdl[L.MDL_EXPERTS] = experts
+        mdl[L.MDL_TOP_K] = draw(st.integers(1, min(8, experts)))
+        mdl[L.MDL_EXPERT_FFN_HIDDEN] = draw(st.one_of(st.sampled_from([1408, 2048, 14336]),
+                                                      st.integers(64, 16384)))
+        mdl[L.MDL_MOE_EVERY] = draw(st.sampled_from([1, 1, 2, 3]))
+        mdl[L.MDL_SHARED_EXPERTS] = draw(st.sampled_from([0, 0, 1, 2]))
+    return mdl
+
+
+@st.composite
+def job_blocks(draw):
+    job = np.zeros(L.N_JOB, dtype=np.float64)
+    job[L.JOB_SEQ_LEN] = draw(st.one_of(st.sampled_from([512, 2048, 4096, 8192, 32768, 131072]),
+                                        st.integers(1, 20000)))
+    job[L.JOB_GLOBAL_BATCH] = draw(st.one_of(
+        st.sampled_from([1, 8, 64, 256, 512, 1024, 1536, 2048, 4096, 16384]),
+        st.integers(1, 5000)))
+    act = draw(st.sampled_from([1.0, 2.0, 4.0]))
+    job[L.JOB_ACTIVATION_BYTES] = act
+    job[L.JOB_PARAM_BYTES] = draw(st.sampled_from([1.0, 2.0, 4.0]))
+    job[L.JOB_GRAD_BYTES] = draw(st.sampled_from([2.0, 4.0]))
+    job[L.JOB_OPTIMIZER_BYTES] = draw(st.sampled_from([0.0, 8.0, 12.0, 16.0]))
+    job[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = draw(st.sampled_from([0.0, 16.0, 24.0, 36.0]))
+    job[L.JOB_COMM_BYTES] = draw(st.sampled_from([act, 1.0, 2.0]))
+    job[L.JOB_GRAD_COMM_BYTES] = draw(st.sampled_from([2.0, 4.0]))
+    job[L.JOB_FLASH_ATTENTION] = draw(st.sampled_from([0.0, 1.0]))
+    return job
+
+
+@st.composite
+def scenarios(draw, moe: bool | None = None):
+    """``(sys, mdl, job)``; the global batch is usually a multiple of the GPU count so that
+    many data-parallel degrees divide it."""
+    sys, mdl, job = draw(system_blocks()), draw(model_blocks(moe)), draw(job_blocks())
+    if draw(st.integers(0, 3)) > 0:
+        job[L.JOB_GLOBAL_BATCH] = sys[L.SYS_GPUS] * draw(st.sampled_from([1, 2, 3, 4]))
+    return sys, mdl, job
+
+
+# ------------------------------------------------------------------------------------------
+# Config columns
+# ------------------------------------------------------------------------------------------
+
+#: Config fields with an index range, and values outside it.
+_BAD_VALUES = {
+    L.CFG_SCHEDULE: [-1, L.N_SCHEDULES, 99, INT32_MIN, INT32_MAX],
+    L.CFG_RECOMPUTE: [-1, 3, INT32_MAX],
+    L.CFG_ZERO: [-1, 4, INT32_MIN],
+    L.CFG_ORDER: [-1, L.N_ORDERS, 1000, INT32_MAX],
+    L.CFG_SP: [-1, 2, INT32_MAX],
+    L.CFG_TP_OVERLAP: [-1, 2],
+    L.CFG_DP_OVERLAP: [-1, 2, INT32_MIN],
+    L.CFG_TP: [0, -1, INT32_MIN, 3, 5, 7],
+    L.CFG_CP: [0, -8, 3],
+    L.CFG_PP: [0, -1, 3, 7],
+    L.CFG_DP: [0, -2, 3],
+    L.CFG_EP: [0, -1, 3, 64],
+    L.CFG_MBS: [0, -1, 3, 1024],
+    L.CFG_VPP: [0, -1, 2, 3, 64],
+}
+
+
+@st.composite
+def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
+    """One config column (``int32 (N_CFG,)``) for these blocks; mostly plausible, about
+    1 in ``invalid_rate`` with a field replaced by an invalid or out-of-range value."""
+    gpus = int(sys[L.SYS_GPUS])
+    if draw(st.integers(0, 3)) == 0:
+        # the GPU count's prime factors dealt out at random (often invalid for the model)
+        degs = [1, 1, 1, 1]  # tp, cp, pp, dp
+        for p in _prime_factors(gpus):
+            degs[draw(st.sampled_from([0, 0, 1, 2, 2, 3, 3, 3]))] *= p
+        tp, cp, pp, dp = degs
+    else:
+        # aimed at validity: tp divides the heads and hidden sizes, pp the layers, 2cp the
+        # sequence; dp takes the rest
+        heads, kv = int(mdl[L.MDL_HEADS]), int(mdl[L.MDL_KV_HEADS])
+        g = math.gcd(gpus, heads, int(mdl[L.MDL_HIDDEN]), int(mdl[L.MDL_FFN_HIDDEN]),
+                     int(mdl[L.MDL_EXPERT_FFN_HIDDEN]))
+        tps = [d for d in _divisors(g) if kv % d == 0 or d % kv == 0] or [1]
+        tp = draw(st.sampled_from(tps))
+        rest = gpus // tp
+        pp = draw(st.sampled_from(_divisors(math.gcd(rest, int(mdl[L.MDL_LAYERS])))))
+        rest //= pp
+        seq = int(job[L.JOB_SEQ_LEN])
+        cp = draw(st.sampled_from(_divisors(math.gcd(rest, seq // 2)))) if seq >= 2 else 1
+        dp = rest // cp
+    experts = int(mdl[L.MDL_EXPERTS])
+    ep_choices = [d for d in _divisors(dp) if experts > 0 and experts % d == 0] or [1]
+    ep = draw(st.sampled_from(ep_choices))
+    gb = int(job[L.JOB_GLOBAL_BATCH])
+    mbs_choices = [d for d in _divisors(gb // dp)] if gb % dp == 0 else [1]
+    mbs = draw(st.sampled_from(mbs_choices[:12]))
+    schedule = draw(st.integers(0, L.N_SCHEDULES - 1))
+    vpp = 1
+    if schedule == L.SCHED_INTERLEAVED:
+        vpp = draw(st.sampled_from([1, 2, 2, 3, 4, 8]))
+    col = np.zeros(L.N_CFG, dtype=np.int64)
+    col[L.CFG_TP] = tp
+    col[L.CFG_CP] = cp
+    col[L.CFG_PP] = pp
+    col[L.CFG_DP] = dp
+    col[L.CFG_EP] = ep
+    col[L.CFG_MBS] = mbs
+    col[L.CFG_VPP] = vpp
+    col[L.CFG_SCHEDULE] = schedule
+    col[L.CFG_RECOMPUTE] = draw(st.integers(0, 2))
+    col[L.CFG_ZERO] = draw(st.integers(0, 3))
+    col[L.CFG_SP] = draw(st.integers(0, 1))
+    col[L.CFG_ORDER] = draw(st.integers(0, L.N_ORDERS - 1))
+    col[L.CFG_TP_OVERLAP] = draw(st.integers(0, 1))
+    col[L.CFG_DP_OVERLAP] = draw(st.integers(0, 1))
+    if draw(st.integers(1, invalid_rate)) == 1:
+        field = draw(st.sampled_from(sorted(_BAD_VALUES)))
+        col[field] = draw(st.sampled_from(_BAD_VALUES[field]))
+    return col.astype(np.int32)
+
+
+@st.composite
+def config_columns(draw, sys, mdl, job, min_size: int = 1, max_size: int = 48):
+    """A batch ``int32 (N_CFG, n)``, C-contiguous."""
+    n = draw(st.integers(min_size, max_size))
+    cols = [draw(config_column(sys, mdl, job)) for _ in range(n)]
+    return np.ascontiguousarray(np.stack(cols, axis=1))
+
+
+@st.composite
+def batches(draw, moe: bool | None = None, max_size: int = 48):
+    """``(sys, mdl, job, cfg)``: drawn blocks and a batch of configs for them."""
+    sys, mdl, job = draw(scenarios(moe))
+    cfg = draw(config_columns(sys, mdl, job, max_size=max_size))
+    return sys, mdl, job, cfg

@@ -1,0 +1,140 @@
+"""C and numba equal the reference on every output column (relative 1e-9, identical status and
+feasibility), over hypothesis-drawn blocks and config batches, including invalid configs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import trainscape
+from trainscape import layout as L
+from trainscape.backends import available_backends, evaluate_blocks
+from trainscape.model import llm, reference
+from trainscape.spec import pack, pack_configs
+
+from backend_fixture import LOADED, warm_backends  # noqa: F401  (session fixture)
+from strategies import batches, config_column, scenarios
+
+NATIVE = tuple(b for b in ("c", "numba") if b in LOADED)
+RTOL = 1e-9
+ATOL = 1e-12
+
+
+def assert_same(got: np.ndarray, want: np.ndarray, label: str) -> None:
+    """Every column equal to ``want``: status and feasibility exactly, the rest to RTOL (ATOL
+    near zero), infinities equal."""
+    assert got.shape == want.shape, label
+    for k, name in enumerate(L.OUTPUT_FIELDS):
+        g, w = got[k], want[k]
+        if name in ("status", "feasible"):
+            bad = np.flatnonzero(g != w)
+        else:
+            both_inf = np.isinf(g) & np.isinf(w) & (np.sign(g) == np.sign(w))
+            with np.errstate(invalid="ignore"):  # inf - inf where both are inf
+                close = np.abs(g - w) <= ATOL + RTOL * np.abs(w)
+            bad = np.flatnonzero(~(both_inf | close))
+        assert bad.size == 0, (
+            f"{label}: column {name} differs at {bad[:5].tolist()}: "
+            f"got {g[bad[:5]].tolist()}, reference {w[bad[:5]].tolist()}"
+        )
+
+
+def test_native_backends_loaded():
+    """Both native backends are available here (the differential tests are not vacuous)."""
+    status = available_backends()
+    assert status["numba"][0], status["numba"][1]
+    assert status["c"][0], status["c"][1]
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@given(batch=batches())
+def test_native_equals_reference(name, batch, warm_backends):  # noqa: F811
+    sys, mdl, job, cfg = batch
+    want = reference.evaluate_batch(sys, mdl, job, cfg)
+    got = evaluate_blocks(sys, mdl, job, cfg, backend=name)
+    assert_same(got, want, name)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@given(batch=batches(moe=True, max_size=24))
+def test_native_equals_reference_moe(name, batch, warm_backends):  # noqa: F811
+    sys, mdl, job, cfg = batch
+    want = reference.evaluate_batch(sys, mdl, job, cfg)
+    assert_same(evaluate_blocks(sys, mdl, job, cfg, backend=name), want, name)
+
+
+@given(data=st.data())
+def test_c_config_error_equals_reference(data):
+    """The kernel's config_error is the reference's, code for code (not just the status)."""
+    from trainscape import native
+
+    sys, mdl, job = data.draw(scenarios())
+    for _ in range(8):
+        col = data.draw(config_column(sys, mdl, job, invalid_rate=3))
+        want = llm.config_error(sys, mdl, job, col.reshape(L.N_CFG, 1), 0)
+        assert native.config_error(sys, mdl, job, col) == want, col.tolist()
+
+
+@given(batch=batches(max_size=16))
+def test_c_single_config_equals_batch(batch):
+    """``ts_llm_cost`` (one config, the entry point in-kernel sweeps call) equals the batch."""
+    from trainscape import native
+
+    sys, mdl, job, cfg = batch
+    whole = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
+    for i in range(cfg.shape[1]):
+        one = native.cost(sys, mdl, job, cfg[:, i])
+        np.testing.assert_array_equal(one, whole[:, i])
+
+
+@pytest.mark.parametrize("name", NATIVE)
+def test_every_order_and_schedule(name, warm_backends, llama_example):  # noqa: F811
+    """A grid over all 120 placement orders x 8 schedules x recompute x zero on the Llama 3
+    example (16K GPUs, three tiers): every placement rule and schedule branch is exercised."""
+    sc = trainscape.load(llama_example)
+    sys, mdl, job = pack(sc)
+    base = pack_configs([sc.config])[:, 0]
+    cols = []
+    for order in range(L.N_ORDERS):
+        for schedule in range(L.N_SCHEDULES):
+            for recompute, zero, ep_sp in ((0, 0, 0), (1, 1, 1), (2, 3, 1), (0, 2, 0)):
+                c = base.copy()
+                c[L.CFG_ORDER] = order
+                c[L.CFG_SCHEDULE] = schedule
+                c[L.CFG_VPP] = 2 if schedule == L.SCHED_INTERLEAVED else 1
+                c[L.CFG_RECOMPUTE] = recompute
+                c[L.CFG_ZERO] = zero
+                c[L.CFG_SP] = ep_sp
+                c[L.CFG_TP_OVERLAP] = ep_sp
+                c[L.CFG_DP_OVERLAP] = 1 - ep_sp
+                cols.append(c)
+    cfg = np.ascontiguousarray(np.stack(cols, axis=1))
+    want = reference.evaluate_batch(sys, mdl, job, cfg)
+    assert (want[L.OUT_STATUS] != L.STATUS_INVALID_CONFIG).sum() > cfg.shape[1] // 2
+    assert_same(evaluate_blocks(sys, mdl, job, cfg, backend=name), want, name)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+def test_examples_equal_reference(name, example_path, warm_backends):  # noqa: F811
+    sc = trainscape.load(example_path)
+    sys, mdl, job = pack(sc)
+    cfg = pack_configs([sc.config])
+    want = reference.evaluate_batch(sys, mdl, job, cfg)
+    assert want[L.OUT_STATUS, 0] in (L.STATUS_OK, L.STATUS_OUT_OF_MEMORY)
+    assert_same(evaluate_blocks(sys, mdl, job, cfg, backend=name), want, name)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@settings(max_examples=5)
+@given(batch=batches(max_size=8))
+def test_threads_split_gives_same_columns(name, batch, warm_backends):  # noqa: F811
+    """A batch split over threads gives the columns of one thread, bit for bit."""
+    sys, mdl, job, cfg = batch
+    big = np.ascontiguousarray(np.tile(cfg, (1, 1 + 20000 // cfg.shape[1])))
+    one = evaluate_blocks(sys, mdl, job, big, backend=name, threads=1)
+    two = evaluate_blocks(sys, mdl, job, big, backend=name, threads=2)
+    np.testing.assert_array_equal(one, two)
+    small = evaluate_blocks(sys, mdl, job, cfg, backend=name, threads=1)
+    np.testing.assert_array_equal(one[:, : cfg.shape[1]], small)
