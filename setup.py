@@ -3,6 +3,7 @@ the cffi extension modules (the C kernel). The C build is optional: without a wo
 compiler the install still succeeds, prints one warning line, and the numba and python backends
 remain (``trainscape.backends.available_backends()`` says why ``c`` is missing)."""
 
+import glob
 import os
 
 from setuptools import setup
@@ -21,6 +22,13 @@ class OptionalBuildExt(build_ext):
     warned = False
 
     def run(self):
+        # an in-place developer build (python src/trainscape/_native_build.py) is named
+        # *.cpython-3XX-*.so, which Python prefers over the *.abi3.so built here: remove it so a
+        # stale kernel can never shadow a fresh one
+        for pattern in ("src/trainscape/_native.cpython-*.so",
+                        "src/trainscape/dlrm/_native.cpython-*.so"):
+            for stale in glob.glob(os.path.join(HERE, pattern)):
+                os.remove(stale)
         try:
             super().run()
         except Exception as exc:  # noqa: BLE001 - no compiler, missing headers, ...

@@ -225,10 +225,24 @@ TS_FN double ts_gemm_time(const double *sys, double flops, double gemm_count)
     return flops / (sys[TS_SYS_PEAK_FLOPS] * ts_gemm_efficiency(sys, flops / gemm_count));
 }
 
+/* llm.py executed_attention_core_flops: FlashAttention's causal kernels skip half the square
+ * (Dao 2023 §3.1.1); unfused attention computes all of it. */
+TS_FN double ts_executed_attention_core_flops(double core_flops, int flash)
+{
+    return flash ? 0.5 * core_flops : core_flops;
+}
+
 /* llm.py attention_kernel_time: fused attention at a fixed fraction of peak. */
 TS_FN double ts_attention_kernel_time(const double *sys, double flops)
 {
     return flops / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]);
+}
+
+/* llm.py attention_core_time: fused kernel at attention_efficiency, or unfused as two batched
+ * GEMMs on the GEMM efficiency curve. (The batch kernel inlines this with reciprocals.) */
+TS_FN double ts_attention_core_time(const double *sys, double flops, int flash)
+{
+    return flash ? ts_attention_kernel_time(sys, flops) : ts_gemm_time(sys, flops, 2.0);
 }
 
 /* llm.py memory_bound_time: bytes over achieved HBM bandwidth (Williams et al. 2009). */
@@ -529,10 +543,12 @@ TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stri
 
     /* ---- compute per layer, per microbatch, on one GPU ---- */
     proj = ts_attention_projection_flops(b, seq, h, heads, kv_heads, head_dim) * r_split;
-    core_hw = 0.5 * ts_attention_core_flops(b, seq, heads, head_dim) * r_split;
+    core_hw = ts_executed_attention_core_flops(
+        ts_attention_core_flops(b, seq, heads, head_dim) * r_split, flash);
     dense_mlp = ts_mlp_flops(b, seq, h, ffn, swiglu) * r_split;
     t_proj = ts_gemm_time_fast(&ctx->inv, proj, 2.0);
-    t_core = core_hw * ctx->inv.inv_peak_attention; /* attention_kernel_time */
+    t_core = flash ? core_hw * ctx->inv.inv_peak_attention /* attention_core_time */
+                   : ts_gemm_time_fast(&ctx->inv, core_hw, 2.0);
     t_dense_mlp = ts_gemm_time_fast(&ctx->inv, dense_mlp, 2.0);
     act_dense = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp, sp,
                                           TS_RECOMPUTE_NONE, flash, act_bytes);

@@ -285,3 +285,14 @@ def test_huge_degrees_do_not_wrap_int32(backend):
     out = evaluate_blocks(sys, mdl, job(batch=2**31 - 1), cfg, backend=backend)
     assert out[L.OUT_STATUS, 0] == L.STATUS_INVALID_CONFIG  # batch not divisible by dp * mbs
     assert not np.isnan(out[:, 0]).any()
+
+
+def test_flash_attention_runs_half_the_causal_square_unfused_runs_all_of_it():
+    sys = system([NODE, FABRIC])
+    core = llm.attention_core_flops(1, 4096, 32, 128)
+    assert llm.executed_attention_core_flops(core, True) == 0.5 * core
+    assert llm.executed_attention_core_flops(core, False) == core
+    # fused: a fixed fraction of peak; unfused: two batched GEMMs on the GEMM efficiency curve
+    assert llm.attention_core_time(sys, core, True) == pytest.approx(core / (1e15 * 0.5))
+    eff = 0.8 * (core / 2) / (core / 2 + 1e9)
+    assert llm.attention_core_time(sys, core, False) == pytest.approx(core / (1e15 * eff))

@@ -59,7 +59,6 @@ SOURCES = {
 FITTED_FIELDS = {
     "gemm_efficiency_max": (0.4, 0.95),
     "gemm_half_flops": (1e7, 1e11),
-    "attention_efficiency": (0.1, 0.9),
     "memory_efficiency": (0.2, 0.95),
     "layer_overhead_us": (0.0, 2000.0),
 }

@@ -13,9 +13,11 @@ TARGET_WORST = 0.10
 
 @click.command("validate")
 @click.option("--json", "as_json", is_flag=True, help="Print every row and the summary as JSON.")
+@click.option("--markdown", is_flag=True,
+              help="Print the summary and every row as Markdown tables (docs/accuracy.md).")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default="python",
               show_default=True, help="Backend that evaluates the rows.")
-def command(as_json: bool, backend: str) -> None:
+def command(as_json: bool, markdown: bool, backend: str) -> None:
     """Predict every published training run in the calibration set (Megatron-LM SC'21 Table 1,
     Korthikanti et al. 2022 Table 5) and show predicted vs published step time and TFLOP/s per
     GPU, the error of every row, and the median and worst absolute error per source."""
@@ -36,6 +38,9 @@ def command(as_json: bool, backend: str) -> None:
         click.echo(json.dumps({"rows": rows, "summary": summary,
                                "targets": {"median_abs_error": TARGET_MEDIAN,
                                            "worst_abs_error": TARGET_WORST}}, indent=2))
+        return
+    if markdown:
+        click.echo(markdown_tables(rows, summary))
         return
     from rich.console import Console
     from rich.table import Table
@@ -64,3 +69,21 @@ def command(as_json: bool, backend: str) -> None:
                       f"worst {s['worst_abs_error']:.2%} (target {TARGET_WORST:.0%}) over "
                       f"{s['rows']} rows: " + ("[green]within target[/]" if ok
                                                else "[red]outside target[/]") + "\n")
+
+
+def markdown_tables(rows: list[dict], summary: dict) -> str:
+    """The summary per source and every row, as Markdown."""
+    lines = ["| source | rows | median abs error | worst abs error |", "|---|---|---|---|"]
+    for source, s in summary.items():
+        lines.append(f"| {source} | {s['rows']} | {s['median_abs_error']:.2%} | "
+                     f"{s['worst_abs_error']:.2%} |")
+    lines += ["", "| source | row | published s | predicted s | error | published TFLOP/s | "
+                  "predicted TFLOP/s | mbs | vpp |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pub = r["published_tflops_per_gpu"]
+        lines.append(f"| {r['source']} | {r['row']} | {r['published_step_s']:.3f} | "
+                     f"{r['predicted_step_s']:.3f} | {r['error']:+.1%} | "
+                     f"{'-' if pub is None else f'{pub:.0f}'} | "
+                     f"{r['predicted_tflops_per_gpu']:.0f} | {r['config']['mbs']} | "
+                     f"{r['config']['vpp']} |")
+    return "\n".join(lines)

@@ -359,6 +359,25 @@ def attention_kernel_time(sys, flops):
     return flops / (sys[SYS_PEAK_FLOPS] * sys[SYS_ATTENTION_EFFICIENCY])
 
 
+def executed_attention_core_flops(core_flops, flash):
+    """Attention-core FLOPs that actually run. FlashAttention's causal kernels skip the blocks
+    above the diagonal, half the square (Dao 2023, FlashAttention-2 §3.1.1); unfused attention
+    (Megatron-LM's ``CoreAttention`` before FlashAttention: ``baddbmm`` for the scores, a masked
+    softmax, ``bmm`` with V) computes the whole square and masks it afterwards."""
+    if flash:
+        return 0.5 * core_flops
+    return core_flops
+
+
+def attention_core_time(sys, flops, flash):
+    """Time of the attention core: a fused kernel at ``attention_efficiency``, or, unfused, two
+    batched GEMMs (``QK^T`` and ``PV``) on the GEMM efficiency curve; the unfused softmax and
+    dropout traffic is in the memory-bound time (the ``5as^2b`` activation terms)."""
+    if flash:
+        return attention_kernel_time(sys, flops)
+    return gemm_time(sys, flops, 2.0)
+
+
 def memory_bound_time(sys, nbytes):
     """Memory-bound kernels (norms, activation functions, residual adds, dropout, optimizer):
     bytes over achieved HBM bandwidth (roofline, Williams et al. 2009)."""
@@ -592,13 +611,14 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
     # ---- compute per layer, per microbatch, on one GPU ----------------------------------------
     split = tp * cp
     proj = attention_projection_flops(b, seq, h, heads, kv_heads, head_dim) / split
-    core_hw = 0.5 * attention_core_flops(b, seq, heads, head_dim) / split  # causal half
+    core_hw = executed_attention_core_flops(attention_core_flops(b, seq, heads, head_dim) / split,
+                                            flash)
     dense_mlp = mlp_flops(b, seq, h, mdl[MDL_FFN_HIDDEN], swiglu) / split
     routed = router_flops(b, seq, h, experts) / split
     expert_mlp = moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) / split
     local_experts = experts / ep + shared
     t_proj = gemm_time(sys, proj, 2.0)
-    t_core = attention_kernel_time(sys, core_hw)
+    t_core = attention_core_time(sys, core_hw, flash)
     t_dense_mlp = gemm_time(sys, dense_mlp, 2.0)
     t_moe_mlp = gemm_time(sys, routed, 1.0) + gemm_time(sys, expert_mlp, 2.0 * local_experts)
     act_dense = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
