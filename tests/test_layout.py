@@ -49,3 +49,17 @@ def test_index_constants_match_field_lists():
     assert L.TIER_FIELDS[L.TIER_OVERSUBSCRIPTION] == "oversubscription"
     assert set(L.BREAKDOWN_FIELDS) <= set(L.OUTPUT_FIELDS)
     assert set(L.MEMORY_FIELDS) <= set(L.OUTPUT_FIELDS)
+
+
+@pytest.mark.parametrize("index", range(L.N_ORDERS))
+def test_placement_strides_single_pass_equals_per_position_decode(index):
+    from trainscape.model.network import order_dim_at, placement_strides
+
+    degrees = (2.0, 3.0, 5.0, 7.0, 11.0)  # distinct primes: every stride is unambiguous
+    want = [0.0] * L.N_DIMS
+    stride = 1.0
+    for pos in range(L.N_DIMS):
+        d = order_dim_at(index, pos)
+        want[d] = stride
+        stride *= degrees[d]
+    assert placement_strides(index, *degrees) == tuple(want)

@@ -29,8 +29,10 @@ from __future__ import annotations
 import math
 
 from .network import (
-    group_fanout,
+    group_members_within,
     group_top_tier,
+    n_tiers,
+    next_tier_span,
     tier_latency,
     tier_link_bandwidth,
     tier_path_bandwidth,
@@ -67,27 +69,55 @@ def group_size(n_a, n_b, n_c):
     return n_a * n_b * n_c
 
 
+def hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Walk the tiers from the inside out once and cost the collective both ways.
+
+    At tier ``i`` the group joins ``f_i`` sub-groups (its fan-out there); the hierarchical
+    algorithm runs a ring of ``f_i`` ranks on ``nbytes / (f_0 ... f_{i-1})`` at that tier's
+    latency and path bandwidth. The walk stops once every member is inside the current tier.
+    Returns ``(hierarchical, flat)``: the hierarchical sum, and the cheapest flat algorithm over
+    all ``n`` members at the outermost tier crossed (ring, and the tree for an all-reduce).
+    ``reduce`` selects all-reduce (else all-gather / reduce-scatter).
+    """
+    n = group_size(n_a, n_b, n_c)
+    hier = 0.0
+    inner = 1.0  # members inside one domain of the tier below
+    span = 1.0
+    nic = math.inf  # slowest link from tier 1 up to here
+    lat = 0.0
+    bw = 0.0
+    for i in range(n_tiers(sys)):
+        span = next_tier_span(sys, i, span)
+        members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
+        if i == 0:
+            path = tier_link_bandwidth(sys, 0)
+        else:
+            nic = min(nic, tier_link_bandwidth(sys, i))
+            path = nic  # == tier_path_bandwidth(sys, i)
+        f = members / inner
+        if f > 1.0:
+            lat = tier_latency(sys, i)
+            bw = path
+            if reduce:
+                hier += ring_all_reduce_time(f, nbytes / inner, lat, bw)
+            else:
+                hier += ring_all_gather_time(f, nbytes / inner, lat, bw)
+        inner = members
+        if members >= n:
+            break
+    if reduce:
+        flat = min(ring_all_reduce_time(n, nbytes, lat, bw), tree_all_reduce_time(n, nbytes, lat, bw))
+    else:
+        flat = ring_all_gather_time(n, nbytes, lat, bw)
+    return hier, flat
+
+
 def all_reduce_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
     """Cheapest of ring, tree and hierarchical all-reduce of ``nbytes`` per rank."""
-    n = group_size(n_a, n_b, n_c)
-    top = group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c)
-    if n <= 1.0 or top < 0 or nbytes <= 0.0:
+    if group_size(n_a, n_b, n_c) <= 1.0 or nbytes <= 0.0:
         return 0.0
-    lat = tier_latency(sys, top)
-    bw = tier_path_bandwidth(sys, top)
-    best = ring_all_reduce_time(n, nbytes, lat, bw)
-    best = min(best, tree_all_reduce_time(n, nbytes, lat, bw))
-    # hierarchical: reduce-scatter inward-out, all-gather back; tier i handles nbytes/inner
-    hier = 0.0
-    inner = 1.0
-    for i in range(top + 1):
-        f = group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c)
-        if f > 1.0:
-            hier += ring_all_reduce_time(
-                f, nbytes / inner, tier_latency(sys, i), tier_path_bandwidth(sys, i)
-            )
-            inner *= f
-    return min(best, hier)
+    hier, flat = hierarchical_time(sys, nbytes, True, n_a, s_a, n_b, s_b, n_c, s_c)
+    return min(flat, hier)
 
 
 def all_gather_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
@@ -96,21 +126,10 @@ def all_gather_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
     Reduce-scatter with ``nbytes`` input per rank costs the same (it is the all-gather run
     backwards), see :func:`reduce_scatter_time`.
     """
-    n = group_size(n_a, n_b, n_c)
-    top = group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c)
-    if n <= 1.0 or top < 0 or nbytes <= 0.0:
+    if group_size(n_a, n_b, n_c) <= 1.0 or nbytes <= 0.0:
         return 0.0
-    best = ring_all_gather_time(n, nbytes, tier_latency(sys, top), tier_path_bandwidth(sys, top))
-    hier = 0.0
-    inner = 1.0
-    for i in range(top + 1):
-        f = group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c)
-        if f > 1.0:
-            hier += ring_all_gather_time(
-                f, nbytes / inner, tier_latency(sys, i), tier_path_bandwidth(sys, i)
-            )
-            inner *= f
-    return min(best, hier)
+    hier, flat = hierarchical_time(sys, nbytes, False, n_a, s_a, n_b, s_b, n_c, s_c)
+    return min(flat, hier)
 
 
 def reduce_scatter_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
@@ -128,15 +147,17 @@ def all_to_all_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
     (all pairs are in flight at once).
     """
     n = group_size(n_a, n_b, n_c)
-    top = group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c)
-    if n <= 1.0 or top < 0 or nbytes <= 0.0:
+    if n <= 1.0 or nbytes <= 0.0:
         return 0.0
-    # members within each tier domain, innermost first; crossing[i] = members outside tier i-1
     worst = 0.0
     inner = 1.0
-    members = 1.0
-    for i in range(top + 1):
-        members = inner * group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c)
+    span = 1.0
+    lat = 0.0
+    for i in range(n_tiers(sys)):
+        span = next_tier_span(sys, i, span)
+        members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
+        if members > inner:
+            lat = tier_latency(sys, i)
         if i == 0:
             # scale-up links carry the traffic to members in the same node
             t = (members - 1.0) / n * nbytes / tier_link_bandwidth(sys, 0)
@@ -145,7 +166,9 @@ def all_to_all_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
             t = (n - inner) / n * nbytes / tier_link_bandwidth(sys, i)
         worst = max(worst, t)
         inner = members
-    return tier_latency(sys, top) + worst
+        if members >= n:
+            break
+    return lat + worst
 
 
 def p2p_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):

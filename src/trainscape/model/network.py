@@ -56,6 +56,14 @@ def tier_span(sys, tier):
     return span
 
 
+def next_tier_span(sys, tier, inner_span):
+    """Span of tier ``tier`` from the span of the tier inside it (``1`` inside tier 0): the
+    incremental form of :func:`tier_span` for walks from the innermost tier outwards."""
+    if tier >= n_tiers(sys) - 1:
+        return math.inf
+    return inner_span * tier_field(sys, tier, TIER_SIZE)
+
+
 def tier_capacity(sys):
     """Ranks the whole tier hierarchy can hold (the product of all tier sizes)."""
     span = 1.0
@@ -147,8 +155,26 @@ def placement_strides(order, deg_tp, deg_cp, deg_ep, deg_dp, deg_pp):
     s_dp = 1.0
     s_pp = 1.0
     stride = 1.0
+    # one pass of the Lehmer decode of order_dim_at: digit k picks the k-th unused dimension
+    radix = 1
+    for k in range(1, N_DIMS):
+        radix *= k
+    used = 0
+    rank = order
     for pos in range(N_DIMS):
-        d = order_dim_at(order, pos)
+        digit = rank // radix
+        rank -= digit * radix
+        if pos < N_DIMS - 1:
+            radix //= N_DIMS - 1 - pos
+        seen = -1
+        d = 0
+        for c in range(N_DIMS):
+            if (used >> c) & 1 == 0:
+                seen += 1
+                if seen == digit:
+                    d = c
+                    break
+        used |= 1 << d
         if d == 0:
             s_tp = stride
             stride *= deg_tp
@@ -204,9 +230,18 @@ def group_fanout(sys, tier, n_a, s_a, n_b, s_b, n_c, s_c):
 
 
 def group_top_tier(sys, n_a, s_a, n_b, s_b, n_c, s_c):
-    """Outermost tier the group crosses (-1 for a group of one rank)."""
+    """Outermost tier the group crosses (-1 for a group of one rank): walking outwards, the
+    last tier at which the group's members inside one domain grow."""
+    n = n_a * n_b * n_c
     top = -1
+    inner = 1.0
+    span = 1.0
     for i in range(n_tiers(sys)):
-        if group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c) > 1.0:
+        span = next_tier_span(sys, i, span)
+        members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
+        if members > inner:
             top = i
+        inner = members
+        if members >= n:
+            break
     return top

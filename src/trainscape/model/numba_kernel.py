@@ -73,12 +73,12 @@ def _build_namespace_in_cache():
         twin = types.FunctionType(f.__code__, ns, name, f.__defaults__, f.__closure__)
         twin.__module__ = f.__module__
         twin.__qualname__ = f.__qualname__
-        ns[name] = numba.njit(cache=True, nogil=True)(twin)
+        ns[name] = numba.njit(cache=True, nogil=True, error_model="numpy")(twin)
     ns["prange"] = numba.prange
     batch = types.FunctionType(_evaluate_batch.__code__, ns, "_evaluate_batch")
     batch.__module__ = __name__
     batch.__qualname__ = "_evaluate_batch"
-    ns["_evaluate_batch"] = numba.njit(cache=True, parallel=True, nogil=True)(batch)
+    ns["_evaluate_batch"] = numba.njit(cache=True, parallel=True, nogil=True, error_model="numpy")(batch)
     return ns
 
 
