@@ -296,3 +296,20 @@ def test_flash_attention_runs_half_the_causal_square_unfused_runs_all_of_it():
     assert llm.attention_core_time(sys, core, True) == pytest.approx(core / (1e15 * 0.5))
     eff = 0.8 * (core / 2) / (core / 2 + 1e9)
     assert llm.attention_core_time(sys, core, False) == pytest.approx(core / (1e15 * eff))
+
+
+def test_selective_recompute_is_free_and_useless_with_flash_attention(backend):
+    # the design space drops "selective" when FlashAttention is on: this is why
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=64)
+    mdl = gpt_model(layers=32, h=4096, heads=32)
+    cfgs = np.concatenate([one_config(tp=4, pp=4, dp=4, sp=1, recompute=r)
+                           for r in (L.RECOMPUTE_NONE, L.RECOMPUTE_SELECTIVE)], axis=1)
+    flash = evaluate_blocks(sys, mdl, job(batch=64), cfgs, backend=backend)
+    assert np.array_equal(flash[:, 0], flash[:, 1])
+    j = job(batch=64)
+    j[L.JOB_FLASH_ATTENTION] = 0
+    unfused = evaluate_blocks(sys, mdl, j, cfgs, backend=backend)
+    assert unfused[L.OUT_MEM_ACTIVATIONS_GIB, 1] < unfused[L.OUT_MEM_ACTIVATIONS_GIB, 0]
+    assert unfused[L.OUT_STEP_TIME_S, 1] > unfused[L.OUT_STEP_TIME_S, 0]

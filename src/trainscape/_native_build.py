@@ -105,14 +105,24 @@ ffibuilder.set_source(
     libraries=_libraries,
 )
 
-if __name__ == "__main__":
-    # build in place next to this file (src/trainscape/_native*.so)
-    ffibuilder.compile(tmpdir=str(ROOT / "build" / "cffi"), target=None, verbose=False)
+def install_in_place(built: str, package_dir: str, stem: str) -> str:
+    """Put a freshly built extension into ``package_dir`` atomically (``os.replace``: a process
+    that has the old one loaded keeps its mapping instead of crashing) and remove every other
+    build of it there (an ``*.abi3.so`` from pip would otherwise shadow or be shadowed)."""
     import glob
     import shutil
 
-    built = glob.glob(str(ROOT / "build" / "cffi" / "trainscape" / "_native*"))
-    for path in built:
-        if path.endswith((".so", ".pyd", ".dylib")):
-            shutil.copy2(path, HERE / Path(path).name)
-            print(f"built {HERE / Path(path).name}")
+    dest = os.path.join(package_dir, os.path.basename(built))
+    tmp = dest + ".tmp"
+    shutil.copy2(built, tmp)
+    for other in glob.glob(os.path.join(package_dir, stem + ".*.so")):
+        if other != dest:
+            os.remove(other)
+    os.replace(tmp, dest)
+    return dest
+
+
+if __name__ == "__main__":
+    # developer build in place next to this file (pip install -e . is the usual way)
+    built = ffibuilder.compile(tmpdir=str(ROOT / "build" / "cffi"), verbose=False)
+    print("built", install_in_place(built, str(HERE), "_native"))

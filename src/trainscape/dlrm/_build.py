@@ -37,12 +37,15 @@ ffibuilder.set_source(
 )
 
 if __name__ == "__main__":
-    import shutil
+    # developer build in place (pip install -e . is the usual way); the same atomic install as
+    # the LLM kernel's builder
+    import sys
     import tempfile
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _native_build import install_in_place
+
     with tempfile.TemporaryDirectory() as tmp:
-        so = ffibuilder.compile(tmpdir=tmp, verbose=False)
-        dest = os.path.join(here, os.path.basename(so))
-        shutil.copy(so, dest)
-        print(dest)
+        built = ffibuilder.compile(tmpdir=tmp, verbose=False)
+        print("built", install_in_place(built, os.path.dirname(os.path.abspath(__file__)),
+                                        "_native"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from .. import layout
 from .errors import ScenarioError, fail
@@ -353,10 +353,40 @@ class SpaceSpec(_Spec):
                        "\"all\", or a list like [\"tp-cp-ep-dp-pp\"]")
         return value
 
+    #: the scenario this space belongs to (set when the scenario is validated)
+    _scenario: Any = PrivateAttr(default=None)
+    _design: Any = PrivateAttr(default=None)
+
     def axes(self) -> dict[str, Any]:
         """The axes given, by name, in ``layout.CONFIG_FIELDS`` order."""
         return {k: getattr(self, k) for k in layout.CONFIG_FIELDS
                 if getattr(self, k) is not None}
+
+    def design(self):
+        """The enumerable design space (:class:`trainscape.space.design.DesignSpace`) of this
+        ``[space]`` within its scenario: constraints applied, size known before any work."""
+        if self._design is None:
+            if self._scenario is None:
+                raise ScenarioError.at("space", "is not attached to a scenario", None,
+                                       "a [space] loaded with trainscape.load", show_got=False)
+            from ..space import design_space
+
+            self._design = design_space(self._scenario)
+        return self._design
+
+    @property
+    def size(self) -> int:
+        """Valid configurations in the space."""
+        return self.design().size
+
+    def sample(self, n: int, seed: int = 0):
+        """``n`` valid configurations drawn uniformly (reproducible for ``seed``), as int32
+        columns of shape ``(layout.N_CFG, n)``."""
+        return self.design().sample(n, seed=seed)
+
+    def enumerate(self, start: int = 0, stop: int | None = None):
+        """Valid configurations ``start .. stop`` in enumeration order, as int32 columns."""
+        return self.design().enumerate(start, stop)
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,6 +458,8 @@ class Scenario(_Spec):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Scenario:
+        if self.space is not None:
+            self.space._scenario = self
         if self.cluster.gpu.peak_for(self.job.dtype) is None:
             raise fail("job.dtype", "the GPU has no peak rate for this dtype", self.job.dtype,
                        ", ".join(self.cluster.gpu.peak_tflops))
@@ -442,6 +474,15 @@ class Scenario(_Spec):
             if problem is not None:
                 raise fail(*problem)
         return self
+
+    def design_space(self):
+        """The enumerable design space: ``[space]``, or the default axes when there is none
+        (:func:`trainscape.space.design_space`)."""
+        if self.space is not None:
+            return self.space.design()
+        from ..space import design_space
+
+        return design_space(self)
 
     def with_config(self, config: ConfigSpec | dict | None) -> Scenario:
         """A copy whose ``[config]`` is ``config`` (validated and resolved against this

@@ -1,0 +1,3 @@
+"""``trainscape explore`` (see trainscape.explore.cli)."""
+
+from ..explore.cli import explore as command  # noqa: F401

@@ -1,0 +1,3 @@
+"""``trainscape sweep`` (see trainscape.explore.cli)."""
+
+from ..explore.cli import sweep as command  # noqa: F401

@@ -1,0 +1,1 @@
+"""Design-space exploration: exhaustive sweep, evolutionary and beam search, the explore job."""

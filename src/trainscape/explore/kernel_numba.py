@@ -1,0 +1,223 @@
+"""The sweep kernel, compiled with numba: enumeration by index inside the kernel, the cost model
+per configuration, and per-worker top-K / Pareto / best-per-order reduction.
+
+The twin of ``csrc/sweep.c`` (same enumeration, same reduction, same tie rules; see
+:mod:`trainscape.explore.reduce`). Configurations are never materialized: each worker decodes
+its first index once (binary search over the core rows, then the mixed radix of the free
+axes) and advances an odometer; one ``(N_CFG, 1)`` config column and one ``(N_OUT, 1)``
+result column per worker per call are the only allocations.
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+
+import numba
+import numpy as np
+
+from ..layout import (
+    CFG_CP,
+    CFG_DP,
+    CFG_DP_OVERLAP,
+    CFG_EP,
+    CFG_MBS,
+    CFG_ORDER,
+    CFG_PP,
+    CFG_RECOMPUTE,
+    CFG_SCHEDULE,
+    CFG_SP,
+    CFG_TP,
+    CFG_TP_OVERLAP,
+    CFG_VPP,
+    CFG_ZERO,
+    N_CFG,
+    N_OUT,
+    OUT_FEASIBLE,
+    OUT_MEMORY_GIB,
+    OUT_STEP_TIME_S,
+    STATUS_OK,
+    STATUS_OUT_OF_MEMORY,
+)
+from ..space.kernels import model_njit
+from .reduce import ST_EVALUATED, ST_INVALID, ST_MIN_MEM, ST_OK, ST_OOM
+
+
+@numba.njit(cache=True, nogil=True)
+def topk_insert(keys, idx, key, g):
+    """Keep the K smallest ``(key, g)`` in the unsorted slots ``keys``/``idx`` (1-D)."""
+    k = keys.shape[0]
+    worst = 0
+    for j in range(1, k):
+        if keys[j] > keys[worst] or (keys[j] == keys[worst] and idx[j] > idx[worst]):
+            worst = j
+    if key < keys[worst] or (key == keys[worst] and (idx[worst] < 0 or g < idx[worst])):
+        keys[worst] = key
+        idx[worst] = g
+        return True
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
+def pareto_insert(fs, fm, fi, n, s, m, g):
+    """Insert ``(s, m, g)`` into the front held in ``fs/fm/fi[:n]`` (sorted by step, memory
+    strictly decreasing). Returns the new length, or ``-1`` when the capacity is exceeded."""
+    # first position with fs >= s
+    lo = 0
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fs[mid] < s:
+            lo = mid + 1
+        else:
+            hi = mid
+    pos = lo
+    if pos > 0 and fm[pos - 1] <= m:
+        return n  # beaten by a faster point that needs no more memory
+    if pos < n and fs[pos] == s:
+        if fm[pos] < m or (fm[pos] == m and fi[pos] < g):
+            return n
+    # remove the points the new one beats: from pos on, those with memory >= m
+    end = pos
+    while end < n and fm[end] >= m:
+        end += 1
+    removed = end - pos
+    if removed == 0:
+        if n >= fs.shape[0]:
+            return -1
+        for j in range(n, pos, -1):
+            fs[j] = fs[j - 1]
+            fm[j] = fm[j - 1]
+            fi[j] = fi[j - 1]
+        n += 1
+    elif removed > 1:
+        shift = removed - 1
+        for j in range(pos + 1, n - shift):
+            fs[j] = fs[j + shift]
+            fm[j] = fm[j + shift]
+            fi[j] = fi[j + shift]
+        n -= shift
+    fs[pos] = s
+    fm[pos] = m
+    fi[pos] = g
+    return n
+
+
+def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_flat, rec, zer,
+                  dpo, start, stop, obj_col, obj_sign, topk_key, topk_idx, f_step, f_mem, f_idx,
+                  f_n, o_key, o_idx, stats, overflow):
+    workers = topk_key.shape[0]
+    total = stop - start
+    nd = dpo.shape[0]
+    nz = zer.shape[0]
+    nr = rec.shape[0]
+    for w in prange(workers):  # noqa: F821
+        lo = start + total * w // workers
+        hi = start + total * (w + 1) // workers
+        if hi <= lo or overflow[w] != 0:
+            continue
+        cfg = np.empty((N_CFG, 1), dtype=np.int32)
+        out = np.empty((N_OUT, 1), dtype=np.float64)
+        # locate lo: the row r with cum[r] <= lo < cum[r + 1]
+        a = 0
+        b = cum.shape[0] - 1
+        while b - a > 1:
+            mid = (a + b) // 2
+            if cum[mid] <= lo:
+                a = mid
+            else:
+                b = mid
+        row = a
+        rem = lo - cum[row]
+        d = rem % nd
+        rem //= nd
+        z = rem % nz
+        rem //= nz
+        r = rem % nr
+        slot = rem // nr
+        n_front = f_n[w]
+        for g in range(lo, hi):
+            mrow = mask[row]
+            cfg[CFG_TP, 0] = core[0, row]
+            cfg[CFG_CP, 0] = core[1, row]
+            cfg[CFG_PP, 0] = core[2, row]
+            cfg[CFG_DP, 0] = core[3, row]
+            cfg[CFG_EP, 0] = core[4, row]
+            cfg[CFG_MBS, 0] = core[5, row]
+            cfg[CFG_VPP, 0] = core[6, row]
+            cfg[CFG_SCHEDULE, 0] = core[7, row]
+            cfg[CFG_SP, 0] = core[8, row]
+            cfg[CFG_TP_OVERLAP, 0] = core[9, row]
+            order = order_flat[order_off[mrow] + slot]
+            cfg[CFG_ORDER, 0] = order
+            cfg[CFG_RECOMPUTE, 0] = rec[r]
+            cfg[CFG_ZERO, 0] = zer[z]
+            cfg[CFG_DP_OVERLAP, 0] = dpo[d]
+            status = evaluate_config(sys, mdl, job, cfg, 0, out)  # noqa: F821
+            stats[w, ST_EVALUATED] += 1.0
+            if status == STATUS_OK or status == STATUS_OUT_OF_MEMORY:
+                mem = out[OUT_MEMORY_GIB, 0]
+                if mem < stats[w, ST_MIN_MEM]:
+                    stats[w, ST_MIN_MEM] = mem
+                if out[OUT_FEASIBLE, 0] == 1.0:
+                    stats[w, ST_OK] += 1.0
+                    key = obj_sign * out[obj_col, 0]
+                    topk_insert(topk_key[w], topk_idx[w], key, g)
+                    if key < o_key[w, order] or (key == o_key[w, order] and g < o_idx[w, order]):
+                        o_key[w, order] = key
+                        o_idx[w, order] = g
+                    nn = pareto_insert(f_step[w], f_mem[w], f_idx[w], n_front,
+                                       out[OUT_STEP_TIME_S, 0], mem, g)
+                    if nn < 0:
+                        overflow[w] = 1
+                        break
+                    n_front = nn
+                else:
+                    stats[w, ST_OOM] += 1.0
+            else:
+                stats[w, ST_INVALID] += 1.0
+            # advance the odometer
+            d += 1
+            if d == nd:
+                d = 0
+                z += 1
+                if z == nz:
+                    z = 0
+                    r += 1
+                    if r == nr:
+                        r = 0
+                        slot += 1
+                        if slot == order_cnt[mrow]:
+                            slot = 0
+                            row += 1
+        f_n[w] = n_front
+
+
+def get_kernel():
+    """The compiled sweep kernel (cached on disk)."""
+    return model_njit(_sweep_kernel, _sys.modules[__name__], parallel=True)
+
+
+def run_range(space, blocks, start, stop, obj_col, obj_sign, state, threads=None):
+    """Sweep indices ``[start, stop)`` of ``space`` into ``state`` (a WorkerState).
+
+    Returns False when a worker's Pareto buffer overflowed (the state is then partial; the
+    caller retries the range with a larger capacity)."""
+    sys, mdl, job = blocks
+    kernel = get_kernel()
+    overflow = np.zeros(state.workers, dtype=np.int64)
+    prev = numba.get_num_threads()
+    if threads:
+        numba.set_num_threads(min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    try:
+        kernel(sys, mdl, job, space.core, space.mask, space.cum, space.order_off,
+               space.order_cnt, space.order_flat, space.recompute, space.zero, space.dp_overlap,
+               np.int64(start), np.int64(stop), np.int64(obj_col), np.float64(obj_sign),
+               state.topk_key, state.topk_idx, state.front_step, state.front_mem,
+               state.front_idx, state.front_n, state.order_key, state.order_idx, state.stats,
+               overflow)
+    finally:
+        numba.set_num_threads(prev)
+    return not overflow.any()
+
+
+__all__ = ["get_kernel", "run_range", "topk_insert", "pareto_insert"]

@@ -1,0 +1,300 @@
+"""Reports of a sweep or search: terminal tables, results files (Parquet / CSV / JSON by
+suffix, through pyarrow) and PNG plots (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import layout as L
+
+TABLE_SUFFIXES = (".parquet", ".csv", ".json")
+BREAKDOWN_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860",
+                    "#da8bc3", "#8c8c8c")
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+
+def check_out_path(path: str | Path, option: str = "--out") -> Path:
+    """``path`` if its suffix names a known format, else a one-line ScenarioError."""
+    from ..spec.errors import ScenarioError
+
+    p = Path(path)
+    if p.suffix.lower() not in TABLE_SUFFIXES:
+        raise ScenarioError.at(option, "unknown results format", str(path),
+                               "a file ending in " + ", ".join(TABLE_SUFFIXES))
+    return p
+
+
+def write_records(records: list[dict[str, Any]], path: str | Path) -> Path:
+    """Write rows (dicts with the same keys) as Parquet, CSV or JSON by the file's suffix."""
+    p = check_out_path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        p.write_text(json.dumps(records, indent=1, default=_json_default) + "\n")
+        return p
+    import pyarrow as pa
+
+    if records:
+        table = pa.Table.from_pylist(records)
+    else:
+        table = pa.table({"kind": pa.array([], pa.string())})
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, p)
+    else:
+        import pyarrow.csv as pcsv
+
+        pcsv.write_csv(table, p)
+    return p
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Read back what :func:`write_records` wrote (tests, tools)."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        return json.loads(p.read_text())
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(p).to_pylist()
+    import pyarrow.csv as pcsv
+
+    return pcsv.read_csv(p).to_pylist()
+
+
+def _json_default(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    return str(x)
+
+
+def result_summary(res, scenario=None) -> dict[str, Any]:
+    """Plain-data summary of a sweep / search result (for ``--json``)."""
+    out = {
+        "scenario": res.scenario_name,
+        "method": res.backend if res.backend in ("evolve", "beam", "evolve+beam") else "sweep",
+        "backend": res.backend,
+        "objective": res.objective,
+        "space_size": res.space_size,
+        "evaluated": res.evaluated,
+        "feasible": res.feasible,
+        "out_of_memory": res.out_of_memory,
+        "invalid": res.invalid,
+        "elapsed_s": res.elapsed_s,
+        "configs_per_s": res.rate,
+        "complete": res.complete,
+        "top": res.top.records(),
+        "pareto": res.front.records(),
+        "best_by_order": res.by_order.records(),
+    }
+    for k, v in res.extra.items():
+        if isinstance(v, (int, float, str, bool, list)) and k != "hbm":
+            out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Terminal
+# ---------------------------------------------------------------------------------------------
+
+
+def _cfg_text(rec: dict[str, Any]) -> str:
+    parts = [f"tp{rec['tp']}", f"cp{rec['cp']}", f"pp{rec['pp']}", f"dp{rec['dp']}"]
+    if rec["ep"] > 1:
+        parts.append(f"ep{rec['ep']}")
+    parts.append(f"mbs{rec['mbs']}")
+    sched = rec["schedule"] + (f"/v{rec['vpp']}" if rec["vpp"] > 1 else "")
+    parts += [sched, f"rc:{rec['recompute']}", f"z{rec['zero']}"]
+    if not rec["sp"] and rec["tp"] > 1:
+        parts.append("no-sp")
+    if not rec["tp_overlap"] and rec["tp"] > 1:
+        parts.append("no-tp-ovl")
+    if not rec["dp_overlap"]:
+        parts.append("no-dp-ovl")
+    parts.append(rec["order"])
+    return " ".join(parts)
+
+
+def _breakdown_text(rec: dict[str, Any]) -> str:
+    step = rec["step_time_s"] or 1.0
+    parts = []
+    for name in L.BREAKDOWN_FIELDS:
+        v = rec[name]
+        if v > 0.005 * step:
+            parts.append(f"{name[:-2].replace('_comm', '')} {v:.2f}")
+    return " ".join(parts)
+
+
+def top_table(rows, title: str, limit: int | None = None):
+    """A rich table: rank, configuration, step time, MFU, memory and the breakdown (terms
+    above 0.5% of the step, in seconds)."""
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", show_lines=False, pad_edge=False, box=None)
+    t.add_column("#", justify="right")
+    t.add_column("configuration", no_wrap=True)
+    t.add_column("step s", justify="right", no_wrap=True)
+    t.add_column("MFU", justify="right", no_wrap=True)
+    t.add_column("GiB", justify="right", no_wrap=True)
+    t.add_column("breakdown (s)", overflow="fold")
+    for j, rec in enumerate(rows.records()[:limit]):
+        t.add_row(str(j + 1), _cfg_text(rec), f"{rec['step_time_s']:.3f}",
+                  f"{rec['mfu'] * 100:.1f}%", f"{rec['memory_gib']:.1f}", _breakdown_text(rec))
+    return t
+
+
+def print_result(res, console, scenario=None, top: int | None = None) -> None:
+    """Top configurations with breakdowns, the Pareto front, the best per placement order."""
+    if len(res.top) == 0:
+        return
+    console.print(top_table(res.top, f"Top {len(res.top)} by {res.objective}", top))
+    console.print(top_table(res.front, f"Pareto front: step time vs memory per GPU "
+                                       f"({len(res.front)} points)"))
+    n = len(res.by_order)
+    console.print(top_table(res.by_order, "Best per placement order (innermost first)"
+                            + (f", first 15 of {n}" if n > 15 else ""), 15))
+
+
+def headline(res) -> str:
+    what = "sweep" if res.backend not in ("evolve", "beam", "evolve+beam") else res.backend
+    rate = f", {res.rate:,.0f} configs/s" if math.isfinite(res.rate) else ""
+    return (f"{what}: {res.evaluated:,} of {res.space_size:,} configurations evaluated "
+            f"({res.feasible:,} feasible, {res.out_of_memory:,} out of memory) in "
+            f"{res.elapsed_s:.2f} s{rate} [{res.backend}]")
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots
+# ---------------------------------------------------------------------------------------------
+
+
+def hbm_gib(scenario) -> float:
+    """HBM per GPU in GiB as the model sees it (the packed system block)."""
+    from ..spec.pack import pack_system
+
+    return float(pack_system(scenario)[L.SYS_HBM_BYTES]) / 2**30
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_pareto(res, path: Path, hbm_gib: float | None = None) -> Path:
+    """Step time vs memory per GPU: the Pareto front (a step line), the top configurations
+    and the best per placement order."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=110)
+    f = res.front.out
+    if f.shape[1]:
+        ax.step(f[L.OUT_MEMORY_GIB], f[L.OUT_STEP_TIME_S], where="post", color="#c44e52",
+                lw=1.5, label=f"Pareto front ({f.shape[1]})")
+        ax.scatter(f[L.OUT_MEMORY_GIB], f[L.OUT_STEP_TIME_S], color="#c44e52", s=22, zorder=3)
+    o = res.by_order.out
+    if o.shape[1]:
+        ax.scatter(o[L.OUT_MEMORY_GIB], o[L.OUT_STEP_TIME_S], marker="s", s=16,
+                   color="#8172b3", alpha=0.7, label="best per placement order")
+    t = res.top.out
+    if t.shape[1]:
+        ax.scatter(t[L.OUT_MEMORY_GIB], t[L.OUT_STEP_TIME_S], marker="x", s=30,
+                   color="#4c72b0", label=f"top {t.shape[1]} by {res.objective}")
+    if hbm_gib:
+        ax.axvline(hbm_gib, color="#8c8c8c", ls="--", lw=1, label=f"HBM {hbm_gib:.0f} GiB")
+    ax.set_xlabel("memory per GPU (GiB)")
+    ax.set_ylabel("step time (s)")
+    ax.set_title(f"{res.scenario_name}: step time vs memory", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_breakdown(res, path: Path, limit: int = 10) -> Path:
+    """Stacked bars of the step-time breakdown of the top configurations."""
+    plt = _plt()
+    recs = res.top.records()[:limit]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(recs) + 3), 5), dpi=110)
+    x = np.arange(len(recs))
+    bottom = np.zeros(len(recs))
+    for name, color in zip(L.BREAKDOWN_FIELDS, BREAKDOWN_COLORS):
+        vals = np.array([r[name] for r in recs])
+        ax.bar(x, vals, bottom=bottom, color=color, label=name.replace("_s", ""), width=0.7)
+        bottom += vals
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"#{i + 1}\n{_short_cfg(r)}" for i, r in enumerate(recs)], fontsize=6)
+    ax.set_ylabel("seconds per step")
+    ax.set_title(f"{res.scenario_name}: breakdown of the top configurations", fontsize=10)
+    ax.legend(fontsize=7, ncol=4)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _short_cfg(r) -> str:
+    return (f"t{r['tp']}c{r['cp']}p{r['pp']}d{r['dp']}" + (f"e{r['ep']}" if r["ep"] > 1 else "")
+            + f"\n{r['schedule']}\n{r['order']}")
+
+
+def plot_orders(res, path: Path, limit: int = 30) -> Path:
+    """Best step time per placement order (horizontal bars, fastest first)."""
+    plt = _plt()
+    recs = res.by_order.records()[:limit]
+    fig, ax = plt.subplots(figsize=(7.5, max(3.0, 0.28 * len(recs) + 1.2)), dpi=110)
+    y = np.arange(len(recs))
+    vals = [r["step_time_s"] for r in recs]
+    ax.barh(y, vals, color="#55a868")
+    ax.set_yticks(y)
+    ax.set_yticklabels([f"{r['order']}  (tp{r['tp']} cp{r['cp']} pp{r['pp']} dp{r['dp']}"
+                        + (f" ep{r['ep']}" if r["ep"] > 1 else "") + ")" for r in recs],
+                       fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("best step time (s)")
+    ax.set_title(f"{res.scenario_name}:\nstep time by placement order (innermost first)",
+                 fontsize=10)
+    if vals:
+        ax.set_xlim(0, max(vals) * 1.05)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_report(res, out_dir: str | Path, scenario=None, results_name: str = "results.parquet"
+                 ) -> dict[str, Path]:
+    """A report folder: the results file (top-K, Pareto front, best per order), a JSON summary
+    and three PNG plots. Returns ``{what: path}``."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    hbm = hbm_gib(scenario) if scenario is not None else None
+    recs = res.top.records("top") + res.front.records("pareto") + res.by_order.records("order")
+    paths = {"results": write_records(recs, d / results_name)}
+    summary = result_summary(res, scenario)
+    (d / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default) + "\n")
+    paths["summary"] = d / "summary.json"
+    if len(res.top):
+        paths["pareto_plot"] = plot_pareto(res, d / "pareto.png", hbm)
+        paths["breakdown_plot"] = plot_breakdown(res, d / "breakdown.png")
+        paths["orders_plot"] = plot_orders(res, d / "orders.png")
+    return paths
