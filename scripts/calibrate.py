@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
 
-    cases = cal.all_cases()
+    cases = cal.fitted_cases()
     start = presets.gpu(cal.GPU, calibrated=False)
     start.setdefault("layer_overhead_us", 0.0)
     x0 = to_vector({k: start[k] for k in cal.FITTED_FIELDS})

@@ -24,9 +24,10 @@ def test_every_published_row_is_predicted(validated):
     # Korthikanti's table gives two settings per model
     assert sum(p.case.source == "korthikanti_table5" for p in predictions) == 2 * rows[
         "korthikanti_table5"]
+    assert sum(p.case.source == "llama3_table4" for p in predictions) == rows["llama3_table4"]
 
 
-@pytest.mark.parametrize("source", list(cal.SOURCES))
+@pytest.mark.parametrize("source", cal.FITTED_SOURCES)
 def test_median_and_worst_error_within_targets(validated, source):
     _, summary = validated
     assert summary[source]["median_abs_error"] <= TARGET_MEDIAN
@@ -37,7 +38,8 @@ def test_constants_are_per_gpu_type_not_per_row():
     fitted = presets.calibrated_constants(cal.GPU)
     provenance = fitted.pop("provenance")
     assert set(fitted) == set(cal.FITTED_FIELDS)
-    assert provenance["rows"] == len(cal.all_cases())
+    assert provenance["rows"] == len(cal.fitted_cases())
+    assert {c.source for c in cal.fitted_cases()} == set(cal.FITTED_SOURCES)
     for key, (lo, hi) in cal.FITTED_FIELDS.items():
         assert lo <= fitted[key] <= hi
     # the calibrated preset carries them, each with its provenance as the source
@@ -76,3 +78,12 @@ def test_presets_command_lists_every_kind():
         assert {r["id"] for r in data[kind]} == set(presets.names(kind))
     table = CliRunner().invoke(main, ["presets", "gpu"])
     assert table.exit_code == 0 and "h100-sxm-80gb" in table.output
+
+
+def test_out_of_sample_rows_use_uncalibrated_h100_constants(validated):
+    # no constant is fitted to the Llama 3 rows: the H100 preset has no calibrated entry
+    assert presets.calibrated_constants("h100-sxm-80gb") == {}
+    predictions, summary = validated
+    llama = [p for p in predictions if p.case.source == "llama3_table4"]
+    assert all(p.step_s > 0 and p.tflops > 0 for p in llama)
+    assert summary["llama3_table4"]["rows"] == len(llama)

@@ -53,7 +53,14 @@ SOURCES = {
         "Korthikanti et al., Reducing Activation Recomputation in Large Transformer Models, "
         "2022, Table 5",
     ),
+    "llama3_table4": (
+        "llama3_table4.csv",
+        "Grattafiori et al., The Llama 3 Herd of Models, arXiv 2407.21783, Table 4 "
+        "(H100, out of sample: not fitted)",
+    ),
 }
+#: sources the constants are fitted to (A100 80GB); the others are out-of-sample checks
+FITTED_SOURCES = ("megatron_sc21_table1", "korthikanti_table5")
 
 #: the constants fitted per GPU type, with the bounds the fit keeps them in
 FITTED_FIELDS = {
@@ -66,7 +73,8 @@ FITTED_FIELDS = {
 
 @dataclass
 class Case:
-    """One published measurement and the scenario that reproduces it."""
+    """One published measurement and the scenario that reproduces it (``scenario`` without
+    its cluster, which ``cluster(gpus, gpu_overrides, calibrated)`` builds)."""
 
     source: str
     label: str
@@ -74,7 +82,8 @@ class Case:
     candidates: list[dict[str, Any]]  # configs to try (one when the row lists every knob)
     published_step_s: float
     published_tflops: float | None  # per GPU, Megatron eq. (3) counting; None if not given
-    flops: float  # Megatron eq. (3) FLOPs of one iteration
+    flops: float  # FLOPs of one iteration as the source counts them
+    cluster: Any = None  # (gpus, gpu_overrides, calibrated) -> cluster dict; Selene if None
 
 
 @dataclass
@@ -181,8 +190,56 @@ def korthikanti_cases() -> list[Case]:
     return cases
 
 
-def all_cases() -> list[Case]:
+def meta_h100_cluster(gpus: int, gpu_overrides: dict[str, Any] | None = None,
+                      calibrated: bool = True) -> dict[str, Any]:
+    """Meta's H100 RoCE cluster preset (Llama 3 §3.3.1), with the H100 preset's constants."""
+    cluster = presets.cluster("meta-roce-h100")
+    tiers = [{k: v for k, v in t.items() if k != "source"} for t in cluster["tiers"]]
+    gpu = {k: v for k, v in presets.gpu(cluster["gpu"], calibrated=calibrated).items()
+           if k not in ("sources", "name")}
+    gpu.update(gpu_overrides or {})
+    return {"gpu": gpu, "gpus": gpus, "tiers": tiers}
+
+
+def llama3_cases() -> list[Case]:
+    """Llama 3 405B on H100 (out of sample). 126 layers do not split evenly over 16 stages;
+    the bottleneck stage holds ceil(126/16) = 8 layers, so the pipeline runs at the pace of a
+    128-layer model split evenly, which is what the prediction costs, while the published FLOPs
+    count the real 126 layers. The table leaves the interleaving depth, recomputation and
+    ZeRO stage open: the prediction takes the fastest that fits (as for Megatron's rows)."""
+    from .model.llm import model_flops_per_sequence
+    from .spec import pack_model, validate
+
+    preset = {k: v for k, v in presets.model("llama3-405b").items() if k not in ("sources", "name")}
+    cases = []
+    for row in read_source("llama3_table4"):
+        gpus, tp, cp, pp, dp = (int(row[k]) for k in ("gpus", "tp", "cp", "pp", "dp"))
+        seq = int(row["seq_len"])
+        batch = int(row["tokens_per_batch"]) // seq
+        tflops = float(row["tflops_per_gpu"])
+        job = {"seq_len": seq, "global_batch": batch, "dtype": "bf16"}
+        real = validate({"model": preset, "job": job, "cluster": meta_h100_cluster(gpus)})
+        flops = model_flops_per_sequence(pack_model(real), seq) * batch
+        candidates = [dict(tp=tp, cp=cp, pp=pp, dp=dp, mbs=1, vpp=vpp,
+                           schedule="interleaved" if vpp > 1 else "1f1b", recompute=rc, zero=z,
+                           order="tp-cp-pp-dp")
+                      for vpp in (1, 2, 4, 8) for rc in ("none", "full") for z in (1, 2)]
+        cases.append(Case(
+            source="llama3_table4", label=f"405B {gpus} GPUs cp{cp} seq {seq}",
+            scenario={"name": f"Llama 3 405B, {gpus} H100", "model": {**preset, "layers": 128},
+                      "job": job},
+            candidates=candidates, published_step_s=flops / (tflops * 1e12 * gpus),
+            published_tflops=tflops, flops=flops, cluster=meta_h100_cluster))
+    return cases
+
+
+def fitted_cases() -> list[Case]:
+    """The rows the per-GPU constants are fitted to."""
     return megatron_cases() + korthikanti_cases()
+
+
+def all_cases() -> list[Case]:
+    return fitted_cases() + llama3_cases()
 
 
 def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
@@ -192,9 +249,10 @@ def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
     from .backends import evaluate_blocks
     from .spec import ConfigSpec, pack, pack_configs
 
-    gpus = case.candidates[0]["tp"] * case.candidates[0]["pp"] * case.candidates[0]["dp"]
-    scenario = load({**case.scenario,
-                     "cluster": selene_cluster(gpus, gpu_overrides, calibrated)})
+    first = case.candidates[0]
+    gpus = first["tp"] * first.get("cp", 1) * first["pp"] * first["dp"]
+    build = case.cluster or selene_cluster
+    scenario = load({**case.scenario, "cluster": build(gpus, gpu_overrides, calibrated)})
     sys, mdl, job = pack(scenario)
     cfg = pack_configs([ConfigSpec(**c) for c in case.candidates], gpus=gpus)
     out = evaluate_blocks(sys, mdl, job, cfg, backend=backend)
@@ -202,6 +260,9 @@ def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
     if not np.isfinite(step).any():  # nothing fits: report the fastest anyway, flagged below
         step = np.where(out[L.OUT_STATUS] <= L.STATUS_OUT_OF_MEMORY, out[L.OUT_STEP_TIME_S], np.inf)
     best = int(np.argmin(step))
+    if not np.isfinite(step[best]):
+        raise ValueError(f"calibration row {case.source} / {case.label}: none of its "
+                         f"{len(case.candidates)} candidate layouts is a valid configuration")
     col = out[:, best]
     return Prediction(
         case=case, step_s=float(col[L.OUT_STEP_TIME_S]),

@@ -21,7 +21,7 @@ def command(as_json: bool, markdown: bool, backend: str) -> None:
     """Predict every published training run in the calibration set (Megatron-LM SC'21 Table 1,
     Korthikanti et al. 2022 Table 5) and show predicted vs published step time and TFLOP/s per
     GPU, the error of every row, and the median and worst absolute error per source."""
-    from ..calibration import SOURCES, validate
+    from ..calibration import FITTED_SOURCES, SOURCES, validate
 
     predictions, summary = validate(backend=backend)
     rows = [{
@@ -36,6 +36,7 @@ def command(as_json: bool, markdown: bool, backend: str) -> None:
     } for p in predictions]
     if as_json:
         click.echo(json.dumps({"rows": rows, "summary": summary,
+                               "fitted_sources": list(FITTED_SOURCES),
                                "targets": {"median_abs_error": TARGET_MEDIAN,
                                            "worst_abs_error": TARGET_WORST}}, indent=2))
         return
@@ -64,6 +65,11 @@ def command(as_json: bool, markdown: bool, backend: str) -> None:
                           str(r["config"]["vpp"]))
         console.print(table)
         s = summary[source]
+        if source not in FITTED_SOURCES:
+            console.print(f"  out of sample (no constant fitted to it): median |error| "
+                          f"{s['median_abs_error']:.2%}, worst {s['worst_abs_error']:.2%} over "
+                          f"{s['rows']} rows\n")
+            continue
         ok = s["median_abs_error"] <= TARGET_MEDIAN and s["worst_abs_error"] <= TARGET_WORST
         console.print(f"  median |error| {s['median_abs_error']:.2%} (target {TARGET_MEDIAN:.0%}), "
                       f"worst {s['worst_abs_error']:.2%} (target {TARGET_WORST:.0%}) over "
