@@ -113,16 +113,24 @@ def gpt_model(layers: int, hidden: int, heads: int) -> dict[str, Any]:
             "vocab": VOCAB, "mlp": "gelu"}
 
 
-def selene_cluster(gpus: int, gpu_overrides: dict[str, Any] | None = None,
-                   calibrated: bool = True) -> dict[str, Any]:
-    """The DGX A100 SuperPOD preset's tiers with Selene's node count."""
-    cluster = presets.cluster(CLUSTER)
+def preset_cluster(preset: str, gpus: int, gpu_overrides: dict[str, Any] | None = None,
+                   calibrated: bool = True, min_outer_size: int = 0) -> dict[str, Any]:
+    """A cluster preset as a scenario's ``[cluster]``: its tiers, its GPU's constants
+    (calibrated or microbenchmark) with ``gpu_overrides`` on top, and the second tier at least
+    ``min_outer_size`` domains large."""
+    cluster = presets.cluster(preset)
     tiers = [{k: v for k, v in t.items() if k != "source"} for t in cluster["tiers"]]
-    tiers[1]["size"] = max(tiers[1]["size"], SELENE_NODES)
-    gpu = {k: v for k, v in presets.gpu(GPU, calibrated=calibrated).items()
+    tiers[1]["size"] = max(tiers[1]["size"], min_outer_size)
+    gpu = {k: v for k, v in presets.gpu(cluster["gpu"], calibrated=calibrated).items()
            if k not in ("sources", "name")}
     gpu.update(gpu_overrides or {})
     return {"gpu": gpu, "gpus": gpus, "tiers": tiers}
+
+
+def selene_cluster(gpus: int, gpu_overrides: dict[str, Any] | None = None,
+                   calibrated: bool = True) -> dict[str, Any]:
+    """The DGX A100 SuperPOD preset's tiers with Selene's node count."""
+    return preset_cluster(CLUSTER, gpus, gpu_overrides, calibrated, SELENE_NODES)
 
 
 def interleave_options(layers: int, pp: int) -> list[int]:
@@ -193,12 +201,7 @@ def korthikanti_cases() -> list[Case]:
 def meta_h100_cluster(gpus: int, gpu_overrides: dict[str, Any] | None = None,
                       calibrated: bool = True) -> dict[str, Any]:
     """Meta's H100 RoCE cluster preset (Llama 3 §3.3.1), with the H100 preset's constants."""
-    cluster = presets.cluster("meta-roce-h100")
-    tiers = [{k: v for k, v in t.items() if k != "source"} for t in cluster["tiers"]]
-    gpu = {k: v for k, v in presets.gpu(cluster["gpu"], calibrated=calibrated).items()
-           if k not in ("sources", "name")}
-    gpu.update(gpu_overrides or {})
-    return {"gpu": gpu, "gpus": gpus, "tiers": tiers}
+    return preset_cluster("meta-roce-h100", gpus, gpu_overrides, calibrated)
 
 
 def llama3_cases() -> list[Case]:

@@ -288,6 +288,14 @@ def layernorm_activation_bytes(s, b, h, t, sp, act_bytes):
     return ln
 
 
+def layer_input_bytes(s, b, h, t, sp, act_bytes):
+    """What full recomputation keeps of a layer: its input, ``2sbh`` at 2-byte activations
+    (Korthikanti et al. §5), split over the TP ranks with sequence parallelism."""
+    if sp:
+        return act_bytes * s * b * h / t
+    return act_bytes * s * b * h
+
+
 def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, sp, recompute,
                            flash, act_bytes):
     """Bytes one dense transformer layer keeps for backward for one microbatch.
@@ -298,9 +306,7 @@ def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, s
     ``2sbh`` (``/t`` with SP).
     """
     if recompute == RECOMPUTE_FULL:
-        if sp:
-            return act_bytes * s * b * h / t
-        return act_bytes * s * b * h
+        return layer_input_bytes(s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
@@ -314,9 +320,7 @@ def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, t
                                swiglu, t, sp, recompute, flash, act_bytes):
     """Bytes one MoE transformer layer keeps (attention + MoE block + norms)."""
     if recompute == RECOMPUTE_FULL:
-        if sp:
-            return act_bytes * s * b * h / t
-        return act_bytes * s * b * h
+        return layer_input_bytes(s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
