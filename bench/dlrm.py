@@ -61,9 +61,10 @@ def bench_eval(sc, quick):
 
 
 def bench_moves(sc, quick):
-    """O(1) candidate scores/s on one core: a batch of random candidates (75% moves of a
-    table-wise table to a random rank, 25% swaps of two), scored from the planner's state by
-    the compiled batch kernel (``incremental.score_batch``), repeated."""
+    """O(1) candidate scores/s on one core per scorer: a batch of random candidates (75% moves
+    of a table-wise table to a random rank, 25% swaps of two), scored from the planner's state
+    by numba's ``incremental.score_batch`` and by the C kernel ``dl_score_moves``, repeated;
+    best of three timings each."""
     from trainscape.dlrm import incremental as inc
 
     plan = planner.greedy(sc, "cost")
@@ -74,18 +75,34 @@ def bench_moves(sc, quick):
         return None
     tables = np.ascontiguousarray(sc.tables)
     st, tdim, tpool, prank, ptier = inc.prepare(sc.sys, sc.job, tables, plan)
-    c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, _ = st
+    c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, _ = st
     cand = inc.random_candidates(plan, movable, sc.world, 100_000, 1)
     out = np.empty(len(cand))
     args = (c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier, cand, out)
-    inc.score_random(*args, 1)  # compile / warm
     reps = 20 if quick else 100
+    res = {}
+    inc.score_random(*args, 1)  # compile / warm
     best = 0.0
     for _ in range(3):
         t0 = time.perf_counter()
         inc.score_random(*args, reps)
         best = max(best, reps * len(cand) / (time.perf_counter() - t0))
-    return best
+    res["numba"] = best
+    if dlrm.native_available():
+        from trainscape.dlrm import native
+
+        out_c = np.empty(len(cand))
+        native.score_moves(st, tdim, tpool, prank, ptier, cand, out_c)
+        if not np.array_equal(out_c, out):
+            raise AssertionError("C and numba move scores differ")
+        best = 0.0
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                native.score_moves(st, tdim, tpool, prank, ptier, cand, out_c)
+            best = max(best, reps * len(cand) / (time.perf_counter() - t0))
+        res["c"] = best
+    return res
 
 
 def bench_plan(sc, quick):
@@ -121,8 +138,8 @@ def main():
             print(f"== {name}: {sc.n_tables} tables on {sc.world} ranks")
             for k, v in r["evaluations_per_s"].items():
                 print(f"  full plan evaluations/s  {k:12s} {v:14,.0f}")
-            if r["move_scores_per_s"]:
-                print(f"  O(1) move/swap scores/s (1 core)      {r['move_scores_per_s']:14,.0f}")
+            for k, v in (r["move_scores_per_s"] or {}).items():
+                print(f"  O(1) move/swap scores/s (1 core) {k:5s} {v:14,.0f}")
             p = r["planning"]
             bp = p["bound_parts_s"]
             print(f"  lower bound {p['lower_bound_s'] * 1e3:.4f} ms (sum {bp['sum_bound_s'] * 1e3:.4f},"

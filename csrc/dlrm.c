@@ -665,3 +665,352 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
                       work, stride_w, out, n_plans, p, tab_ok);
     return 0;
 }
+
+/* ---- O(1) move scoring: a port of score_batch in src/trainscape/dlrm/incremental.py ------
+ * The state (constants c, per-rank rows rk, send factors fac, domains did, domain sums dsum,
+ * top-3 lists tv/ti, per-node bottom-3 lists nb_v/nb_i, per-table terms tt, per-rank records
+ * rec/rmask) is built by incremental.init_state / rebuild. A candidate is (table t, rank b,
+ * partner table u or -1, memory tier). A move of t (u < 0) takes t's terms at its tier off
+ * rank a = prank[t] and gives rank b the terms of the new tier; a swap (u >= 0) takes the
+ * difference (t's terms - u's terms) off rank a and gives it to rank b = prank[u]. Both are
+ * one code path: the partner terms of a move are zeros, and x - 0.0 == x exactly.
+ *
+ * Every maximum over ranks (domains) after the change is the largest entry of its top-3 list
+ * whose index is neither a nor b, combined with the two changed entries. The fast path reads
+ * that entry from the two ranks' records: the largest entry excluding a is rec[a]'s, and the
+ * largest excluding both is the smaller of rec[a]'s and rec[b]'s unless a and b are the list's
+ * first two entries (rmask says; then it is the list's third). Only when a and b are the two
+ * smallest of one node does the general path read the lists. (Those two exceptions cannot
+ * change a score in exact arithmetic -- one of a, b does not decrease -- but they keep it
+ * exact in floating point.) Same values, same operations in the same order as score_batch:
+ * the scores are the numba scores bit for bit. */
+
+#define INC_NEG (-1.0e300)
+#define INC_POS 1.0e300
+
+/* largest of a top-3 list (v, ix) whose index is neither e1 nor e2 (selects, no branches) */
+static inline double inc_ex2(const double *v, const int64_t *ix, int64_t e1, int64_t e2) {
+    int k0 = (ix[0] != e1) & (ix[0] != e2);
+    int k1 = (ix[1] != e1) & (ix[1] != e2);
+    int k2 = (ix[2] != e1) & (ix[2] != e2);
+    double r = k2 ? v[2] : INC_NEG;
+    r = k1 ? v[1] : r;
+    return k0 ? v[0] : r;
+}
+
+/* smallest of a bottom-3 list whose index is neither e1 nor e2 (INC_POS when none) */
+static inline double inc_mn2(const double *v, const int64_t *ix, int64_t e1, int64_t e2) {
+    int k0 = (ix[0] != e1) & (ix[0] != e2);
+    int k1 = (ix[1] != e1) & (ix[1] != e2);
+    int k2 = (ix[2] != e1) & (ix[2] != e2);
+    double r = k2 ? v[2] : INC_POS;
+    r = k1 ? v[1] : r;
+    return k0 ? v[0] : r;
+}
+
+typedef struct {
+    const double *c, *rk, *fac, *dsum, *tv, *nb_v, *tt, *rec, *tdim, *tpool;
+    const int64_t *did, *ti, *nb_i, *rmask, *prank, *ptier, *cand;
+    int64_t world, n_tables, rec_cols;
+    double *out;
+} inc_args_t;
+
+#define RK(row, r) rk[(int64_t)(row) * world + (r)]
+#define TV(s) (tv + 3 * (s))
+#define TI(s) (ti + 3 * (s))
+
+/* The step time of evaluate_plan from its maxima (incremental._step). */
+static inline double inc_step(double lat, double u_idx, double u_fwd, double u_bwd,
+                              double k_fwd, double k_bwd, double dense_ar, double lf,
+                              double lb, double xq0, double xq1) {
+    lf = dmax(0.0, lf);
+    lb = dmax(0.0, lb);
+    double idx = xq1 > 0.0 ? lat + u_idx * xq1 : 0.0;
+    double af = xq0 > 0.0 ? lat + u_fwd * xq0 : 0.0;
+    double ab = xq0 > 0.0 ? lat + u_bwd * xq0 : 0.0;
+    double emb = ab + lb + k_bwd;
+    return idx + lf + af + k_fwd + emb + dmax(0.0, dense_ar - emb);
+}
+
+/* One batch with the top tier TOP a compile-time constant (loops over tiers unrolled) and
+ * FEAS whether every rank fits in memory now (then only ranks a and b can overflow).
+ * Returns the number of bad candidates. */
+static inline __attribute__((always_inline)) int64_t
+inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int FEAS) {
+    static const double zeros[4] = {0.0, 0.0, 0.0, 0.0};
+    const double *c = A->c, *rk = A->rk, *fac = A->fac, *dsum = A->dsum, *tv = A->tv,
+                 *nb_v = A->nb_v, *tt = A->tt, *rec = A->rec, *tdim = A->tdim,
+                 *tpool = A->tpool;
+    const int64_t *did = A->did, *ti = A->ti, *nb_i = A->nb_i, *rmask = A->rmask,
+                  *prank = A->prank, *ptier = A->ptier, *cand = A->cand;
+    const int64_t world = A->world, n_t = A->n_tables, ncol = A->rec_cols;
+    double *out = A->out;
+    const int L = 2 * (TOP + 1); /* lanes l = 2 i + q */
+    const double usable = c[DL_INC_C_USABLE], ddr_cap = c[DL_INC_C_DDR_CAP];
+    const double cur = c[DL_INC_C_STEP], lat = c[DL_INC_C_LAT];
+    const double u_idx = c[DL_INC_C_UNIT_IDX], u_fwd = c[DL_INC_C_UNIT_FWD];
+    const double u_bwd = c[DL_INC_C_UNIT_BWD], k_fwd = c[DL_INC_C_CONST_FWD];
+    const double k_bwd = c[DL_INC_C_CONST_BWD], dense_ar = c[DL_INC_C_DENSE_AR];
+    const double tot[2] = {c[DL_INC_C_TOT_POOL], c[DL_INC_C_TOT_IDX]};
+    double inv_bw[DL_INC_MAXT], ibw_l[2 * DL_INC_MAXT], tv0_l[2 * DL_INC_MAXT];
+    double xs2_l[2 * DL_INC_MAXT], xr2_l[2 * DL_INC_MAXT]; /* third entries of the lists */
+    for (int i = 0; i < DL_INC_MAXT; i++) inv_bw[i] = c[DL_INC_C_INV_BW + i];
+    /* the all-to-alls now (a tier change leaves them as they are), per-lane constants */
+    double now0 = 0.0, now1 = 0.0;
+    for (int i = 0; i <= TOP; i++) {
+        double v = dmax(TV(DL_INC_S_SEND + i)[0], TV(DL_INC_S_RECV + i)[0]) * inv_bw[i];
+        if (v > now0) now0 = v;
+        v = dmax(TV(DL_INC_S_SEND + DL_INC_MAXT + i)[0],
+                 TV(DL_INC_S_RECV + DL_INC_MAXT + i)[0]) * inv_bw[i];
+        if (v > now1) now1 = v;
+        for (int q = 0; q < 2; q++) {
+            ibw_l[2 * i + q] = inv_bw[i];
+            tv0_l[2 * i + q] = TV(DL_INC_S_RECV + q * DL_INC_MAXT + i)[0];
+            xs2_l[2 * i + q] = TV(DL_INC_S_SEND + q * DL_INC_MAXT + i)[2];
+            xr2_l[2 * i + q] = TV(DL_INC_S_RECV + q * DL_INC_MAXT + i)[2];
+        }
+    }
+    const double lf2 = TV(DL_INC_S_LF)[2], lb2 = TV(DL_INC_S_LB)[2];
+    const double hbm2 = TV(DL_INC_S_HBM)[2], ddr2 = TV(DL_INC_S_DDR)[2];
+    int64_t bad = 0;
+    for (int64_t k = lo; k < hi; k++) {
+        const int64_t *cd = cand + 4 * k;
+        int64_t t = cd[0], b = cd[1], u = cd[2], tier = cd[3];
+        if ((uint64_t)t >= (uint64_t)n_t || (uint64_t)(u + 1) > (uint64_t)n_t) {
+            out[k] = NAN;
+            bad++;
+            continue;
+        }
+        /* a swap: a loses t and gains u, b the reverse, the tiers stay (selects, no branch:
+         * moves and swaps come mixed) */
+        int swap = u >= 0;
+        int64_t uu = swap ? u : t;
+        int64_t a = prank[t], ta = ptier[t], pu = prank[uu], qu = ptier[uu];
+        b = swap ? pu : b;
+        int64_t tb = swap ? qu : 0;
+        tier = swap ? ta : tier;
+        if (((uint64_t)a >= (uint64_t)world) | ((uint64_t)b >= (uint64_t)world) |
+            ((uint64_t)ta >= 3u) | ((uint64_t)tb >= 3u) | ((uint64_t)tier >= 3u)) {
+            out[k] = NAN;
+            bad++;
+            continue;
+        }
+        const double *tu = swap ? tt + (uu * 3 + tb) * DL_INC_N_TT : zeros;
+        const double *tl = tt + (t * 3 + ta) * DL_INC_N_TT;   /* terms a loses */
+        const double *tg = tt + (t * 3 + tier) * DL_INC_N_TT; /* terms b gains */
+        double fa = tl[DL_INC_TT_FWD] - tu[DL_INC_TT_FWD];
+        double ba = tl[DL_INC_TT_BWD] - tu[DL_INC_TT_BWD];
+        double ha = tl[DL_INC_TT_HBM] - tu[DL_INC_TT_HBM];
+        double xa = tl[DL_INC_TT_DDR] - tu[DL_INC_TT_DDR];
+        double fb = tg[DL_INC_TT_FWD] - tu[DL_INC_TT_FWD];
+        double bb = tg[DL_INC_TT_BWD] - tu[DL_INC_TT_BWD];
+        double hb = tg[DL_INC_TT_HBM] - tu[DL_INC_TT_HBM];
+        double xb = tg[DL_INC_TT_DDR] - tu[DL_INC_TT_DDR];
+        if (__builtin_expect(a == b, 0)) {
+            if (swap || tier == ta) {
+                out[k] = cur;
+                continue;
+            }
+            /* memory-tier change on rank a: the all-to-alls do not change */
+            double h = RK(DL_INC_R_HBM, a) - ha + hb;
+            double x = RK(DL_INC_R_DDR, a) - xa + xb;
+            if (dmax(inc_ex2(TV(DL_INC_S_HBM), TI(DL_INC_S_HBM), a, a), h) > usable ||
+                dmax(inc_ex2(TV(DL_INC_S_DDR), TI(DL_INC_S_DDR), a, a), x) > ddr_cap) {
+                out[k] = INFINITY;
+                continue;
+            }
+            double lf = dmax(inc_ex2(TV(DL_INC_S_LF), TI(DL_INC_S_LF), a, a),
+                             RK(DL_INC_R_LF, a) - fa + fb);
+            double lb = dmax(inc_ex2(TV(DL_INC_S_LB), TI(DL_INC_S_LB), a, a),
+                             RK(DL_INC_R_LB, a) - ba + bb);
+            out[k] = inc_step(lat, u_idx, u_fwd, u_bwd, k_fwd, k_bwd, dense_ar, lf, lb, now0,
+                              now1);
+            continue;
+        }
+        double wq[2];
+        double du = tdim[uu], pu_ = tpool[uu];
+        wq[0] = tdim[t] - (swap ? du : 0.0);
+        wq[1] = tpool[t] - (swap ? pu_ : 0.0);
+        const double *RA = rec + a * ncol, *RB = rec + b * ncol;
+        uint64_t pa0 = (uint64_t)rmask[2 * a], pa1 = (uint64_t)rmask[2 * a + 1];
+        uint64_t pb0 = (uint64_t)rmask[2 * b], pb1 = (uint64_t)rmask[2 * b + 1];
+        /* bit s of e: a and b are the first two entries of list s (their exclusion is then
+         * the list's third entry) */
+        uint64_t e = (pa0 & pb1) | (pb0 & pa1);
+        int same_node = TOP >= 0 && RA[DL_INC_F_G0 + DL_INC_G_DOM * L] ==
+                                        RB[DL_INC_F_G0 + DL_INC_G_DOM * L];
+        if (__builtin_expect(!(same_node && (e & (3ull << DL_INC_B_NB))), 1)) {
+            /* fast path: every exclusion from the two records */
+#define EX(bit, xa_, xb_, v2) (((e >> (bit)) & 1u) ? (v2) : dmin((xa_), (xb_)))
+            double hm = dmax(RA[DL_INC_F_HBM] - ha, RB[DL_INC_F_HBM] + hb);
+            double xm = dmax(RA[DL_INC_F_DDR] - xa, RB[DL_INC_F_DDR] + xb);
+            if (!FEAS) {
+                hm = dmax(hm, EX(DL_INC_B_HBM, RA[DL_INC_F_XHBM], RB[DL_INC_F_XHBM], hbm2));
+                xm = dmax(xm, EX(DL_INC_B_DDR, RA[DL_INC_F_XDDR], RB[DL_INC_F_XDDR], ddr2));
+            }
+            if ((hm > usable) | (xm > ddr_cap)) {
+                out[k] = INFINITY;
+                continue;
+            }
+            double lf = dmax(EX(DL_INC_B_LF, RA[DL_INC_F_XLF], RB[DL_INC_F_XLF], lf2),
+                             dmax(RA[DL_INC_F_LF] - fa, RB[DL_INC_F_LF] + fb));
+            double lb = dmax(EX(DL_INC_B_LB, RA[DL_INC_F_XLB], RB[DL_INC_F_XLB], lb2),
+                             dmax(RA[DL_INC_F_LB] - ba, RB[DL_INC_F_LB] + bb));
+#define G(R, g) ((R) + DL_INC_F_G0 + (g) * L)
+            const double *oA = G(RA, DL_INC_G_OWN), *oB = G(RB, DL_INC_G_OWN);
+            const double *fA = G(RA, DL_INC_G_FAC), *fB = G(RB, DL_INC_G_FAC);
+            const double *sA = G(RA, DL_INC_G_XS), *sB = G(RB, DL_INC_G_XS);
+            const double *dA = G(RA, DL_INC_G_DS), *dB = G(RB, DL_INC_G_DS);
+            const double *rA = G(RA, DL_INC_G_XR), *rB = G(RB, DL_INC_G_XR);
+            const double *mA = G(RA, DL_INC_G_DOM), *mB = G(RB, DL_INC_G_DOM);
+            const double *nA = G(RA, DL_INC_G_NMX), *nB = G(RB, DL_INC_G_NMX);
+#undef G
+            double x0 = 0.0, x1 = 0.0;
+            for (int l = 0; l < L; l++) {
+                const double w = wq[l & 1];
+                double oa = oA[l] - w, ob = oB[l] + w;
+                double send = dmax(EX(DL_INC_B_SEND + l, sA[l], sB[l], xs2_l[l]),
+                                   dmax(oa * fA[l], ob * fB[l]));
+                double exr = EX(DL_INC_B_RECV + l, rA[l], rB[l], xr2_l[l]);
+                int same = mA[l] == mB[l];
+                double recv;
+                if (l < 2) { /* node tier: the receive side is the node less its smallest */
+                    double r_same = dmax(exr, dA[l] - dmin(dmax(nA[l], nB[l]), dmin(oa, ob)));
+                    double r_diff = dmax(exr, dmax(dA[l] - w - dmin(nA[l], oa),
+                                                   dB[l] + w - dmin(nB[l], ob)));
+                    recv = same ? r_same : r_diff;
+                } else {
+                    const double tq = tot[l & 1];
+                    double r_diff = dmax(exr, dmax(tq - (dA[l] - w), tq - (dB[l] + w)));
+                    recv = same ? tv0_l[l] : r_diff;
+                }
+                double v = dmax(send, recv) * ibw_l[l];
+                if (l & 1)
+                    x1 = v > x1 ? v : x1;
+                else
+                    x0 = v > x0 ? v : x0;
+            }
+            out[k] = inc_step(lat, u_idx, u_fwd, u_bwd, k_fwd, k_bwd, dense_ar, lf, lb, x0,
+                              x1);
+            continue;
+#undef EX
+        }
+        /* general path: a and b are the two smallest of their node */
+        double hm = dmax(RK(DL_INC_R_HBM, a) - ha, RK(DL_INC_R_HBM, b) + hb);
+        double xm = dmax(RK(DL_INC_R_DDR, a) - xa, RK(DL_INC_R_DDR, b) + xb);
+        if (!FEAS) { /* other ranks may be over too */
+            hm = dmax(hm, inc_ex2(TV(DL_INC_S_HBM), TI(DL_INC_S_HBM), a, b));
+            xm = dmax(xm, inc_ex2(TV(DL_INC_S_DDR), TI(DL_INC_S_DDR), a, b));
+        }
+        if (hm > usable || xm > ddr_cap) {
+            out[k] = INFINITY;
+            continue;
+        }
+        double lf = dmax(inc_ex2(TV(DL_INC_S_LF), TI(DL_INC_S_LF), a, b),
+                         dmax(RK(DL_INC_R_LF, a) - fa, RK(DL_INC_R_LF, b) + fb));
+        double lb = dmax(inc_ex2(TV(DL_INC_S_LB), TI(DL_INC_S_LB), a, b),
+                         dmax(RK(DL_INC_R_LB, a) - ba, RK(DL_INC_R_LB, b) + bb));
+        double xq[2];
+        for (int q = 0; q < 2; q++) {
+            const double w = wq[q];
+            const int row = q == 0 ? DL_INC_R_OWN : DL_INC_R_IDX;
+            const int row0 = q == 0 ? DL_INC_R_OWN0 : DL_INC_R_IDX;
+            double worst = 0.0;
+            for (int i = 0; i <= TOP; i++) {
+                const int rr = i == 0 ? row0 : row;
+                const int ss = DL_INC_S_SEND + q * DL_INC_MAXT + i;
+                const int sr = DL_INC_S_RECV + q * DL_INC_MAXT + i;
+                double oa = RK(rr, a) - w;
+                double ob = RK(rr, b) + w;
+                double send = dmax(inc_ex2(TV(ss), TI(ss), a, b),
+                                   dmax(oa * fac[i * world + a], ob * fac[i * world + b]));
+                int64_t da = did[i * world + a], db = did[i * world + b];
+                const double *ds = dsum + (q * DL_INC_MAXT + i) * world;
+                double recv;
+                if (i == 0) {
+                    const double *nv = nb_v + (q * world) * 3;
+                    const int64_t *ni = nb_i + (q * world) * 3;
+                    if (da == db) {
+                        double mn = dmin(inc_mn2(nv + 3 * da, ni + 3 * da, a, b), dmin(oa, ob));
+                        recv = dmax(inc_ex2(TV(sr), TI(sr), da, da), ds[da] - mn);
+                    } else {
+                        double mna = ni[3 * da] != a ? nv[3 * da] : nv[3 * da + 1];
+                        double mnb = ni[3 * db] != b ? nv[3 * db] : nv[3 * db + 1];
+                        mna = dmin(mna, oa);
+                        mnb = dmin(mnb, ob);
+                        recv = dmax(inc_ex2(TV(sr), TI(sr), da, db),
+                                    dmax(ds[da] - w - mna, ds[db] + w - mnb));
+                    }
+                } else if (da == db) {
+                    recv = TV(sr)[0];
+                } else {
+                    recv = dmax(inc_ex2(TV(sr), TI(sr), da, db),
+                                dmax(tot[q] - (ds[da] - w), tot[q] - (ds[db] + w)));
+                }
+                double v = dmax(send, recv) * inv_bw[i];
+                if (v > worst) worst = v;
+            }
+            xq[q] = worst;
+        }
+        out[k] = inc_step(lat, u_idx, u_fwd, u_bwd, k_fwd, k_bwd, dense_ar, lf, lb, xq[0],
+                          xq[1]);
+    }
+    return bad;
+}
+
+/* one compiled loop per top tier (-1 .. DL_INC_MAXT - 1) and feasibility */
+#define INC_VARIANT(N, T, F)                                                            \
+    static int64_t inc_batch_##N##_##F(const inc_args_t *A, int64_t lo, int64_t hi) { \
+        return inc_batch(A, lo, hi, T, F);                                             \
+    }
+#define INC_VARIANTS(N, T) INC_VARIANT(N, T, 0) INC_VARIANT(N, T, 1)
+INC_VARIANTS(0, -1)
+INC_VARIANTS(1, 0)
+INC_VARIANTS(2, 1)
+INC_VARIANTS(3, 2)
+INC_VARIANTS(4, 3)
+INC_VARIANTS(5, 4)
+INC_VARIANTS(6, 5)
+typedef int64_t (*inc_fn)(const inc_args_t *, int64_t, int64_t);
+static const inc_fn INC_FNS[DL_INC_MAXT + 1][2] = {
+    {inc_batch_0_0, inc_batch_0_1}, {inc_batch_1_0, inc_batch_1_1},
+    {inc_batch_2_0, inc_batch_2_1}, {inc_batch_3_0, inc_batch_3_1},
+    {inc_batch_4_0, inc_batch_4_1}, {inc_batch_5_0, inc_batch_5_1},
+    {inc_batch_6_0, inc_batch_6_1}};
+#undef RK
+#undef TV
+#undef TI
+
+int64_t dl_score_moves(const double *c, const double *rk, const double *fac, const int64_t *did,
+                       const double *dsum, const double *tv, const int64_t *ti,
+                       const double *nb_v, const int64_t *nb_i, const double *tt,
+                       const double *rec, const int64_t *rmask, int64_t rec_cols,
+                       const double *tdim, const double *tpool, const int64_t *prank,
+                       const int64_t *ptier, int64_t world, int64_t n_tables,
+                       const int64_t *cand, int64_t n_cand, double *out) {
+    if (!c || !rk || !fac || !did || !dsum || !tv || !ti || !nb_v || !nb_i || !tt || !rec ||
+        !rmask || !tdim || !tpool || !prank || !ptier || !cand || !out || n_cand < 0 ||
+        n_tables < 0)
+        return -1;
+    int ok = world >= 1 && c[DL_INC_C_WORLD] == (double)world;
+    double topd = c[DL_INC_C_TOP];
+    int top = ok && topd >= -1.0 && topd < (double)DL_INC_MAXT ? (int)topd : -2;
+    ok = ok && (double)top == topd &&
+         rec_cols == DL_INC_F_G0 + DL_INC_N_G * 2 * (int64_t)(top + 1);
+    /* every domain index the kernel reads must lie in [0, world) */
+    for (int i = 0; ok && i <= top; i++) {
+        const int64_t *d = did + i * world;
+        int64_t acc = 0;
+        for (int64_t r = 0; r < world; r++) acc |= ((uint64_t)d[r] >= (uint64_t)world);
+        ok = !acc;
+    }
+    if (!ok) {
+        for (int64_t k = 0; k < n_cand; k++) out[k] = NAN;
+        return -1;
+    }
+    inc_args_t A = {c,   rk,   fac,   dsum,  tv,    nb_v,  tt,     rec,      tdim,  tpool,
+                    did, ti,   nb_i,  rmask, prank, ptier, cand,   world,    n_tables,
+                    rec_cols, out};
+    int feas = c[DL_INC_C_FEASIBLE] > 0.0;
+    return INC_FNS[top + 1][feas](&A, 0, n_cand);
+}

@@ -127,6 +127,73 @@ enum {
     DL_TIER_OVERSUBSCRIPTION = 4,
 };
 
+/* incremental scorer state slots (trainscape/dlrm/incremental.py) */
+enum {
+    DL_INC_MAXT = 6,
+    DL_INC_N_C = 22,
+    DL_INC_N_R = 7,
+    DL_INC_N_S = 28,
+    DL_INC_C_TOP = 0,
+    DL_INC_C_LAT = 1,
+    DL_INC_C_UNIT_IDX = 2,
+    DL_INC_C_UNIT_FWD = 3,
+    DL_INC_C_UNIT_BWD = 4,
+    DL_INC_C_CONST_FWD = 5,
+    DL_INC_C_CONST_BWD = 6,
+    DL_INC_C_DENSE_AR = 7,
+    DL_INC_C_USABLE = 8,
+    DL_INC_C_DDR_CAP = 9,
+    DL_INC_C_WORLD = 10,
+    DL_INC_C_UNI_IDX = 11,
+    DL_INC_C_TOT_POOL = 12,
+    DL_INC_C_TOT_IDX = 13,
+    DL_INC_C_FEASIBLE = 14,
+    DL_INC_C_STEP = 15,
+    DL_INC_C_INV_BW = 16,
+    DL_INC_R_LF = 0,
+    DL_INC_R_LB = 1,
+    DL_INC_R_HBM = 2,
+    DL_INC_R_DDR = 3,
+    DL_INC_R_OWN0 = 4,
+    DL_INC_R_OWN = 5,
+    DL_INC_R_IDX = 6,
+    DL_INC_S_LF = 0,
+    DL_INC_S_LB = 1,
+    DL_INC_S_HBM = 2,
+    DL_INC_S_DDR = 3,
+    DL_INC_S_SEND = 4,
+    DL_INC_S_RECV = 16,
+    DL_INC_TT_FWD = 0,
+    DL_INC_TT_BWD = 1,
+    DL_INC_TT_HBM = 2,
+    DL_INC_TT_DDR = 3,
+    DL_INC_N_TT = 4,
+    DL_INC_F_LF = 0,
+    DL_INC_F_LB = 1,
+    DL_INC_F_HBM = 2,
+    DL_INC_F_DDR = 3,
+    DL_INC_F_XLF = 4,
+    DL_INC_F_XLB = 5,
+    DL_INC_F_XHBM = 6,
+    DL_INC_F_XDDR = 7,
+    DL_INC_F_G0 = 8,
+    DL_INC_G_OWN = 0,
+    DL_INC_G_FAC = 1,
+    DL_INC_G_XS = 2,
+    DL_INC_G_DS = 3,
+    DL_INC_G_XR = 4,
+    DL_INC_G_DOM = 5,
+    DL_INC_G_NMX = 6,
+    DL_INC_N_G = 7,
+    DL_INC_B_LF = 0,
+    DL_INC_B_LB = 1,
+    DL_INC_B_HBM = 2,
+    DL_INC_B_DDR = 3,
+    DL_INC_B_SEND = 4,
+    DL_INC_B_RECV = 16,
+    DL_INC_B_NB = 28,
+};
+
 /* status codes (trainscape.layout.STATUS) */
 enum {
     DL_STATUS_OK = 0,
@@ -148,5 +215,27 @@ int64_t dl_work_len(int64_t world, int64_t n_tables);
 int dl_evaluate_plans(const double *sys, const double *job, const double *tables,
                       int64_t n_tables, const int32_t *plans, int64_t n_plans,
                       double *work, int64_t work_len, double *out);
+
+/* O(1) scores of n_cand candidates from the incremental state that
+ * trainscape.dlrm.incremental.init_state builds (and rebuild keeps): c double
+ * [DL_INC_N_C]; rk [DL_INC_N_R][world]; fac [DL_INC_MAXT][world]; did int64
+ * [DL_INC_MAXT][world]; dsum [2][DL_INC_MAXT][world]; tv [DL_INC_N_S][3]; ti int64
+ * [DL_INC_N_S][3]; nb_v [2][world][3]; nb_i int64 [2][world][3]; tt
+ * [n_tables][3][DL_INC_N_TT]; rec [world][rec_cols] (rec_cols = DL_INC_F_G0 +
+ * DL_INC_N_G * 2 * (top + 1)); rmask int64 [world][2]; tdim, tpool [n_tables];
+ * prank, ptier int64 [n_tables];
+ * cand int64 [n_cand][4] (table, rank, partner table or -1, memory tier); out
+ * [n_cand]: the step time of the plan with that change, INFINITY when out of
+ * memory. Returns the number of bad candidates (an index out of range: out[k] is
+ * NaN, nothing read out of bounds), or -1 when the state is inconsistent (world,
+ * top tier, a domain index; every out[k] NaN). Reentrant, no allocation. */
+int64_t dl_score_moves(const double *c, const double *rk, const double *fac,
+                       const int64_t *did, const double *dsum, const double *tv,
+                       const int64_t *ti, const double *nb_v, const int64_t *nb_i,
+                       const double *tt, const double *rec, const int64_t *rmask,
+                       int64_t rec_cols, const double *tdim, const double *tpool,
+                       const int64_t *prank, const int64_t *ptier, int64_t world,
+                       int64_t n_tables, const int64_t *cand, int64_t n_cand,
+                       double *out);
 
 #endif

@@ -39,9 +39,10 @@ def make(seed, gpus=20, n_t=30, ddr=64.0):
     return dlrm.load(raw)
 
 
+@pytest.mark.parametrize("backend", ["numba", "c"])
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10**6), gpus=st.integers(2, 24), ddr=st.sampled_from([1.0, 512.0]))
-def test_incremental_move_score_equals_full_evaluation(seed, gpus, ddr):
+def test_incremental_move_score_equals_full_evaluation(backend, seed, gpus, ddr):
     from trainscape.dlrm.incremental import score_moves
 
     sc = make(seed, gpus=gpus, ddr=ddr)
@@ -60,15 +61,16 @@ def test_incremental_move_score_equals_full_evaluation(seed, gpus, ddr):
         moved[k, D.PL_TIER, t] = tier
     full = dlrm.evaluate_plans(sc, moved, backend="python")
     expect = np.where(full[D.DO_FEASIBLE] > 0, full[D.DO_STEP_TIME_S], np.inf)
-    got = score_moves(sc.sys, sc.job, np.ascontiguousarray(sc.tables), plan, moves)
+    got = score_moves(sc.sys, sc.job, np.ascontiguousarray(sc.tables), plan, moves, backend)
     assert np.array_equal(np.isinf(got), np.isinf(expect))
     fin = np.isfinite(expect)
     np.testing.assert_allclose(got[fin], expect[fin], rtol=1e-9)
 
 
+@pytest.mark.parametrize("backend", ["numba", "c"])
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10**6), gpus=st.integers(2, 24), ddr=st.sampled_from([1.0, 512.0]))
-def test_incremental_swap_and_tier_move_scores_equal_full_evaluation(seed, gpus, ddr):
+def test_incremental_swap_and_tier_move_scores_equal_full_evaluation(backend, seed, gpus, ddr):
     from trainscape.dlrm.incremental import score_candidates
 
     sc = make(seed, gpus=gpus, ddr=ddr)
@@ -91,7 +93,8 @@ def test_incremental_swap_and_tier_move_scores_equal_full_evaluation(seed, gpus,
             moved[k, D.PL_TIER, t] = tier
     full = dlrm.evaluate_plans(sc, moved, backend="python")
     expect = np.where(full[D.DO_FEASIBLE] > 0, full[D.DO_STEP_TIME_S], np.inf)
-    got = score_candidates(sc.sys, sc.job, np.ascontiguousarray(sc.tables), plan, cand)
+    got = score_candidates(sc.sys, sc.job, np.ascontiguousarray(sc.tables), plan, cand,
+                           backend)
     assert np.array_equal(np.isinf(got), np.isinf(expect))
     fin = np.isfinite(expect)
     np.testing.assert_allclose(got[fin], expect[fin], rtol=1e-9)

@@ -7,10 +7,20 @@ committed header equals this text.
 from __future__ import annotations
 
 from .. import layout as L
+from . import incremental as I
 from . import layout as D
 
 COUNTS = {"TABLE_FIELDS": "DL_N_TAB", "PLAN_FIELDS": "DL_N_PLAN", "DJOB_FIELDS": "DL_N_DJOB",
           "RANK_FIELDS": "DL_N_RANK", "DOUT_FIELDS": "DL_N_DOUT"}
+# incremental.py's state slots, for dl_score_moves (names there, prefixed DL_INC_)
+INC_USED = ("MAXT", "N_C", "N_R", "N_S", "C_TOP", "C_LAT", "C_UNIT_IDX", "C_UNIT_FWD",
+            "C_UNIT_BWD", "C_CONST_FWD", "C_CONST_BWD", "C_DENSE_AR", "C_USABLE", "C_DDR_CAP",
+            "C_WORLD", "C_UNI_IDX", "C_TOT_POOL", "C_TOT_IDX", "C_FEASIBLE", "C_STEP",
+            "C_INV_BW", "R_LF", "R_LB", "R_HBM", "R_DDR", "R_OWN0", "R_OWN", "R_IDX", "S_LF",
+            "S_LB", "S_HBM", "S_DDR", "S_SEND", "S_RECV", "TT_FWD", "TT_BWD", "TT_HBM",
+            "TT_DDR", "N_TT", "F_LF", "F_LB", "F_HBM", "F_DDR", "F_XLF", "F_XLB", "F_XHBM",
+            "F_XDDR", "F_G0", "G_OWN", "G_FAC", "G_XS", "G_DS", "G_XR", "G_DOM", "G_NMX", "N_G",
+            "B_LF", "B_LB", "B_HBM", "B_DDR", "B_SEND", "B_RECV", "B_NB")
 SYS_USED = ("SYS_N_TIERS", "SYS_PEAK_FLOPS", "SYS_HBM_BYTES", "SYS_HBM_BANDWIDTH",
             "SYS_HBM_RESERVE_BYTES", "SYS_TIER_BASE", "N_TIER", "MAX_TIERS", "N_SYS",
             "TIER_SIZE", "TIER_BANDWIDTH", "TIER_LATENCY", "TIER_EFFICIENCY",
@@ -31,6 +41,9 @@ def header() -> str:
         lines += ["};", ""]
     lines += ["/* LLM system block fields used here (trainscape/layout.py) */", "enum {"]
     lines += [f"    DL_{n} = {getattr(L, n)}," for n in SYS_USED]
+    lines += ["};", "",
+              "/* incremental scorer state slots (trainscape/dlrm/incremental.py) */", "enum {"]
+    lines += [f"    DL_INC_{n} = {getattr(I, n)}," for n in INC_USED]
     lines += ["};", "", "/* status codes (trainscape.layout.STATUS) */", "enum {"]
     lines += [f"    DL_STATUS_{s.upper()} = {i}," for i, s in enumerate(L.STATUS)]
     lines += ["};", "",
@@ -46,6 +59,27 @@ def header() -> str:
               "int dl_evaluate_plans(const double *sys, const double *job, const double *tables,",
               "                      int64_t n_tables, const int32_t *plans, int64_t n_plans,",
               "                      double *work, int64_t work_len, double *out);", "",
+              "/* O(1) scores of n_cand candidates from the incremental state that",
+              " * trainscape.dlrm.incremental.init_state builds (and rebuild keeps): c double",
+              " * [DL_INC_N_C]; rk [DL_INC_N_R][world]; fac [DL_INC_MAXT][world]; did int64",
+              " * [DL_INC_MAXT][world]; dsum [2][DL_INC_MAXT][world]; tv [DL_INC_N_S][3]; ti int64",
+              " * [DL_INC_N_S][3]; nb_v [2][world][3]; nb_i int64 [2][world][3]; tt",
+              " * [n_tables][3][DL_INC_N_TT]; rec [world][rec_cols] (rec_cols = DL_INC_F_G0 +",
+              " * DL_INC_N_G * 2 * (top + 1)); rmask int64 [world][2]; tdim, tpool [n_tables];",
+              " * prank, ptier int64 [n_tables];",
+              " * cand int64 [n_cand][4] (table, rank, partner table or -1, memory tier); out",
+              " * [n_cand]: the step time of the plan with that change, INFINITY when out of",
+              " * memory. Returns the number of bad candidates (an index out of range: out[k] is",
+              " * NaN, nothing read out of bounds), or -1 when the state is inconsistent (world,",
+              " * top tier, a domain index; every out[k] NaN). Reentrant, no allocation. */",
+              "int64_t dl_score_moves(const double *c, const double *rk, const double *fac,",
+              "                       const int64_t *did, const double *dsum, const double *tv,",
+              "                       const int64_t *ti, const double *nb_v, const int64_t *nb_i,",
+              "                       const double *tt, const double *rec, const int64_t *rmask,",
+              "                       int64_t rec_cols, const double *tdim, const double *tpool,",
+              "                       const int64_t *prank, const int64_t *ptier, int64_t world,",
+              "                       int64_t n_tables, const int64_t *cand, int64_t n_cand,",
+              "                       double *out);", "",
               "#endif", ""]
     return "\n".join(lines)
 

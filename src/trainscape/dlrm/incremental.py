@@ -56,8 +56,31 @@ S_RECV = 4 + 2 * MAXT
 N_S = 4 + 4 * MAXT
 # per-table terms (table-wise, per memory tier)
 TT_FWD, TT_BWD, TT_HBM, TT_DDR = range(4)
+N_TT = 4
 # candidate kinds
 MV_MOVE, MV_SWAP, MV_TIER = range(3)
+# Per-rank records (rows of ``rec``, one per rank; what the C scorer reads for ranks a and b):
+# the rank's values, then per list the largest entry excluding this rank (its domain), and
+# per tier i <= top and kind q a lane l = 2 i + q in each of N_G groups of L = 2 (top + 1):
+# own weight, send factor, send list excluding the rank, its domain's sum, the receive list
+# excluding its domain, the domain id, and (i = 0) the node's smallest own weight excluding
+# the rank. ``rmask[r]`` holds bit masks of the lists with r (its domain) at position 0 / 1:
+# the largest entry excluding {a, b} is the smaller of the two records' entries unless a and
+# b are the list's first two (then the kernel takes the general path).
+F_LF, F_LB, F_HBM, F_DDR, F_XLF, F_XLB, F_XHBM, F_XDDR = range(8)
+F_G0 = 8
+G_OWN, G_FAC, G_XS, G_DS, G_XR, G_DOM, G_NMX = range(7)
+N_G = 7
+B_LF, B_LB, B_HBM, B_DDR = range(4)
+B_SEND = 4
+B_RECV = B_SEND + 2 * MAXT
+B_NB = B_RECV + 2 * MAXT
+
+
+@numba.njit(cache=True)
+def rec_cols(top):
+    """Columns of the per-rank record for top tier ``top``."""
+    return F_G0 + N_G * 2 * (top + 1)
 
 
 @numba.njit(cache=True, inline="always")
@@ -105,7 +128,65 @@ def _min_excl2(nb_v, nb_i, q, n, e1, e2):
 
 
 @numba.njit(cache=True)
-def rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i):
+def rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, rec, rmask):
+    """Domain sums, every top-3 list and the per-rank records from the per-rank rows
+    (O(W x tiers))."""
+    _rebuild_lists(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i)
+    _records(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, rec, rmask)
+
+
+@numba.njit(cache=True)
+def _records(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, rec, rmask):
+    """The per-rank records ``rec`` and position masks ``rmask`` (see ``F_*``, ``G_*``)."""
+    world = int(c[C_WORLD])
+    top = int(c[C_TOP])
+    L = 2 * (top + 1)
+    for r in range(world):
+        p0 = 0
+        p1 = 0
+        for s in range(4):  # S_LF .. S_DDR, R_LF .. R_DDR, F_LF .. F_DDR, B_LF .. B_DDR
+            rec[r, F_LF + s] = rk[R_LF + s, r]
+            rec[r, F_XLF + s] = tv[s, 0] if ti[s, 0] != r else tv[s, 1]
+            if ti[s, 0] == r:
+                p0 |= 1 << (B_LF + s)
+            if ti[s, 1] == r:
+                p1 |= 1 << (B_LF + s)
+        for i in range(top + 1):
+            d = did[i, r]
+            for q in range(2):
+                lane = 2 * i + q
+                row = R_IDX if q == 1 else (R_OWN0 if i == 0 else R_OWN)
+                rec[r, F_G0 + G_OWN * L + lane] = rk[row, r]
+                rec[r, F_G0 + G_FAC * L + lane] = fac[i, r]
+                s = S_SEND + q * MAXT + i
+                rec[r, F_G0 + G_XS * L + lane] = tv[s, 0] if ti[s, 0] != r else tv[s, 1]
+                if ti[s, 0] == r:
+                    p0 |= 1 << (B_SEND + lane)
+                if ti[s, 1] == r:
+                    p1 |= 1 << (B_SEND + lane)
+                rec[r, F_G0 + G_DS * L + lane] = dsum[q, i, d]
+                s = S_RECV + q * MAXT + i
+                rec[r, F_G0 + G_XR * L + lane] = tv[s, 0] if ti[s, 0] != d else tv[s, 1]
+                if ti[s, 0] == d:
+                    p0 |= 1 << (B_RECV + lane)
+                if ti[s, 1] == d:
+                    p1 |= 1 << (B_RECV + lane)
+                rec[r, F_G0 + G_DOM * L + lane] = d
+                if i == 0:
+                    rec[r, F_G0 + G_NMX * L + lane] = nb_v[q, d, 0] if nb_i[q, d, 0] != r \
+                        else nb_v[q, d, 1]
+                    if nb_i[q, d, 0] == r:
+                        p0 |= 1 << (B_NB + q)
+                    if nb_i[q, d, 1] == r:
+                        p1 |= 1 << (B_NB + q)
+                else:
+                    rec[r, F_G0 + G_NMX * L + lane] = 0.0
+        rmask[r, 0] = p0
+        rmask[r, 1] = p1
+
+
+@numba.njit(cache=True)
+def _rebuild_lists(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i):
     """Domain sums and every top-3 list from the per-rank rows (O(W x tiers))."""
     world = int(c[C_WORLD])
     top = int(c[C_TOP])
@@ -283,7 +364,7 @@ def table_terms(sys, job, tables, t, tier):
 def init_state(sys, job, tables, plan):
     """Evaluate ``plan`` fully and build the incremental state (once per planning run, and
     after a structural change). Returns (c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt,
-    status)."""
+    rec, rmask, status)."""
     world = int(job[D.DJOB_WORLD])
     n_t = tables.shape[1]
     work = np.zeros((D.N_RANK, world + 1))
@@ -299,7 +380,10 @@ def init_state(sys, job, tables, plan):
     ti = np.zeros((N_S, 3), dtype=np.int64)
     nb_v = np.zeros((2, world, 3))
     nb_i = np.zeros((2, world, 3), dtype=np.int64)
-    tt = np.zeros((n_t, 3, 4))
+    tt = np.zeros((n_t, 3, N_TT))
+    top0 = group_top_tier(sys, world * 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+    rec = np.zeros((world, rec_cols(min(top0, MAXT - 1))))
+    rmask = np.zeros((world, 2), dtype=np.int64)
     wf = world * 1.0
     uni_idx = 0.0
     for t in range(n_t):
@@ -357,8 +441,8 @@ def init_state(sys, job, tables, plan):
     c[C_TOT_POOL] = tot_p
     c[C_TOT_IDX] = tot_i
     _unused = n_tiers
-    rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i)
-    return c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, status
+    rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, rec, rmask)
+    return c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, status
 
 
 @numba.njit(cache=True, inline="always")
@@ -611,8 +695,8 @@ def score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, pran
 
 
 @numba.njit(cache=True)
-def apply_candidate(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, plan,
-                    prank, ptier, t, b, u, tier, step):
+def apply_candidate(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, tdim,
+                    tpool, plan, prank, ptier, t, b, u, tier, step):
     """Apply a scored candidate to the plan and the state (O(W x tiers))."""
     a = prank[t]
     ta = ptier[t]
@@ -636,7 +720,7 @@ def apply_candidate(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, tdim, 
         plan[D.PL_TIER, t] = tier
     c[C_STEP] = step
     c[C_FEASIBLE] = 1.0 if step < math.inf else 0.0
-    rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i)
+    rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, rec, rmask)
 
 
 @numba.njit(cache=True, inline="always")
@@ -660,19 +744,26 @@ def prepare(sys, job, tables, plan):
     return st, tdim, tpool, prank, ptier
 
 
-def score_candidates(sys, job, tables, plan, cand):
+def score_candidates(sys, job, tables, plan, cand, backend="numba"):
     """Scores of candidates ``cand`` (int64 ``(n, 4)``: table, rank, partner or -1, tier), each
     from ``plan``; ``inf`` when out of memory. Table ``t`` (and a partner) must be
-    table-wise."""
+    table-wise. ``backend``: ``"numba"`` (:func:`score_batch`) or ``"c"``
+    (``dl_score_moves``, which also checks every index)."""
     st, tdim, tpool, prank, ptier = prepare(sys, job, tables, plan)
-    c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, status = st
+    if backend == "c":
+        from .native import score_moves as c_score
+
+        return c_score(st, tdim, tpool, prank, ptier, cand)
+    if backend != "numba":
+        raise ValueError(f"backend: unknown {backend!r} for move scoring (allowed: c, numba)")
+    c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, status = st
     out = np.empty(cand.shape[0])
     score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier,
                 np.ascontiguousarray(cand, dtype=np.int64), out)
     return out
 
 
-def score_moves(sys, job, tables, plan, moves):
+def score_moves(sys, job, tables, plan, moves, backend="numba"):
     """Incremental scores of ``moves`` (int64 ``(n, 3)``: table, rank, tier), each from
     ``plan``; for tests and benches."""
     moves = np.asarray(moves, dtype=np.int64)
@@ -681,7 +772,7 @@ def score_moves(sys, job, tables, plan, moves):
     cand[:, 1] = moves[:, 1]
     cand[:, 2] = -1
     cand[:, 3] = moves[:, 2]
-    return score_candidates(sys, job, tables, plan, cand)
+    return score_candidates(sys, job, tables, plan, cand, backend)
 
 
 def random_candidates(plan, movable, world, n, seed, swaps=0.25):
@@ -702,9 +793,46 @@ def _load(rk, r):
     return rk[R_LF, r] + rk[R_LB, r]
 
 
-@numba.njit(cache=True)
+def _no_c(*args):  # stands in for dl_score_moves when the numba scorer runs (never called)
+    return -1
+
+
+_NO_C = None
+
+
+def scorer(backend=None):
+    """(use_c, ctypes function) for :func:`evolve`: the C scorer ``dl_score_moves`` when
+    ``backend`` is ``"c"`` or ``None`` with the C extension built, else numba's
+    :func:`score_batch` (with a stand-in function of the same type, never called)."""
+    global _NO_C
+    from . import native_available
+
+    if backend not in (None, "c", "numba"):
+        raise ValueError(f"backend: unknown {backend!r} for move scoring (allowed: c, numba)")
+    if backend == "c" or (backend is None and native_available()):
+        from .native import score_moves_cfunc
+
+        return True, score_moves_cfunc()
+    if _NO_C is None:
+        from .native import score_moves_proto
+
+        _NO_C = score_moves_proto()(_no_c)
+    return False, _NO_C
+
+
 def evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, swap_frac,
-           hot_frac):
+           hot_frac, backend=None):
+    """Batched hill climbing; see :func:`_evolve`. Candidates are scored by the C kernel
+    (``dl_score_moves``) when it is built (``backend`` None or ``"c"``), else by numba's
+    :func:`score_batch`; both give the same scores, so the same plan."""
+    use_c, cfn = scorer(backend)
+    return _evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves,
+                   swap_frac, hot_frac, cfn, use_c)
+
+
+@numba.njit(cache=True)
+def _evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, swap_frac,
+            hot_frac, cfn, use_c):
     """Batched hill climbing over table-wise tables (``movable``): each round draws ``batch``
     candidates (moves to a rank, swaps with another table, memory-tier changes), a fraction
     ``hot_frac`` of them taking a table off a bottleneck rank (the top of the lookup or a send
@@ -713,7 +841,7 @@ def evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, s
     the max). Returns (step, scored, accepted); ``plan`` holds the result."""
     np.random.seed(seed)
     world = int(job[D.DJOB_WORLD])
-    c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, status = init_state(
+    c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, status = init_state(
         sys, job, tables, plan)
     n_m = movable.shape[0]
     if n_m == 0 or world < 2:
@@ -773,8 +901,16 @@ def evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, s
                 if b >= prank[t]:
                     b += 1
                 cand[j, 1] = b
-        score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier,
-                    cand[:k], out[:k])
+        if use_c:
+            rc = cfn(c.ctypes, rk.ctypes, fac.ctypes, did.ctypes, dsum.ctypes, tv.ctypes,
+                     ti.ctypes, nb_v.ctypes, nb_i.ctypes, tt.ctypes, rec.ctypes, rmask.ctypes,
+                     rec.shape[1], tdim.ctypes, tpool.ctypes, prank.ctypes, ptier.ctypes,
+                     world, n_t, cand.ctypes, k, out.ctypes)
+            if rc != 0:
+                raise ValueError("dl_score_moves: a candidate or the state out of range")
+        else:
+            score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank,
+                        ptier, cand[:k], out[:k])
         scored += k
         cur = c[C_STEP]
         best = -1
@@ -812,8 +948,9 @@ def evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, s
             u = cand[best, 2]
             a = prank[t]
             b = prank[u] if u >= 0 else cand[best, 1]
-            apply_candidate(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool,
-                            plan, prank, ptier, t, cand[best, 1], u, cand[best, 3], best_s)
+            apply_candidate(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask,
+                            tdim, tpool, plan, prank, ptier, t, cand[best, 1], u, cand[best, 3],
+                            best_s)
             if a != b:
                 _relist(lists, cnt, pos, t, a, b)
                 if u >= 0:

@@ -95,3 +95,98 @@ def evaluate_plans(sys, job, tables, plans, out, threads: int = 0, work=None):
     if work is not None:
         np.copyto(work, bufs[-1][:rank_len].reshape(work.shape))
     return out
+
+
+_STATE_DTYPES = ("c", np.float64), ("rk", np.float64), ("fac", np.float64), \
+    ("did", np.int64), ("n_dom", np.int64), ("dsum", np.float64), ("tv", np.float64), \
+    ("ti", np.int64), ("nb_v", np.float64), ("nb_i", np.int64), ("tt", np.float64), \
+    ("rec", np.float64), ("rmask", np.int64)
+
+
+def score_moves(state, tdim, tpool, prank, ptier, cand, out=None):
+    """O(1) scores of candidates ``cand`` (int64 ``(n, 4)``: table, rank, partner table or -1,
+    memory tier) from the incremental ``state`` (the first 13 arrays
+    :func:`trainscape.dlrm.incremental.init_state` returns) with the C kernel
+    ``dl_score_moves``; equal to :func:`trainscape.dlrm.incremental.score_batch`. Returns
+    ``out`` (float64 ``(n,)``: the moved plan's step, ``inf`` when out of memory).
+
+    ``ValueError`` naming the first candidate with an index out of range."""
+    ffi, lib = load()
+    arrs = []
+    for (name, dt), a in zip(_STATE_DTYPES, state[:13]):
+        if not isinstance(a, np.ndarray) or a.dtype != dt or not a.flags.c_contiguous:
+            raise ValueError(f"state.{name}: expected a C-contiguous {np.dtype(dt).name} array")
+        arrs.append(a)
+    c, rk, fac, did, _, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask = arrs
+    world = rk.shape[1]
+    n_t = tt.shape[0]
+    from . import incremental as inc
+
+    shapes = {"c": (c, (inc.N_C,)), "rk": (rk, (inc.N_R, world)),
+              "fac": (fac, (inc.MAXT, world)), "did": (did, (inc.MAXT, world)),
+              "dsum": (dsum, (2, inc.MAXT, world)), "tv": (tv, (inc.N_S, 3)),
+              "ti": (ti, (inc.N_S, 3)), "nb_v": (nb_v, (2, world, 3)),
+              "nb_i": (nb_i, (2, world, 3)), "tt": (tt, (n_t, 3, inc.N_TT)),
+              "rec": (rec, (world, rec.shape[1])), "rmask": (rmask, (world, 2))}
+    for name, (a, shp) in shapes.items():
+        if a.shape != shp:
+            raise ValueError(f"state.{name}: shape {a.shape}, expected {shp}")
+    vecs = {}
+    for name, a, dt in (("tdim", tdim, np.float64), ("tpool", tpool, np.float64),
+                        ("prank", prank, np.int64), ("ptier", ptier, np.int64)):
+        if not isinstance(a, np.ndarray) or a.dtype != dt or not a.flags.c_contiguous \
+                or a.shape != (n_t,):
+            raise ValueError(f"{name}: expected a C-contiguous {np.dtype(dt).name} array of "
+                             f"shape ({n_t},)")
+        vecs[name] = a
+    cand = np.ascontiguousarray(cand, dtype=np.int64)
+    if cand.ndim != 2 or cand.shape[1] != 4:
+        raise ValueError(f"cand: shape {cand.shape}, expected (n, 4) (table, rank, partner, "
+                         "tier)")
+    n = cand.shape[0]
+    if out is None:
+        out = np.empty(n)
+    elif out.shape != (n,) or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"out: expected a C-contiguous float64 array of shape ({n},)")
+    p = lambda ct, a: ffi.cast(ct, ffi.from_buffer(a))  # noqa: E731
+    rc = lib.dl_score_moves(
+        p("double *", c), p("double *", rk), p("double *", fac), p("int64_t *", did),
+        p("double *", dsum), p("double *", tv), p("int64_t *", ti), p("double *", nb_v),
+        p("int64_t *", nb_i), p("double *", tt), p("double *", rec), p("int64_t *", rmask),
+        rec.shape[1], p("double *", vecs["tdim"]),
+        p("double *", vecs["tpool"]), p("int64_t *", vecs["prank"]),
+        p("int64_t *", vecs["ptier"]), world, n_t, p("int64_t *", cand), n,
+        p("double *", out))
+    if rc < 0:
+        raise ValueError("dl_score_moves: inconsistent state (world, top tier, record width "
+                         "or a domain index out of range)")
+    if rc > 0:
+        k = int(np.flatnonzero(np.isnan(out))[0])
+        t, b, u, tier = (int(x) for x in cand[k])
+        raise ValueError(
+            f"cand[{k}] = (table {t}, rank {b}, partner {u}, tier {tier}): an index is out of "
+            f"range (tables 0..{n_t - 1}, partner -1..{n_t - 1}, ranks 0..{world - 1}, "
+            f"tiers 0..2, and the plan's rank / tier of the tables in range)")
+    return out
+
+
+_CFN = None
+
+
+def score_moves_cfunc():
+    """``dl_score_moves`` as a ctypes function (pointers as ``c_void_p``), for numba code:
+    numba calls a ctypes function passed as an argument without giving up its cache."""
+    global _CFN
+    if _CFN is None:
+        ffi, lib = load()
+        addr = int(ffi.cast("uintptr_t", ffi.addressof(lib, "dl_score_moves")))
+        _CFN = score_moves_proto()(addr)
+    return _CFN
+
+
+def score_moves_proto():
+    """The ctypes prototype of ``dl_score_moves`` (needs no built extension)."""
+    import ctypes
+
+    P, I = ctypes.c_void_p, ctypes.c_int64
+    return ctypes.CFUNCTYPE(I, P, P, P, P, P, P, P, P, P, P, P, P, I, P, P, P, P, I, I, P, I, P)
