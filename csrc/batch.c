@@ -1,7 +1,11 @@
 /* Public entry points: block checks, one configuration, a batch split over cores.
  * The batch driver is the C twin of model/reference.py evaluate_batch (and of the numba
  * backend's prange loop): per-batch invariants (network view, decoded placement orders) are
- * computed once on the stack, then every column is costed by ts_evaluate_config. */
+ * computed once on the stack, then every column is costed by the staged model (ts_row_init ->
+ * ts_ord_init -> ts_rec_init -> ts_final, see ts_model.h), with the row and order stages taken
+ * from per-worker memos when a batch repeats them. */
+#include <stdlib.h>
+
 #include "ts_model.h"
 
 #ifdef _OPENMP
@@ -149,12 +153,164 @@ int ts_max_threads(int n_threads)
     return n < 1 ? 1 : n;
 }
 
+/* Memos for a batch. Configurations of a batch drawn from one design space share few core
+ * rows (tp cp pp dp ep mbs vpp schedule sp tp_overlap) and few (row, order) pairs, and the
+ * row's stage (config_error's checks, compute, parameter and activation terms) and the order's
+ * stage (placement strides, communication groups, collective times) are most of a
+ * configuration's work (see ts_row / ts_ord in ts_model.h). Two set-associative memos, two
+ * ways with LRU replacement, one keyed by the ten core fields, one by (row fill, order): a hit
+ * reuses values the same stage function computed from the same inputs, so no bit changes. One
+ * memo per worker and batch call, allocated before the loop and freed after it; without one (a
+ * small range, or no memory) every configuration is costed from scratch. */
+#define TS_ROW_SET_BITS 9  /* 512 sets x 2 ways of rows */
+#define TS_ORD_SET_BITS 11 /* 2048 sets x 2 ways of (row, order) pairs */
+#define TS_MEMO_MIN 16384  /* configurations below which a range runs without a memo */
+#define TS_N_CORE 10
+
+typedef struct {
+    int32_t key[TS_N_CORE];
+    uint64_t fill; /* 0: empty; else a number unique to this fill, for the order memo's key */
+    ts_row row;
+} ts_row_entry;
+
+/* an entry padded to whole cache lines (the memo is 64-byte aligned) */
+typedef union {
+    ts_row_entry e;
+    char pad[(sizeof(ts_row_entry) + 63) / 64 * 64];
+} ts_row_memo;
+
+/* 64 bytes: one cache line. key = (fill << 7 | order) << 2 | have_ar << 1 | have_ag; 0: empty */
+typedef struct {
+    uint64_t key;
+    double tp_pass, cp_step, ep_pass, pp_comm, ar, rs, ag;
+} ts_ord_memo;
+
+typedef struct {
+    ts_ord_memo ord[2 << TS_ORD_SET_BITS];
+    ts_row_memo row[2 << TS_ROW_SET_BITS];
+    uint8_t row_lru[1 << TS_ROW_SET_BITS]; /* the way to replace next */
+    uint8_t ord_lru[1 << TS_ORD_SET_BITS];
+} ts_memo;
+
+static const int ts_core_fields[TS_N_CORE] = {
+    TS_CFG_TP, TS_CFG_CP, TS_CFG_PP, TS_CFG_DP, TS_CFG_EP,
+    TS_CFG_MBS, TS_CFG_VPP, TS_CFG_SCHEDULE, TS_CFG_SP, TS_CFG_TP_OVERLAP};
+
+static inline int ts_row_key_eq(const ts_row_entry *e, const int32_t key[TS_N_CORE])
+{
+    int same = e->fill != 0;
+    for (int f = 0; f < TS_N_CORE; f++)
+        same &= e->key[f] == key[f];
+    return same;
+}
+
 /* Columns [lo, hi) of the batch. */
 static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, double *out,
                          int64_t lo, int64_t hi)
 {
-    for (int64_t i = lo; i < hi; i++)
-        ts_evaluate_config(ctx, cfg + i, n, out + i, n);
+    ts_memo *M = NULL;
+    void *block = NULL;
+    uint64_t fills = 0;
+    if (hi - lo >= TS_MEMO_MIN)
+        block = calloc(1, sizeof(ts_memo) + 64);
+    if (block) /* round up to a cache line */
+        M = (ts_memo *)((char *)block + (64 - (uintptr_t)block % 64) % 64);
+    if (!M) {
+        for (int64_t i = lo; i < hi; i++)
+            ts_evaluate_config(ctx, cfg + i, n, out + i, n);
+        return;
+    }
+    for (int64_t i = lo; i < hi; i++) {
+        const int32_t *c = cfg + i;
+        int32_t key[TS_N_CORE];
+        uint32_t h = 0;
+        uint64_t okey;
+        unsigned set, way;
+        ts_row_entry *e;
+        ts_ord_memo *om;
+        const ts_row *R;
+        ts_ord O;
+        ts_rec V;
+        int recompute, zero, order, dp_overlap, code;
+        for (int f = 0; f < TS_N_CORE; f++) {
+            key[f] = c[ts_core_fields[f] * n];
+            h = (h ^ (uint32_t)key[f]) * 0x9E3779B1u; /* Fibonacci hashing (Knuth, TAOCP 6.4) */
+        }
+        set = h >> (32 - TS_ROW_SET_BITS);
+        if (ts_row_key_eq(&M->row[2 * set].e, key)) {
+            way = 0;
+        } else if (ts_row_key_eq(&M->row[2 * set + 1].e, key)) {
+            way = 1;
+        } else {
+            way = M->row_lru[set];
+            e = &M->row[2 * set + way].e;
+            for (int f = 0; f < TS_N_CORE; f++)
+                e->key[f] = key[f];
+            e->fill = ++fills;
+            ts_row_init(ctx, c, n, &e->row);
+        }
+        M->row_lru[set] = (uint8_t)(1 - way);
+        e = &M->row[2 * set + way].e;
+        R = &e->row;
+
+        recompute = c[TS_CFG_RECOMPUTE * n];
+        zero = c[TS_CFG_ZERO * n];
+        order = c[TS_CFG_ORDER * n];
+        dp_overlap = c[TS_CFG_DP_OVERLAP * n];
+        code = ts_join_error(R->code, ts_free_error(recompute, zero, order, dp_overlap));
+        if (code != 0) {
+            ts_write_invalid(out + i, n, code);
+            continue;
+        }
+
+        okey = e->fill << 7 | (uint64_t)order; /* order < TS_N_ORDERS = 120 < 2^7 */
+        set = (unsigned)((okey * 0x9E3779B97F4A7C15ull) >> (64 - TS_ORD_SET_BITS));
+        om = &M->ord[2 * set];
+        if (om[0].key >> 2 == okey) {
+            way = 0;
+        } else if (om[1].key >> 2 == okey) {
+            way = 1;
+        } else {
+            way = 2;
+        }
+        if (way < 2) {
+            om += way;
+            O.tp_pass = om->tp_pass;
+            O.cp_step = om->cp_step;
+            O.ep_pass = om->ep_pass;
+            O.pp_comm = om->pp_comm;
+            O.ar = om->ar;
+            O.rs = om->rs;
+            O.ag = om->ag;
+            O.have_ar = (int)(om->key >> 1) & 1;
+            O.have_ag = (int)om->key & 1;
+            O.order = order;
+            O.groups_ok = 0;
+        } else {
+            way = M->ord_lru[set];
+            om += way;
+            ts_ord_init(ctx, R, order, &O);
+            om->key = okey << 2;
+            om->tp_pass = O.tp_pass;
+            om->cp_step = O.cp_step;
+            om->ep_pass = O.ep_pass;
+            om->pp_comm = O.pp_comm;
+        }
+        M->ord_lru[set] = (uint8_t)(1 - way);
+        ts_rec_init(ctx, R, &O, recompute, &V);
+        ts_final(ctx, R, &O, &V, zero, dp_overlap == 1, out + i, n);
+        /* keep the data-parallel collectives ts_final computed */
+        if (O.have_ar && !(om->key & 2)) {
+            om->ar = O.ar;
+            om->key |= 2;
+        }
+        if (O.have_ag && !(om->key & 1)) {
+            om->rs = O.rs;
+            om->ag = O.ag;
+            om->key |= 1;
+        }
+    }
+    free(block);
 }
 
 #ifndef _OPENMP

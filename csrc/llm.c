@@ -312,21 +312,15 @@ static inline double ts_gemm_time_fast(const ts_llm_inv *inv, double flops, doub
     return (flops + gemm_count * inv->gemm_half) * inv->inv_peak_gemm;
 }
 
-/* llm.py config_error (exact port; codes into CONFIG_ERRORS, >= 100 from schedule_valid).
- * Integer checks in 64 bits. cfg[f * stride] is field f of this configuration. */
-TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
+/* llm.py config_error, checks over the core fields (tp cp pp dp ep mbs vpp schedule sp
+ * tp_overlap) in the reference's order: the first failing one's code, else 0. Integer checks in
+ * 64 bits. */
+TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, int64_t dp,
+                        int64_t ep, int64_t mbs, int64_t vpp, int64_t schedule, int64_t sp,
+                        int64_t tp_overlap)
 {
     const double *sys = ctx->sys;
     const ts_llm_inv *inv = &ctx->inv;
-    int64_t tp = cfg[TS_CFG_TP * stride];
-    int64_t cp = cfg[TS_CFG_CP * stride];
-    int64_t pp = cfg[TS_CFG_PP * stride];
-    int64_t dp = cfg[TS_CFG_DP * stride];
-    int64_t ep = cfg[TS_CFG_EP * stride];
-    int64_t mbs = cfg[TS_CFG_MBS * stride];
-    int64_t vpp = cfg[TS_CFG_VPP * stride];
-    int64_t schedule = cfg[TS_CFG_SCHEDULE * stride];
-    int64_t sp = cfg[TS_CFG_SP * stride];
     int64_t seq, microbatches;
     int reason;
     if (tp < 1)
@@ -345,18 +339,10 @@ TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
         return 7;
     if (schedule < 0 || schedule >= TS_SCHED_COUNT)
         return 8;
-    if (cfg[TS_CFG_RECOMPUTE * stride] < 0 || cfg[TS_CFG_RECOMPUTE * stride] > TS_RECOMPUTE_FULL)
-        return 9;
-    if (cfg[TS_CFG_ZERO * stride] < 0 || cfg[TS_CFG_ZERO * stride] > 3)
-        return 10;
-    if (cfg[TS_CFG_ORDER * stride] < 0 || cfg[TS_CFG_ORDER * stride] >= TS_N_ORDERS)
-        return 11;
     if (sp < 0 || sp > 1)
         return 12;
-    if (cfg[TS_CFG_TP_OVERLAP * stride] < 0 || cfg[TS_CFG_TP_OVERLAP * stride] > 1)
+    if (tp_overlap < 0 || tp_overlap > 1)
         return 13;
-    if (cfg[TS_CFG_DP_OVERLAP * stride] < 0 || cfg[TS_CFG_DP_OVERLAP * stride] > 1)
-        return 14;
     if ((double)tp * (double)cp * (double)pp * (double)dp != sys[TS_SYS_GPUS])
         return 15;
     if (ts_mod(inv->heads, tp) != 0)
@@ -389,6 +375,45 @@ TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
     if (reason != 0)
         return 100 + reason;
     return 0;
+}
+
+/* llm.py config_error, range checks of the free fields (recompute, zero, order, dp_overlap). */
+TS_FN int ts_free_error(int64_t recompute, int64_t zero, int64_t order, int64_t dp_overlap)
+{
+    if (recompute < 0 || recompute > TS_RECOMPUTE_FULL)
+        return 9;
+    if (zero < 0 || zero > 3)
+        return 10;
+    if (order < 0 || order >= TS_N_ORDERS)
+        return 11;
+    if (dp_overlap < 0 || dp_overlap > 1)
+        return 14;
+    return 0;
+}
+
+/* The first failing check of config_error given the core and the free fields' first failures:
+ * the checks run in code order, so it is the smaller non-zero code. */
+static inline int ts_join_error(int core, int free_)
+{
+    if (core == 0)
+        return free_;
+    if (free_ == 0 || core < free_)
+        return core;
+    return free_;
+}
+
+/* llm.py config_error (exact port; codes into CONFIG_ERRORS, >= 100 from schedule_valid).
+ * cfg[f * stride] is field f of this configuration. */
+TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
+{
+    int core = ts_core_error(ctx, cfg[TS_CFG_TP * stride], cfg[TS_CFG_CP * stride],
+                             cfg[TS_CFG_PP * stride], cfg[TS_CFG_DP * stride],
+                             cfg[TS_CFG_EP * stride], cfg[TS_CFG_MBS * stride],
+                             cfg[TS_CFG_VPP * stride], cfg[TS_CFG_SCHEDULE * stride],
+                             cfg[TS_CFG_SP * stride], cfg[TS_CFG_TP_OVERLAP * stride]);
+    int free_ = ts_free_error(cfg[TS_CFG_RECOMPUTE * stride], cfg[TS_CFG_ZERO * stride],
+                              cfg[TS_CFG_ORDER * stride], cfg[TS_CFG_DP_OVERLAP * stride]);
+    return ts_join_error(core, free_);
 }
 
 /* ===== Per-stage times for one microbatch ================================================ */
@@ -446,46 +471,35 @@ TS_FN int ts_write_invalid(double *out, int64_t os, int code)
     return status;
 }
 
-/* ===== One configuration ================================================================== */
+/* ===== One configuration, in stages ======================================================= */
 
-/* llm.py evaluate_config: cost one configuration and write every result column.
- * cfg[f * stride] is config field f; out[k * out_stride] result column k. Returns the status. */
-TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, double *out,
-                             int64_t os)
+/* llm.py evaluate_config, the core row's part: config_error over the core fields and every
+ * term that reads no free field (compute, activation and parameter sizes, message sizes),
+ * including the recompute-dependent ones for each recompute value. */
+TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts_row *R)
 {
     const double *sys = ctx->sys, *mdl = ctx->mdl, *job = ctx->job;
-    const ts_net *net = &ctx->net;
-    int code = ts_config_error(ctx, cfg, stride);
     double tp, cp, pp, dp, ep, mbs, vpp;
-    int schedule, recompute, zero, sp, order, tp_overlap, dp_overlap;
+    int schedule, sp;
     double h, heads, kv_heads, head_dim, layers, vocab, experts, top_k, expert_ffn, shared, n_moe;
     double ffn, seq, global_batch, act_bytes, comm_bytes, m, s, b, dpx;
     int swiglu, flash;
-    double strides[TS_N_DIMS];
-    int8_t perm_local[TS_N_DIMS];
-    const int8_t *perm;
     double split, proj, core_hw, dense_mlp, routed, expert_mlp, local_experts;
     double t_proj, t_core, t_dense_mlp, t_moe_mlp, act_dense, act_moe, t_mem_dense, t_mem_moe;
     double overhead, dense_layers, moe_layers, gemm_f, core_f, mem_f, stage_layers, t_logits;
-    double f_compute, b_compute, w_compute;
-    double tp_bytes, tp_pass, window_f, tp_f, tp_b;
-    double kv_local, kv_chunk, cp_f, cp_b;
-    double ep_f, ep_b, f_stage, b_stage, w_stage;
-    double bubble, pp_bytes, t_p2p, pp_comm;
-    double copies, dense_params, expert_params;
-    double grad_comm, param_bytes, dp_dense, dp_expert, dp_time;
-    double opt_dense, opt_expert, optimizer;
-    double compute, tp_comm, cp_comm, ep_comm, step;
-    double w_shard_d, w_shard_e, g_shard_d, g_shard_e, o_shard_d, o_shard_e;
-    double mem_weights, mem_grads, mem_opt, act_dense_r, act_moe_r, act_stage, mem_act;
-    double mem_logits, mem_reserve, memory;
-    double r_tp, r_split, r_dp_dense, r_dp_expert, r_step;
-    double model_flops, hw_per_layer_f, hw_fwd, hw_recompute, hw_flops;
-    ts_group g_tp, g_cp, g_ep, g_pp, g_dp_dense, g_dp_expert;
-    int fits, status;
+    double f_compute, b_compute, w_compute, copies, dense_params, expert_params;
+    double grad_comm, param_bytes, dp_dense, dp_expert, r_tp, r_split, r_dp_dense, r_dp_expert;
+    double inflight, hw_per_layer_f, hw_fwd, hw_scale;
+    int code;
 
+    code = ts_core_error(ctx, cfg[TS_CFG_TP * stride], cfg[TS_CFG_CP * stride],
+                         cfg[TS_CFG_PP * stride], cfg[TS_CFG_DP * stride],
+                         cfg[TS_CFG_EP * stride], cfg[TS_CFG_MBS * stride],
+                         cfg[TS_CFG_VPP * stride], cfg[TS_CFG_SCHEDULE * stride],
+                         cfg[TS_CFG_SP * stride], cfg[TS_CFG_TP_OVERLAP * stride]);
+    R->code = code;
     if (code != 0)
-        return ts_write_invalid(out, os, code);
+        return;
 
     tp = (double)cfg[TS_CFG_TP * stride];
     cp = (double)cfg[TS_CFG_CP * stride];
@@ -495,12 +509,11 @@ TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stri
     mbs = (double)cfg[TS_CFG_MBS * stride];
     vpp = (double)cfg[TS_CFG_VPP * stride];
     schedule = cfg[TS_CFG_SCHEDULE * stride];
-    recompute = cfg[TS_CFG_RECOMPUTE * stride];
-    zero = cfg[TS_CFG_ZERO * stride];
     sp = cfg[TS_CFG_SP * stride] == 1;
-    order = cfg[TS_CFG_ORDER * stride];
-    tp_overlap = cfg[TS_CFG_TP_OVERLAP * stride] == 1;
-    dp_overlap = cfg[TS_CFG_DP_OVERLAP * stride] == 1;
+    R->schedule = schedule;
+    R->sp = sp;
+    R->tp_overlap = cfg[TS_CFG_TP_OVERLAP * stride] == 1;
+    R->dualpipe = schedule == TS_SCHED_DUALPIPE || schedule == TS_SCHED_DUALPIPE_V;
 
     h = mdl[TS_MDL_HIDDEN];
     heads = mdl[TS_MDL_HEADS];
@@ -524,16 +537,7 @@ TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stri
     m = global_batch / (dp * mbs);
     s = seq / cp;
     b = mbs;
-
-    /* ---- placement: strides of every dimension ---- */
     dpx = dp / ep;
-    if (ctx->orders) {
-        perm = ctx->orders[order];
-    } else {
-        ts_order_permutation(order, perm_local);
-        perm = perm_local;
-    }
-    ts_placement_strides(perm, tp, cp, ep, dpx, pp, strides);
 
     /* per-config reciprocals: the hot path multiplies (equal to the reference's divisions to
      * a few ulps) */
@@ -579,38 +583,237 @@ TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stri
     f_compute = gemm_f + core_f + mem_f + stage_layers * overhead + t_logits;
     b_compute = gemm_f + 2.0 * core_f + 2.0 * mem_f + stage_layers * overhead + t_logits;
     w_compute = gemm_f + t_logits;
-    if (recompute == TS_RECOMPUTE_FULL)
-        b_compute += gemm_f + core_f + mem_f + stage_layers * overhead;
-    else if (recompute == TS_RECOMPUTE_SELECTIVE && !flash)
-        b_compute += core_f;
+    R->b_compute[TS_RECOMPUTE_NONE] = b_compute;
+    R->b_compute[TS_RECOMPUTE_FULL] = b_compute + (gemm_f + core_f + mem_f + stage_layers * overhead);
+    R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;
+
+    /* ---- message sizes of the parallel dimensions ---- */
+    R->tp_bytes = b * s * h * comm_bytes;
+    /* context parallelism: ring exchange of K and V (Liu et al. 2023) */
+    {
+        double kv_local = kv_heads >= tp ? kv_heads * r_tp : 1.0;
+        R->kv_chunk = 2.0 * b * s * kv_local * head_dim * comm_bytes;
+    }
+    /* expert parallelism: dispatch + combine (Lepikhin et al. 2020, GShard §2) */
+    R->has_ep_comm = moe_layers > 0.0 && ep > 1.0;
+    {
+        double tokens = sp ? b * s * r_tp : b * s;
+        R->a2a_bytes = tokens * top_k * h * comm_bytes;
+    }
+    R->pp_bytes = b * s * h * comm_bytes * r_tp;
+    R->pp_crit = pp > 1.0 ? ts_p2p_critical_transfers(schedule, pp, vpp) : 0.0;
+
+    /* ---- parameters per GPU ---- */
+    copies = ts_parameter_copies(schedule);
+    dense_params = (dense_layers * ctx->inv.dense_layer_params
+                    + moe_layers * ctx->inv.moe_layer_params + ctx->inv.embedding_params)
+                   * r_tp * copies;
+    expert_params = moe_layers > 0.0
+                    ? moe_layers * (experts / ep) * ctx->inv.expert_mlp_params * r_tp * copies
+                    : 0.0;
+
+    /* ---- data parallelism: message sizes ---- */
+    grad_comm = job[TS_JOB_GRAD_COMM_BYTES];
+    param_bytes = job[TS_JOB_PARAM_BYTES];
+    dp_dense = cp * dp;
+    dp_expert = cp * dpx;
+    R->ar_dense_bytes = dense_params * grad_comm;
+    R->ar_expert_bytes = expert_params * grad_comm;
+    R->ag_dense_bytes = dense_params * param_bytes;
+    R->ag_expert_bytes = expert_params * param_bytes;
+
+    /* ---- optimizer step ---- */
+    r_dp_dense = 1.0 / dp_dense;
+    r_dp_expert = 1.0 / dp_expert;
+    R->optimizer[0] = (dense_params + expert_params) * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES]
+                      * ctx->inv.inv_hbm;
+    R->optimizer[1] = (dense_params * r_dp_dense + expert_params * r_dp_expert)
+                      * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES] * ctx->inv.inv_hbm;
+
+    /* ---- activation memory per recompute choice ---- */
+    inflight = ts_inflight_activations(schedule, (int64_t)pp, (int64_t)m, (int64_t)vpp);
+    for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
+        double act_dense_r, act_moe_r, act_stage;
+        if (rc == TS_RECOMPUTE_NONE) { /* the same calls as act_dense / act_moe above */
+            act_dense_r = act_dense;
+            act_moe_r = act_moe;
+        } else {
+            act_dense_r = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn,
+                                                    swiglu, tp, sp, rc, flash, act_bytes);
+            act_moe_r = n_moe > 0.0
+                        ? ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
+                                                        expert_ffn, top_k, shared, swiglu, tp,
+                                                        sp, rc, flash, act_bytes)
+                        : 0.0;
+        }
+        act_stage = dense_layers * act_dense_r + moe_layers * act_moe_r;
+        R->mem_act[rc] = act_stage * inflight;
+    }
+    R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes);
+
+    /* ---- FLOP rates per recompute choice ---- */
+    hw_per_layer_f = (proj + core_hw) * split;
+    hw_fwd = (layers - n_moe) * (hw_per_layer_f + dense_mlp * split)
+             + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
+             + ts_logits_flops(b, seq, h, vocab);
+    hw_scale = global_batch / b;
+    R->hw_flops[TS_RECOMPUTE_NONE] = (3.0 * hw_fwd + 0.0) * hw_scale;
+    R->hw_flops[TS_RECOMPUTE_FULL] = (3.0 * hw_fwd + (hw_fwd - ts_logits_flops(b, seq, h, vocab)))
+                                     * hw_scale;
+    R->hw_flops[TS_RECOMPUTE_SELECTIVE] = (3.0 * hw_fwd + (flash ? 0.0 : layers * core_hw * split))
+                                          * hw_scale;
+
+    R->tp = tp;
+    R->cp = cp;
+    R->pp = pp;
+    R->dp = dp;
+    R->ep = ep;
+    R->vpp = vpp;
+    R->m = m;
+    R->b = b;
+    R->dpx = dpx;
+    R->t_core = t_core;
+    R->gemm_f = gemm_f;
+    R->stage_layers = stage_layers;
+    R->f_compute = f_compute;
+    R->w_compute = w_compute;
+    R->moe_layers = moe_layers;
+    R->dense_params = dense_params;
+    R->expert_params = expert_params;
+    R->dp_dense = dp_dense;
+    R->dp_expert = dp_expert;
+    R->r_dp_dense = r_dp_dense;
+    R->r_dp_expert = r_dp_expert;
+}
+
+/* llm.py evaluate_config, the placement order's part: the strides of every dimension, the
+ * communication groups and the per-pass communication times of tp, cp, ep and pp. */
+TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
+{
+    const ts_net *net = &ctx->net;
+    double strides[TS_N_DIMS];
+    int8_t perm_local[TS_N_DIMS];
+    const int8_t *perm;
+    double tp = R->tp, cp = R->cp, pp = R->pp, ep = R->ep, dpx = R->dpx;
+    ts_group g;
+
+    if (ctx->orders) {
+        perm = ctx->orders[order];
+    } else {
+        ts_order_permutation(order, perm_local);
+        perm = perm_local;
+    }
+    ts_placement_strides(perm, tp, cp, ep, dpx, pp, strides);
 
     /* ---- tensor parallelism ---- */
-    if (tp > 1.0) /* else tp_layer_comm_time is 0 without looking at the group */
-        ts_group_init1(&g_tp, net, tp, strides[TS_DIM_TP]);
-    tp_bytes = b * s * h * comm_bytes;
-    tp_pass = stage_layers * ts_tp_layer_comm_time(net, tp_bytes, sp, tp, &g_tp);
-    window_f = gemm_f;
-    tp_f = ts_exposed(tp_pass, window_f, tp_overlap);
-    tp_b = ts_exposed(tp_pass, window_f, tp_overlap);
-    if (recompute == TS_RECOMPUTE_FULL)
-        tp_b += ts_exposed(tp_pass, window_f, tp_overlap);
+    O->tp_pass = 0.0;
+    if (tp > 1.0) { /* else tp_layer_comm_time is 0 without looking at the group */
+        ts_group_init1(&g, net, tp, strides[TS_DIM_TP]);
+        O->tp_pass = R->stage_layers * ts_tp_layer_comm_time(net, R->tp_bytes, R->sp, tp, &g);
+    } else {
+        O->tp_pass = R->stage_layers * 0.0;
+    }
+
+    /* ---- context parallelism: one ring step per peer ---- */
+    O->cp_step = 0.0;
+    if (cp > 1.0) {
+        ts_group_init1(&g, net, cp, strides[TS_DIM_CP]);
+        O->cp_step = ts_p2p_time(net, R->kv_chunk, &g);
+    }
+
+    /* ---- expert parallelism: all-to-all per MoE layer ---- */
+    O->ep_pass = 0.0;
+    if (R->has_ep_comm) {
+        double a2a;
+        ts_group_init1(&g, net, ep, strides[TS_DIM_EP]);
+        a2a = ts_all_to_all_time(net, R->a2a_bytes, &g);
+        O->ep_pass = R->moe_layers * 2.0 * a2a;
+    }
+
+    /* ---- pipeline: stage-boundary transfers ---- */
+    O->pp_comm = 0.0;
+    if (pp > 1.0) {
+        ts_group_init1(&g, net, pp, strides[TS_DIM_PP]);
+        O->pp_comm = R->pp_crit * ts_p2p_time(net, R->pp_bytes, &g);
+    }
+
+    O->order = order;
+    O->have_ar = 0;
+    O->have_ag = 0;
+    ts_ord_dp_groups_at(ctx, R, O, strides);
+}
+
+/* The data-parallel groups of the order O->order (ts_ord_init's last part; ts_final calls it
+ * when a ts_ord copied from a memo lacks a collective). */
+TS_FN void ts_ord_dp_groups(const ts_ctx *ctx, const ts_row *R, ts_ord *O)
+{
+    double strides[TS_N_DIMS];
+    int8_t perm_local[TS_N_DIMS];
+    const int8_t *perm;
+    if (ctx->orders) {
+        perm = ctx->orders[O->order];
+    } else {
+        ts_order_permutation(O->order, perm_local);
+        perm = perm_local;
+    }
+    ts_placement_strides(perm, R->tp, R->cp, R->ep, R->dpx, R->pp, strides);
+    ts_ord_dp_groups_at(ctx, R, O, strides);
+}
+
+/* ts_ord_dp_groups for given strides. */
+TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
+                               const double strides[TS_N_DIMS])
+{
+    const ts_net *net = &ctx->net;
+    double cp = R->cp, ep = R->ep, dpx = R->dpx;
+    ts_group_init(&O->g_dp_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP], dpx,
+                  strides[TS_DIM_DP]);
+    if (R->expert_params > 0.0) {
+        if (ep == 1.0) /* same members as the dense group: (cp, 1, dpx) == (cp, dpx, 1) */
+            O->g_dp_expert = O->g_dp_dense;
+        else
+            ts_group_init(&O->g_dp_expert, net, cp, strides[TS_DIM_CP], dpx, strides[TS_DIM_DP],
+                          1.0, 1.0);
+    } else {
+        /* no expert weights: every collective on this group has nbytes <= 0 and returns 0
+         * before reading the group */
+        O->g_dp_expert.n = 1.0;
+        O->g_dp_expert.top = -1;
+        O->g_dp_expert.crossings = 0;
+    }
+    O->groups_ok = 1;
+}
+
+/* llm.py evaluate_config, the recompute choice's part: per-stage times, the pipeline bubble
+ * and the step's terms before data parallelism and the optimizer. */
+TS_FN void ts_rec_init(const ts_ctx *ctx, const ts_row *R, const ts_ord *O, int recompute,
+                       ts_rec *V)
+{
+    double f_compute = R->f_compute, b_compute = R->b_compute[recompute];
+    double w_compute = R->w_compute, stage_layers = R->stage_layers, t_core = R->t_core;
+    double m = R->m, window_f = R->gemm_f;
+    double tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, f_stage, b_stage, w_stage, bubble;
+    double compute, tp_comm, cp_comm, ep_comm;
+    int full = recompute == TS_RECOMPUTE_FULL;
+    (void)ctx;
+
+    /* ---- tensor parallelism ---- */
+    tp_f = ts_exposed(O->tp_pass, window_f, R->tp_overlap);
+    tp_b = ts_exposed(O->tp_pass, window_f, R->tp_overlap);
+    if (full)
+        tp_b += ts_exposed(O->tp_pass, window_f, R->tp_overlap);
 
     /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023) ---- */
-    kv_local = kv_heads >= tp ? kv_heads * r_tp : 1.0;
-    kv_chunk = 2.0 * b * s * kv_local * head_dim * comm_bytes;
     cp_f = 0.0;
     cp_b = 0.0;
-    if (cp > 1.0) {
-        double step_t, ring_f, ring_b, x;
-        ts_group_init1(&g_cp, net, cp, strides[TS_DIM_CP]);
-        step_t = ts_p2p_time(net, kv_chunk, &g_cp);
-        ring_f = (cp - 1.0) * step_t;
-        ring_b = 2.0 * (cp - 1.0) * step_t;
+    if (R->cp > 1.0) {
+        double cp = R->cp, x;
+        double ring_f = (cp - 1.0) * O->cp_step, ring_b = 2.0 * (cp - 1.0) * O->cp_step;
         x = ring_f - t_core;
         cp_f = stage_layers * TS_PYMAX(0.0, x);
         x = ring_b - 2.0 * t_core;
         cp_b = stage_layers * TS_PYMAX(0.0, x);
-        if (recompute == TS_RECOMPUTE_FULL) {
+        if (full) {
             x = ring_f - t_core;
             cp_b += stage_layers * TS_PYMAX(0.0, x);
         }
@@ -619,16 +822,12 @@ TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stri
     /* ---- expert parallelism: dispatch + combine (Lepikhin et al. 2020, GShard §2) ---- */
     ep_f = 0.0;
     ep_b = 0.0;
-    if (moe_layers > 0.0 && ep > 1.0) {
-        double tokens = sp ? b * s * r_tp : b * s;
-        double a2a;
-        ts_group_init1(&g_ep, net, ep, strides[TS_DIM_EP]);
-        a2a = ts_all_to_all_time(net, tokens * top_k * h * comm_bytes, &g_ep);
-        ep_f = moe_layers * 2.0 * a2a;
-        ep_b = moe_layers * 2.0 * a2a;
-        if (recompute == TS_RECOMPUTE_FULL)
+    if (R->has_ep_comm) {
+        ep_f = O->ep_pass;
+        ep_b = O->ep_pass;
+        if (full)
             ep_b += ep_f;
-        if (schedule == TS_SCHED_DUALPIPE || schedule == TS_SCHED_DUALPIPE_V) {
+        if (R->dualpipe) {
             /* DeepSeek-V3 tech report §3.2.1: all-to-all overlapped with the other
              * microbatch's compute */
             double x = ep_f - b_compute;
@@ -643,122 +842,86 @@ TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stri
     w_stage = w_compute;
 
     /* ---- pipeline ---- */
-    bubble = ts_bubble_time(schedule, (int64_t)pp, (int64_t)m, (int64_t)vpp, f_stage, b_stage,
-                            w_stage);
-    pp_bytes = b * s * h * comm_bytes * r_tp;
-    t_p2p = 0.0;
-    pp_comm = 0.0;
-    if (pp > 1.0) {
-        ts_group_init1(&g_pp, net, pp, strides[TS_DIM_PP]);
-        t_p2p = ts_p2p_time(net, pp_bytes, &g_pp);
-        pp_comm = ts_p2p_critical_transfers(schedule, pp, vpp) * t_p2p;
-    }
+    bubble = ts_bubble_time(R->schedule, (int64_t)R->pp, (int64_t)m, (int64_t)R->vpp, f_stage,
+                            b_stage, w_stage);
 
-    /* ---- parameters per GPU ---- */
-    copies = ts_parameter_copies(schedule);
-    dense_params = (dense_layers * ctx->inv.dense_layer_params
-                    + moe_layers * ctx->inv.moe_layer_params + ctx->inv.embedding_params)
-                   * r_tp * copies;
-    expert_params = moe_layers > 0.0
-                    ? moe_layers * (experts / ep) * ctx->inv.expert_mlp_params * r_tp * copies
-                    : 0.0;
-
-    /* ---- data parallelism ---- */
-    grad_comm = job[TS_JOB_GRAD_COMM_BYTES];
-    param_bytes = job[TS_JOB_PARAM_BYTES];
-    dp_dense = cp * dp;
-    dp_expert = cp * dpx;
-    ts_group_init(&g_dp_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP], dpx,
-                  strides[TS_DIM_DP]);
-    if (expert_params > 0.0) {
-        if (ep == 1.0) /* same members as the dense group: (cp, 1, dpx) == (cp, dpx, 1) */
-            g_dp_expert = g_dp_dense;
-        else
-            ts_group_init(&g_dp_expert, net, cp, strides[TS_DIM_CP], dpx, strides[TS_DIM_DP], 1.0,
-                          1.0);
-    } else {
-        /* no expert weights: every collective on this group has nbytes <= 0 and returns 0
-         * before reading the group */
-        g_dp_expert.n = 1.0;
-        g_dp_expert.top = -1;
-        g_dp_expert.crossings = 0;
-    }
-    if (zero == 0) {
-        double red = ts_all_reduce_time(net, dense_params * grad_comm, &g_dp_dense)
-                     + ts_all_reduce_time(net, expert_params * grad_comm, &g_dp_expert);
-        dp_time = ts_exposed(red, b_stage + w_stage, dp_overlap);
-    } else if (zero == 1 || zero == 2) {
-        double rs = ts_reduce_scatter_time(net, dense_params * grad_comm, &g_dp_dense)
-                    + ts_reduce_scatter_time(net, expert_params * grad_comm, &g_dp_expert);
-        double ag = ts_all_gather_time(net, dense_params * param_bytes, &g_dp_dense)
-                    + ts_all_gather_time(net, expert_params * param_bytes, &g_dp_expert);
-        dp_time = ts_exposed(rs, b_stage + w_stage, dp_overlap) + ts_exposed(ag, f_stage, dp_overlap);
-    } else {
-        /* ZeRO-3 / FSDP (Rajbhandari et al. 2020 §5; Zhao et al. 2023 §3.3) */
-        double ag = ts_all_gather_time(net, dense_params * param_bytes, &g_dp_dense)
-                    + ts_all_gather_time(net, expert_params * param_bytes, &g_dp_expert);
-        double rs = ts_reduce_scatter_time(net, dense_params * grad_comm, &g_dp_dense)
-                    + ts_reduce_scatter_time(net, expert_params * grad_comm, &g_dp_expert);
-        dp_time = m * ts_exposed(2.0 * ag + rs, f_stage + b_stage + w_stage, dp_overlap);
-    }
-
-    /* ---- optimizer step ---- */
-    r_dp_dense = 1.0 / dp_dense;
-    r_dp_expert = 1.0 / dp_expert;
-    opt_dense = zero >= 1 ? dense_params * r_dp_dense : dense_params;
-    opt_expert = zero >= 1 ? expert_params * r_dp_expert : expert_params;
-    optimizer = (opt_dense + opt_expert) * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES] * ctx->inv.inv_hbm;
-
-    /* ---- step ---- */
+    /* ---- step terms ---- */
     compute = m * (f_compute + b_compute + w_compute);
     tp_comm = m * (tp_f + tp_b);
     cp_comm = m * (cp_f + cp_b);
     ep_comm = m * (ep_f + ep_b);
-    step = compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_time + optimizer;
+    V->recompute = recompute;
+    V->f_stage = f_stage;
+    V->bw_stage = b_stage + w_stage;
+    V->fbw_stage = f_stage + b_stage + w_stage;
+    V->compute = compute;
+    V->tp_comm = tp_comm;
+    V->cp_comm = cp_comm;
+    V->ep_comm = ep_comm;
+    V->bubble = bubble;
+    V->step_pre = compute + tp_comm + cp_comm + ep_comm + O->pp_comm + bubble;
+    V->mem_act = R->mem_act[recompute];
+    V->hw_flops = R->hw_flops[recompute];
+}
+
+/* llm.py evaluate_config, the last part: data-parallel communication (ZeRO stage, overlap),
+ * the optimizer step, the step time, memory per GPU, and every result column. */
+TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *V, int zero,
+                   int dp_overlap, double *out, int64_t os)
+{
+    const double *sys = ctx->sys, *job = ctx->job;
+    const ts_net *net = &ctx->net;
+    double dp_time, optimizer, step, memory, r_step, model_flops, pp_comm = O->pp_comm;
+    double dense_params = R->dense_params, expert_params = R->expert_params;
+    double w_shard_d, w_shard_e, g_shard_d, g_shard_e, o_shard_d, o_shard_e;
+    double mem_weights, mem_grads, mem_opt, mem_logits, mem_reserve;
+    double global_batch = job[TS_JOB_GLOBAL_BATCH], seq = job[TS_JOB_SEQ_LEN];
+    int fits, status;
+
+    if (!O->groups_ok && (zero == 0 ? !O->have_ar : !O->have_ag))
+        ts_ord_dp_groups(ctx, R, O);
+    if (zero == 0) {
+        if (!O->have_ar) {
+            O->ar = ts_all_reduce_time(net, R->ar_dense_bytes, &O->g_dp_dense)
+                    + ts_all_reduce_time(net, R->ar_expert_bytes, &O->g_dp_expert);
+            O->have_ar = 1;
+        }
+    } else if (!O->have_ag) {
+        O->rs = ts_reduce_scatter_time(net, R->ar_dense_bytes, &O->g_dp_dense)
+                + ts_reduce_scatter_time(net, R->ar_expert_bytes, &O->g_dp_expert);
+        O->ag = ts_all_gather_time(net, R->ag_dense_bytes, &O->g_dp_dense)
+                + ts_all_gather_time(net, R->ag_expert_bytes, &O->g_dp_expert);
+        O->have_ag = 1;
+    }
+    if (zero == 0) {
+        dp_time = ts_exposed(O->ar, V->bw_stage, dp_overlap);
+    } else if (zero == 1 || zero == 2) {
+        dp_time = ts_exposed(O->rs, V->bw_stage, dp_overlap)
+                  + ts_exposed(O->ag, V->f_stage, dp_overlap);
+    } else {
+        /* ZeRO-3 / FSDP (Rajbhandari et al. 2020 §5; Zhao et al. 2023 §3.3) */
+        dp_time = R->m * ts_exposed(2.0 * O->ag + O->rs, V->fbw_stage, dp_overlap);
+    }
+    optimizer = R->optimizer[zero >= 1];
+    step = V->step_pre + dp_time + optimizer;
 
     /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
     /* shards: dp_dense / dp_expert when sharded by the ZeRO stage, else 1 (no division) */
-    w_shard_d = zero == 3 ? r_dp_dense : 1.0;
-    w_shard_e = zero == 3 ? r_dp_expert : 1.0;
-    g_shard_d = zero >= 2 ? r_dp_dense : 1.0;
-    g_shard_e = zero >= 2 ? r_dp_expert : 1.0;
-    o_shard_d = zero >= 1 ? r_dp_dense : 1.0;
-    o_shard_e = zero >= 1 ? r_dp_expert : 1.0;
-    mem_weights = (dense_params * w_shard_d + expert_params * w_shard_e) * param_bytes;
+    w_shard_d = zero == 3 ? R->r_dp_dense : 1.0;
+    w_shard_e = zero == 3 ? R->r_dp_expert : 1.0;
+    g_shard_d = zero >= 2 ? R->r_dp_dense : 1.0;
+    g_shard_e = zero >= 2 ? R->r_dp_expert : 1.0;
+    o_shard_d = zero >= 1 ? R->r_dp_dense : 1.0;
+    o_shard_e = zero >= 1 ? R->r_dp_expert : 1.0;
+    mem_weights = (dense_params * w_shard_d + expert_params * w_shard_e) * job[TS_JOB_PARAM_BYTES];
     mem_grads = (dense_params * g_shard_d + expert_params * g_shard_e) * job[TS_JOB_GRAD_BYTES];
     mem_opt = (dense_params * o_shard_d + expert_params * o_shard_e) * job[TS_JOB_OPTIMIZER_BYTES];
-    if (recompute == TS_RECOMPUTE_NONE) { /* the same calls as act_dense / act_moe above */
-        act_dense_r = act_dense;
-        act_moe_r = act_moe;
-    } else {
-        act_dense_r = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu,
-                                                tp, sp, recompute, flash, act_bytes);
-        act_moe_r = n_moe > 0.0
-                    ? ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
-                                                    expert_ffn, top_k, shared, swiglu, tp, sp,
-                                                    recompute, flash, act_bytes)
-                    : 0.0;
-    }
-    act_stage = dense_layers * act_dense_r + moe_layers * act_moe_r;
-    mem_act = act_stage * ts_inflight_activations(schedule, (int64_t)pp, (int64_t)m, (int64_t)vpp);
-    mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes);
+    mem_logits = R->mem_logits;
     mem_reserve = ts_reserve_bytes(sys);
-    memory = mem_weights + mem_grads + mem_opt + mem_act + mem_logits + mem_reserve;
-
-    /* ---- FLOP rates ---- */
-    model_flops = ctx->inv.model_flops;
-    hw_per_layer_f = (proj + core_hw) * split;
-    hw_fwd = (layers - n_moe) * (hw_per_layer_f + dense_mlp * split)
-             + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
-             + ts_logits_flops(b, seq, h, vocab);
-    hw_recompute = 0.0;
-    if (recompute == TS_RECOMPUTE_FULL)
-        hw_recompute = hw_fwd - ts_logits_flops(b, seq, h, vocab);
-    else if (recompute == TS_RECOMPUTE_SELECTIVE && !flash)
-        hw_recompute = layers * core_hw * split;
-    hw_flops = (3.0 * hw_fwd + hw_recompute) * (global_batch / b);
+    memory = mem_weights + mem_grads + mem_opt + V->mem_act + mem_logits + mem_reserve;
 
     /* ---- llm.py write_result: feasible when memory fits in HBM ---- */
+    model_flops = ctx->inv.model_flops;
     fits = memory <= sys[TS_SYS_HBM_BYTES];
     status = fits ? TS_STATUS_OK : TS_STATUS_OUT_OF_MEMORY;
     out[TS_OUT_STATUS * os] = (double)status;
@@ -768,22 +931,49 @@ TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stri
     out[TS_OUT_TOKENS_PER_S * os] = global_batch * seq * r_step;
     out[TS_OUT_MFU * os] = model_flops * r_step * ctx->inv.inv_gpus_peak;
     out[TS_OUT_MODEL_TFLOPS_PER_GPU * os] = model_flops * r_step * ctx->inv.inv_gpus * 1e-12;
-    out[TS_OUT_HW_TFLOPS_PER_GPU * os] = hw_flops * r_step * ctx->inv.inv_gpus * 1e-12;
+    out[TS_OUT_HW_TFLOPS_PER_GPU * os] = V->hw_flops * r_step * ctx->inv.inv_gpus * 1e-12;
     out[TS_OUT_MEMORY_GIB * os] = memory / TS_GIB;
-    out[TS_OUT_COMPUTE_S * os] = compute;
-    out[TS_OUT_TP_COMM_S * os] = tp_comm;
-    out[TS_OUT_CP_COMM_S * os] = cp_comm;
-    out[TS_OUT_EP_COMM_S * os] = ep_comm;
+    out[TS_OUT_COMPUTE_S * os] = V->compute;
+    out[TS_OUT_TP_COMM_S * os] = V->tp_comm;
+    out[TS_OUT_CP_COMM_S * os] = V->cp_comm;
+    out[TS_OUT_EP_COMM_S * os] = V->ep_comm;
     out[TS_OUT_PP_COMM_S * os] = pp_comm;
-    out[TS_OUT_BUBBLE_S * os] = bubble;
+    out[TS_OUT_BUBBLE_S * os] = V->bubble;
     out[TS_OUT_DP_COMM_S * os] = dp_time;
     out[TS_OUT_OPTIMIZER_S * os] = optimizer;
     out[TS_OUT_MEM_WEIGHTS_GIB * os] = mem_weights / TS_GIB;
     out[TS_OUT_MEM_GRADS_GIB * os] = mem_grads / TS_GIB;
     out[TS_OUT_MEM_OPTIMIZER_GIB * os] = mem_opt / TS_GIB;
-    out[TS_OUT_MEM_ACTIVATIONS_GIB * os] = mem_act / TS_GIB;
+    out[TS_OUT_MEM_ACTIVATIONS_GIB * os] = V->mem_act / TS_GIB;
     out[TS_OUT_MEM_LOGITS_GIB * os] = mem_logits / TS_GIB;
     out[TS_OUT_MEM_RESERVE_GIB * os] = mem_reserve / TS_GIB;
-    out[TS_OUT_MICROBATCHES * os] = m;
+    out[TS_OUT_MICROBATCHES * os] = R->m;
     return status;
+}
+
+/* The rest of a configuration after its core row: config_error's free-field checks, then the
+ * order, recompute and final stages. */
+TS_FN int ts_evaluate_free(const ts_ctx *ctx, const ts_row *R, const int32_t *cfg,
+                           int64_t stride, double *out, int64_t os)
+{
+    int recompute = cfg[TS_CFG_RECOMPUTE * stride], zero = cfg[TS_CFG_ZERO * stride];
+    int order = cfg[TS_CFG_ORDER * stride], dp_overlap = cfg[TS_CFG_DP_OVERLAP * stride];
+    int code = ts_join_error(R->code, ts_free_error(recompute, zero, order, dp_overlap));
+    ts_ord O;
+    ts_rec V;
+    if (code != 0)
+        return ts_write_invalid(out, os, code);
+    ts_ord_init(ctx, R, order, &O);
+    ts_rec_init(ctx, R, &O, recompute, &V);
+    return ts_final(ctx, R, &O, &V, zero, dp_overlap == 1, out, os);
+}
+
+/* llm.py evaluate_config: cost one configuration and write every result column.
+ * cfg[f * stride] is config field f; out[k * out_stride] result column k. Returns the status. */
+TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, double *out,
+                             int64_t os)
+{
+    ts_row R;
+    ts_row_init(ctx, cfg, stride, &R);
+    return ts_evaluate_free(ctx, &R, cfg, stride, out, os);
 }

@@ -39,17 +39,28 @@ typedef struct {
     int overflow;
 } ts_sweep_job;
 
-/* Keep the k smallest (key, g) pairs in unsorted slots. */
-static void ts_topk_insert(double *keys, int64_t *idx, int32_t k, double key, int64_t g)
+/* The slot of the largest (key, index) pair of a top-k buffer: the one an insertion replaces
+ * (an empty slot, key +inf and index -1, counts as larger than any pair). */
+static int32_t ts_topk_worst(const double *keys, const int64_t *idx, int32_t k)
 {
     int32_t worst = 0;
     for (int32_t j = 1; j < k; j++)
         if (keys[j] > keys[worst] || (keys[j] == keys[worst] && idx[j] > idx[worst]))
             worst = j;
+    return worst;
+}
+
+/* Keep the k smallest (key, g) pairs in unsorted slots; worst is ts_topk_worst of the buffer,
+ * returned updated. */
+static inline int32_t ts_topk_insert(double *keys, int64_t *idx, int32_t k, int32_t worst,
+                                     double key, int64_t g)
+{
     if (key < keys[worst] || (key == keys[worst] && (idx[worst] < 0 || g < idx[worst]))) {
         keys[worst] = key;
         idx[worst] = g;
+        return ts_topk_worst(keys, idx, k);
     }
+    return worst;
 }
 
 /* Insert (s, m, g) into a front sorted by step (memory strictly decreasing); returns the new
@@ -58,6 +69,10 @@ static int64_t ts_pareto_insert(double *fs, double *fm, int64_t *fi, int64_t n, 
                                 double s, double m, int64_t g)
 {
     int64_t lo = 0, hi = n, pos, end, removed;
+    /* dominated by the first point (the front's memory decreases along it): the search below
+     * would land at pos >= 1 with fm[pos - 1] <= fm[0] <= m */
+    if (n > 0 && fs[0] < s && fm[0] <= m)
+        return n;
     while (lo < hi) {
         int64_t mid = (lo + hi) / 2;
         if (fs[mid] < s)
@@ -98,12 +113,24 @@ static int64_t ts_pareto_insert(double *fs, double *fm, int64_t *fi, int64_t n, 
     return n;
 }
 
+/* One worker: indices [lo, hi) in enumeration order. Consecutive indices share their core row
+ * (and, within it, their order and recompute choice), so the staged model (ts_row_init,
+ * ts_ord_init, ts_rec_init, ts_final; see ts_model.h) recomputes a stage only when the odometer
+ * digit it depends on moves: per configuration only the zero / dp_overlap part runs. */
 static void ts_sweep_worker(ts_sweep_job *J)
 {
-    int32_t cfg[TS_N_CFG];
+    const ts_ctx *ctx = J->ctx;
+    int32_t core_cfg[TS_N_CFG];
     double out[TS_N_OUT];
     int64_t a = 0, b = J->n_rows, row, rem, nfront = *J->f_n;
-    int32_t d, z, r, slot;
+    int64_t n_eval = 0, n_ok = 0, n_oom = 0, n_invalid = 0;
+    double min_mem = J->stats[TS_SWEEP_ST_MIN_MEM];
+    int32_t d, z, r, slot, m = 0, order = 0, worst;
+    int level = 3; /* the stages to recompute: 3 row, 2 order, 1 recompute, 0 none */
+    int row_bad = 0, ord_bad = 0, rec_bad = 0;
+    ts_row R;
+    ts_ord O;
+    ts_rec V;
     if (J->hi <= J->lo)
         return;
     /* the row holding lo: cum[row] <= lo < cum[row + 1] */
@@ -122,26 +149,46 @@ static void ts_sweep_worker(ts_sweep_job *J)
     rem /= J->n_zero;
     r = (int32_t)(rem % J->n_rec);
     slot = (int32_t)(rem / J->n_rec);
+    worst = ts_topk_worst(J->topk_key, J->topk_idx, J->k);
+    for (int f = 0; f < TS_N_CFG; f++)
+        core_cfg[f] = 0;
     for (int64_t g = J->lo; g < J->hi; g++) {
-        int32_t m = J->mask[row], order, status;
-        for (int f = 0; f < TS_SWEEP_N_CORE; f++)
-            cfg[ts_sweep_core_cfg[f]] = J->core[(int64_t)f * J->n_rows + row];
-        order = J->order_flat[J->order_off[m] + slot];
-        cfg[TS_CFG_ORDER] = order;
-        cfg[TS_CFG_RECOMPUTE] = J->rec[r];
-        cfg[TS_CFG_ZERO] = J->zero[z];
-        cfg[TS_CFG_DP_OVERLAP] = J->dpo[d];
-        status = ts_evaluate_config(J->ctx, cfg, 1, out, 1);
-        J->stats[TS_SWEEP_ST_EVALUATED] += 1.0;
+        int status;
+        if (level >= 3) {
+            m = J->mask[row];
+            for (int f = 0; f < TS_SWEEP_N_CORE; f++)
+                core_cfg[ts_sweep_core_cfg[f]] = J->core[(int64_t)f * J->n_rows + row];
+            ts_row_init(ctx, core_cfg, 1, &R);
+            row_bad = R.code != 0;
+        }
+        if (level >= 2) {
+            order = J->order_flat[J->order_off[m] + slot];
+            /* order is in range (ts_sweep_check_space); the free-field checks of config_error
+             * are made per stage below */
+            ord_bad = row_bad;
+            if (!ord_bad)
+                ts_ord_init(ctx, &R, order, &O);
+        }
+        if (level >= 1) {
+            int32_t rc = J->rec[r];
+            rec_bad = ord_bad || rc < 0 || rc > TS_RECOMPUTE_FULL;
+            if (!rec_bad)
+                ts_rec_init(ctx, &R, &O, rc, &V);
+        }
+        if (rec_bad || J->zero[z] < 0 || J->zero[z] > 3 || J->dpo[d] < 0 || J->dpo[d] > 1)
+            status = TS_STATUS_INVALID_CONFIG;
+        else
+            status = ts_final(ctx, &R, &O, &V, J->zero[z], J->dpo[d] == 1, out, 1);
+        n_eval++;
         if (status == TS_STATUS_OK || status == TS_STATUS_OUT_OF_MEMORY) {
             double mem = out[TS_OUT_MEMORY_GIB];
-            if (mem < J->stats[TS_SWEEP_ST_MIN_MEM])
-                J->stats[TS_SWEEP_ST_MIN_MEM] = mem;
+            if (mem < min_mem)
+                min_mem = mem;
             if (out[TS_OUT_FEASIBLE] == 1.0) {
                 double key = J->obj_sign * out[J->obj_col];
                 int64_t nn;
-                J->stats[TS_SWEEP_ST_OK] += 1.0;
-                ts_topk_insert(J->topk_key, J->topk_idx, J->k, key, g);
+                n_ok++;
+                worst = ts_topk_insert(J->topk_key, J->topk_idx, J->k, worst, key, g);
                 if (key < J->o_key[order] || (key == J->o_key[order] && g < J->o_idx[order])) {
                     J->o_key[order] = key;
                     J->o_idx[order] = g;
@@ -154,26 +201,35 @@ static void ts_sweep_worker(ts_sweep_job *J)
                 }
                 nfront = nn;
             } else {
-                J->stats[TS_SWEEP_ST_OOM] += 1.0;
+                n_oom++;
             }
         } else {
-            J->stats[TS_SWEEP_ST_INVALID] += 1.0;
+            n_invalid++;
         }
         /* advance the odometer */
+        level = 0;
         if (++d == J->n_dpo) {
             d = 0;
             if (++z == J->n_zero) {
                 z = 0;
+                level = 1;
                 if (++r == J->n_rec) {
                     r = 0;
+                    level = 2;
                     if (++slot == J->order_cnt[m]) {
                         slot = 0;
                         row++;
+                        level = 3;
                     }
                 }
             }
         }
     }
+    J->stats[TS_SWEEP_ST_EVALUATED] += (double)n_eval;
+    J->stats[TS_SWEEP_ST_OK] += (double)n_ok;
+    J->stats[TS_SWEEP_ST_OOM] += (double)n_oom;
+    J->stats[TS_SWEEP_ST_INVALID] += (double)n_invalid;
+    J->stats[TS_SWEEP_ST_MIN_MEM] = min_mem;
     *J->f_n = nfront;
 }
 

@@ -5,7 +5,8 @@
  * blocks and of the config / result columns is declared in trainscape_layout.h, generated from
  * src/trainscape/layout.py.
  *
- * Pure and reentrant: no globals, no allocation, no I/O. Several threads may call any entry
+ * Pure and reentrant: no globals, no I/O, no allocation in the loop (a large batch allocates
+ * one memo per worker before its loop and frees it after; without the memory it runs uncached). Several threads may call any entry
  * point at once. This text is also fed to cffi's cdef (guard and #include lines stripped), so
  * keep it to plain declarations, enums and integer #defines.
  */

@@ -140,6 +140,65 @@ typedef struct {
 
 TS_FN int ts_ctx_init(ts_ctx *ctx, const double *sys, const double *mdl, const double *job);
 
+/* ---- llm.py evaluate_config in three stages --------------------------------------------
+ * A configuration is a "core row" (tp cp pp dp ep mbs vpp schedule sp tp_overlap: the fields
+ * every compute and memory term reads) plus four free fields. ts_evaluate_config is exactly
+ *     ts_row_init -> ts_ord_init(order) -> ts_rec_init(recompute) -> ts_final(zero, dp_overlap)
+ * and each stage only reads the stages before it, so a caller that holds a stage fixed (the
+ * sweep walks every order / recompute / zero / dp_overlap under one row; a batch meets the same
+ * rows again and again) may reuse it. Every value is computed by the same expressions in the
+ * same order as the one-shot function: reuse changes no bit. */
+typedef struct {
+    /* read for every configuration (ts_rec_init, ts_final): first, to share cache lines */
+    int code;            /* config_error over the core fields (0, 1..8, 12, 13, 15..27, 100+) */
+    int schedule, tp_overlap, dualpipe, has_ep_comm, sp;
+    double cp, pp, vpp, m;
+    double t_core, gemm_f, stage_layers, f_compute, w_compute;
+    double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */
+    double mem_act[TS_RECOMPUTE_COUNT];   /* act_stage(recompute) * inflight_activations */
+    double hw_flops[TS_RECOMPUTE_COUNT];
+    double optimizer[2];                  /* zero == 0, zero >= 1 */
+    double dense_params, expert_params, r_dp_dense, r_dp_expert, mem_logits;
+    /* read by ts_ord_init only */
+    double tp, dp, ep, b, dpx, moe_layers;
+    double tp_bytes, kv_chunk, a2a_bytes, pp_bytes, pp_crit;
+    double dp_dense, dp_expert;
+    double ar_dense_bytes, ar_expert_bytes, ag_dense_bytes, ag_expert_bytes;
+} ts_row;
+
+typedef struct {
+    double tp_pass, cp_step, ep_pass, pp_comm;
+    /* the data-parallel collectives, computed when a zero stage first needs them (from the
+     * groups, rebuilt for the order when a copied-in ts_ord lacks them: groups_ok 0) */
+    int have_ar, have_ag, groups_ok, order;
+    double ar, rs, ag;
+    ts_group g_dp_dense, g_dp_expert;
+} ts_ord;
+
+typedef struct {
+    int recompute;
+    double f_stage, bw_stage, fbw_stage, step_pre;
+    double compute, tp_comm, cp_comm, ep_comm, bubble, mem_act, hw_flops;
+} ts_rec;
+
+/* config_error split: the core fields' code, and the free fields' (9, 10, 11, 14). The
+ * reference returns the first failing check in code order, so the whole code is the smaller
+ * non-zero one of the two. */
+TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, int64_t dp,
+                        int64_t ep, int64_t mbs, int64_t vpp, int64_t schedule, int64_t sp,
+                        int64_t tp_overlap);
+TS_FN int ts_free_error(int64_t recompute, int64_t zero, int64_t order, int64_t dp_overlap);
+TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts_row *R);
+TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O);
+TS_FN void ts_ord_dp_groups(const ts_ctx *ctx, const ts_row *R, ts_ord *O);
+TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
+                               const double strides[TS_N_DIMS]);
+TS_FN void ts_rec_init(const ts_ctx *ctx, const ts_row *R, const ts_ord *O, int recompute,
+                       ts_rec *V);
+TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *V, int zero,
+                   int dp_overlap, double *out, int64_t os);
+TS_FN int ts_write_invalid(double *out, int64_t os, int code);
+
 TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *mdl,
                              const double *job);
 TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride);

@@ -1,0 +1,103 @@
+"""The C batch kernel's memos (csrc/batch.c: per-worker memos of the core-row and (row, order)
+stages, used for ranges of >= 16,384 configurations per worker) change no value: large batches
+that repeat rows and orders, mixed with invalid and out-of-range columns and with enough
+distinct rows to force evictions, equal the one-configuration entry point bit for bit and the
+reference to 1e-9 on every column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import trainscape
+from trainscape import layout as L
+from trainscape import native
+from trainscape.model import reference
+from trainscape.space import design_space
+from trainscape.spec import pack
+
+from test_backends_differential import assert_same
+
+pytestmark = pytest.mark.skipif(native.lib is None, reason="C kernel not built")
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+N = 40_000  # > 2 x 16,384: both workers of a two-thread call use their memos
+WIDE = {"tp": [1, 2, 4, 8], "cp": [1, 2, 4], "pp": [1, 2, 4, 8, 16], "mbs": [1, 2, 4],
+        "vpp": [1, 2, 4], "schedule": list(L.SCHEDULES), "recompute": list(L.RECOMPUTE),
+        "zero": [0, 1, 2, 3], "order": "all", "sp": [True, False],
+        "tp_overlap": [True, False], "dp_overlap": [True, False]}
+
+
+def _scenario(name):
+    return trainscape.load(EXAMPLES / name)
+
+
+def _batch(sc, pool: int, seed: int, wide: bool, bad_frac: float) -> np.ndarray:
+    """N columns drawn with replacement from ``pool`` configurations of the scenario's space
+    (a wide space when ``wide``: many distinct rows, so memo sets overflow and evict), with
+    ``bad_frac`` of them given an out-of-range or invalid field."""
+    space = design_space(sc, WIDE) if wide else design_space(sc)
+    rng = np.random.default_rng(seed)
+    base = np.asarray(space.sample(pool, seed=seed), dtype=np.int32)
+    cfg = base[:, rng.integers(0, base.shape[1], N)].copy()
+    bad = np.flatnonzero(rng.random(N) < bad_frac)
+    fields = rng.integers(0, L.N_CFG, bad.size)
+    cfg[fields, bad] += rng.integers(-4, 5, bad.size).astype(np.int32)
+    return np.ascontiguousarray(cfg)
+
+
+@settings(max_examples=4, deadline=None)
+@given(example=st.sampled_from(["llama3-405b-2bldg.toml", "gpt3-175b-a100.toml",
+                                "mixtral-8x7b-moe.toml"]),
+       seed=st.integers(0, 2**31 - 1), wide=st.booleans(),
+       pool=st.sampled_from([50, 3000, 40_000]), bad_frac=st.sampled_from([0.0, 0.1]))
+def test_memoized_batch_equals_single_configs_and_reference(example, seed, wide, pool,
+                                                            bad_frac):
+    sc = _scenario(example)
+    sys, mdl, job = pack(sc)
+    cfg = _batch(sc, pool, seed, wide, bad_frac)
+    one_thread = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
+    two_threads = native.evaluate_batch(sys, mdl, job, cfg, threads=2)
+    assert np.array_equal(one_thread, two_threads, equal_nan=True)
+    rng = np.random.default_rng(seed + 1)
+    # bit for bit the one-configuration entry point (no memo), on a sample of columns
+    cols = rng.choice(N, 600, replace=False)
+    single = np.stack([native.cost(sys, mdl, job, cfg[:, i]) for i in cols], axis=1)
+    assert np.array_equal(one_thread[:, cols], single, equal_nan=True)
+    # and the reference, every column to 1e-9, on another sample
+    cols = rng.choice(N, 300, replace=False)
+    want = reference.evaluate_batch(sys, mdl, job, np.ascontiguousarray(cfg[:, cols]))
+    assert_same(one_thread[:, cols], want, example)
+
+
+def test_memo_is_used_and_matches_on_the_bench_batch():
+    """The bench's batch (the Llama-3-405B example's space, 10^5 columns, one thread: memo on)
+    equals the same columns costed one call per 1,000 (memo off: below the threshold)."""
+    from trainscape.bench_cli import bench_batch
+
+    sys, mdl, job, cfg = bench_batch(100_000, seed=3)
+    whole = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
+    parts = np.concatenate([native.evaluate_batch(sys, mdl, job,
+                                                  np.ascontiguousarray(cfg[:, i:i + 1000]),
+                                                  threads=1)
+                            for i in range(0, cfg.shape[1], 1000)], axis=1)
+    assert np.array_equal(whole, parts, equal_nan=True)
+
+
+@pytest.mark.parametrize("example", ["llama3-405b-2bldg.toml", "mixtral-8x7b-moe.toml"])
+def test_many_distinct_rows_evict_without_mixing_them_up(example):
+    """A wide space's 40,000 distinct draws: thousands of core rows over the memo's 512 sets,
+    so rows that differ in one field share sets and evict each other."""
+    sc = _scenario(example)
+    sys, mdl, job = pack(sc)
+    cfg = _batch(sc, N, 7, True, 0.0)
+    got = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
+    parts = np.concatenate([native.evaluate_batch(sys, mdl, job,
+                                                  np.ascontiguousarray(cfg[:, i:i + 2000]),
+                                                  threads=1)
+                            for i in range(0, N, 2000)], axis=1)
+    assert np.array_equal(got, parts, equal_nan=True)
