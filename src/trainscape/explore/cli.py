@@ -162,7 +162,7 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
               help="Distinct configurations to evaluate (default: 1% of the space, "
                    "200..20,000).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--width", type=click.IntRange(min=1), default=16, show_default=True,
+@click.option("--width", type=click.IntRange(min=1), default=8, show_default=True,
               help="Beam width (beam only).")
 @click.option("--multi-objective", "multi", is_flag=True,
               help="NSGA-II on step time and memory (evolve only).")

@@ -1,15 +1,16 @@
 """Search without enumerating: evolutionary (single-objective GA and NSGA-II) and beam search.
 
-Both work on *genomes* over the design space (:mod:`trainscape.space.design`): a core row
-(the validity-deciding axes tp cp pp dp ep mbs vpp schedule sp tp_overlap, as one valid row of
-the space's table), a placement order (a permutation, canonicalized against the row's degree
-mask) and the free axes (recompute, zero, dp_overlap). Every genome maps to a global index
-of the space, so every configuration a search proposes is valid by construction:
+Both work on *genomes* over the design space (:mod:`.genome`: value indices of the core axes,
+a placement order, recompute, zero, dp_overlap), vectorized with NumPy. Every genome maps to a
+global index of the space (core values repaired to the nearest valid row, orders
+canonicalized), so every configuration a search proposes is valid by construction.
 
-* mutation changes one axis value and *repairs* the core part to the nearest valid row (the
-  fewest other axes changed, ties broken by the seeded generator); an order outside the
-  listed orders is replaced by an allowed one;
-* crossover mixes the axis values of two parents gene by gene, then repairs.
+Both end the same way: the memory-deciding axes (pp, zero, recompute: a pipeline-free layout
+only fits with ZeRO-3 or recomputation, so these move together) split the space into niches;
+the best configurations seen so far are carried into every niche and the niches race by local
+search within them (successive halving), and the winners are refined by local search over
+every axis (single, paired and order-swap moves). Evolve gets its starting configurations from
+a GA; beam from a random sample and its levels.
 
 Configurations are evaluated in batches by the fastest kernel backend; a cache keeps each
 configuration's result, and the *evaluation count* is the number of distinct configurations
@@ -27,14 +28,12 @@ solutions per level).
 
 from __future__ import annotations
 
+import itertools
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from .. import layout as L
-from ..space import design as D
-from ..space import orders as O
 from .sweep import (Rows, SweepResult, evaluate_indices, objective_column, reduce_columns)
 
 METHODS = ("evolve", "beam")
@@ -49,76 +48,6 @@ def default_budget(size: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # Genomes
 # ---------------------------------------------------------------------------------------------
-
-
-class Genes:
-    """Encoding of the space for search: per core row the value index of each core axis."""
-
-    def __init__(self, space: D.DesignSpace):
-        self.space = space
-        self.n_rows = space.core.shape[1]
-        # value index of every core field of every row
-        self.vi = np.zeros((D.N_CORE, self.n_rows), dtype=np.int32)
-        self.n_values = []
-        for f, name in enumerate(D.CORE_FIELDS):
-            vals = np.unique(space.core[f])
-            self.vi[f] = np.searchsorted(vals, space.core[f])
-            self.n_values.append(len(vals))
-        # searchable core axes: more than one value among the valid rows; dp only when an axis
-        self.axes = [f for f in range(D.N_CORE) if self.n_values[f] > 1
-                     and not (D.CORE_FIELDS[f] == "dp" and space.axes["dp"] is None)]
-        self.lookup = {tuple(self.vi[self.axes, r]): r for r in range(self.n_rows)}
-        self.nr, self.nz, self.nd = len(space.recompute), len(space.zero), len(space.dp_overlap)
-
-    # genome: (row, order_perm_index, r, z, d) as an int64 vector of 5
-    def from_index(self, g: np.ndarray) -> np.ndarray:
-        sp = self.space
-        g = np.asarray(g, dtype=np.int64)
-        rows = np.searchsorted(sp.cum, g, side="right") - 1
-        rem = g - sp.cum[rows]
-        d = rem % self.nd
-        rem //= self.nd
-        z = rem % self.nz
-        rem //= self.nz
-        r = rem % self.nr
-        slot = rem // self.nr
-        orders = sp.order_flat[sp.order_off[sp.mask[rows]] + slot]
-        return np.stack([rows, orders, r, z, d]).astype(np.int64)
-
-    def to_index(self, gen: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Global indices of genomes (orders canonicalized, repaired when not allowed)."""
-        sp = self.space
-        out = np.empty(gen.shape[1], dtype=np.int64)
-        for j in range(gen.shape[1]):
-            row, order, r, z, d = (int(x) for x in gen[:, j])
-            m = int(sp.mask[row])
-            off, cnt = int(sp.order_off[m]), int(sp.order_cnt[m])
-            allowed = sp.order_flat[off:off + cnt]
-            o = O.canonical_order(order, m)
-            k = int(np.searchsorted(allowed, o))
-            if k >= cnt or allowed[k] != o:
-                k = int(rng.integers(cnt))
-            local = ((k * self.nr + r) * self.nz + z) * self.nd + d
-            out[j] = int(sp.cum[row]) + local
-        return out
-
-    def repair_row(self, target: np.ndarray, pinned: list[int], rng) -> int:
-        """The valid row nearest to the axis-value vector ``target`` (over ``self.axes``):
-        exact when it exists, else the fewest differing axes among rows that keep the
-        ``pinned`` axes (positions in ``self.axes``), ties at random."""
-        row = self.lookup.get(tuple(int(t) for t in target))
-        if row is not None:
-            return row
-        vi = self.vi[self.axes]
-        cand = np.ones(self.n_rows, dtype=bool)
-        for p in pinned:
-            sel = cand & (vi[p] == target[p])
-            if sel.any():
-                cand = sel
-        idx = np.flatnonzero(cand)
-        dist = (vi[:, idx] != target[:, None]).sum(axis=0)
-        best = idx[dist == dist.min()]
-        return int(best[rng.integers(best.size)])
 
 
 def sample_by_row(space, rng, n: int) -> np.ndarray:
@@ -276,17 +205,25 @@ def _crowding(f1: np.ndarray, f2: np.ndarray, rank: np.ndarray) -> np.ndarray:
 
 def run_evolve(scenario, *, space=None, budget: int | None = None, seed: int = 0,
                top: int = 10, objective: str = "step_time_s", multi: bool = False,
-               population: int | None = None, backend: str | None = None) -> SweepResult:
+               population: int | None = None, width: int = 8,
+               backend: str | None = None) -> SweepResult:
     """Evolutionary search over the valid space, reproducible for ``seed``.
 
-    Single-objective (``multi=False``): a steady generational GA with binary tournaments on
-    the objective, uniform crossover, one-axis mutation with repair, and elitism. With
-    ``multi=True``: NSGA-II on (step time, memory per GPU) with constraint-domination
-    (memory above HBM is the violation). Stops after ``budget`` distinct evaluations
-    (:func:`default_budget`) or when a generation finds nothing new several times in a row.
-    """
+    A generational GA on genomes (:mod:`.genome`): binary tournaments, uniform crossover,
+    one-axis mutation (a second axis with probability 0.3), repair to a valid row, elitist
+    survival; every genetic operator runs on the whole generation with NumPy. With
+    ``multi=False`` it is memetic: survival keeps the best configuration of every niche of
+    the memory-deciding axes (pp, zero, recompute; "clearing", Pétrowski 1996, "A clearing
+    procedure as a niching method for genetic algorithms") before the rest by objective, and
+    after :data:`GA_SHARE` of the budget the ``width`` best niche leaders are refined by raced
+    local search within their niche, then over every axis (as :func:`run_beam`'s last
+    stage). With ``multi=True``: NSGA-II on (step time, memory per GPU) with
+    constraint-domination (memory above HBM is the violation) for the whole budget. Stops
+    after ``budget`` distinct evaluations (:func:`default_budget`) or when generations stop
+    finding anything new."""
     from ..space import design_space
     from ..spec.pack import pack
+    from . import genome as G
 
     t0 = time.perf_counter()
     col, obj_col, sign = objective_column(objective)
@@ -295,15 +232,19 @@ def run_evolve(scenario, *, space=None, budget: int | None = None, seed: int = 0
     blocks = pack(scenario)
     budget = int(budget or default_budget(space.size))
     rng = np.random.Generator(np.random.PCG64(seed))
-    genes = Genes(space)
+    enc = G.Encoding(space)
     ev = Evaluator(space, blocks, obj_col, sign, backend, budget)
     pop_n = int(population or max(16, min(64, budget // 12)))
+    niche_genes = [enc.names.index(a) for a in BEAM_LEVELS[0]
+                   if a in enc.names and enc.nv[enc.names.index(a)] > 1]
+    ga_budget = budget if multi else int(GA_SHARE * budget)
 
     pop = sample_by_row(space, rng, pop_n)
     key, step, mem, feas = ev(pop)
+    skey = G.score(ev, pop)
     stale = 0
     gens = 0
-    while not ev.exhausted and stale < 8:
+    while ev.count < ga_budget and not ev.exhausted and stale < 8:
         gens += 1
         if multi:
             viol = np.where(feas, 0.0, np.maximum(mem - ev.hbm_gib, 1e-9))
@@ -311,34 +252,71 @@ def run_evolve(scenario, *, space=None, budget: int | None = None, seed: int = 0
             crowd = _crowding(step, mem, rank)
             fitness = (rank, -crowd)
         else:
-            fitness = (key, mem * 0)
+            fitness = (skey, mem * 0)
         parents = _tournament(rng, fitness, 2 * pop_n)
-        pg = genes.from_index(pop)
-        children = _breed(genes, pg, parents, rng)
-        child_idx = genes.to_index(children, rng)
+        pg = enc.from_index(pop)
+        child = enc.crossover(pg[:, parents[0::2]], pg[:, parents[1::2]], rng)
+        child, pin, redraw = enc.mutate(child, rng)
+        child_idx = enc.to_index(child, rng, pin, redraw)
         before = ev.count
         ck, cs, cm, cf = ev(child_idx)
+        csk = G.score(ev, child_idx)
         stale = stale + 1 if ev.count == before else 0
-        # survivors: the best pop_n of parents + children (elitist, NSGA-II style)
         allidx = np.concatenate([pop, child_idx])
-        allk, alls, allm, allf = (np.concatenate(x) for x in ((key, ck), (step, cs),
-                                                             (mem, cm), (feas, cf)))
+        allk, alls, allm, allf, allsk = (np.concatenate(x) for x in (
+            (key, ck), (step, cs), (mem, cm), (feas, cf), (skey, csk)))
         _, uniq = np.unique(allidx, return_index=True)
         uniq = np.sort(uniq)
-        allidx, allk, alls, allm, allf = (x[uniq] for x in (allidx, allk, alls, allm, allf))
+        allidx, allk, alls, allm, allf, allsk = (x[uniq] for x in (
+            allidx, allk, alls, allm, allf, allsk))
         if multi:
             viol = np.where(allf, 0.0, np.maximum(allm - ev.hbm_gib, 1e-9))
             rank = _nondominated_ranks(alls, allm, viol)
             crowd = _crowding(alls, allm, rank)
             order = np.lexsort((allidx, -crowd, rank))
         else:
-            order = np.lexsort((allidx, allm, allk))
+            # clearing: the best of each niche first (at most half the population), then
+            # the rest by objective
+            order = np.lexsort((allidx, allm, allsk))
+            niche = _niche_of(enc, allidx, niche_genes)
+            _, first = np.unique(niche[order], return_index=True)
+            leaders = order[np.sort(first)][: pop_n // 2]
+            rest = order[~np.isin(order, leaders)]
+            order = np.concatenate([leaders, rest])
         keep = order[:pop_n]
-        pop, key, step, mem, feas = (x[keep] for x in (allidx, allk, alls, allm, allf))
+        pop, key, step, mem, feas, skey = (x[keep] for x in (
+            allidx, allk, alls, allm, allf, allsk))
+    if not multi and not ev.exhausted:
+        # memetic stage: the best configurations so far, carried into every niche of the
+        # memory-deciding axes (with that niche's own best), race by local search within
+        # their niche; the winners are refined over every axis
+        seen = np.array(list(ev.cache), dtype=np.int64)
+        sk = G.score(ev, seen)
+        order = np.lexsort((seen, sk))
+        elite = list(dict.fromkeys(int(x) for x in seen[order]))[:ELITE]
+        gs = enc.from_index(seen[order])
+        leaders: dict = {}
+        for j in range(order.size):
+            leaders.setdefault(tuple(int(gs[x, j]) for x in niche_genes), int(seen[order[j]]))
+        beam = [({}, -1, np.inf)]
+        if niche_genes:
+            beam = _level(enc, ev, rng, beam, niche_genes, elite, None,
+                          LEVEL_SHARE * (budget - ev.count), width, leaders)
+        starts = [i for _p, i, _k in beam if i >= 0] or elite
+        _polish(enc, ev, rng, starts, budget)
     extra = {"method": "evolve", "multi": multi, "seed": seed, "budget": budget,
              "generations": gens, "population": pop_n}
     return _result(scenario, space, ev, col, obj_col, sign, top, "evolve",
                    time.perf_counter() - t0, extra)
+
+
+def _niche_of(enc, idx: np.ndarray, genes: list[int]) -> np.ndarray:
+    """Niche number of each index: the mixed-radix value of its ``genes``."""
+    g = enc.from_index(idx)
+    out = np.zeros(idx.size, dtype=np.int64)
+    for x in genes:
+        out = out * int(enc.nv[x]) + g[x]
+    return out
 
 
 def _tournament(rng, fitness, n) -> np.ndarray:
@@ -350,83 +328,43 @@ def _tournament(rng, fitness, n) -> np.ndarray:
     return np.where(a_wins, a, b)
 
 
-def _breed(genes: Genes, pg: np.ndarray, parents: np.ndarray, rng) -> np.ndarray:
-    """Children genomes: uniform crossover of parent pairs (p=0.9), then one-axis mutation
-    (p=0.9 per child, plus 0.3 for a second axis), with repair of the core row."""
-    n = parents.size // 2
-    out = np.empty((5, n), dtype=np.int64)
-    axes = genes.axes
-    n_core_axes = len(axes)
-    for j in range(n):
-        a, b = pg[:, parents[2 * j]], pg[:, parents[2 * j + 1]]
-        va = genes.vi[axes, a[0]]
-        vb = genes.vi[axes, b[0]]
-        if rng.random() < 0.9:
-            take_b = rng.random(n_core_axes + 4) < 0.5
-        else:
-            take_b = np.zeros(n_core_axes + 4, dtype=bool)
-        target = np.where(take_b[:n_core_axes], vb, va)
-        free = np.where(take_b[n_core_axes:], b[1:], a[1:])
-        pinned: list[int] = []
-        n_mut = 1 + (rng.random() < 0.3)
-        if rng.random() < 0.9:
-            for _ in range(n_mut):
-                gene = int(rng.integers(n_core_axes + 4))
-                if gene < n_core_axes:
-                    nv = genes.n_values[axes[gene]]
-                    target[gene] = (target[gene] + 1 + rng.integers(nv - 1)) % nv
-                    pinned.append(gene)
-                else:
-                    free = _mutate_free(genes, free, gene - n_core_axes, rng)
-        row = genes.repair_row(target, pinned, rng) if n_core_axes else int(a[0])
-        out[0, j] = row
-        out[1:, j] = free
-    return out
-
-
-def _mutate_free(genes: Genes, free: np.ndarray, which: int, rng) -> np.ndarray:
-    free = free.copy()
-    if which == 0:  # order: swap two dimensions (neighbouring or not)
-        perm = list(O.perm_of(int(free[0])))
-        i, j = rng.choice(L.N_DIMS, size=2, replace=False)
-        perm[i], perm[j] = perm[j], perm[i]
-        free[0] = L.order_index(tuple(perm))
-    else:
-        n = (genes.nr, genes.nz, genes.nd)[which - 1]
-        if n > 1:
-            free[which] = (free[which] + 1 + rng.integers(n - 1)) % n
-    return free
-
-
 # ---------------------------------------------------------------------------------------------
 # Beam search
 # ---------------------------------------------------------------------------------------------
 
-#: Order in which beam search decides the axes: the degrees that shape the placement first
-#: (pipeline and tensor parallel, then context and expert), then the placement order, then
-#: the schedule and the memory/overlap knobs.
-BEAM_AXES = ("pp", "tp", "cp", "ep", "dp", "order", "schedule", "vpp", "mbs", "recompute",
-             "zero", "sp", "tp_overlap", "dp_overlap")
+#: Groups of axes beam search decides, one group per level, all values of a group jointly:
+#: first the axes that decide whether a layout fits in memory (pipeline depth, ZeRO stage,
+#: recomputation: a pipeline-free layout only fits with ZeRO-3 or recomputation, so deciding
+#: them apart would score such layouts as out of memory), then the inner parallel degrees.
+#: The axes left undecided by the levels are settled by local search from the beam.
+BEAM_LEVELS = (("pp", "zero", "recompute"),)
+#: Share of the budget the levels may spend; local search from the beam gets the rest.
+LEVEL_SHARE = 0.6
+#: Share of the budget spent on the random sample whose best configurations complete the
+#: first level's partial configurations, and how many of them.
+SAMPLE_SHARE = 0.1
+ELITE = 3
+#: Share of the budget the single-objective GA spends before its memetic stage.
+GA_SHARE = 0.1
+#: Whether the level races' local searches try paired moves.
+RACE_PAIRS = False
 
 
-@dataclass
-class _Beam:
-    index: int
-    key: float
-
-
-def run_beam(scenario, *, space=None, width: int = 16, budget: int | None = None,
+def run_beam(scenario, *, space=None, width: int = 8, budget: int | None = None,
              seed: int = 0, top: int = 10, objective: str = "step_time_s",
-             completions: int = 2, passes: int = 50, backend: str | None = None) -> SweepResult:
-    """Beam search: decide the axes one at a time (:data:`BEAM_AXES`), keeping the ``width``
-    best partial configurations. A partial configuration is scored by completing it with the
-    kernel: its parent's best completion with the new axis value (repaired to validity), and
-    ``completions`` random variations of the still-undecided axes; the best of them is its
-    score and its completion. Passes over the axes repeat (at most ``passes``), the beam restarted from fresh
-    random seeds around its best when a pass brings no improvement. Stops at
-    ``budget`` distinct evaluations."""
+             completions: int | None = None, backend: str | None = None) -> SweepResult:
+    """Beam search: decide the axes group by group (:data:`BEAM_LEVELS`), keeping the
+    ``width`` best partial configurations. A partial configuration is scored by completing
+    it with the kernel: its parent's best completion with the new values (repaired to
+    validity, decided axes kept) and ``completions`` random completions of the undecided
+    axes; its score and completion are the best of them (infeasible completions rank after
+    feasible ones, by memory). After the last level, local search (:func:`genome.hill_climb`,
+    single then paired axis moves) refines the beam's completions, best first, until the
+    budget is spent or every one is a local optimum. Stops at ``budget`` distinct
+    evaluations (:func:`default_budget`)."""
     from ..space import design_space
     from ..spec.pack import pack
+    from . import genome as G
 
     t0 = time.perf_counter()
     col, obj_col, sign = objective_column(objective)
@@ -435,124 +373,136 @@ def run_beam(scenario, *, space=None, width: int = 16, budget: int | None = None
     blocks = pack(scenario)
     budget = int(budget or default_budget(space.size))
     rng = np.random.Generator(np.random.PCG64(seed))
-    genes = Genes(space)
+    enc = G.Encoding(space)
     ev = Evaluator(space, blocks, obj_col, sign, backend, budget)
 
-    core_pos = {D.CORE_FIELDS[f]: i for i, f in enumerate(genes.axes)}
-    levels = [a for a in BEAM_AXES if a in core_pos or _free_gene(a, genes) is not None]
-
-    # seeds: the best of a random sample
-    n0 = int(min(max(4 * width, 32), max(budget // 8, width)))
-    seeds = sample_by_row(space, rng, n0)
-    key, *_ = ev(seeds)
-    order = np.lexsort((seeds, key))
-    beam = _dedupe([_Beam(int(seeds[i]), float(key[i])) for i in order])[:width]
-
-    for _ in range(passes):
-        before = (beam[0].key, beam[0].index)
-        count_before = ev.count
-        decided: list[str] = []
-        for axis in levels:
-            if ev.exhausted:
-                break
-            cands: list[int] = []
-            for st in beam:
-                gen = genes.from_index(np.array([st.index]))[:, 0]
-                for child in _axis_children(genes, gen, axis, core_pos, decided, rng):
-                    cands.append(child)
-                    for _c in range(completions):
-                        cands.append(_vary_undecided(genes, child, axis, decided, core_pos,
-                                                     rng))
-            cand = np.array(cands, dtype=np.int64)
-            ck, *_ = ev(cand)
-            pool = [_Beam(int(i), float(k)) for i, k in zip(cand, ck)] + beam
-            pool.sort(key=lambda b: (b.key, b.index))
-            beam = _dedupe(pool)[:width]
-            decided.append(axis)
-        if ev.exhausted or ev.count == count_before:
+    levels = []
+    for group in BEAM_LEVELS:
+        genes = [enc.names.index(a) for a in group
+                 if a in enc.names and enc.nv[enc.names.index(a)] > 1]
+        if genes:
+            levels.append(genes)
+    # beam states: (decided genes -> values, best completion index, its score)
+    beam: list[tuple[dict, int, float]] = [({}, -1, np.inf)]
+    n0 = int(max(16, SAMPLE_SHARE * budget))
+    sample = sample_by_row(space, rng, n0)
+    skey = G.score(ev, sample)
+    order = np.lexsort((sample, skey))
+    elite = list(dict.fromkeys(int(x) for x in sample[order]))[:ELITE]
+    level_budget = LEVEL_SHARE * budget / max(len(levels), 1)
+    for genes in levels:
+        if ev.exhausted:
             break
-        if (beam[0].key, beam[0].index) == before:
-            # no progress this pass: restart the rest of the beam from fresh random seeds
-            seeds = sample_by_row(space, rng, n0)
-            key, *_ = ev(seeds)
-            order = np.lexsort((seeds, key))
-            fresh = [_Beam(int(seeds[i]), float(key[i])) for i in order]
-            beam = _dedupe(beam[:1] + fresh)[:width]
+        beam = _level(enc, ev, rng, beam, genes, elite, completions, level_budget, width)
+    # local search from the beam's completions over every axis, raced the same way
+    _polish(enc, ev, rng, [i for _p, i, _k in beam if i >= 0], budget)
     extra = {"method": "beam", "seed": seed, "budget": budget, "width": width,
-             "levels": levels, "passes": passes}
+             "levels": [[enc.names[x] for x in genes] for genes in levels]}
     return _result(scenario, space, ev, col, obj_col, sign, top, "beam",
                    time.perf_counter() - t0, extra)
 
 
-def _dedupe(items: list[_Beam]) -> list[_Beam]:
-    seen, out = set(), []
-    for b in items:
-        if b.index not in seen:
-            seen.add(b.index)
-            out.append(b)
-    return out
+def _level(enc, ev, rng, beam, genes, elite, completions, level_budget, width,
+           leaders: dict | None = None):
+    """One level of beam search: every beam state times every combination of values of
+    ``genes`` is a partial configuration, completed by its parent's completion (or, at the
+    first level, by the ``elite`` configurations and the ``leaders`` entry of its values)
+    with its values applied and by random completions; the partials then race
+    (:func:`race`) by local search over their undecided axes. Returns the new beam."""
+    from . import genome as G
+
+    c0 = ev.count
+    combos = np.array(list(itertools.product(*[range(int(enc.nv[x])) for x in genes])),
+                      dtype=np.int64).reshape(-1, len(genes))
+    n_children = len(beam) * combos.shape[0]
+    c = completions if completions is not None else int(
+        np.clip(0.25 * level_budget / max(n_children, 1) - 1, 1, 8))
+    parts, cols, owner = [], [], []
+    for decided, idx, _k in beam:
+        # the parent's completion, or at the first level the best configurations seen so
+        # far: good values of the undecided axes carry over between partial configurations
+        par = [idx] if idx >= 0 else list(elite)
+        for combo in combos:
+            part = dict(decided)
+            part.update({x: int(v) for x, v in zip(genes, combo)})
+            extra = [] if leaders is None else [leaders[tuple(combo)]] if tuple(combo) in \
+                leaders else []
+            parents = enc.from_index(np.array(par + extra, dtype=np.int64))
+            parts.append(part)
+            cols.append(_completions(enc, part, c, rng, parents))
+            owner.append(np.full(cols[-1][0].shape[1], len(parts) - 1))
+    g = np.concatenate([x[0] for x in cols], axis=1)
+    pin = np.concatenate([x[1] for x in cols], axis=1)
+    owner = np.concatenate(owner)
+    idx = enc.to_index(g, rng, pin)
+    got = enc.from_index(idx)
+    # a completion counts for its partial configuration only when the repair kept it
+    match = np.ones(idx.size, dtype=bool)
+    for j, part in enumerate(parts):
+        sel = owner == j
+        for x, v in part.items():
+            match[sel] &= got[x, sel] == v
+    key = np.where(match, G.score(ev, idx), np.inf)
+    racers = []
+    for j, part in enumerate(parts):
+        sel = np.flatnonzero(owner == j)
+        bst = sel[np.argmin(key[sel])]
+        if np.isfinite(key[bst]):
+            racers.append((part, G.Climb(enc, int(idx[bst]), float(key[bst]),
+                                         fixed=tuple(part), pairs=RACE_PAIRS)))
+    racers = race(ev, rng, racers, level_budget - (ev.count - c0), width)
+    if not racers:
+        return beam
+    return [(part, cl.cur, cl.key) for part, cl in racers[:width]]
 
 
-def _free_gene(axis: str, genes: Genes) -> int | None:
-    n = {"order": 2, "recompute": genes.nr, "zero": genes.nz, "dp_overlap": genes.nd}
-    if axis not in n or n[axis] < 2:
-        return None
-    return {"order": 1, "recompute": 2, "zero": 3, "dp_overlap": 4}[axis]
+def _polish(enc, ev, rng, starts: list[int], budget: int) -> None:
+    """Race local searches over every axis (single, paired and order-swap moves) from
+    ``starts`` with what is left of ``budget``, down to one that runs to its local optimum."""
+    from . import genome as G
+
+    starts = list(dict.fromkeys(int(i) for i in starts))
+    if not starts or ev.exhausted:
+        return
+    skeys = G.score(ev, np.array(starts, dtype=np.int64))
+    racers = [(None, G.Climb(enc, i, float(k), pairs=True)) for i, k in zip(starts, skeys)]
+    while racers and not ev.exhausted and not all(cl.done for _p, cl in racers):
+        racers = race(ev, rng, racers, budget - ev.count, 1)
 
 
-def _axis_children(genes: Genes, gen, axis, core_pos, decided, rng) -> list[int]:
-    """One child index per value of ``axis`` (decided axes pinned where possible)."""
-    sp = genes.space
-    out = []
-    if axis in core_pos:
-        p = core_pos[axis]
-        f = genes.axes[p]
-        base = genes.vi[genes.axes, gen[0]].copy()
-        pinned = [core_pos[a] for a in decided if a in core_pos] + [p]
-        for v in range(genes.n_values[f]):
-            target = base.copy()
-            target[p] = v
-            row = genes.repair_row(target, pinned[::-1], rng)
-            g = gen.copy()
-            g[0] = row
-            out.append(int(genes.to_index(g[:, None], rng)[0]))
-    elif axis == "order":
-        m = int(sp.mask[gen[0]])
-        off, cnt = int(sp.order_off[m]), int(sp.order_cnt[m])
-        for o in sp.order_flat[off:off + cnt]:
-            g = gen.copy()
-            g[1] = int(o)
-            out.append(int(genes.to_index(g[:, None], rng)[0]))
-    else:
-        k = _free_gene(axis, genes)
-        n = (genes.nr, genes.nz, genes.nd)[k - 2]
-        for v in range(n):
-            g = gen.copy()
-            g[k] = v
-            out.append(int(genes.to_index(g[:, None], rng)[0]))
-    return out
+def race(ev, rng, racers: list, budget: float, keep: int) -> list:
+    """Successive halving (Jamieson & Talwalkar 2016, "Non-stochastic best arm identification
+    and hyperparameter optimization", Alg. 1) over local searches: each round every racer
+    (``(tag, genome.Climb)``) advances by an equal share of the round's evaluations, then the
+    better half goes on, until ``keep`` are left. Returns the racers left, best first."""
+    racers = [r for r in racers]
+    rounds = max(1, int(np.ceil(np.log2(max(len(racers), 1) / max(keep, 1)))) + 1)
+    c0 = ev.count
+    per_round = budget / rounds
+    while racers and not ev.exhausted:
+        share = max(1, int(per_round / len(racers)))
+        for _tag, cl in racers:
+            cl.advance(ev, rng, share)
+        racers.sort(key=lambda t: (t[1].key, t[1].cur))
+        if len(racers) <= keep or ev.count - c0 >= budget:
+            break
+        racers = racers[:max(keep, len(racers) // 2)]
+    return racers
 
 
-def _vary_undecided(genes: Genes, index: int, axis, decided, core_pos, rng) -> int:
-    """``index`` with one random undecided axis changed (repaired)."""
-    fixed = set(decided) | {axis}
-    free_axes = [a for a in BEAM_AXES if a not in fixed
-                 and (a in core_pos or _free_gene(a, genes) is not None)]
-    if not free_axes:
-        return index
-    a = free_axes[int(rng.integers(len(free_axes)))]
-    gen = genes.from_index(np.array([index]))[:, 0]
-    if a in core_pos:
-        p = core_pos[a]
-        f = genes.axes[p]
-        target = genes.vi[genes.axes, gen[0]].copy()
-        nv = genes.n_values[f]
-        target[p] = (target[p] + 1 + rng.integers(nv - 1)) % nv
-        pinned = [core_pos[x] for x in fixed if x in core_pos]
-        gen[0] = genes.repair_row(target, pinned + [p], rng)
-    else:
-        gen[1:] = _mutate_free(genes, gen[1:], _free_gene(a, genes) - 1, rng)
-    return int(genes.to_index(gen[:, None], rng)[0])
+def _completions(enc, part: dict, n: int, rng, parent=None) -> tuple[np.ndarray, np.ndarray]:
+    """Genomes completing the partial assignment ``part`` (gene -> value index): the parent
+    genomes (columns) with ``part`` applied (when given) and ``n`` uniformly random ones; with the pin
+    mask of the decided core genes."""
+    g = np.stack([rng.integers(0, int(v), size=n) for v in enc.nv])
+    if parent is not None:
+        g = np.concatenate([parent.reshape(enc.n_genes, -1), g], axis=1)
+    pin = np.zeros((enc.k, g.shape[1]), dtype=bool)
+    for x, v in part.items():
+        g[x] = v
+        if x < enc.k:
+            pin[x] = True
+    return g, pin
 
 
 def run_search(scenario, method: str = "evolve", **kw) -> SweepResult:
