@@ -5,6 +5,7 @@
  * ts_ord_init -> ts_rec_init -> ts_final, see ts_model.h), with the row and order stages taken
  * from per-worker memos when a batch repeats them. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "ts_model.h"
 
@@ -157,52 +158,162 @@ int ts_max_threads(int n_threads)
  * rows (tp cp pp dp ep mbs vpp schedule sp tp_overlap) and few (row, order) pairs, and the
  * row's stage (config_error's checks, compute, parameter and activation terms) and the order's
  * stage (placement strides, communication groups, collective times) are most of a
- * configuration's work (see ts_row / ts_ord in ts_model.h). Two set-associative memos, two
- * ways with LRU replacement, one keyed by the ten core fields, one by (row fill, order): a hit
- * reuses values the same stage function computed from the same inputs, so no bit changes. One
- * memo per worker and batch call, allocated before the loop and freed after it; without one (a
- * small range, or no memory) every configuration is costed from scratch. */
-#define TS_ROW_SET_BITS 9  /* 512 sets x 2 ways of rows */
-#define TS_ORD_SET_BITS 11 /* 2048 sets x 2 ways of (row, order) pairs */
-#define TS_MEMO_MIN 16384  /* configurations below which a range runs without a memo */
-#define TS_N_CORE 10
+ * configuration's work (see ts_row / ts_ord in ts_model.h). A hit reuses values the same stage
+ * function computed from the same inputs, so no bit changes.
+ *
+ * Rows: an open-addressing hash table (linear probing, at most half full) of 32-bit slots
+ * (16 bits of the key's hash, 16 bits of 1 + the row's index) over a dense store of row entries,
+ * filled in order of first sight. A row entry holds its key, the row stage, and the index of
+ * each order's (row, order) entry: one load finds a pair, with no hashing and no conflicts.
+ * Pairs: a dense store of 64-byte entries (one cache line), filled in order of first sight.
+ * When either store is full, both start over (a batch sorted or enumerated in row order keeps
+ * hitting; a random one holds its rows). One memo per worker and batch call, allocated before
+ * the loop and freed after it: untouched pages of the stores cost nothing. Without one (a small
+ * range, or no memory) every configuration is costed from scratch, and so is the rest of a
+ * range whose rows rarely repeat (fewer than TS_MEMO_MIN_HITS row hits in a window: a miss
+ * costs the hashing and bookkeeping on top of the stages). */
+#define TS_ROW_CAP 4096           /* rows held before a fresh start */
+#define TS_ROW_SLOT_BITS 13       /* 8192 hash slots: the table stays at most half full */
+#define TS_PAIR_CAP 65535         /* (row, order) pairs held before a fresh start (16-bit index) */
+#define TS_MEMO_MIN 16384         /* configurations below which a range runs without a memo */
+#define TS_MEMO_WINDOW 8192       /* configurations per hit-rate check */
+#define TS_MEMO_MIN_HITS 512      /* fewer row hits than this in a window: the memo goes off */
 
 typedef struct {
-    int32_t key[TS_N_CORE];
-    uint64_t fill; /* 0: empty; else a number unique to this fill, for the order memo's key */
+    uint64_t key[5];                 /* the ten core fields, two per word */
+    uint16_t pair[TS_N_ORDERS];      /* 1 + index of the (row, order) entry; 0: none */
     ts_row row;
 } ts_row_entry;
 
-/* an entry padded to whole cache lines (the memo is 64-byte aligned) */
+/* an entry padded to whole cache lines (the store is 64-byte aligned) */
 typedef union {
     ts_row_entry e;
     char pad[(sizeof(ts_row_entry) + 63) / 64 * 64];
 } ts_row_memo;
 
-/* 64 bytes: one cache line. key = (fill << 7 | order) << 2 | have_ar << 1 | have_ag; 0: empty */
+/* 64 bytes: one cache line. flags: bit 1 ar, bit 0 rs and ag computed */
 typedef struct {
-    uint64_t key;
     double tp_pass, cp_step, ep_pass, pp_comm, ar, rs, ag;
-} ts_ord_memo;
+    int32_t flags, pad_;
+} ts_pair_memo;
 
 typedef struct {
-    ts_ord_memo ord[2 << TS_ORD_SET_BITS];
-    ts_row_memo row[2 << TS_ROW_SET_BITS];
-    uint8_t row_lru[1 << TS_ROW_SET_BITS]; /* the way to replace next */
-    uint8_t ord_lru[1 << TS_ORD_SET_BITS];
+    ts_row_memo row[TS_ROW_CAP];
+    ts_pair_memo pair[TS_PAIR_CAP];
+    uint32_t slot[1 << TS_ROW_SLOT_BITS];
+    int n_rows, n_pairs;
 } ts_memo;
 
-static const int ts_core_fields[TS_N_CORE] = {
-    TS_CFG_TP, TS_CFG_CP, TS_CFG_PP, TS_CFG_DP, TS_CFG_EP,
-    TS_CFG_MBS, TS_CFG_VPP, TS_CFG_SCHEDULE, TS_CFG_SP, TS_CFG_TP_OVERLAP};
-
-static inline int ts_row_key_eq(const ts_row_entry *e, const int32_t key[TS_N_CORE])
+/* Both stores start over (only the hash slots need clearing: an entry is written whole when
+ * it is filled). */
+static void ts_memo_reset(ts_memo *M)
 {
-    int same = e->fill != 0;
-    for (int f = 0; f < TS_N_CORE; f++)
-        same &= e->key[f] == key[f];
-    return same;
+    memset(M->slot, 0, sizeof M->slot);
+    M->n_rows = 0;
+    M->n_pairs = 0;
 }
+
+/* A configuration's core fields as the row memo's key, its hash slot and tag. */
+typedef struct {
+    uint64_t k[5];   /* the ten core fields, two per word */
+    uint32_t slot;   /* first slot to probe */
+    uint32_t tag;    /* 16 hash bits, in the slot's high half */
+} ts_row_key;
+
+static inline void ts_row_key_of(const int32_t *c, int64_t n, ts_row_key *K)
+{
+    uint64_t k0 = (uint32_t)c[TS_CFG_TP * n] | (uint64_t)(uint32_t)c[TS_CFG_CP * n] << 32;
+    uint64_t k1 = (uint32_t)c[TS_CFG_PP * n] | (uint64_t)(uint32_t)c[TS_CFG_DP * n] << 32;
+    uint64_t k2 = (uint32_t)c[TS_CFG_EP * n] | (uint64_t)(uint32_t)c[TS_CFG_MBS * n] << 32;
+    uint64_t k3 = (uint32_t)c[TS_CFG_VPP * n] | (uint64_t)(uint32_t)c[TS_CFG_SCHEDULE * n] << 32;
+    uint64_t k4 = (uint32_t)c[TS_CFG_SP * n] | (uint64_t)(uint32_t)c[TS_CFG_TP_OVERLAP * n] << 32;
+    /* multiplicative hashing (Knuth, TAOCP 6.4), the five products independent, then one
+     * xor-shift-multiply round of SplitMix64's finalizer (Steele et al., OOPSLA 2014) */
+    uint64_t h = (k0 * 0x9E3779B97F4A7C15ull) ^ (k1 * 0xC2B2AE3D27D4EB4Full)
+                 ^ (k2 * 0x165667B19E3779F9ull) ^ (k3 * 0xD6E8FEB86659FD93ull)
+                 ^ (k4 * 0xFF51AFD7ED558CCDull);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    K->k[0] = k0;
+    K->k[1] = k1;
+    K->k[2] = k2;
+    K->k[3] = k3;
+    K->k[4] = k4;
+    K->slot = (uint32_t)(h >> (64 - TS_ROW_SLOT_BITS));
+    K->tag = (uint32_t)(h >> 16) & 0xffff0000u;
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TS_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define TS_PREFETCH(p) ((void)(p))
+#endif
+
+/* Prefetching, a few configurations ahead (the memo is larger than the first-level cache, and
+ * each lookup is a chain of dependent loads: slot -> row entry -> pair index -> pair entry).
+ * A hint only: what it reads may change before the lookup, which reads everything again. */
+static inline void ts_prefetch_row(const ts_memo *M, const ts_row_key *K, int order)
+{
+    uint32_t v = M->slot[K->slot];
+    if (v != 0 && (v & 0xffff0000u) == K->tag) {
+        const ts_row_entry *e = &M->row[(v & 0xffffu) - 1].e;
+        const char *r = (const char *)&e->row;
+        TS_PREFETCH(e->key);
+        if (order >= 0 && order < TS_N_ORDERS)
+            TS_PREFETCH(&e->pair[order]);
+        for (int off = 0; off < (int)sizeof(ts_row); off += 64)
+            if (off < (int)((const char *)&e->row.tp - r)) /* the part read per configuration */
+                TS_PREFETCH(r + off);
+    }
+}
+
+static inline void ts_prefetch_pair(const ts_memo *M, const ts_row_key *K, int order)
+{
+    uint32_t v = M->slot[K->slot];
+    if (v != 0 && (v & 0xffff0000u) == K->tag && order >= 0 && order < TS_N_ORDERS) {
+        unsigned p = M->row[(v & 0xffffu) - 1].e.pair[order];
+        if (p != 0)
+            TS_PREFETCH(&M->pair[p - 1]);
+    }
+}
+
+/* The row entry of configuration c (column stride n, key K), filled by ts_row_init on a
+ * miss. */
+static inline ts_row_entry *ts_memo_row(ts_memo *M, const ts_ctx *ctx, const int32_t *c,
+                                        int64_t n, const ts_row_key *K, int *hit)
+{
+    uint32_t mask = (1u << TS_ROW_SLOT_BITS) - 1, i = K->slot;
+    ts_row_entry *e;
+    for (;; i = (i + 1) & mask) {
+        uint32_t v = M->slot[i];
+        if (v == 0)
+            break;
+        if ((v & 0xffff0000u) == K->tag) {
+            e = &M->row[(v & 0xffffu) - 1].e;
+            if (((e->key[0] ^ K->k[0]) | (e->key[1] ^ K->k[1]) | (e->key[2] ^ K->k[2])
+                 | (e->key[3] ^ K->k[3]) | (e->key[4] ^ K->k[4])) == 0) {
+                *hit = 1;
+                return e;
+            }
+        }
+    }
+    *hit = 0;
+    if (M->n_rows == TS_ROW_CAP) {
+        ts_memo_reset(M);
+        i = K->slot; /* the table is empty: the key's own slot is free */
+    }
+    e = &M->row[M->n_rows].e;
+    M->slot[i] = K->tag | (uint32_t)(M->n_rows + 1);
+    M->n_rows++;
+    for (int w = 0; w < 5; w++)
+        e->key[w] = K->k[w];
+    memset(e->pair, 0, sizeof e->pair);
+    ts_row_init(ctx, c, n, &e->row);
+    return e;
+}
+
+/* configurations between a key's hashing and its lookup (a power of two) */
+#define TS_AHEAD 4
 
 /* Columns [lo, hi) of the batch. */
 static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, double *out,
@@ -210,47 +321,50 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
 {
     ts_memo *M = NULL;
     void *block = NULL;
-    uint64_t fills = 0;
+    int64_t i = lo, row_hits = 0, check;
+    ts_row_key ring[TS_AHEAD];
     if (hi - lo >= TS_MEMO_MIN)
         block = calloc(1, sizeof(ts_memo) + 64);
     if (block) /* round up to a cache line */
         M = (ts_memo *)((char *)block + (64 - (uintptr_t)block % 64) % 64);
     if (!M) {
-        for (int64_t i = lo; i < hi; i++)
+        for (; i < hi; i++)
             ts_evaluate_config(ctx, cfg + i, n, out + i, n);
         return;
     }
-    for (int64_t i = lo; i < hi; i++) {
+    /* hi - lo >= TS_MEMO_MIN > TS_AHEAD: the keys of lo .. lo + 2 */
+    for (int64_t j = lo; j < lo + 3; j++)
+        ts_row_key_of(cfg + j, n, &ring[j & (TS_AHEAD - 1)]);
+    check = lo + TS_MEMO_WINDOW;
+    for (; i < hi; i++) {
         const int32_t *c = cfg + i;
-        int32_t key[TS_N_CORE];
-        uint32_t h = 0;
-        uint64_t okey;
-        unsigned set, way;
+        const ts_row_key *K = &ring[i & (TS_AHEAD - 1)];
         ts_row_entry *e;
-        ts_ord_memo *om;
-        const ts_row *R;
+        ts_row *R;
+        ts_pair_memo *pm = NULL;
         ts_ord O;
         ts_rec V;
-        int recompute, zero, order, dp_overlap, code;
-        for (int f = 0; f < TS_N_CORE; f++) {
-            key[f] = c[ts_core_fields[f] * n];
-            h = (h ^ (uint32_t)key[f]) * 0x9E3779B1u; /* Fibonacci hashing (Knuth, TAOCP 6.4) */
+        int recompute, zero, order, dp_overlap, code, hit;
+        if (i == check) { /* the memo pays for its misses only when rows repeat */
+            if (row_hits < TS_MEMO_MIN_HITS)
+                break;
+            row_hits = 0;
+            check += TS_MEMO_WINDOW;
         }
-        set = h >> (32 - TS_ROW_SET_BITS);
-        if (ts_row_key_eq(&M->row[2 * set].e, key)) {
-            way = 0;
-        } else if (ts_row_key_eq(&M->row[2 * set + 1].e, key)) {
-            way = 1;
-        } else {
-            way = M->row_lru[set];
-            e = &M->row[2 * set + way].e;
-            for (int f = 0; f < TS_N_CORE; f++)
-                e->key[f] = key[f];
-            e->fill = ++fills;
-            ts_row_init(ctx, c, n, &e->row);
+        /* three stages ahead: hash i + 3 (and fetch its slot), fetch the row of i + 2, the
+         * pair of i + 1 */
+        if (i + 3 < hi) {
+            ts_row_key *K3 = &ring[(i + 3) & (TS_AHEAD - 1)];
+            ts_row_key_of(c + 3, n, K3);
+            TS_PREFETCH(&M->slot[K3->slot]);
         }
-        M->row_lru[set] = (uint8_t)(1 - way);
-        e = &M->row[2 * set + way].e;
+        if (i + 2 < hi)
+            ts_prefetch_row(M, &ring[(i + 2) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 2]);
+        if (i + 1 < hi)
+            ts_prefetch_pair(M, &ring[(i + 1) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 1]);
+
+        e = ts_memo_row(M, ctx, c, n, K, &hit);
+        row_hits += hit;
         R = &e->row;
 
         recompute = c[TS_CFG_RECOMPUTE * n];
@@ -263,53 +377,52 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
             continue;
         }
 
-        okey = e->fill << 7 | (uint64_t)order; /* order < TS_N_ORDERS = 120 < 2^7 */
-        set = (unsigned)((okey * 0x9E3779B97F4A7C15ull) >> (64 - TS_ORD_SET_BITS));
-        om = &M->ord[2 * set];
-        if (om[0].key >> 2 == okey) {
-            way = 0;
-        } else if (om[1].key >> 2 == okey) {
-            way = 1;
-        } else {
-            way = 2;
-        }
-        if (way < 2) {
-            om += way;
-            O.tp_pass = om->tp_pass;
-            O.cp_step = om->cp_step;
-            O.ep_pass = om->ep_pass;
-            O.pp_comm = om->pp_comm;
-            O.ar = om->ar;
-            O.rs = om->rs;
-            O.ag = om->ag;
-            O.have_ar = (int)(om->key >> 1) & 1;
-            O.have_ag = (int)om->key & 1;
+        if (e->pair[order] != 0) {
+            pm = &M->pair[e->pair[order] - 1];
+            O.tp_pass = pm->tp_pass;
+            O.cp_step = pm->cp_step;
+            O.ep_pass = pm->ep_pass;
+            O.pp_comm = pm->pp_comm;
+            O.ar = pm->ar;
+            O.rs = pm->rs;
+            O.ag = pm->ag;
+            O.have_ar = pm->flags >> 1 & 1;
+            O.have_ag = pm->flags & 1;
             O.order = order;
             O.groups_ok = 0;
         } else {
-            way = M->ord_lru[set];
-            om += way;
             ts_ord_init(ctx, R, order, &O);
-            om->key = okey << 2;
-            om->tp_pass = O.tp_pass;
-            om->cp_step = O.cp_step;
-            om->ep_pass = O.ep_pass;
-            om->pp_comm = O.pp_comm;
+            if (M->n_pairs < TS_PAIR_CAP) { /* (always: a full store starts over below) */
+                pm = &M->pair[M->n_pairs];
+                M->n_pairs++;
+                e->pair[order] = (uint16_t)M->n_pairs;
+                pm->tp_pass = O.tp_pass;
+                pm->cp_step = O.cp_step;
+                pm->ep_pass = O.ep_pass;
+                pm->pp_comm = O.pp_comm;
+                pm->flags = 0;
+            }
         }
-        M->ord_lru[set] = (uint8_t)(1 - way);
         ts_rec_init(ctx, R, &O, recompute, &V);
         ts_final(ctx, R, &O, &V, zero, dp_overlap == 1, out + i, n);
         /* keep the data-parallel collectives ts_final computed */
-        if (O.have_ar && !(om->key & 2)) {
-            om->ar = O.ar;
-            om->key |= 2;
+        if (pm) {
+            if (O.have_ar && !(pm->flags & 2)) {
+                pm->ar = O.ar;
+                pm->flags |= 2;
+            }
+            if (O.have_ag && !(pm->flags & 1)) {
+                pm->rs = O.rs;
+                pm->ag = O.ag;
+                pm->flags |= 1;
+            }
         }
-        if (O.have_ag && !(om->key & 1)) {
-            om->rs = O.rs;
-            om->ag = O.ag;
-            om->key |= 1;
-        }
+        if (M->n_pairs == TS_PAIR_CAP) /* e and pm are not used again */
+            ts_memo_reset(M);
     }
+    /* rows that rarely repeat: the rest from scratch */
+    for (; i < hi; i++)
+        ts_evaluate_config(ctx, cfg + i, n, out + i, n);
     free(block);
 }
 

@@ -475,7 +475,8 @@ TS_FN int ts_write_invalid(double *out, int64_t os, int code)
 
 /* llm.py evaluate_config, the core row's part: config_error over the core fields and every
  * term that reads no free field (compute, activation and parameter sizes, message sizes),
- * including the recompute-dependent ones for each recompute value. */
+ * including the backward time and FLOP rate of each recompute value; the activation memory of
+ * recompute "none" only (the others: ts_row_act, on first use). */
 TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts_row *R)
 {
     const double *sys = ctx->sys, *mdl = ctx->mdl, *job = ctx->job;
@@ -630,25 +631,13 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->optimizer[1] = (dense_params * r_dp_dense + expert_params * r_dp_expert)
                       * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES] * ctx->inv.inv_hbm;
 
-    /* ---- activation memory per recompute choice ---- */
+    /* ---- activation memory: recompute "none" here (its per-layer sizes are the ones the
+     * memory-bound time above reads); the other choices on first use (ts_row_act) ---- */
     inflight = ts_inflight_activations(schedule, (int64_t)pp, (int64_t)m, (int64_t)vpp);
-    for (int rc = 0; rc < TS_RECOMPUTE_COUNT; rc++) {
-        double act_dense_r, act_moe_r, act_stage;
-        if (rc == TS_RECOMPUTE_NONE) { /* the same calls as act_dense / act_moe above */
-            act_dense_r = act_dense;
-            act_moe_r = act_moe;
-        } else {
-            act_dense_r = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn,
-                                                    swiglu, tp, sp, rc, flash, act_bytes);
-            act_moe_r = n_moe > 0.0
-                        ? ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
-                                                        expert_ffn, top_k, shared, swiglu, tp,
-                                                        sp, rc, flash, act_bytes)
-                        : 0.0;
-        }
-        act_stage = dense_layers * act_dense_r + moe_layers * act_moe_r;
-        R->mem_act[rc] = act_stage * inflight;
-    }
+    R->mem_act[TS_RECOMPUTE_NONE] = (dense_layers * act_dense + moe_layers * act_moe) * inflight;
+    R->act_have = 1 << TS_RECOMPUTE_NONE;
+    R->inflight = inflight;
+    R->dense_layers = dense_layers;
     R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes);
 
     /* ---- FLOP rates per recompute choice ---- */
@@ -684,6 +673,32 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->dp_expert = dp_expert;
     R->r_dp_dense = r_dp_dense;
     R->r_dp_expert = r_dp_expert;
+}
+
+/* llm.py evaluate_config's activation memory for a recompute choice other than "none"
+ * (layer_activation_bytes and moe_layer_activation_bytes of that choice, times the stage's
+ * layers and inflight_activations), from the row's own values: ts_row_init's expressions with
+ * the same inputs, so the same bits whenever it is computed. */
+TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
+{
+    const double *mdl = ctx->mdl, *job = ctx->job;
+    double h = mdl[TS_MDL_HIDDEN], heads = mdl[TS_MDL_HEADS], kv_heads = mdl[TS_MDL_KV_HEADS];
+    double head_dim = mdl[TS_MDL_HEAD_DIM], ffn = mdl[TS_MDL_FFN_HIDDEN];
+    double act_bytes = job[TS_JOB_ACTIVATION_BYTES];
+    double s = job[TS_JOB_SEQ_LEN] / R->cp, b = R->b, tp = R->tp;
+    int swiglu = mdl[TS_MDL_SWIGLU] > 0.0, flash = job[TS_JOB_FLASH_ATTENTION] > 0.0;
+    int sp = R->sp;
+    double act_dense_r, act_moe_r;
+    act_dense_r = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp,
+                                            sp, rc, flash, act_bytes);
+    act_moe_r = ctx->inv.n_moe > 0.0
+                ? ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
+                                                mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
+                                                mdl[TS_MDL_SHARED_EXPERTS], swiglu, tp, sp, rc,
+                                                flash, act_bytes)
+                : 0.0;
+    R->mem_act[rc] = (R->dense_layers * act_dense_r + R->moe_layers * act_moe_r) * R->inflight;
+    R->act_have |= 1 << rc;
 }
 
 /* llm.py evaluate_config, the placement order's part: the strides of every dimension, the
@@ -740,6 +755,7 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
     O->order = order;
     O->have_ar = 0;
     O->have_ag = 0;
+    O->ar = O->rs = O->ag = 0.0; /* set by ts_final before it reads them (have_ar / have_ag) */
     ts_ord_dp_groups_at(ctx, R, O, strides);
 }
 
@@ -786,8 +802,7 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
 
 /* llm.py evaluate_config, the recompute choice's part: per-stage times, the pipeline bubble
  * and the step's terms before data parallelism and the optimizer. */
-TS_FN void ts_rec_init(const ts_ctx *ctx, const ts_row *R, const ts_ord *O, int recompute,
-                       ts_rec *V)
+TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recompute, ts_rec *V)
 {
     double f_compute = R->f_compute, b_compute = R->b_compute[recompute];
     double w_compute = R->w_compute, stage_layers = R->stage_layers, t_core = R->t_core;
@@ -795,7 +810,6 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, const ts_row *R, const ts_ord *O, int 
     double tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, f_stage, b_stage, w_stage, bubble;
     double compute, tp_comm, cp_comm, ep_comm;
     int full = recompute == TS_RECOMPUTE_FULL;
-    (void)ctx;
 
     /* ---- tensor parallelism ---- */
     tp_f = ts_exposed(O->tp_pass, window_f, R->tp_overlap);
@@ -860,6 +874,8 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, const ts_row *R, const ts_ord *O, int 
     V->ep_comm = ep_comm;
     V->bubble = bubble;
     V->step_pre = compute + tp_comm + cp_comm + ep_comm + O->pp_comm + bubble;
+    if (!(R->act_have >> recompute & 1))
+        ts_row_act(ctx, R, recompute);
     V->mem_act = R->mem_act[recompute];
     V->hw_flops = R->hw_flops[recompute];
 }
@@ -953,7 +969,7 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
 
 /* The rest of a configuration after its core row: config_error's free-field checks, then the
  * order, recompute and final stages. */
-TS_FN int ts_evaluate_free(const ts_ctx *ctx, const ts_row *R, const int32_t *cfg,
+TS_FN int ts_evaluate_free(const ts_ctx *ctx, ts_row *R, const int32_t *cfg,
                            int64_t stride, double *out, int64_t os)
 {
     int recompute = cfg[TS_CFG_RECOMPUTE * stride], zero = cfg[TS_CFG_ZERO * stride];
@@ -970,6 +986,11 @@ TS_FN int ts_evaluate_free(const ts_ctx *ctx, const ts_row *R, const int32_t *cf
 
 /* llm.py evaluate_config: cost one configuration and write every result column.
  * cfg[f * stride] is config field f; out[k * out_stride] result column k. Returns the status. */
+#if defined(TS_UNITY_BUILD) && (defined(__GNUC__) || defined(__clang__))
+/* one configuration from scratch (small batches, ts_llm_cost, ranges whose rows rarely repeat):
+ * every stage inlined here, so the row's values stay in registers instead of a ts_row */
+__attribute__((flatten))
+#endif
 TS_FN int ts_evaluate_config(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, double *out,
                              int64_t os)
 {

@@ -147,7 +147,8 @@ TS_FN int ts_ctx_init(ts_ctx *ctx, const double *sys, const double *mdl, const d
  * and each stage only reads the stages before it, so a caller that holds a stage fixed (the
  * sweep walks every order / recompute / zero / dp_overlap under one row; a batch meets the same
  * rows again and again) may reuse it. Every value is computed by the same expressions in the
- * same order as the one-shot function: reuse changes no bit. */
+ * same order as the one-shot function: reuse changes no bit. The activation memory of a
+ * recompute choice other than "none" is filled into the row on first use (ts_row_act). */
 typedef struct {
     /* read for every configuration (ts_rec_init, ts_final): first, to share cache lines */
     int code;            /* config_error over the core fields (0, 1..8, 12, 13, 15..27, 100+) */
@@ -155,12 +156,14 @@ typedef struct {
     double cp, pp, vpp, m;
     double t_core, gemm_f, stage_layers, f_compute, w_compute;
     double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */
+    int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
     double mem_act[TS_RECOMPUTE_COUNT];   /* act_stage(recompute) * inflight_activations */
     double hw_flops[TS_RECOMPUTE_COUNT];
     double optimizer[2];                  /* zero == 0, zero >= 1 */
     double dense_params, expert_params, r_dp_dense, r_dp_expert, mem_logits;
     /* read by ts_ord_init only */
     double tp, dp, ep, b, dpx, moe_layers;
+    double dense_layers, inflight;        /* for ts_row_act */
     double tp_bytes, kv_chunk, a2a_bytes, pp_bytes, pp_crit;
     double dp_dense, dp_expert;
     double ar_dense_bytes, ar_expert_bytes, ag_dense_bytes, ag_expert_bytes;
@@ -193,8 +196,10 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
 TS_FN void ts_ord_dp_groups(const ts_ctx *ctx, const ts_row *R, ts_ord *O);
 TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
                                const double strides[TS_N_DIMS]);
-TS_FN void ts_rec_init(const ts_ctx *ctx, const ts_row *R, const ts_ord *O, int recompute,
-                       ts_rec *V);
+/* mem_act[rc] of a row, computed by ts_row_init for rc = none only, by ts_rec_init (through
+ * ts_row_act) the first time another choice needs it. */
+TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc);
+TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recompute, ts_rec *V);
 TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *V, int zero,
                    int dp_overlap, double *out, int64_t os);
 TS_FN int ts_write_invalid(double *out, int64_t os, int code);

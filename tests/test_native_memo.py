@@ -1,8 +1,9 @@
 """The C batch kernel's memos (csrc/batch.c: per-worker memos of the core-row and (row, order)
 stages, used for ranges of >= 16,384 configurations per worker) change no value: large batches
-that repeat rows and orders, mixed with invalid and out-of-range columns and with enough
-distinct rows to force evictions, equal the one-configuration entry point bit for bit and the
-reference to 1e-9 on every column."""
+that repeat rows and orders, mixed with invalid and out-of-range columns, with more distinct rows
+than the memo holds (it starts over) and with rows that rarely repeat (it turns itself off),
+equal the one-configuration entry point bit for bit and the reference to 1e-9 on every
+column."""
 
 from __future__ import annotations
 
@@ -90,8 +91,8 @@ def test_memo_is_used_and_matches_on_the_bench_batch():
 
 @pytest.mark.parametrize("example", ["llama3-405b-2bldg.toml", "mixtral-8x7b-moe.toml"])
 def test_many_distinct_rows_evict_without_mixing_them_up(example):
-    """A wide space's 40,000 distinct draws: thousands of core rows over the memo's 512 sets,
-    so rows that differ in one field share sets and evict each other."""
+    """A wide space's 40,000 distinct draws: thousands of core rows, neighbours in the hash
+    table, and (row, order) pairs that rarely repeat."""
     sc = _scenario(example)
     sys, mdl, job = pack(sc)
     cfg = _batch(sc, N, 7, True, 0.0)
@@ -101,3 +102,40 @@ def test_many_distinct_rows_evict_without_mixing_them_up(example):
                                                   threads=1)
                             for i in range(0, N, 2000)], axis=1)
     assert np.array_equal(got, parts, equal_nan=True)
+
+
+def _chunked(sys, mdl, job, cfg, size):
+    """The batch costed in calls of ``size`` columns (below the memo's threshold)."""
+    return np.concatenate([native.evaluate_batch(sys, mdl, job,
+                                                 np.ascontiguousarray(cfg[:, i:i + size]),
+                                                 threads=1)
+                           for i in range(0, cfg.shape[1], size)], axis=1)
+
+
+def test_more_rows_than_the_memo_holds_and_rows_that_never_repeat():
+    """Two batches past the memo's limits, equal to the memo-free path bit for bit: 60,000
+    draws from 9,000 configurations whose data-parallel degree and micro-batch size vary (more
+    distinct core rows than the 4,096 a worker holds, so it starts over, valid and invalid rows
+    mixed), and 40,000 columns whose every core row is new (the memo sees no row hit in its
+    first window and costs the rest from scratch)."""
+    sc = _scenario("llama3-405b-2bldg.toml")
+    sys, mdl, job = pack(sc)
+    rng = np.random.default_rng(11)
+    base = np.asarray(design_space(sc, WIDE).sample(9000, seed=11), dtype=np.int32)
+    base[L.CFG_DP] = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048], 9000)
+    base[L.CFG_MBS] = rng.integers(1, 9, 9000)
+    many = np.ascontiguousarray(base[:, rng.integers(0, 9000, 60_000)])
+    fresh = np.ascontiguousarray(
+        np.asarray(design_space(sc, WIDE).sample(N, seed=12), dtype=np.int32))
+    fresh[L.CFG_MBS] = np.arange(1, N + 1, dtype=np.int32)  # every core row distinct
+    for cfg in (many, fresh):
+        got = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
+        assert np.array_equal(got, _chunked(sys, mdl, job, cfg, 5000), equal_nan=True)
+        assert np.array_equal(got, native.evaluate_batch(sys, mdl, job, cfg, threads=2),
+                              equal_nan=True)
+    # the first batch is what it should be: more rows than the memo holds, hundreds of them
+    # valid (the rest invalid: the data-parallel degree no longer matches the GPU count)
+    core = [L.CFG_TP, L.CFG_CP, L.CFG_PP, L.CFG_DP, L.CFG_EP, L.CFG_MBS, L.CFG_VPP,
+            L.CFG_SCHEDULE, L.CFG_SP, L.CFG_TP_OVERLAP]
+    assert np.unique(many[core].T, axis=0).shape[0] > 4096
+    assert np.count_nonzero(_chunked(sys, mdl, job, many, 5000)[L.OUT_STATUS] == 0) > 500
