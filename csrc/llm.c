@@ -162,6 +162,14 @@ TS_FN double ts_layernorm_activation_bytes(double s, double b, double h, double 
     return ln;
 }
 
+/* llm.py layer_input_bytes: what full recomputation keeps, the layer input (Korthikanti et al.
+ * §5), split over the TP ranks with sequence parallelism. */
+TS_FN double ts_layer_input_bytes(double s, double b, double h, double t, int sp,
+                                  double act_bytes)
+{
+    return sp ? act_bytes * s * b * h / t : act_bytes * s * b * h;
+}
+
 /* llm.py layer_activation_bytes: Korthikanti et al. Table 2 forms for a dense layer. */
 TS_FN double ts_layer_activation_bytes(double s, double b, double h, double heads,
                                        double kv_heads, double head_dim, double ffn, int swiglu,
@@ -169,11 +177,8 @@ TS_FN double ts_layer_activation_bytes(double s, double b, double h, double head
                                        double act_bytes)
 {
     int store_scores;
-    if (recompute == TS_RECOMPUTE_FULL) {
-        if (sp)
-            return act_bytes * s * b * h / t;
-        return act_bytes * s * b * h;
-    }
+    if (recompute == TS_RECOMPUTE_FULL)
+        return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
                                          flash, store_scores)
@@ -188,11 +193,8 @@ TS_FN double ts_moe_layer_activation_bytes(double s, double b, double h, double 
                                            int sp, int recompute, int flash, double act_bytes)
 {
     int store_scores;
-    if (recompute == TS_RECOMPUTE_FULL) {
-        if (sp)
-            return act_bytes * s * b * h / t;
-        return act_bytes * s * b * h;
-    }
+    if (recompute == TS_RECOMPUTE_FULL)
+        return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
                                          flash, store_scores)
