@@ -528,13 +528,6 @@ def score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, pran
     ddr_cap = c[C_DDR_CAP]
     feasible = c[C_FEASIBLE] > 0.0
     cur = c[C_STEP]
-    lat = c[C_LAT]
-    u_idx = c[C_UNIT_IDX]
-    u_fwd = c[C_UNIT_FWD]
-    u_bwd = c[C_UNIT_BWD]
-    k_fwd = c[C_CONST_FWD]
-    k_bwd = c[C_CONST_BWD]
-    dense_ar = c[C_DENSE_AR]
     for k in range(cand.shape[0]):
         t = cand[k, 0]
         b = cand[k, 1]
@@ -596,18 +589,7 @@ def score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, pran
                     v = _mx(tv[S_SEND + MAXT + i, 0], tv[S_RECV + MAXT + i, 0]) * c[C_INV_BW + i]
                     if v > xq1:
                         xq1 = v
-                lf = _mx(0.0, lf)
-                lb = _mx(0.0, lb)
-                idx = 0.0
-                if xq1 > 0.0:
-                    idx = lat + u_idx * xq1
-                af = 0.0
-                ab = 0.0
-                if xq0 > 0.0:
-                    af = lat + u_fwd * xq0
-                    ab = lat + u_bwd * xq0
-                emb = ab + lb + k_bwd
-                out[k] = idx + lf + af + k_fwd + emb + _mx(0.0, dense_ar - emb)
+                out[k] = _step(c, _mx(0.0, lf), _mx(0.0, lb), xq0, xq1)
                 continue
         # rank a loses (fa, ba, ha, xa, wp, wi), rank b gains (fb, bb, hb, xb, wp, wi)
         h_a = rk[R_HBM, a] - ha
@@ -680,18 +662,7 @@ def score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, pran
                 xq0 = worst
             else:
                 xq1 = worst
-        lf = _mx(0.0, lf)
-        lb = _mx(0.0, lb)
-        idx = 0.0
-        if xq1 > 0.0:
-            idx = lat + u_idx * xq1
-        af = 0.0
-        ab = 0.0
-        if xq0 > 0.0:
-            af = lat + u_fwd * xq0
-            ab = lat + u_bwd * xq0
-        emb = ab + lb + k_bwd
-        out[k] = idx + lf + af + k_fwd + emb + _mx(0.0, dense_ar - emb)
+        out[k] = _step(c, _mx(0.0, lf), _mx(0.0, lb), xq0, xq1)
 
 
 @numba.njit(cache=True)
