@@ -40,7 +40,8 @@ def cache_dir(modules) -> str:
     digest = hashlib.sha256(numba.__version__.encode())
     for mod in (layout, *modules):
         digest.update(inspect.getsource(mod).encode())
-    digest.update(inspect.getsource(_evaluate_batch).encode())
+    # this module too: its compile options (error model, parallelism) shape the machine code
+    digest.update(Path(__file__).read_bytes())
     root = os.environ.get("TRAINSCAPE_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"), "trainscape"
     )
