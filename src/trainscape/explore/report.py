@@ -145,11 +145,13 @@ def top_table(rows, title: str, limit: int | None = None):
 
     t = Table(title=title, title_justify="left", show_lines=False, pad_edge=False, box=None)
     t.add_column("#", justify="right")
-    t.add_column("configuration", no_wrap=True)
+    # on a narrow terminal (or a pipe, 80 columns) the configuration wraps rather than
+    # squeezing the breakdown to nothing
+    t.add_column("configuration", overflow="fold", ratio=3)
     t.add_column("step s", justify="right", no_wrap=True)
     t.add_column("MFU", justify="right", no_wrap=True)
     t.add_column("GiB", justify="right", no_wrap=True)
-    t.add_column("breakdown (s)", overflow="fold")
+    t.add_column("breakdown (s)", overflow="fold", min_width=22, ratio=2)
     for j, rec in enumerate(rows.records()[:limit]):
         t.add_row(str(j + 1), _cfg_text(rec), f"{rec['step_time_s']:.3f}",
                   f"{rec['mfu'] * 100:.1f}%", f"{rec['memory_gib']:.1f}", _breakdown_text(rec))
