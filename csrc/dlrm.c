@@ -1,6 +1,6 @@
 /* DLRM step-time and memory model: a port of src/trainscape/dlrm/reference.py (the spec),
- * with the tier and collective functions of src/trainscape/model/network.py and
- * collectives.py it uses. Sources are cited in the reference; names match it one to one.
+ * calling the LLM port's twins of src/trainscape/model/network.py and collectives.py.
+ * Sources are cited in the reference; names match it one to one.
  * Pure: no allocation, no I/O, no global state; indexes are checked before use. */
 #include <math.h>
 #include <stdint.h>
@@ -14,108 +14,20 @@
 static inline double dmax(double a, double b) { return a > b ? a : b; }
 static inline double dmin(double a, double b) { return a < b ? a : b; }
 
-/* ---- network.py ---------------------------------------------------------------------- */
-static inline double tier_field(const double *sys, int tier, int field) {
-    return sys[DL_SYS_TIER_BASE + tier * DL_N_TIER + field];
-}
-static inline int n_tiers(const double *sys) { return (int)sys[DL_SYS_N_TIERS]; }
-static double tier_span(const double *sys, int tier) {
-    if (tier >= n_tiers(sys) - 1) return INFINITY;
-    double span = 1.0;
-    for (int i = 0; i < tier + 1; i++) span *= tier_field(sys, i, DL_TIER_SIZE);
-    return span;
-}
-static double tier_link_bandwidth(const double *sys, int tier) {
-    return tier_field(sys, tier, DL_TIER_BANDWIDTH) * tier_field(sys, tier, DL_TIER_EFFICIENCY) /
-           tier_field(sys, tier, DL_TIER_OVERSUBSCRIPTION);
-}
-static double tier_path_bandwidth(const double *sys, int tier) {
-    if (tier == 0) return tier_link_bandwidth(sys, 0);
-    double bw = tier_link_bandwidth(sys, 1);
-    for (int i = 2; i < tier + 1; i++) bw = dmin(bw, tier_link_bandwidth(sys, i));
-    return bw;
-}
-static inline double tier_latency(const double *sys, int tier) {
-    return tier_field(sys, tier, DL_TIER_LATENCY);
-}
-static double dim_members_within(double span, double degree, double stride) {
-    if (span >= stride * degree) return degree;
-    double inside = floor(span / stride);
-    if (inside < 1.0) return 1.0;
-    return inside;
-}
-static double group_members_within(double span, double n_a, double s_a, double n_b, double s_b,
-                                   double n_c, double s_c) {
-    return dim_members_within(span, n_a, s_a) * dim_members_within(span, n_b, s_b) *
-           dim_members_within(span, n_c, s_c);
-}
-static double group_fanout(const double *sys, int tier, double n_a, double s_a, double n_b,
-                           double s_b, double n_c, double s_c) {
-    double inner = 1.0;
-    if (tier > 0)
-        inner = group_members_within(tier_span(sys, tier - 1), n_a, s_a, n_b, s_b, n_c, s_c);
-    double outer = group_members_within(tier_span(sys, tier), n_a, s_a, n_b, s_b, n_c, s_c);
-    return outer / inner;
-}
-static int group_top_tier(const double *sys, double n_a, double s_a, double n_b, double s_b,
-                          double n_c, double s_c) {
-    int top = -1;
-    for (int i = 0; i < n_tiers(sys); i++)
-        if (group_fanout(sys, i, n_a, s_a, n_b, s_b, n_c, s_c) > 1.0) top = i;
-    return top;
-}
+/* ---- network.py, collectives.py ------------------------------------------------------
+ * The LLM port's tier and collective functions (csrc/network.c, csrc/collectives.c, twins of
+ * model/network.py and model/collectives.py), compiled into this unit rather than copied: the
+ * DLRM system block is the LLM's (DL_SYS_* == TS_SYS_*). */
+#include "ts_model.h"
+#include "network.c"
+#include "collectives.c"
 
-/* ---- collectives.py -------------------------------------------------------------------- */
-static double ring_all_reduce_time(double n, double nbytes, double latency, double bandwidth) {
-    if (n <= 1.0) return 0.0;
-    return 2.0 * (n - 1.0) * latency + 2.0 * (n - 1.0) / n * nbytes / bandwidth;
-}
-static double ring_all_gather_time(double n, double nbytes, double latency, double bandwidth) {
-    if (n <= 1.0) return 0.0;
-    return (n - 1.0) * latency + (n - 1.0) / n * nbytes / bandwidth;
-}
-static double tree_all_reduce_time(double n, double nbytes, double latency, double bandwidth) {
-    if (n <= 1.0) return 0.0;
-    double depth = ceil(log2(n));
-    return 2.0 * depth * latency + 2.0 * nbytes / bandwidth;
-}
-/* the DLRM model only uses one-dimension groups (n, 1, 1, 1, 1, 1) */
-static double all_reduce_time(const double *sys, double nbytes, double n) {
-    int top = group_top_tier(sys, n, 1.0, 1.0, 1.0, 1.0, 1.0);
-    if (n <= 1.0 || top < 0 || nbytes <= 0.0) return 0.0;
-    double lat = tier_latency(sys, top), bw = tier_path_bandwidth(sys, top);
-    double best = ring_all_reduce_time(n, nbytes, lat, bw);
-    best = dmin(best, tree_all_reduce_time(n, nbytes, lat, bw));
-    double hier = 0.0, inner = 1.0;
-    for (int i = 0; i < top + 1; i++) {
-        double f = group_fanout(sys, i, n, 1.0, 1.0, 1.0, 1.0, 1.0);
-        if (f > 1.0) {
-            hier += ring_all_reduce_time(f, nbytes / inner, tier_latency(sys, i),
-                                         tier_path_bandwidth(sys, i));
-            inner *= f;
-        }
-    }
-    return dmin(best, hier);
-}
-static double all_gather_time(const double *sys, double nbytes, double n) {
-    int top = group_top_tier(sys, n, 1.0, 1.0, 1.0, 1.0, 1.0);
-    if (n <= 1.0 || top < 0 || nbytes <= 0.0) return 0.0;
-    double best = ring_all_gather_time(n, nbytes, tier_latency(sys, top),
-                                       tier_path_bandwidth(sys, top));
-    double hier = 0.0, inner = 1.0;
-    for (int i = 0; i < top + 1; i++) {
-        double f = group_fanout(sys, i, n, 1.0, 1.0, 1.0, 1.0, 1.0);
-        if (f > 1.0) {
-            hier += ring_all_gather_time(f, nbytes / inner, tier_latency(sys, i),
-                                         tier_path_bandwidth(sys, i));
-            inner *= f;
-        }
-    }
-    return dmin(best, hier);
-}
-static double reduce_scatter_time(const double *sys, double nbytes, double n) {
-    return all_gather_time(sys, nbytes, n);
-}
+/* the shared functions index the system block with TS_* fields: it must be the same layout */
+typedef char dl_sys_layout_is_the_llm_one[
+    ((int)DL_SYS_N_TIERS == (int)TS_SYS_N_TIERS && (int)DL_SYS_TIER_BASE == TS_SYS_TIER_BASE &&
+     (int)DL_N_TIER == TS_N_TIER && (int)DL_MAX_TIERS == TS_MAX_TIERS &&
+     (int)DL_TIER_BANDWIDTH == (int)TS_TIER_BANDWIDTH &&
+     (int)DL_TIER_LATENCY == (int)TS_TIER_LATENCY) ? 1 : -1];
 
 /* ---- reference.py ---------------------------------------------------------------------- */
 #define W(f, r) work[(int64_t)(f) * stride_w + (r)]
@@ -167,58 +79,6 @@ static double dense_memory_bytes(const double *job) {
     return job[DL_DJOB_DENSE_PARAMS] * job[DL_DJOB_DENSE_STATE_BYTES] +
            local * job[DL_DJOB_DENSE_ACT_BYTES_PER_SAMPLE];
 }
-/* A one-dimension group of n ranks (n, 1, 1, 1, 1, 1), resolved once per batch: its top tier
- * and the per-tier fanouts, latencies and path bandwidths the collectives above walk. The
- * per-plan collective then runs the very same arithmetic on the cached values. */
-typedef struct {
-    double n;
-    int top, n_hier;
-    double lat, bw;                 /* tier_latency / tier_path_bandwidth of the top tier */
-    double f[DL_MAX_TIERS], hl[DL_MAX_TIERS], hbw[DL_MAX_TIERS]; /* hierarchical steps */
-} group_t;
-
-static void group_init(group_t *g, const double *sys, double n) {
-    g->n = n;
-    g->top = group_top_tier(sys, n, 1.0, 1.0, 1.0, 1.0, 1.0);
-    g->n_hier = 0;
-    g->lat = g->top >= 0 ? tier_latency(sys, g->top) : 0.0;
-    g->bw = g->top >= 0 ? tier_path_bandwidth(sys, g->top) : 1.0;
-    for (int i = 0; i < g->top + 1; i++) {
-        double f = group_fanout(sys, i, n, 1.0, 1.0, 1.0, 1.0, 1.0);
-        if (f > 1.0) {
-            g->f[g->n_hier] = f;
-            g->hl[g->n_hier] = tier_latency(sys, i);
-            g->hbw[g->n_hier] = tier_path_bandwidth(sys, i);
-            g->n_hier++;
-        }
-    }
-}
-/* all_gather_time / reduce_scatter_time of collectives.py on a resolved group */
-static double group_all_gather(const group_t *g, double nbytes) {
-    double n = g->n;
-    if (n <= 1.0 || g->top < 0 || nbytes <= 0.0) return 0.0;
-    double best = ring_all_gather_time(n, nbytes, g->lat, g->bw);
-    double hier = 0.0, inner = 1.0;
-    for (int h = 0; h < g->n_hier; h++) {
-        hier += ring_all_gather_time(g->f[h], nbytes / inner, g->hl[h], g->hbw[h]);
-        inner *= g->f[h];
-    }
-    return dmin(best, hier);
-}
-/* all_reduce_time of collectives.py on a resolved group */
-static double group_all_reduce(const group_t *g, double nbytes) {
-    double n = g->n;
-    if (n <= 1.0 || g->top < 0 || nbytes <= 0.0) return 0.0;
-    double best = ring_all_reduce_time(n, nbytes, g->lat, g->bw);
-    best = dmin(best, tree_all_reduce_time(n, nbytes, g->lat, g->bw));
-    double hier = 0.0, inner = 1.0;
-    for (int h = 0; h < g->n_hier; h++) {
-        hier += ring_all_reduce_time(g->f[h], nbytes / inner, g->hl[h], g->hbw[h]);
-        inner *= g->f[h];
-    }
-    return dmin(best, hier);
-}
-
 /* Per-batch constants: everything that depends on the system and job blocks only, computed once
  * per call with the same functions the reference calls per plan. */
 typedef struct {
@@ -227,7 +87,8 @@ typedef struct {
     double batch, local, eb, ib, cbf, cbb, bwd_mult, uvm_frac, sum_dim, sum_pool, dense_mem;
     double span[DL_MAX_TIERS];   /* tier_span(sys, i) */
     double inv_bw[DL_MAX_TIERS]; /* 1 / tier_link_bandwidth(sys, i) */
-    group_t g_world, g_node;
+    ts_net net;                  /* the tiers, resolved once per batch */
+    ts_group g_world, g_node;    /* all ranks; the ranks of one node */
     const double *tc; /* per-table cache (TC_* fields), in the caller's work buffer */
 } ctx_t;
 
@@ -354,7 +215,7 @@ static void fill_table_cache(ctx_t *c, const double *sys, const double *job, con
         }                                                          \
     } while (0)
 
-static int evaluate_plan(const ctx_t *c, const double *sys, const double *job,
+static int evaluate_plan(const ctx_t *c, const double *job,
                          const double *tables, int64_t n_t, const int32_t *plan, double *work,
                          int64_t stride_w, double *out, int64_t n_plans, int64_t col,
                          int tab_ok) {
@@ -562,16 +423,16 @@ static int evaluate_plan(const ctx_t *c, const double *sys, const double *job,
     }
     double rs_fwd = 0.0, ag_bwd = 0.0;
     if (rw_dim > 0.0) {
-        rs_fwd += group_all_gather(&c->g_world, batch * rw_dim * cbf);
-        ag_bwd += group_all_gather(&c->g_world, batch * rw_dim * cbb);
+        rs_fwd += ts_all_gather_time(&c->net, batch * rw_dim * cbf, &c->g_world);
+        ag_bwd += ts_all_gather_time(&c->net, batch * rw_dim * cbb, &c->g_world);
     }
     if (max_twrw > 0.0) {
-        rs_fwd += group_all_gather(&c->g_node, batch * max_twrw * cbf);
-        ag_bwd += group_all_gather(&c->g_node, batch * max_twrw * cbb);
+        rs_fwd += ts_all_gather_time(&c->net, batch * max_twrw * cbf, &c->g_node);
+        ag_bwd += ts_all_gather_time(&c->net, batch * max_twrw * cbb, &c->g_node);
     }
     double gcb = job[DL_DJOB_GRAD_COMM_BYTES];
     double dp_ar = 0.0, dense_ar = c->dense_ar;
-    if (dp_elems > 0.0) dp_ar = group_all_reduce(&c->g_world, dp_elems * gcb);
+    if (dp_elems > 0.0) dp_ar = ts_all_reduce_time(&c->net, dp_elems * gcb, &c->g_world);
     double d_fwd = c->d_fwd, d_bwd = c->d_bwd;
     double emb_bwd = a2a_bwd + ag_bwd + max_lb + dp_ar;
     double exposed = dmax(0.0, dense_ar - emb_bwd);
@@ -626,15 +487,19 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
     ctx_t c;
     double wf = (double)(stride_w - 1);
     c.world = (int)(stride_w - 1);
-    c.top = group_top_tier(sys, wf, 1.0, 1.0, 1.0, 1.0, 1.0);
-    c.node = tier_span(sys, 0);
+    ts_net_init(&c.net, sys);
+    ts_group_init1(&c.g_world, &c.net, wf, 1.0);
+    c.top = c.g_world.top; /* group_top_tier(sys, W, 1, 1, 1, 1, 1) */
+    c.node = ts_tier_span(sys, 0);
     if (c.node > wf) c.node = wf;
-    c.lat = c.top >= 0 ? tier_latency(sys, c.top) : 0.0;
+    ts_group_init1(&c.g_node, &c.net, c.node, 1.0);
+    c.lat = c.top >= 0 ? ts_tier_latency(sys, c.top) : 0.0;
     c.d_fwd = dense_fwd_time(sys, job);
     c.d_bwd = 2.0 * dense_fwd_time(sys, job);
     c.dense_ar = 0.0;
     if (job[DL_DJOB_DENSE_PARAMS] > 0.0)
-        c.dense_ar = all_reduce_time(sys, job[DL_DJOB_DENSE_PARAMS] * job[DL_DJOB_GRAD_COMM_BYTES], wf);
+        c.dense_ar = ts_all_reduce_time(&c.net, job[DL_DJOB_DENSE_PARAMS] * job[DL_DJOB_GRAD_COMM_BYTES],
+                                        &c.g_world);
     c.usable = sys[DL_SYS_HBM_BYTES] - sys[DL_SYS_HBM_RESERVE_BYTES];
     c.ddr_cap = job[DL_DJOB_DDR_BYTES];
     c.batch = job[DL_DJOB_GLOBAL_BATCH];
@@ -647,11 +512,9 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
     c.uvm_frac = job[DL_DJOB_UVM_CACHE_FRACTION];
     c.dense_mem = dense_memory_bytes(job);
     for (int i = 0; i < DL_MAX_TIERS; i++) {
-        c.span[i] = i < nt ? tier_span(sys, i) : INFINITY;
-        c.inv_bw[i] = i < nt ? 1.0 / tier_link_bandwidth(sys, i) : 0.0;
+        c.span[i] = i < nt ? ts_tier_span(sys, i) : INFINITY;
+        c.inv_bw[i] = i < nt ? 1.0 / ts_tier_link_bandwidth(sys, i) : 0.0;
     }
-    group_init(&c.g_world, sys, wf);
-    group_init(&c.g_node, sys, c.node);
     double *tc = work + (int64_t)DL_N_RANK * stride_w;
     fill_table_cache(&c, sys, job, tables, n_tables, tc);
     c.tc = tc;
@@ -661,7 +524,7 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
     for (int f = DL_RK_A2A_S; f < DL_N_RANK; f++)
         for (int64_t r = 0; r < stride_w; r++) W(f, r) = 0.0;
     for (int64_t p = 0; p < n_plans; p++)
-        evaluate_plan(&c, sys, job, tables, n_tables, plans + p * (int64_t)DL_N_PLAN * n_tables,
+        evaluate_plan(&c, job, tables, n_tables, plans + p * (int64_t)DL_N_PLAN * n_tables,
                       work, stride_w, out, n_plans, p, tab_ok);
     return 0;
 }

@@ -32,6 +32,10 @@ ffibuilder.set_source(
     # runs from the project root)
     sources=[os.path.relpath(os.path.join(CSRC, "dlrm.c"))],
     include_dirs=[CSRC],
+    # dlrm.c compiles in the LLM port's network and collectives (one C truth for the tiers)
+    depends=[os.path.relpath(os.path.join(CSRC, f)) for f in (
+        "dlrm.h", "network.c", "collectives.c", "ts_model.h", "trainscape.h",
+        "trainscape_layout.h")],
     extra_compile_args=["-O3", "-std=c99"],
     libraries=["m"],
 )
