@@ -39,7 +39,16 @@ class OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001
+            self._remove_previous_build(ext.name)
             self._warn(ext.name, exc)
+
+    def _remove_previous_build(self, name):
+        # a failed rebuild must not leave the last good one in the source tree, where it would
+        # keep running old code while the sources say otherwise: without it, the 'c' backend
+        # reports itself missing instead
+        stem = os.path.join(HERE, "src", *name.split("."))
+        for old in glob.glob(stem + ".*.so") + glob.glob(stem + ".*.pyd"):
+            os.remove(old)
 
     def _warn(self, what, exc):
         self.warned = True
