@@ -126,16 +126,21 @@ def order_dim_at(order, position):
             radix *= k
         digit = rank // radix
         rank = rank - digit * radix
-        # pick the digit-th unused dimension
-        seen = -1
-        for d in range(N_DIMS):
-            if (used >> d) & 1 == 0:
-                seen += 1
-                if seen == digit:
-                    dim = d
-                    break
+        dim = nth_unused_dim(used, digit)
         used |= 1 << dim
     return dim
+
+
+def nth_unused_dim(used, digit):
+    """The ``digit``-th dimension (from 0, innermost order) whose bit is clear in mask ``used``:
+    one step of decoding a Lehmer code."""
+    seen = -1
+    for d in range(N_DIMS):
+        if (used >> d) & 1 == 0:
+            seen += 1
+            if seen == digit:
+                return d
+    return 0
 
 
 def order_permutation(order):
@@ -166,14 +171,7 @@ def placement_strides(order, deg_tp, deg_cp, deg_ep, deg_dp, deg_pp):
         rank -= digit * radix
         if pos < N_DIMS - 1:
             radix //= N_DIMS - 1 - pos
-        seen = -1
-        d = 0
-        for c in range(N_DIMS):
-            if (used >> c) & 1 == 0:
-                seen += 1
-                if seen == digit:
-                    d = c
-                    break
+        d = nth_unused_dim(used, digit)
         used |= 1 << d
         if d == 0:
             s_tp = stride
