@@ -70,6 +70,21 @@ _json_option = click.option("--json", "as_json", is_flag=True,
                             help="Print the result as JSON on stdout.")
 
 
+def _prepare(scenario: str | None, overrides, top: int, out: str | None = None):
+    """What every command checks and builds first: ``--top``, the ``--out`` path, the
+    scenario and its non-empty design space. Returns ``(scenario, space)``."""
+    from ..space import design_space
+    from .report import check_out_path
+
+    _check_top(top)
+    if out:
+        check_out_path(out)
+    sc = _load(scenario, overrides)
+    space = design_space(sc)
+    space.check_nonempty()
+    return sc, space
+
+
 def _check_top(top: int) -> None:
     from ..spec.errors import ScenarioError
 
@@ -128,17 +143,10 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
           overrides, as_json):
     """Evaluate every configuration of SCENARIO's design space; keep the top-K, the Pareto
     front (step time vs memory per GPU) and the best per placement order."""
-    from ..space import design_space
-    from .report import check_out_path
     from .sweep import SweepInterrupted, default_checkpoint, fingerprint, objective_column
     from .sweep import run_sweep
 
-    _check_top(top)
-    if out:
-        check_out_path(out)
-    sc = _load(scenario, overrides)
-    space = design_space(sc)
-    space.check_nonempty()
+    sc, space = _prepare(scenario, overrides, top, out)
     col = objective_column(objective)[0]
     ck = checkpoint or default_checkpoint(fingerprint(sc, space, col, top))
     console = _console()
@@ -175,16 +183,9 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
 def search(scenario, method, budget, seed, width, multi, top, objective, out, overrides,
            as_json):
     """Search SCENARIO's design space without enumerating it (evolve or beam)."""
-    from ..space import design_space
-    from .report import check_out_path
     from .search import run_search
 
-    _check_top(top)
-    if out:
-        check_out_path(out)
-    sc = _load(scenario, overrides)
-    space = design_space(sc)
-    space.check_nonempty()
+    sc, space = _prepare(scenario, overrides, top, out)
     console = _console()
     if not as_json:
         console.print(f"space: {space.describe()}", soft_wrap=True)
@@ -214,17 +215,13 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
     405B scenario on 16K GPUs in two buildings) and write a report with plots."""
     from pathlib import Path
 
-    from ..space import design_space
     from .main import default_report_dir, run_explore
     from .report import headline, print_result, write_report
 
-    _check_top(top)
-    sc = _load(scenario, overrides)
+    sc, space = _prepare(scenario, overrides, top)
     console = _console()
     if scenario is None:
         console.print(f"no scenario given: exploring the built-in one ({sc.name})", soft_wrap=True)
-    space = design_space(sc)
-    space.check_nonempty()
     console.print(f"space: {space.describe()}", soft_wrap=True)
     res = run_explore(sc, time_budget_s=time_budget, top=top, objective=objective, seed=seed,
                       progress=sys.stderr.isatty())
