@@ -127,6 +127,25 @@ def preset_cluster(preset: str, gpus: int, gpu_overrides: dict[str, Any] | None 
     return {"gpu": gpu, "gpus": gpus, "tiers": tiers}
 
 
+def gpt_scenario(name: str, layers: int, hidden: int, heads: int, batch: int,
+                 dtype: str) -> dict[str, Any]:
+    """A published GPT run as a scenario (without its cluster): sequence 2048, and no
+    FlashAttention -- both sources predate it."""
+    return {"name": name, "model": gpt_model(layers, hidden, heads),
+            "job": {"seq_len": SEQ, "global_batch": batch, "dtype": dtype,
+                    "flash_attention": False}}
+
+
+def megatron_config(tp: int, pp: int, dp: int, mbs: int, vpp: int, recompute: str,
+                    sp: bool) -> dict[str, Any]:
+    """A layout as 2021-22 Megatron-LM ran it: Megatron's rank order, the interleaved schedule
+    when there are chunks, no distributed optimizer, and gradient reduction and TP
+    communication not overlapped with compute (both came later)."""
+    return dict(tp=tp, pp=pp, dp=dp, mbs=mbs, vpp=vpp,
+                schedule="interleaved" if vpp > 1 else "1f1b", recompute=recompute, sp=sp,
+                zero=0, tp_overlap=False, dp_overlap=False, order="tp-cp-ep-dp-pp")
+
+
 def selene_cluster(gpus: int, gpu_overrides: dict[str, Any] | None = None,
                    calibrated: bool = True) -> dict[str, Any]:
     """The DGX A100 SuperPOD preset's tiers with Selene's node count."""
@@ -154,17 +173,11 @@ def megatron_cases() -> list[Case]:
             if batch % (dp * mbs):
                 continue
             for vpp in interleave_options(layers, pp):
-                candidates.append(dict(
-                    tp=tp, pp=pp, dp=dp, mbs=mbs, vpp=vpp,
-                    schedule="interleaved" if vpp > 1 else "1f1b",
-                    recompute="full", sp=False, zero=0, tp_overlap=False, dp_overlap=False,
-                    order="tp-cp-ep-dp-pp"))
+                candidates.append(megatron_config(tp, pp, dp, mbs, vpp, "full", False))
         cases.append(Case(
             source="megatron_sc21_table1", label=f"{row['params_billion']}B {gpus} GPUs",
-            scenario={"name": f"Megatron SC'21 {row['params_billion']}B",
-                      "model": gpt_model(layers, h, heads),
-                      "job": {"seq_len": SEQ, "global_batch": batch, "dtype": "fp16",
-                              "flash_attention": False}},
+            scenario=gpt_scenario(f"Megatron SC'21 {row['params_billion']}B", layers, h, heads,
+                                  batch, "fp16"),
             candidates=candidates, published_step_s=flops / (tflops * 1e12 * gpus),
             published_tflops=tflops, flops=flops))
     return cases
@@ -181,18 +194,12 @@ def korthikanti_cases() -> list[Case]:
             ("full recompute", "iter_s_full_recompute", False, "full"),
             ("SP + selective", "iter_s_sp_selective", True, "selective"),
         ):
-            config = dict(tp=tp, pp=pp, dp=dp, mbs=mbs, vpp=vpp,
-                          schedule="interleaved" if vpp > 1 else "1f1b", recompute=recompute,
-                          sp=sp, zero=0, tp_overlap=False, dp_overlap=False,
-                          order="tp-cp-ep-dp-pp")
             full = recompute == "full"
             cases.append(Case(
                 source="korthikanti_table5", label=f"{row['model']} {setting}",
-                scenario={"name": f"Korthikanti Table 5 {row['model']}",
-                          "model": gpt_model(layers, h, heads),
-                          "job": {"seq_len": SEQ, "global_batch": batch, "dtype": "bf16",
-                                  "flash_attention": False}},
-                candidates=[config], published_step_s=float(row[column]),
+                scenario=gpt_scenario(f"Korthikanti Table 5 {row['model']}", layers, h, heads,
+                                      batch, "bf16"),
+                candidates=[megatron_config(tp, pp, dp, mbs, vpp, recompute, sp)], published_step_s=float(row[column]),
                 published_tflops=None,
                 flops=megatron_flops_per_iteration(batch, SEQ, layers, h, VOCAB, full)))
     return cases
