@@ -435,7 +435,39 @@ SCHEDULE_ERROR_BASE = 100
 
 def config_error(sys, mdl, job, cfg, i):
     """0 when configuration column ``i`` of ``cfg`` is valid, else a code into CONFIG_ERRORS
-    (or ``SCHEDULE_ERROR_BASE + reason`` from :func:`pipeline.schedule_valid`)."""
+    (or ``SCHEDULE_ERROR_BASE + reason`` from :func:`pipeline.schedule_valid`).
+
+    The checks run in code order and the first failing one is reported; the core fields' checks
+    (:func:`core_config_error`) and the free fields' (:func:`free_config_error`) interleave in
+    that order, so the first failure is the smaller non-zero code of the two."""
+    return first_config_error(core_config_error(sys, mdl, job, cfg, i), free_config_error(cfg, i))
+
+
+def first_config_error(core, free):
+    """The first failing check of :func:`config_error` from its two halves (0 when both pass)."""
+    if core == 0:
+        return free
+    if free == 0:
+        return core
+    return min(core, free)
+
+
+def free_config_error(cfg, i):
+    """Checks of the free fields (recompute, zero, order, dp_overlap): codes 9, 10, 11, 14."""
+    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_FULL:
+        return 9
+    if cfg[CFG_ZERO, i] < 0 or cfg[CFG_ZERO, i] > 3:
+        return 10
+    if cfg[CFG_ORDER, i] < 0 or cfg[CFG_ORDER, i] >= N_ORDERS:
+        return 11
+    if cfg[CFG_DP_OVERLAP, i] < 0 or cfg[CFG_DP_OVERLAP, i] > 1:
+        return 14
+    return 0
+
+
+def core_config_error(sys, mdl, job, cfg, i):
+    """Checks of the core fields (tp cp pp dp ep mbs vpp schedule sp tp_overlap): every code of
+    :func:`config_error` but 9, 10, 11, 14."""
     # 64-bit Python/numba ints: products of int32 degrees must not wrap
     tp = int(cfg[CFG_TP, i])
     cp = int(cfg[CFG_CP, i])
@@ -461,18 +493,10 @@ def config_error(sys, mdl, job, cfg, i):
         return 7
     if schedule < 0 or schedule >= N_SCHEDULES:
         return 8
-    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_FULL:
-        return 9
-    if cfg[CFG_ZERO, i] < 0 or cfg[CFG_ZERO, i] > 3:
-        return 10
-    if cfg[CFG_ORDER, i] < 0 or cfg[CFG_ORDER, i] >= N_ORDERS:
-        return 11
     if cfg[CFG_SP, i] < 0 or cfg[CFG_SP, i] > 1:
         return 12
     if cfg[CFG_TP_OVERLAP, i] < 0 or cfg[CFG_TP_OVERLAP, i] > 1:
         return 13
-    if cfg[CFG_DP_OVERLAP, i] < 0 or cfg[CFG_DP_OVERLAP, i] > 1:
-        return 14
     gpus = sys[SYS_GPUS]
     if float(tp) * cp * pp * dp != gpus:
         return 15
@@ -555,8 +579,75 @@ def exposed(comm, window, overlap):
 
 
 # =============================================================================================
-# One configuration
+# One configuration, in four stages
 # =============================================================================================
+# A configuration is a *core row* (tp cp pp dp ep mbs vpp schedule sp tp_overlap: the fields
+# every compute and memory term reads) plus four *free* fields. The model is costed in stages,
+# each reading only the stages before it:
+#     row_terms(core row) -> order_terms(+ order) -> recompute_terms(+ recompute)
+#     -> data_parallel_comm(+ zero) -> finish_config(+ dp_overlap)
+# so a caller that holds a stage fixed may reuse it: a design space walks every free field under
+# one row, and a batch meets the same rows and (row, order) pairs again and again. Stages pass
+# plain float tuples indexed by the ROW_* / ORD_* / REC_* constants below (a memo may keep them
+# as array rows instead: indexing reads the same). Reuse changes no bit: every value is
+# computed by the same expressions in the same order whoever calls.
+
+# row_terms (at most 30 fields: CPython builds a longer tuple display through a list, which
+# numba cannot compile)
+ROW_TP = 0
+ROW_CP = 1
+ROW_PP = 2
+ROW_DP = 3
+ROW_EP = 4
+ROW_DPX = 5  # data parallelism outside expert parallelism, dp / ep
+ROW_B = 6  # sequences per microbatch (mbs)
+ROW_VPP = 7
+ROW_SCHEDULE = 8
+ROW_SP = 9
+ROW_TP_OVERLAP = 10
+ROW_M = 11  # microbatches per step
+ROW_S = 12  # tokens of a sequence on one context-parallel rank
+ROW_DENSE_LAYERS = 13  # per pipeline stage
+ROW_MOE_LAYERS = 14
+ROW_STAGE_LAYERS = 15
+ROW_T_CORE = 16  # attention core time of one layer
+ROW_GEMM_F = 17  # GEMM time of a stage's forward
+ROW_CORE_F = 18
+ROW_MEM_F = 19
+ROW_F_COMPUTE = 20
+ROW_B_COMPUTE = 21  # before recomputation
+ROW_W_COMPUTE = 22
+ROW_DENSE_PARAMS = 23  # per GPU, before ZeRO sharding
+ROW_EXPERT_PARAMS = 24
+ROW_HW_FWD = 25  # hardware FLOPs of one microbatch's forward, whole model
+ROW_HW_CORE = 26  # executed attention core FLOPs of one layer on one GPU
+ROW_MODEL_FLOPS = 27  # per step
+N_ROW = 28
+
+# order_terms
+ORD_S_TP = 0  # placement strides
+ORD_S_CP = 1
+ORD_S_EP = 2
+ORD_S_DP = 3
+ORD_S_PP = 4
+ORD_TP_PASS = 5  # tensor-parallel traffic of one stage pass
+ORD_CP_STEP = 6  # one ring step of context parallelism
+ORD_A2A = 7  # one expert-parallel all-to-all
+ORD_PP_COMM = 8  # pipeline transfers on the critical path, per step
+N_ORD = 9
+
+# recompute_terms
+REC_F_STAGE = 0
+REC_B_STAGE = 1
+REC_W_STAGE = 2
+REC_COMPUTE = 3
+REC_TP_COMM = 4
+REC_CP_COMM = 5
+REC_EP_COMM = 6
+REC_BUBBLE = 7
+REC_MEM_ACT = 8
+REC_HW_FLOPS = 9
+N_REC = 10
 
 
 def evaluate_config(sys, mdl, job, cfg, i, out):
@@ -567,7 +658,17 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
     code = config_error(sys, mdl, job, cfg, i)
     if code != 0:
         return write_invalid(out, i, code)
+    row = row_terms(sys, mdl, job, cfg, i)
+    ordt = order_terms(sys, mdl, job, row, cfg[CFG_ORDER, i])
+    rect = recompute_terms(sys, mdl, job, row, ordt, cfg[CFG_RECOMPUTE, i])
+    zero = cfg[CFG_ZERO, i]
+    dpc = data_parallel_comm(sys, job, row, ordt, zero)
+    return finish_config(sys, mdl, job, row, ordt, rect, dpc[0], dpc[1], zero,
+                         cfg[CFG_DP_OVERLAP, i] == 1, out, i)
 
+
+def row_terms(sys, mdl, job, cfg, i):
+    """Every term of a valid configuration that reads only its core fields (see ROW_*)."""
     tp = float(cfg[CFG_TP, i])
     cp = float(cfg[CFG_CP, i])
     pp = float(cfg[CFG_PP, i])
@@ -576,12 +677,7 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
     mbs = float(cfg[CFG_MBS, i])
     vpp = float(cfg[CFG_VPP, i])
     schedule = cfg[CFG_SCHEDULE, i]
-    recompute = cfg[CFG_RECOMPUTE, i]
-    zero = cfg[CFG_ZERO, i]
     sp = cfg[CFG_SP, i] == 1
-    order = cfg[CFG_ORDER, i]
-    tp_overlap = cfg[CFG_TP_OVERLAP, i] == 1
-    dp_overlap = cfg[CFG_DP_OVERLAP, i] == 1
 
     h = mdl[MDL_HIDDEN]
     heads = mdl[MDL_HEADS]
@@ -599,16 +695,10 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
     seq = job[JOB_SEQ_LEN]
     global_batch = job[JOB_GLOBAL_BATCH]
     act_bytes = job[JOB_ACTIVATION_BYTES]
-    comm_bytes = job[JOB_COMM_BYTES]
     flash = job[JOB_FLASH_ATTENTION] > 0.0
-    gpus = gpu_count(sys)
     m = global_batch / (dp * mbs)
     s = seq / cp  # tokens of a sequence on one context-parallel rank
     b = mbs
-
-    # ---- placement: strides of every dimension ------------------------------------------------
-    dpx = dp / ep  # data parallelism outside expert parallelism
-    s_tp, s_cp, s_ep, s_dp, s_pp = placement_strides(order, tp, cp, ep, dpx, pp)
 
     # ---- compute per layer, per microbatch, on one GPU ----------------------------------------
     split = tp * cp
@@ -644,14 +734,92 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
     f_compute = gemm_f + core_f + mem_f + stage_layers * overhead + t_logits
     b_compute = gemm_f + 2.0 * core_f + 2.0 * mem_f + stage_layers * overhead + t_logits
     w_compute = gemm_f + t_logits
+
+    # ---- parameters per GPU --------------------------------------------------------------------
+    copies = parameter_copies(schedule)
+    attn_p = attention_params(h, heads, kv_heads, head_dim)
+    dense_params = (
+        dense_layers * (attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu))
+        + moe_layers * (attn_p + h * experts + shared * mlp_params(h, expert_ffn, swiglu))
+        + embedding_params(vocab, h)
+    ) / tp * copies
+    expert_params = moe_layers * (experts / ep) * mlp_params(h, expert_ffn, swiglu) / tp * copies
+
+    # ---- FLOPs ----------------------------------------------------------------------------------
+    model_flops = model_flops_per_sequence(mdl, seq) * global_batch
+    hw_per_layer_f = (proj + core_hw) * split
+    hw_fwd = (
+        (layers - n_moe) * (hw_per_layer_f + dense_mlp * split)
+        + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
+        + logits_flops(b, seq, h, vocab)
+    )
+
+    return (tp, cp, pp, dp, ep, dp / ep, b, vpp, float(schedule), 1.0 if sp else 0.0,
+            1.0 if cfg[CFG_TP_OVERLAP, i] == 1 else 0.0, m, s, dense_layers, moe_layers,
+            stage_layers, t_core, gemm_f, core_f, mem_f, f_compute, b_compute, w_compute,
+            dense_params, expert_params, hw_fwd, core_hw, model_flops)
+
+
+def order_terms(sys, mdl, job, row, order):
+    """Every communication time of a row that depends on the placement ``order`` but not on
+    recompute, zero or dp_overlap (see ORD_*)."""
+    tp = row[ROW_TP]
+    cp = row[ROW_CP]
+    pp = row[ROW_PP]
+    b = row[ROW_B]
+    s = row[ROW_S]
+    h = mdl[MDL_HIDDEN]
+    kv_heads = mdl[MDL_KV_HEADS]
+    comm_bytes = job[JOB_COMM_BYTES]
+    s_tp, s_cp, s_ep, s_dp, s_pp = placement_strides(order, tp, cp, row[ROW_EP], row[ROW_DPX],
+                                                     pp)
+    # tensor parallelism: every layer of the stage, one pass
+    sp = row[ROW_SP] > 0.0
+    tp_bytes = b * s * h * comm_bytes
+    tp_pass = row[ROW_STAGE_LAYERS] * tp_layer_comm_time(sys, tp_bytes, sp, tp, s_tp)
+    # context parallelism: one step of the ring exchange of K and V
+    cp_step = 0.0
+    if cp > 1.0:
+        kv_local = kv_heads / tp if kv_heads >= tp else 1.0
+        kv_chunk = 2.0 * b * s * kv_local * mdl[MDL_HEAD_DIM] * comm_bytes
+        cp_step = p2p_time(sys, kv_chunk, cp, s_cp, 1.0, 1.0, 1.0, 1.0)
+    # expert parallelism: one dispatch (or combine) all-to-all
+    a2a = 0.0
+    if row[ROW_MOE_LAYERS] > 0.0 and row[ROW_EP] > 1.0:
+        tokens = b * s / tp if sp else b * s
+        a2a_bytes = tokens * mdl[MDL_TOP_K] * h * comm_bytes
+        a2a = all_to_all_time(sys, a2a_bytes, row[ROW_EP], s_ep, 1.0, 1.0, 1.0, 1.0)
+    # pipeline: stage-to-stage transfers on the critical path
+    pp_comm = 0.0
+    if pp > 1.0:
+        pp_bytes = b * s * h * comm_bytes / tp  # Megatron scatter/gather over TP ranks
+        t_p2p = p2p_time(sys, pp_bytes, pp, s_pp, 1.0, 1.0, 1.0, 1.0)
+        pp_comm = p2p_critical_transfers(int(row[ROW_SCHEDULE]), pp, row[ROW_VPP]) * t_p2p
+    return (s_tp, s_cp, s_ep, s_dp, s_pp, tp_pass, cp_step, a2a, pp_comm)
+
+
+def recompute_terms(sys, mdl, job, row, ordt, recompute):
+    """Per-microbatch stage times, their communication, the bubble, activation memory and
+    hardware FLOPs of a row, placed by ``ordt``, under ``recompute`` (see REC_*)."""
+    schedule = int(row[ROW_SCHEDULE])
+    flash = job[JOB_FLASH_ATTENTION] > 0.0
+    stage_layers = row[ROW_STAGE_LAYERS]
+    moe_layers = row[ROW_MOE_LAYERS]
+    gemm_f = row[ROW_GEMM_F]
+    core_f = row[ROW_CORE_F]
+    t_core = row[ROW_T_CORE]
+    m = row[ROW_M]
+    f_compute = row[ROW_F_COMPUTE]
+    w_compute = row[ROW_W_COMPUTE]
+    b_compute = row[ROW_B_COMPUTE]
     if recompute == RECOMPUTE_FULL:
-        b_compute += gemm_f + core_f + mem_f + stage_layers * overhead
+        b_compute += gemm_f + core_f + row[ROW_MEM_F] + stage_layers * sys[SYS_LAYER_OVERHEAD_S]
     elif recompute == RECOMPUTE_SELECTIVE and not flash:
         b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
 
     # ---- tensor parallelism -------------------------------------------------------------------
-    tp_bytes = b * s * h * comm_bytes
-    tp_pass = stage_layers * tp_layer_comm_time(sys, tp_bytes, sp, tp, s_tp)
+    tp_overlap = row[ROW_TP_OVERLAP] > 0.0
+    tp_pass = ordt[ORD_TP_PASS]
     window_f = gemm_f
     tp_f = exposed(tp_pass, window_f, tp_overlap)
     tp_b = exposed(tp_pass, window_f, tp_overlap)
@@ -659,12 +827,11 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
         tp_b += exposed(tp_pass, window_f, tp_overlap)
 
     # ---- context parallelism: ring exchange of K and V overlapped with attention --------------
-    kv_local = kv_heads / tp if kv_heads >= tp else 1.0
-    kv_chunk = 2.0 * b * s * kv_local * head_dim * comm_bytes
+    cp = row[ROW_CP]
     cp_f = 0.0
     cp_b = 0.0
     if cp > 1.0:
-        step = p2p_time(sys, kv_chunk, cp, s_cp, 1.0, 1.0, 1.0, 1.0)
+        step = ordt[ORD_CP_STEP]
         ring_f = (cp - 1.0) * step  # Liu et al. 2023, Ring Attention; Megatron-LM CP
         ring_b = 2.0 * (cp - 1.0) * step  # K, V forwards and dK, dV back
         cp_f = stage_layers * max(0.0, ring_f - t_core)
@@ -675,9 +842,8 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
     # ---- expert parallelism: dispatch + combine all-to-all per MoE layer ----------------------
     ep_f = 0.0
     ep_b = 0.0
-    if moe_layers > 0.0 and ep > 1.0:
-        tokens = b * s / tp if sp else b * s
-        a2a = all_to_all_time(sys, tokens * top_k * h * comm_bytes, ep, s_ep, 1.0, 1.0, 1.0, 1.0)
+    if moe_layers > 0.0 and row[ROW_EP] > 1.0:
+        a2a = ordt[ORD_A2A]
         ep_f = moe_layers * 2.0 * a2a  # dispatch + combine (Lepikhin et al. 2020, GShard §2)
         ep_b = moe_layers * 2.0 * a2a
         if recompute == RECOMPUTE_FULL:
@@ -693,58 +859,107 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
     w_stage = w_compute
 
     # ---- pipeline ----------------------------------------------------------------------------
-    bubble = bubble_time(schedule, int(pp), int(m), int(vpp), f_stage, b_stage, w_stage)
-    pp_bytes = b * s * h * comm_bytes / tp  # Megatron scatter/gather over TP ranks
-    t_p2p = p2p_time(sys, pp_bytes, pp, s_pp, 1.0, 1.0, 1.0, 1.0) if pp > 1.0 else 0.0
-    pp_comm = p2p_critical_transfers(schedule, pp, vpp) * t_p2p if pp > 1.0 else 0.0
+    pp = int(row[ROW_PP])
+    vpp = int(row[ROW_VPP])
+    bubble = bubble_time(schedule, pp, int(m), vpp, f_stage, b_stage, w_stage)
 
-    # ---- parameters per GPU --------------------------------------------------------------------
-    copies = parameter_copies(schedule)
-    attn_p = attention_params(h, heads, kv_heads, head_dim)
-    dense_params = (
-        dense_layers * (attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu))
-        + moe_layers * (attn_p + h * experts + shared * mlp_params(h, expert_ffn, swiglu))
-        + embedding_params(vocab, h)
-    ) / tp * copies
-    expert_params = moe_layers * (experts / ep) * mlp_params(h, expert_ffn, swiglu) / tp * copies
+    # ---- activation memory ---------------------------------------------------------------------
+    h = mdl[MDL_HIDDEN]
+    heads = mdl[MDL_HEADS]
+    kv_heads = mdl[MDL_KV_HEADS]
+    head_dim = mdl[MDL_HEAD_DIM]
+    swiglu = mdl[MDL_SWIGLU] > 0.0
+    act_bytes = job[JOB_ACTIVATION_BYTES]
+    s = row[ROW_S]
+    b = row[ROW_B]
+    tp = row[ROW_TP]
+    sp = row[ROW_SP] > 0.0
+    act_dense_r = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
+                                         swiglu, tp, sp, recompute, flash, act_bytes)
+    act_moe_r = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
+                                           mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
+                                           mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, recompute,
+                                           flash, act_bytes)
+    act_stage = row[ROW_DENSE_LAYERS] * act_dense_r + moe_layers * act_moe_r
+    mem_act = act_stage * inflight_activations(schedule, pp, int(m), vpp)
 
-    # ---- data parallelism ----------------------------------------------------------------------
+    # ---- hardware FLOPs --------------------------------------------------------------------
+    hw_fwd = row[ROW_HW_FWD]
+    hw_recompute = 0.0
+    if recompute == RECOMPUTE_FULL:
+        hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], h, mdl[MDL_VOCAB])
+    elif recompute == RECOMPUTE_SELECTIVE and not flash:
+        hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
+    # backward = B + W: GEMMs twice, the attention core twice (no weights): 3 forwards in all
+    hw_flops = (3.0 * hw_fwd + hw_recompute) * (job[JOB_GLOBAL_BATCH] / b)
+
+    return (f_stage, b_stage, w_stage, m * (f_compute + b_compute + w_compute), m * (tp_f + tp_b),
+            m * (cp_f + cp_b), m * (ep_f + ep_b), bubble, mem_act, hw_flops)
+
+
+def data_parallel_comm(sys, job, row, ordt, zero):
+    """The data-parallel collectives of one step before overlap: ``(all-reduce, 0)`` of the
+    gradients without ZeRO, else ``(reduce-scatter of gradients, all-gather of weights)``.
+    Dense weights are replicated over cp x ep x dp/ep, expert weights over cp x dp/ep."""
+    cp = row[ROW_CP]
+    ep = row[ROW_EP]
+    dpx = row[ROW_DPX]
+    s_cp = ordt[ORD_S_CP]
+    s_ep = ordt[ORD_S_EP]
+    s_dp = ordt[ORD_S_DP]
+    dense_params = row[ROW_DENSE_PARAMS]
+    expert_params = row[ROW_EXPERT_PARAMS]
     grad_comm = job[JOB_GRAD_COMM_BYTES]
-    param_bytes = job[JOB_PARAM_BYTES]
-    # dense weights are replicated over cp x ep x dp/ep, expert weights over cp x dp/ep
-    dp_dense = cp * dp
-    dp_expert = cp * dpx
-    dp_time = 0.0
     if zero == 0:
         red = all_reduce_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
             + all_reduce_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
-        dp_time = exposed(red, b_stage + w_stage, dp_overlap)
+        return (red, 0.0)
+    param_bytes = job[JOB_PARAM_BYTES]
+    rs = reduce_scatter_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
+        + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+    ag = all_gather_time(sys, dense_params * param_bytes, cp, s_cp, ep, s_ep, dpx, s_dp) \
+        + all_gather_time(sys, expert_params * param_bytes, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+    return (rs, ag)
+
+
+def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_overlap, out, i):
+    """Data-parallel time after overlap, the optimizer step, the step time and memory per GPU
+    of a staged configuration; writes result column ``i`` of ``out`` and returns its status.
+    ``dp_first, dp_second`` are :func:`data_parallel_comm` of the same row, order and zero."""
+    m = row[ROW_M]
+    dense_params = row[ROW_DENSE_PARAMS]
+    expert_params = row[ROW_EXPERT_PARAMS]
+    f_stage = rect[REC_F_STAGE]
+    b_stage = rect[REC_B_STAGE]
+    w_stage = rect[REC_W_STAGE]
+
+    # ---- data parallelism ----------------------------------------------------------------------
+    if zero == 0:
+        dp_time = exposed(dp_first, b_stage + w_stage, dp_overlap)
     elif zero == 1 or zero == 2:
-        rs = reduce_scatter_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
-            + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
-        ag = all_gather_time(sys, dense_params * param_bytes, cp, s_cp, ep, s_ep, dpx, s_dp) \
-            + all_gather_time(sys, expert_params * param_bytes, cp, s_cp, dpx, s_dp, 1.0, 1.0)
         # gradients reduce under the last backward; parameters gather under the next forward
-        dp_time = exposed(rs, b_stage + w_stage, dp_overlap) + exposed(ag, f_stage, dp_overlap)
+        dp_time = exposed(dp_first, b_stage + w_stage, dp_overlap) \
+            + exposed(dp_second, f_stage, dp_overlap)
     else:
         # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter gradients, for
         # every microbatch (Rajbhandari et al. 2020 §5; Zhao et al. 2023, PyTorch FSDP §3.3)
-        ag = all_gather_time(sys, dense_params * param_bytes, cp, s_cp, ep, s_ep, dpx, s_dp) \
-            + all_gather_time(sys, expert_params * param_bytes, cp, s_cp, dpx, s_dp, 1.0, 1.0)
-        rs = reduce_scatter_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
-            + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
-        dp_time = m * exposed(2.0 * ag + rs, f_stage + b_stage + w_stage, dp_overlap)
+        dp_time = m * exposed(2.0 * dp_second + dp_first, f_stage + b_stage + w_stage,
+                              dp_overlap)
 
     # ---- optimizer step (memory-bound over the shard this GPU owns) ---------------------------
+    dp_dense = row[ROW_CP] * row[ROW_DP]
+    dp_expert = row[ROW_CP] * row[ROW_DPX]
     opt_dense = dense_params / dp_dense if zero >= 1 else dense_params
     opt_expert = expert_params / dp_expert if zero >= 1 else expert_params
     optimizer = memory_bound_time(sys, (opt_dense + opt_expert) * job[JOB_OPTIMIZER_TRAFFIC_BYTES])
 
     # ---- step ----------------------------------------------------------------------------------
-    compute = m * (f_compute + b_compute + w_compute)
-    tp_comm = m * (tp_f + tp_b)
-    cp_comm = m * (cp_f + cp_b)
-    ep_comm = m * (ep_f + ep_b)
+    compute = rect[REC_COMPUTE]
+    tp_comm = rect[REC_TP_COMM]
+    cp_comm = rect[REC_CP_COMM]
+    ep_comm = rect[REC_EP_COMM]
+    pp_comm = ordt[ORD_PP_COMM]
+    bubble = rect[REC_BUBBLE]
     step = compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_time + optimizer
 
     # ---- memory per GPU (ZeRO paper §5 accounting, Rajbhandari et al. 2020) --------------------
@@ -754,39 +969,20 @@ def evaluate_config(sys, mdl, job, cfg, i, out):
     g_shard_e = dp_expert if zero >= 2 else 1.0
     o_shard_d = dp_dense if zero >= 1 else 1.0
     o_shard_e = dp_expert if zero >= 1 else 1.0
+    param_bytes = job[JOB_PARAM_BYTES]
     mem_weights = (dense_params / w_shard_d + expert_params / w_shard_e) * param_bytes
     mem_grads = (dense_params / g_shard_d + expert_params / g_shard_e) * job[JOB_GRAD_BYTES]
     mem_opt = (dense_params / o_shard_d + expert_params / o_shard_e) * job[JOB_OPTIMIZER_BYTES]
-    act_dense_r = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
-                                         swiglu, tp, sp, recompute, flash, act_bytes)
-    act_moe_r = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, top_k,
-                                           shared, swiglu, tp, sp, recompute, flash, act_bytes)
-    act_stage = dense_layers * act_dense_r + moe_layers * act_moe_r
-    mem_act = act_stage * inflight_activations(schedule, int(pp), int(m), int(vpp))
-    mem_logits = logits_memory_bytes(b, s, vocab, tp, act_bytes)
+    mem_act = rect[REC_MEM_ACT]
+    mem_logits = logits_memory_bytes(row[ROW_B], row[ROW_S], mdl[MDL_VOCAB], row[ROW_TP],
+                                     job[JOB_ACTIVATION_BYTES])
     mem_reserve = reserve_bytes(sys)
     memory = mem_weights + mem_grads + mem_opt + mem_act + mem_logits + mem_reserve
 
-    # ---- FLOP rates ----------------------------------------------------------------------------
-    model_flops = model_flops_per_sequence(mdl, seq) * global_batch
-    hw_per_layer_f = (proj + core_hw) * split
-    hw_fwd = (
-        (layers - n_moe) * (hw_per_layer_f + dense_mlp * split)
-        + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
-        + logits_flops(b, seq, h, vocab)
-    )
-    hw_recompute = 0.0
-    if recompute == RECOMPUTE_FULL:
-        hw_recompute = hw_fwd - logits_flops(b, seq, h, vocab)
-    elif recompute == RECOMPUTE_SELECTIVE and not flash:
-        hw_recompute = layers * core_hw * split
-    # backward = B + W: GEMMs twice, the attention core twice (no weights): 3 forwards in all
-    hw_flops = (3.0 * hw_fwd + hw_recompute) * (global_batch / b)
-
-    return write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq,
-                        global_batch, compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble,
-                        dp_time, optimizer, mem_weights, mem_grads, mem_opt, mem_act,
-                        mem_logits, mem_reserve, m)
+    return write_result(out, i, sys, memory, step, row[ROW_MODEL_FLOPS], rect[REC_HW_FLOPS],
+                        gpu_count(sys), job[JOB_SEQ_LEN], job[JOB_GLOBAL_BATCH], compute,
+                        tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_time, optimizer,
+                        mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m)
 
 
 # =============================================================================================

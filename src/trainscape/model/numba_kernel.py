@@ -28,11 +28,172 @@ from .reference import check_blocks
 REFERENCE_MODULES = (network, collectives, pipeline, llm)
 
 
-def _evaluate_batch(sys, mdl, job, cfg, out):
-    """Batch driver (compiled): one configuration per ``prange`` iteration; pure and reentrant."""
+# ---- the batch driver -----------------------------------------------------------------------
+# Configurations of a batch drawn from one design space share few core rows and few (row, order)
+# pairs, and the stages those fix (llm.row_terms, llm.order_terms, then recompute_terms and
+# data_parallel_comm per recompute / ZeRO kind) are most of a configuration's work. Each worker
+# keeps them in a memo, the twin of csrc/batch.c's: rows in an open-addressing hash table (linear
+# probing, at most half full) over a dense store filled in order of first sight; each row holds
+# the index of its (row, order) pairs; a pair holds its order terms, its recompute terms per
+# recompute choice and its data-parallel collectives per ZeRO kind, each filled on first use. A
+# hit reuses what the same stage function computed from the same inputs, so no bit changes. When
+# a store is full both start over; a range whose rows rarely repeat is costed from scratch.
+MEMO_ROW_CAP = 1024  # rows held before a fresh start
+MEMO_ROW_SLOTS = 2048  # hash slots (a power of two, at least twice the rows)
+MEMO_PAIR_CAP = 16384  # (row, order) pairs held before a fresh start
+MEMO_MIN = 16384  # configurations per worker below which a range runs without a memo
+MEMO_WINDOW = 8192  # configurations per hit-rate check
+MEMO_MIN_HITS = 512  # fewer row hits than this in a window: the memo goes off
+PAIR_REC = llm.N_ORD  # recompute_terms of recompute choice rc at PAIR_REC + rc * N_REC
+PAIR_AR = PAIR_REC + len(layout.RECOMPUTE) * llm.N_REC  # data_parallel_comm, zero == 0
+PAIR_RS = PAIR_AR + 1  # data_parallel_comm, zero >= 1: reduce-scatter, then all-gather
+PAIR_AG = PAIR_AR + 2
+PAIR_WIDTH = PAIR_AR + 3
+PAIR_HAVE_AR = 1 << len(layout.RECOMPUTE)  # flag bits: one per recompute choice, then these
+PAIR_HAVE_AG = PAIR_HAVE_AR << 1
+CORE_FIELDS = (layout.CFG_TP, layout.CFG_CP, layout.CFG_PP, layout.CFG_DP, layout.CFG_EP,
+               layout.CFG_MBS, layout.CFG_VPP, layout.CFG_SCHEDULE, layout.CFG_SP,
+               layout.CFG_TP_OVERLAP)
+N_CORE = len(CORE_FIELDS)
+
+
+def _core_hash(cfg, i):
+    """Hash of configuration ``i``'s core fields (multiply-xor, then a SplitMix64-style
+    xor-shift-multiply finalizer, Steele et al. OOPSLA 2014); wraps in 64 bits when compiled."""
+    h = 0
+    for k in range(N_CORE):
+        h = (h ^ cfg[CORE_FIELDS[k], i]) * 0x100000001B3  # FNV-1a's prime
+    h ^= h >> 29
+    h *= 0x3C6EF372FE94F82B
+    return h ^ (h >> 32)
+
+
+def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
+    """Columns ``[lo, hi)`` of the batch through one worker's memo (see above)."""
+    row_key = np.empty((MEMO_ROW_CAP, N_CORE), dtype=np.int32)
+    row_code = np.empty(MEMO_ROW_CAP, dtype=np.int64)
+    row_val = np.empty((MEMO_ROW_CAP, llm.N_ROW), dtype=np.float64)
+    pair_of = np.zeros((MEMO_ROW_CAP, layout.N_ORDERS), dtype=np.int32)  # 1 + pair index
+    slots = np.zeros(MEMO_ROW_SLOTS, dtype=np.int32)  # 1 + row index
+    pair_val = np.empty((MEMO_PAIR_CAP, PAIR_WIDTH), dtype=np.float64)
+    pair_flags = np.zeros(MEMO_PAIR_CAP, dtype=np.int64)
+    n_rows = 0
+    n_pairs = 0
+    hits = 0
+    check = lo + MEMO_WINDOW
+    i = lo
+    while i < hi:
+        if i == check:  # the memo pays for its misses only when rows repeat
+            if hits < MEMO_MIN_HITS:
+                break
+            hits = 0
+            check += MEMO_WINDOW
+        # ---- the row ---------------------------------------------------------------------
+        h = _core_hash(cfg, i)
+        slot = h & (MEMO_ROW_SLOTS - 1)
+        r = -1
+        while slots[slot] != 0:
+            cand = slots[slot] - 1
+            same = True
+            for k in range(N_CORE):
+                if row_key[cand, k] != cfg[CORE_FIELDS[k], i]:
+                    same = False
+                    break
+            if same:
+                r = cand
+                break
+            slot = (slot + 1) & (MEMO_ROW_SLOTS - 1)
+        if r >= 0:
+            hits += 1
+        else:
+            if n_rows == MEMO_ROW_CAP:
+                slots[:] = 0
+                n_rows = 0
+                n_pairs = 0
+                slot = h & (MEMO_ROW_SLOTS - 1)  # the table is empty: the key's own slot is free
+            r = n_rows
+            n_rows += 1
+            slots[slot] = r + 1
+            for k in range(N_CORE):
+                row_key[r, k] = cfg[CORE_FIELDS[k], i]
+            pair_of[r, :] = 0
+            row_code[r] = core_config_error(sys, mdl, job, cfg, i)
+            if row_code[r] == 0:
+                terms = row_terms(sys, mdl, job, cfg, i)
+                for k in range(llm.N_ROW):
+                    row_val[r, k] = terms[k]
+        code = first_config_error(row_code[r], free_config_error(cfg, i))
+        if code != 0:
+            write_invalid(out, i, code)
+            i += 1
+            continue
+        row = row_val[r]
+        # ---- the (row, order) pair ---------------------------------------------------------
+        order = cfg[layout.CFG_ORDER, i]
+        p = pair_of[r, order] - 1
+        if p < 0:
+            p = n_pairs
+            n_pairs += 1
+            pair_of[r, order] = p + 1
+            pair_flags[p] = 0
+            ordt = order_terms(sys, mdl, job, row, order)
+            for k in range(llm.N_ORD):
+                pair_val[p, k] = ordt[k]
+        pair = pair_val[p]
+        # ---- recompute and ZeRO kind, then the configuration ----------------------------------
+        rc = cfg[layout.CFG_RECOMPUTE, i]
+        base = PAIR_REC + rc * llm.N_REC
+        if pair_flags[p] & (1 << rc) == 0:
+            rect = recompute_terms(sys, mdl, job, row, pair, rc)
+            for k in range(llm.N_REC):
+                pair[base + k] = rect[k]
+            pair_flags[p] |= 1 << rc
+        zero = cfg[layout.CFG_ZERO, i]
+        if zero == 0:
+            if pair_flags[p] & PAIR_HAVE_AR == 0:
+                dpc = data_parallel_comm(sys, job, row, pair, zero)
+                pair[PAIR_AR] = dpc[0]
+                pair_flags[p] |= PAIR_HAVE_AR
+            first = pair[PAIR_AR]
+            second = 0.0
+        else:
+            if pair_flags[p] & PAIR_HAVE_AG == 0:
+                dpc = data_parallel_comm(sys, job, row, pair, zero)
+                pair[PAIR_RS] = dpc[0]
+                pair[PAIR_AG] = dpc[1]
+                pair_flags[p] |= PAIR_HAVE_AG
+            first = pair[PAIR_RS]
+            second = pair[PAIR_AG]
+        finish_config(sys, mdl, job, row, pair, pair[base:base + llm.N_REC], first, second, zero,
+                      cfg[layout.CFG_DP_OVERLAP, i] == 1, out, i)
+        if n_pairs == MEMO_PAIR_CAP:  # row and pair are not used again
+            slots[:] = 0
+            n_rows = 0
+            n_pairs = 0
+        i += 1
+    # rows that rarely repeat: the rest from scratch
+    while i < hi:
+        evaluate_config(sys, mdl, job, cfg, i, out)
+        i += 1
+
+
+def _evaluate_batch(sys, mdl, job, cfg, out, workers):
+    """Batch driver (compiled): the columns split over ``workers`` (the thread count, given by
+    the caller: reading it here would keep the function out of numba's cache), each share
+    through its own memo when it is large enough; pure and reentrant."""
     n = cfg.shape[1]
-    for i in prange(n):  # noqa: F821 -- bound to numba.prange in the compiled namespace
-        evaluate_config(sys, mdl, job, cfg, i, out)  # noqa: F821
+    if n < MEMO_MIN * workers:
+        for i in prange(n):
+            evaluate_config(sys, mdl, job, cfg, i, out)
+        return
+    for w in prange(workers):
+        _evaluate_range(sys, mdl, job, cfg, out, n * w // workers, n * (w + 1) // workers)
+
+
+#: module-level names the batch driver reads (compile-time constants in the jitted namespace)
+DRIVER_NAMES = ("np", "layout", "llm", "MEMO_ROW_CAP", "MEMO_ROW_SLOTS", "MEMO_PAIR_CAP", "MEMO_MIN",
+                "MEMO_WINDOW", "MEMO_MIN_HITS", "PAIR_REC", "PAIR_AR", "PAIR_RS", "PAIR_AG",
+                "PAIR_WIDTH", "PAIR_HAVE_AR", "PAIR_HAVE_AG", "CORE_FIELDS", "N_CORE")
 
 
 def cache_dir(modules) -> str:
@@ -76,10 +237,14 @@ def _build_namespace_in_cache():
         twin.__qualname__ = f.__qualname__
         ns[name] = numba.njit(cache=True, nogil=True, error_model="numpy")(twin)
     ns["prange"] = numba.prange
-    batch = types.FunctionType(_evaluate_batch.__code__, ns, "_evaluate_batch")
-    batch.__module__ = __name__
-    batch.__qualname__ = "_evaluate_batch"
-    ns["_evaluate_batch"] = numba.njit(cache=True, parallel=True, nogil=True, error_model="numpy")(batch)
+    for name in DRIVER_NAMES:
+        ns[name] = globals()[name]
+    for f in (_core_hash, _evaluate_range, _evaluate_batch):
+        twin = types.FunctionType(f.__code__, ns, f.__name__)
+        twin.__module__ = __name__
+        twin.__qualname__ = f.__name__
+        ns[f.__name__] = numba.njit(cache=True, parallel=f is _evaluate_batch, nogil=True,
+                                    error_model="numpy")(twin)
     return ns
 
 
@@ -89,18 +254,21 @@ jitted = {k: v for k, v in _NS.items() if isinstance(v, numba.core.registry.CPUD
 
 
 def evaluate_batch(sys, mdl, job, cfg, out=None, threads=None):
-    """Cost every configuration column of ``cfg`` with the compiled model."""
+    """Cost every configuration column of ``cfg`` with the compiled model (on ``threads``
+    threads, by default numba's current count)."""
     check_blocks(sys, mdl, job, cfg)
     n = cfg.shape[1]
     if out is None:
         out = np.empty((N_OUT, n), dtype=np.float64)
-    if threads is not None:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(int(threads))
-        try:
-            _NS["_evaluate_batch"](sys, mdl, job, np.ascontiguousarray(cfg), out)
-        finally:
-            numba.set_num_threads(previous)
-    else:
-        _NS["_evaluate_batch"](sys, mdl, job, np.ascontiguousarray(cfg), out)
+    cfg = np.ascontiguousarray(cfg)
+    if threads is None:
+        _NS["_evaluate_batch"](sys, mdl, job, cfg, out, np.int64(numba.get_num_threads()))
+        return out
+    threads = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    previous = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        _NS["_evaluate_batch"](sys, mdl, job, cfg, out, np.int64(threads))
+    finally:
+        numba.set_num_threads(previous)
     return out

@@ -1,9 +1,10 @@
-"""The C batch kernel's memos (csrc/batch.c: per-worker memos of the core-row and (row, order)
-stages, used for ranges of >= 16,384 configurations per worker) change no value: large batches
-that repeat rows and orders, mixed with invalid and out-of-range columns, with more distinct rows
-than the memo holds (it starts over) and with rows that rarely repeat (it turns itself off),
-equal the one-configuration entry point bit for bit and the reference to 1e-9 on every
-column."""
+"""The native batch drivers' memos (csrc/batch.c and its numba twin in
+trainscape.model.numba_kernel: per-worker memos of the core-row and (row, order) stages, used for
+ranges of >= 16,384 configurations per worker) change no value: large batches that repeat rows
+and orders, mixed with invalid and out-of-range columns, with more distinct rows than the memo
+holds (it starts over) and with rows that rarely repeat (it turns itself off), equal the
+memo-free path bit for bit and the reference to 1e-9 on every column. Every test runs once per
+native backend."""
 
 from __future__ import annotations
 
@@ -17,13 +18,25 @@ from hypothesis import strategies as st
 import trainscape
 from trainscape import layout as L
 from trainscape import native
+from trainscape.backends import available_backends, evaluate_blocks
 from trainscape.model import reference
 from trainscape.space import design_space
 from trainscape.spec import pack
 
 from test_backends_differential import assert_same
 
-pytestmark = pytest.mark.skipif(native.lib is None, reason="C kernel not built")
+NATIVE = [b for b in ("c", "numba") if available_backends()[b][0]]
+pytestmark = pytest.mark.skipif(not NATIVE, reason="no native backend loaded")
+
+
+@pytest.fixture(params=NATIVE)
+def native_backend(request) -> str:
+    return request.param
+
+
+def _run(backend, sys, mdl, job, cfg, threads=1):
+    return evaluate_blocks(sys, mdl, job, np.ascontiguousarray(cfg), backend=backend,
+                           threads=threads)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 N = 40_000  # > 2 x 16,384: both workers of a two-thread call use their memos
@@ -51,23 +64,27 @@ def _batch(sc, pool: int, seed: int, wide: bool, bad_frac: float) -> np.ndarray:
     return np.ascontiguousarray(cfg)
 
 
+@pytest.mark.parametrize("backend", NATIVE)
 @settings(max_examples=4, deadline=None)
 @given(example=st.sampled_from(["llama3-405b-2bldg.toml", "gpt3-175b-a100.toml",
                                 "mixtral-8x7b-moe.toml"]),
        seed=st.integers(0, 2**31 - 1), wide=st.booleans(),
        pool=st.sampled_from([50, 3000, 40_000]), bad_frac=st.sampled_from([0.0, 0.1]))
-def test_memoized_batch_equals_single_configs_and_reference(example, seed, wide, pool,
-                                                            bad_frac):
+def test_memoized_batch_equals_single_configs_and_reference(backend, example, seed, wide,
+                                                            pool, bad_frac):
     sc = _scenario(example)
     sys, mdl, job = pack(sc)
     cfg = _batch(sc, pool, seed, wide, bad_frac)
-    one_thread = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
-    two_threads = native.evaluate_batch(sys, mdl, job, cfg, threads=2)
+    one_thread = _run(backend, sys, mdl, job, cfg, threads=1)
+    two_threads = _run(backend, sys, mdl, job, cfg, threads=2)
     assert np.array_equal(one_thread, two_threads, equal_nan=True)
     rng = np.random.default_rng(seed + 1)
-    # bit for bit the one-configuration entry point (no memo), on a sample of columns
+    # bit for bit the memo-free path (one configuration per call), on a sample of columns
     cols = rng.choice(N, 600, replace=False)
-    single = np.stack([native.cost(sys, mdl, job, cfg[:, i]) for i in cols], axis=1)
+    if backend == "c":
+        single = np.stack([native.cost(sys, mdl, job, cfg[:, i]) for i in cols], axis=1)
+    else:
+        single = _run(backend, sys, mdl, job, cfg[:, cols])
     assert np.array_equal(one_thread[:, cols], single, equal_nan=True)
     # and the reference, every column to 1e-9, on another sample
     cols = rng.choice(N, 300, replace=False)
@@ -75,48 +92,40 @@ def test_memoized_batch_equals_single_configs_and_reference(example, seed, wide,
     assert_same(one_thread[:, cols], want, example)
 
 
-def test_memo_is_used_and_matches_on_the_bench_batch():
+def test_memo_is_used_and_matches_on_the_bench_batch(native_backend):
     """The bench's batch (the Llama-3-405B example's space, 10^5 columns, one thread: memo on)
     equals the same columns costed one call per 1,000 (memo off: below the threshold)."""
     from trainscape.bench_cli import bench_batch
 
     sys, mdl, job, cfg = bench_batch(100_000, seed=3)
-    whole = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
-    parts = np.concatenate([native.evaluate_batch(sys, mdl, job,
-                                                  np.ascontiguousarray(cfg[:, i:i + 1000]),
-                                                  threads=1)
-                            for i in range(0, cfg.shape[1], 1000)], axis=1)
-    assert np.array_equal(whole, parts, equal_nan=True)
+    whole = _run(native_backend, sys, mdl, job, cfg)
+    assert np.array_equal(whole, _chunked(native_backend, sys, mdl, job, cfg, 1000),
+                          equal_nan=True)
 
 
 @pytest.mark.parametrize("example", ["llama3-405b-2bldg.toml", "mixtral-8x7b-moe.toml"])
-def test_many_distinct_rows_evict_without_mixing_them_up(example):
+def test_many_distinct_rows_evict_without_mixing_them_up(native_backend, example):
     """A wide space's 40,000 distinct draws: thousands of core rows, neighbours in the hash
     table, and (row, order) pairs that rarely repeat."""
     sc = _scenario(example)
     sys, mdl, job = pack(sc)
     cfg = _batch(sc, N, 7, True, 0.0)
-    got = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
-    parts = np.concatenate([native.evaluate_batch(sys, mdl, job,
-                                                  np.ascontiguousarray(cfg[:, i:i + 2000]),
-                                                  threads=1)
-                            for i in range(0, N, 2000)], axis=1)
-    assert np.array_equal(got, parts, equal_nan=True)
+    got = _run(native_backend, sys, mdl, job, cfg)
+    assert np.array_equal(got, _chunked(native_backend, sys, mdl, job, cfg, 2000),
+                          equal_nan=True)
 
 
-def _chunked(sys, mdl, job, cfg, size):
+def _chunked(backend, sys, mdl, job, cfg, size):
     """The batch costed in calls of ``size`` columns (below the memo's threshold)."""
-    return np.concatenate([native.evaluate_batch(sys, mdl, job,
-                                                 np.ascontiguousarray(cfg[:, i:i + size]),
-                                                 threads=1)
+    return np.concatenate([_run(backend, sys, mdl, job, cfg[:, i:i + size])
                            for i in range(0, cfg.shape[1], size)], axis=1)
 
 
-def test_more_rows_than_the_memo_holds_and_rows_that_never_repeat():
+def test_more_rows_than_the_memo_holds_and_rows_that_never_repeat(native_backend):
     """Two batches past the memo's limits, equal to the memo-free path bit for bit: 60,000
     draws from 9,000 configurations whose data-parallel degree and micro-batch size vary (more
-    distinct core rows than the 4,096 a worker holds, so it starts over, valid and invalid rows
-    mixed), and 40,000 columns whose every core row is new (the memo sees no row hit in its
+    distinct core rows than a worker holds, 4,096 in C and 1,024 in numba, so it starts over;
+    valid and invalid rows mixed), and 40,000 columns whose every core row is new (the memo sees no row hit in its
     first window and costs the rest from scratch)."""
     sc = _scenario("llama3-405b-2bldg.toml")
     sys, mdl, job = pack(sc)
@@ -129,13 +138,14 @@ def test_more_rows_than_the_memo_holds_and_rows_that_never_repeat():
         np.asarray(design_space(sc, WIDE).sample(N, seed=12), dtype=np.int32))
     fresh[L.CFG_MBS] = np.arange(1, N + 1, dtype=np.int32)  # every core row distinct
     for cfg in (many, fresh):
-        got = native.evaluate_batch(sys, mdl, job, cfg, threads=1)
-        assert np.array_equal(got, _chunked(sys, mdl, job, cfg, 5000), equal_nan=True)
-        assert np.array_equal(got, native.evaluate_batch(sys, mdl, job, cfg, threads=2),
+        got = _run(native_backend, sys, mdl, job, cfg)
+        assert np.array_equal(got, _chunked(native_backend, sys, mdl, job, cfg, 5000),
+                              equal_nan=True)
+        assert np.array_equal(got, _run(native_backend, sys, mdl, job, cfg, threads=2),
                               equal_nan=True)
     # the first batch is what it should be: more rows than the memo holds, hundreds of them
     # valid (the rest invalid: the data-parallel degree no longer matches the GPU count)
     core = [L.CFG_TP, L.CFG_CP, L.CFG_PP, L.CFG_DP, L.CFG_EP, L.CFG_MBS, L.CFG_VPP,
             L.CFG_SCHEDULE, L.CFG_SP, L.CFG_TP_OVERLAP]
     assert np.unique(many[core].T, axis=0).shape[0] > 4096
-    assert np.count_nonzero(_chunked(sys, mdl, job, many, 5000)[L.OUT_STATUS] == 0) > 500
+    assert np.count_nonzero(_chunked(native_backend, sys, mdl, job, many, 5000)[L.OUT_STATUS] == 0) > 500
