@@ -135,10 +135,18 @@ def _rate(fn, n: int, min_time: float, repeat: int) -> float:
     return best
 
 
+#: columns per call with ``memo=False``: below the 16,384 per worker from which the c and numba
+#: batch drivers keep their memos of rows and (row, order) pairs
+NO_MEMO_CHUNK = 8192
+
+
 def measure(n: int = 1_000_000, python_n: int = 2000, seed: int = 0, backends=None,
-            min_time: float = 0.5, repeat: int = 3, threads_all: int | None = None) -> dict:
+            min_time: float = 0.5, repeat: int = 3, threads_all: int | None = None,
+            memo: bool = True) -> dict:
     """``{"c": {"1": rate, "all": rate}, "numba": {...}, "python": {...}}`` in configs/s for
-    the loaded backends (python: one thread; its "all" is the same figure)."""
+    the loaded backends (python: one thread; its "all" is the same figure). ``memo=False``
+    costs the batch in calls of :data:`NO_MEMO_CHUNK` columns, so every configuration is
+    costed from scratch (what a batch that never repeats a core layout costs)."""
     from .backends import BACKENDS, available_backends, evaluate_blocks
 
     status = available_backends()
@@ -154,23 +162,28 @@ def measure(n: int = 1_000_000, python_n: int = 2000, seed: int = 0, backends=No
                       min_time, 1)
             results[name] = {"1": r, "all": r}
             continue
-        out = np.empty((L.N_OUT, cfg.shape[1]))
+        size = cfg.shape[1] if memo else NO_MEMO_CHUNK
+        parts = [np.ascontiguousarray(cfg[:, i:i + size]) for i in range(0, cfg.shape[1], size)]
+        outs = [np.empty((L.N_OUT, c.shape[1])) for c in parts]
+
+        def run_all(threads, name=name, parts=parts, outs=outs):
+            for c, o in zip(parts, outs):
+                evaluate_blocks(sys, mdl, job, c, backend=name, threads=threads, out=o)
+
         evaluate_blocks(sys, mdl, job, np.ascontiguousarray(cfg[:, :1000]), backend=name)
         rates = {}
         for key, threads in (("1", 1), ("all", all_cores)):
-            evaluate_blocks(sys, mdl, job, cfg, backend=name, threads=threads, out=out)
-            rates[key] = _rate(
-                lambda t=threads: evaluate_blocks(sys, mdl, job, cfg, backend=name, threads=t,
-                                                  out=out),
-                cfg.shape[1], min_time, repeat)
+            run_all(threads)
+            rates[key] = _rate(lambda t=threads: run_all(t), cfg.shape[1], min_time, repeat)
         results[name] = rates
     return results
 
 
-def format_table(results: dict, n: int, cores: int) -> str:
+def format_table(results: dict, n: int, cores: int, memo: bool = True) -> str:
     """A plain-text table: backend, configs/s on 1 thread and all cores, ratios to python."""
     ref = results.get("python", {}).get("1")
-    lines = [f"Llama-3-405B example, {n:,} random valid configs, {cores} cores",
+    how = "" if memo else f", in calls of {NO_MEMO_CHUNK:,} (no memo)"
+    lines = [f"Llama-3-405B example, {n:,} random valid configs{how}, {cores} cores",
              f"{'backend':<8} {'1 thread':>16} {'all cores':>16} {'x python (1)':>14} "
              f"{'x python (all)':>15} {'scaling':>8}"]
     for name, r in results.items():
@@ -183,11 +196,11 @@ def format_table(results: dict, n: int, cores: int) -> str:
     return "\n".join(lines)
 
 
-def run(n: int, python_n: int, seed: int, as_json: bool, backends=None) -> str:
-    res = measure(n=n, python_n=python_n, seed=seed, backends=backends)
+def run(n: int, python_n: int, seed: int, as_json: bool, backends=None, memo: bool = True) -> str:
+    res = measure(n=n, python_n=python_n, seed=seed, backends=backends, memo=memo)
     if as_json:
         return json.dumps(res)
-    return format_table(res, n, os.cpu_count() or 1)
+    return format_table(res, n, os.cpu_count() or 1, memo)
 
 
 def _click_command():
@@ -204,10 +217,14 @@ def _click_command():
                   help="Only these backends (repeatable; default: every loaded one).")
     @click.option("--json", "as_json", is_flag=True,
                   help='Print {"c": {"1": .., "all": ..}, ...} in configs/s.')
-    def bench(n: int, python_n: int, seed: int, backends: tuple[str, ...], as_json: bool):
+    @click.option("--no-memo", "no_memo", is_flag=True,
+                  help=f"Cost the batch in calls of {NO_MEMO_CHUNK:,} columns, below the size "
+                       "from which c and numba reuse repeated rows: every config from scratch.")
+    def bench(n: int, python_n: int, seed: int, backends: tuple[str, ...], as_json: bool,
+              no_memo: bool):
         """Throughput of the kernel backends (configs/s, 1 thread and all cores) on a random
         batch of the Llama-3-405B example, with ratios to the pure-Python reference."""
-        click.echo(run(n, python_n, seed, as_json, backends or None))
+        click.echo(run(n, python_n, seed, as_json, backends or None, memo=not no_memo))
 
     return bench
 

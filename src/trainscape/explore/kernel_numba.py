@@ -1,5 +1,6 @@
 """The sweep kernel, compiled with numba: enumeration by index inside the kernel, the cost model
-per configuration, and per-worker top-K / Pareto / best-per-order reduction.
+in its stages (each recomputed only when the enumeration moves a field it reads, as sweep.c
+does), and per-worker top-K / Pareto / best-per-order reduction.
 
 The twin of ``csrc/sweep.c`` (same enumeration, same reduction, same tie rules; see
 :mod:`trainscape.explore.reduce`). Configurations are never materialized: each worker decodes
@@ -126,8 +127,8 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
                 a = mid
             else:
                 b = mid
-        row = a
-        rem = lo - cum[row]
+        row_i = a
+        rem = lo - cum[row_i]
         d = rem % nd
         rem //= nd
         z = rem % nz
@@ -135,24 +136,65 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
         r = rem % nr
         slot = rem // nr
         n_front = f_n[w]
+        # the model's stages (see trainscape.model.llm): a stage is recomputed only when the
+        # odometer moves a field it reads (row, then order, then recompute, then zero)
+        # stages not yet computed for the current position: 3 row, 2 order, 1 recompute, 0 none
+        fresh = 3
+        core_code = 0
+        status = 0
+        cfg[:, 0] = 1  # a valid-shaped column for typing the stages; each is refilled below
+        row = row_terms(sys, mdl, job, cfg, 0)  # noqa: F821
+        ordt = order_terms(sys, mdl, job, row, 0)  # noqa: F821
+        rect = recompute_terms(sys, mdl, job, row, ordt, 0)  # noqa: F821
+        dp_ar = data_parallel_comm(sys, job, row, ordt, 0)  # noqa: F821 -- zero == 0
+        dp_rs_ag = data_parallel_comm(sys, job, row, ordt, 1)  # noqa: F821 -- zero >= 1
+        have_ar = False
+        have_rs_ag = False
         for g in range(lo, hi):
-            mrow = mask[row]
-            cfg[CFG_TP, 0] = core[0, row]
-            cfg[CFG_CP, 0] = core[1, row]
-            cfg[CFG_PP, 0] = core[2, row]
-            cfg[CFG_DP, 0] = core[3, row]
-            cfg[CFG_EP, 0] = core[4, row]
-            cfg[CFG_MBS, 0] = core[5, row]
-            cfg[CFG_VPP, 0] = core[6, row]
-            cfg[CFG_SCHEDULE, 0] = core[7, row]
-            cfg[CFG_SP, 0] = core[8, row]
-            cfg[CFG_TP_OVERLAP, 0] = core[9, row]
+            mrow = mask[row_i]
             order = order_flat[order_off[mrow] + slot]
+            if fresh == 3:
+                cfg[CFG_TP, 0] = core[0, row_i]
+                cfg[CFG_CP, 0] = core[1, row_i]
+                cfg[CFG_PP, 0] = core[2, row_i]
+                cfg[CFG_DP, 0] = core[3, row_i]
+                cfg[CFG_EP, 0] = core[4, row_i]
+                cfg[CFG_MBS, 0] = core[5, row_i]
+                cfg[CFG_VPP, 0] = core[6, row_i]
+                cfg[CFG_SCHEDULE, 0] = core[7, row_i]
+                cfg[CFG_SP, 0] = core[8, row_i]
+                cfg[CFG_TP_OVERLAP, 0] = core[9, row_i]
+                core_code = core_config_error(sys, mdl, job, cfg, 0)  # noqa: F821
+                if core_code == 0:
+                    row = row_terms(sys, mdl, job, cfg, 0)  # noqa: F821
             cfg[CFG_ORDER, 0] = order
             cfg[CFG_RECOMPUTE, 0] = rec[r]
             cfg[CFG_ZERO, 0] = zer[z]
             cfg[CFG_DP_OVERLAP, 0] = dpo[d]
-            status = evaluate_config(sys, mdl, job, cfg, 0, out)  # noqa: F821
+            code = first_config_error(core_code, free_config_error(cfg, 0))  # noqa: F821
+            if code != 0:
+                status = write_invalid(out, 0, code)  # noqa: F821
+            else:
+                if fresh >= 2:
+                    ordt = order_terms(sys, mdl, job, row, order)  # noqa: F821
+                    have_ar = False
+                    have_rs_ag = False
+                if fresh >= 1:
+                    rect = recompute_terms(sys, mdl, job, row, ordt, rec[r])  # noqa: F821
+                # the data-parallel collectives of this (row, order), per ZeRO kind
+                if zer[z] == 0:
+                    if not have_ar:
+                        dp_ar = data_parallel_comm(sys, job, row, ordt, zer[z])  # noqa: F821
+                        have_ar = True
+                    dpc = dp_ar
+                else:
+                    if not have_rs_ag:
+                        dp_rs_ag = data_parallel_comm(sys, job, row, ordt, zer[z])  # noqa: F821
+                        have_rs_ag = True
+                    dpc = dp_rs_ag
+                status = finish_config(sys, mdl, job, row, ordt, rect, dpc[0], dpc[1],  # noqa: F821
+                                       zer[z], dpo[d] == 1, out, 0)
+                fresh = 0  # (after an invalid column the stages it skipped stay pending)
             stats[w, ST_EVALUATED] += 1.0
             if status == STATUS_OK or status == STATUS_OUT_OF_MEMORY:
                 mem = out[OUT_MEMORY_GIB, 0]
@@ -183,12 +225,15 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
                 if z == nz:
                     z = 0
                     r += 1
+                    fresh = max(fresh, 1)
                     if r == nr:
                         r = 0
                         slot += 1
+                        fresh = max(fresh, 2)
                         if slot == order_cnt[mrow]:
                             slot = 0
-                            row += 1
+                            row_i += 1
+                            fresh = 3
         f_n[w] = n_front
 
 
