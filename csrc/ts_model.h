@@ -140,10 +140,13 @@ typedef struct {
 
 TS_FN int ts_ctx_init(ts_ctx *ctx, const double *sys, const double *mdl, const double *job);
 
-/* ---- llm.py evaluate_config in three stages --------------------------------------------
+/* ---- llm.py evaluate_config in stages ----------------------------------------------------
  * A configuration is a "core row" (tp cp pp dp ep mbs vpp schedule sp tp_overlap: the fields
  * every compute and memory term reads) plus four free fields. ts_evaluate_config is exactly
  *     ts_row_init -> ts_ord_init(order) -> ts_rec_init(recompute) -> ts_final(zero, dp_overlap)
+ * the twins of the reference's row_terms -> order_terms -> recompute_terms ->
+ * data_parallel_comm + finish_config (ts_row also keeps per-recompute values the reference
+ * computes in recompute_terms)
  * and each stage only reads the stages before it, so a caller that holds a stage fixed (the
  * sweep walks every order / recompute / zero / dp_overlap under one row; a batch meets the same
  * rows again and again) may reuse it. Every value is computed by the same expressions in the
