@@ -61,10 +61,12 @@ def bench_eval(sc, quick):
 
 
 def bench_moves(sc, quick):
-    """O(1) candidate scores/s on one core per scorer: a batch of random candidates (75% moves
-    of a table-wise table to a random rank, 25% swaps of two), scored from the planner's state
-    by numba's ``incremental.score_batch`` and by the C kernel ``dl_score_moves``, repeated;
-    best of three timings each."""
+    """O(1) candidate scores/s on one core per scorer: a batch of candidates drawn as the
+    planner's hill climb draws them (``incremental.planner_candidates``: 25% swaps of two
+    table-wise tables, 5% memory-tier changes, the rest moves to another rank, half of the
+    tables taken off a bottleneck rank), scored from the planner's state by numba's
+    ``incremental.score_batch`` and by the C kernel ``dl_score_moves``, repeated; best of three
+    timings each."""
     from trainscape.dlrm import incremental as inc
 
     plan = planner.greedy(sc, "cost")
@@ -76,7 +78,7 @@ def bench_moves(sc, quick):
     tables = np.ascontiguousarray(sc.tables)
     st, tdim, tpool, prank, ptier = inc.prepare(sc.sys, sc.job, tables, plan)
     c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, _ = st
-    cand = inc.random_candidates(plan, movable, sc.world, 100_000, 1)
+    cand = inc.planner_candidates(ti, c, plan, movable, 100_000, 1)
     out = np.empty(len(cand))
     args = (c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier, cand, out)
     reps = 20 if quick else 100

@@ -546,7 +546,8 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
  * smallest of one node does the general path read the lists. (Those two exceptions cannot
  * change a score in exact arithmetic -- one of a, b does not decrease -- but they keep it
  * exact in floating point.) Same values, same operations in the same order as score_batch:
- * the scores are the numba scores bit for bit. */
+ * the scores are the numba scores bit for bit. On x86-64 the fast path runs two lanes a vector
+ * (inc_fast_simd, SSE2: the same operations lane by lane), the rest as written. */
 
 #define INC_NEG (-1.0e300)
 #define INC_POS 1.0e300
@@ -595,6 +596,129 @@ static inline double inc_step(double lat, double u_idx, double u_fwd, double u_b
     return idx + lf + af + k_fwd + emb + dmax(0.0, dense_ar - emb);
 }
 
+/* ---- the fast path two lanes a vector (SSE2, baseline x86-64) -----------------------------
+ * The record fields come in pairs the vectors take as they lie: (lf, lb), (hbm, ddr) and their
+ * exclusions, and per tier i the lanes (pooled, index) l = 2 i, 2 i + 1 of every group; the
+ * per-table terms likewise, (fwd, bwd), (hbm, ddr). maxpd / minpd are dmax / dmin lane by lane
+ * (a > b ? a : b, a < b ? a : b), the adds, subtracts and multiplies are the scalar ones in the
+ * same order, so every lane is the scalar path's value bit for bit (no FMA: C99 mode keeps
+ * -ffp-contract=off). Without SSE2 (or with -DDL_INC_SIMD=0) the scalar path does it all. */
+#ifndef DL_INC_SIMD
+#ifdef __SSE2__
+#define DL_INC_SIMD 1
+#else
+#define DL_INC_SIMD 0
+#endif
+#endif
+#if DL_INC_SIMD
+#include <emmintrin.h>
+
+typedef struct {
+    __m128d lim, tot, ibw[DL_INC_MAXT], tv0[DL_INC_MAXT];
+    __m128d look2, mem2, xs2[DL_INC_MAXT], xr2[DL_INC_MAXT]; /* the lists' third entries */
+    __m128d lat2, u_fi, u_b; /* (lat, lat), (u_fwd, u_idx), (u_bwd, u_bwd) */
+    double k_fwd, k_bwd, dense_ar;
+} inc_simd_t;
+
+/* lane masks of two bits (bit 0: lane 0) */
+static const union {
+    int64_t i[4][2];
+    __m128d v[4];
+} inc_mask2 = {{{0, 0}, {-1, 0}, {0, -1}, {-1, -1}}};
+
+#define VLD(p) _mm_loadu_pd(p)
+/* m ? x : y for a lane mask m */
+static inline __m128d inc_sel(__m128d m, __m128d x, __m128d y) {
+    return _mm_or_pd(_mm_and_pd(m, x), _mm_andnot_pd(m, y));
+}
+
+/* The fast path's score. Every exclusion of {a, b} is the smaller of rec[a]'s and rec[b]'s,
+ * or, where a and b are the list's first two entries (bit set in e), the list's third; MASK 0:
+ * e == 0, no selects. tl, tg, tp: the terms a loses, b gains, and the partner's; *dt, *pt the
+ * moved table's dim and pooling, *du, *pu the partner's; sw all ones for a swap, 0 for a move
+ * (then the partner's terms and weights count as +0.0, the scalar path's zeros). */
+static inline __attribute__((always_inline)) double
+inc_fast_simd(const double *RA, const double *RB, const double *tl, const double *tg,
+              const double *tp, int64_t sw, const double *dt, const double *pt,
+              const double *du, const double *pu, uint64_t e, const inc_simd_t *V,
+              const int TOP, const int FEAS, const int MASK) {
+    const int L = 2 * (TOP + 1);
+/* EX of the two lanes from bit B on: the third entry where the bit is set */
+#define EXV(B, xa_, xb_, v2)                                                              \
+    (MASK ? inc_sel(inc_mask2.v[(e >> (B)) & 3u], (v2), _mm_min_pd((xa_), (xb_)))      \
+          : _mm_min_pd((xa_), (xb_)))
+    const __m128d zero = _mm_setzero_pd();
+    /* the partner's terms, +0.0 for a move (as x - 0.0 in the scalar path) */
+    const __m128d swm = _mm_castsi128_pd(_mm_set1_epi64x(sw));
+    const __m128d tu01 = _mm_and_pd(swm, VLD(tp + DL_INC_TT_FWD));
+    const __m128d tu23 = _mm_and_pd(swm, VLD(tp + DL_INC_TT_HBM));
+    const __m128d dla = _mm_sub_pd(VLD(tl + DL_INC_TT_FWD), tu01); /* (fa, ba) */
+    const __m128d dma = _mm_sub_pd(VLD(tl + DL_INC_TT_HBM), tu23); /* (ha, xa) */
+    const __m128d dlb = _mm_sub_pd(VLD(tg + DL_INC_TT_FWD), tu01); /* (fb, bb) */
+    const __m128d dmb = _mm_sub_pd(VLD(tg + DL_INC_TT_HBM), tu23); /* (hb, xb) */
+    __m128d mem = _mm_max_pd(_mm_sub_pd(VLD(RA + DL_INC_F_HBM), dma),
+                             _mm_add_pd(VLD(RB + DL_INC_F_HBM), dmb));
+    if (!FEAS)
+        mem = _mm_max_pd(mem, EXV(DL_INC_B_HBM, VLD(RA + DL_INC_F_XHBM),
+                                  VLD(RB + DL_INC_F_XHBM), V->mem2));
+    if (_mm_movemask_pd(_mm_cmpgt_pd(mem, V->lim))) return INFINITY;
+    const __m128d look =
+        _mm_max_pd(EXV(DL_INC_B_LF, VLD(RA + DL_INC_F_XLF), VLD(RB + DL_INC_F_XLF), V->look2),
+                   _mm_max_pd(_mm_sub_pd(VLD(RA + DL_INC_F_LF), dla),
+                              _mm_add_pd(VLD(RB + DL_INC_F_LF), dlb)));
+    /* (wq[0], wq[1]) */
+    const __m128d w = _mm_sub_pd(_mm_set_pd(*pt, *dt), _mm_and_pd(swm, _mm_set_pd(*pu, *du)));
+    __m128d acc = zero; /* (x0, x1) */
+#define G(R, g) ((R) + DL_INC_F_G0 + (g) * L + 2 * i)
+    for (int i = 0; i <= TOP; i++) {
+        const __m128d oa = _mm_sub_pd(VLD(G(RA, DL_INC_G_OWN)), w);
+        const __m128d ob = _mm_add_pd(VLD(G(RB, DL_INC_G_OWN)), w);
+        const __m128d send =
+            _mm_max_pd(EXV(DL_INC_B_SEND + 2 * i, VLD(G(RA, DL_INC_G_XS)),
+                           VLD(G(RB, DL_INC_G_XS)), V->xs2[i]),
+                       _mm_max_pd(_mm_mul_pd(oa, VLD(G(RA, DL_INC_G_FAC))),
+                                  _mm_mul_pd(ob, VLD(G(RB, DL_INC_G_FAC)))));
+        const __m128d exr = EXV(DL_INC_B_RECV + 2 * i, VLD(G(RA, DL_INC_G_XR)),
+                                VLD(G(RB, DL_INC_G_XR)), V->xr2[i]);
+        const __m128d same = _mm_cmpeq_pd(VLD(G(RA, DL_INC_G_DOM)), VLD(G(RB, DL_INC_G_DOM)));
+        const __m128d dA = VLD(G(RA, DL_INC_G_DS)), dB = VLD(G(RB, DL_INC_G_DS));
+        __m128d recv;
+        if (i == 0) { /* node tier: the receive side is the node less its smallest */
+            const __m128d nA = VLD(G(RA, DL_INC_G_NMX)), nB = VLD(G(RB, DL_INC_G_NMX));
+            const __m128d r_same = _mm_max_pd(
+                exr, _mm_sub_pd(dA, _mm_min_pd(_mm_max_pd(nA, nB), _mm_min_pd(oa, ob))));
+            const __m128d r_diff = _mm_max_pd(
+                exr, _mm_max_pd(_mm_sub_pd(_mm_sub_pd(dA, w), _mm_min_pd(nA, oa)),
+                                _mm_sub_pd(_mm_add_pd(dB, w), _mm_min_pd(nB, ob))));
+            recv = inc_sel(same, r_same, r_diff);
+        } else {
+            const __m128d r_diff = _mm_max_pd(
+                exr, _mm_max_pd(_mm_sub_pd(V->tot, _mm_sub_pd(dA, w)),
+                                _mm_sub_pd(V->tot, _mm_add_pd(dB, w))));
+            recv = inc_sel(same, V->tv0[i], r_diff);
+        }
+        acc = _mm_max_pd(_mm_mul_pd(_mm_max_pd(send, recv), V->ibw[i]), acc);
+    }
+#undef G
+#undef EXV
+    /* inc_step with the pairs (lf, lb) and (x0 -> af, x1 -> idx) as vectors */
+    const __m128d lfb = _mm_max_pd(zero, look); /* dmax(0.0, lf), dmax(0.0, lb) */
+    const __m128d ai = _mm_and_pd(_mm_cmpgt_pd(acc, zero),
+                                  _mm_add_pd(V->lat2, _mm_mul_pd(V->u_fi, acc)));
+    /* ab = x0 > 0.0 ? lat + u_bwd * x0 : 0.0 and dmax(0.0, dense_ar - emb) without branches
+     * (the sign of dense_ar - emb varies from candidate to candidate) */
+    const __m128d ab = _mm_and_pd(_mm_cmpgt_sd(acc, zero),
+                                  _mm_add_sd(V->lat2, _mm_mul_sd(V->u_b, acc)));
+    const double lf = _mm_cvtsd_f64(lfb), lb = _mm_cvtsd_f64(_mm_unpackhi_pd(lfb, lfb));
+    const double af = _mm_cvtsd_f64(ai), idx = _mm_cvtsd_f64(_mm_unpackhi_pd(ai, ai));
+    const double emb = _mm_cvtsd_f64(ab) + lb + V->k_bwd;
+    const double exposed =
+        _mm_cvtsd_f64(_mm_max_sd(zero, _mm_set_sd(V->dense_ar - emb))); /* dmax(0.0, .) */
+    return idx + lf + af + V->k_fwd + emb + exposed;
+}
+#undef VLD
+#endif
+
 /* One batch with the top tier TOP a compile-time constant (loops over tiers unrolled) and
  * FEAS whether every rank fits in memory now (then only ranks a and b can overflow).
  * Returns the number of bad candidates. */
@@ -606,7 +730,8 @@ inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int 
                  *tpool = A->tpool;
     const int64_t *did = A->did, *ti = A->ti, *nb_i = A->nb_i, *rmask = A->rmask,
                   *prank = A->prank, *ptier = A->ptier, *cand = A->cand;
-    const int64_t world = A->world, n_t = A->n_tables, ncol = A->rec_cols;
+    const int64_t world = A->world, n_t = A->n_tables;
+    const int64_t ncol = DL_INC_F_G0 + DL_INC_N_G * 2 * (TOP + 1); /* == A->rec_cols, checked */
     double *out = A->out;
     const int L = 2 * (TOP + 1); /* lanes l = 2 i + q */
     const double usable = c[DL_INC_C_USABLE], ddr_cap = c[DL_INC_C_DDR_CAP];
@@ -635,6 +760,25 @@ inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int 
     }
     const double lf2 = TV(DL_INC_S_LF)[2], lb2 = TV(DL_INC_S_LB)[2];
     const double hbm2 = TV(DL_INC_S_HBM)[2], ddr2 = TV(DL_INC_S_DDR)[2];
+#if DL_INC_SIMD
+    inc_simd_t V;
+    V.lim = _mm_set_pd(ddr_cap, usable);
+    V.tot = _mm_set_pd(tot[1], tot[0]);
+    V.look2 = _mm_set_pd(lb2, lf2);
+    V.mem2 = _mm_set_pd(ddr2, hbm2);
+    V.lat2 = _mm_set1_pd(lat);
+    V.u_fi = _mm_set_pd(u_idx, u_fwd);
+    V.u_b = _mm_set1_pd(u_bwd);
+    V.k_fwd = k_fwd;
+    V.k_bwd = k_bwd;
+    V.dense_ar = dense_ar;
+    for (int i = 0; i <= TOP; i++) {
+        V.ibw[i] = _mm_set1_pd(inv_bw[i]);
+        V.tv0[i] = _mm_loadu_pd(tv0_l + 2 * i);
+        V.xs2[i] = _mm_loadu_pd(xs2_l + 2 * i);
+        V.xr2[i] = _mm_loadu_pd(xr2_l + 2 * i);
+    }
+#endif
     int64_t bad = 0;
     for (int64_t k = lo; k < hi; k++) {
         const int64_t *cd = cand + 4 * k;
@@ -644,36 +788,41 @@ inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int 
             bad++;
             continue;
         }
-        /* a swap: a loses t and gains u, b the reverse, the tiers stay (selects, no branch:
+        /* a swap: a loses t and gains u, b the reverse, the tiers stay (masks, no branch:
          * moves and swaps come mixed) */
-        int swap = u >= 0;
-        int64_t uu = swap ? u : t;
+        const int64_t sw = -(int64_t)(u >= 0); /* all ones for a swap */
+        const int swap = u >= 0;
+        const int64_t uu = t ^ ((t ^ u) & sw);
         int64_t a = prank[t], ta = ptier[t], pu = prank[uu], qu = ptier[uu];
-        b = swap ? pu : b;
-        int64_t tb = swap ? qu : 0;
-        tier = swap ? ta : tier;
+        b ^= (b ^ pu) & sw;
+        const int64_t tb = qu & sw;
+        tier ^= (tier ^ ta) & sw;
         if (((uint64_t)a >= (uint64_t)world) | ((uint64_t)b >= (uint64_t)world) |
             ((uint64_t)ta >= 3u) | ((uint64_t)tb >= 3u) | ((uint64_t)tier >= 3u)) {
             out[k] = NAN;
             bad++;
             continue;
         }
-        const double *tu = swap ? tt + (uu * 3 + tb) * DL_INC_N_TT : zeros;
         const double *tl = tt + (t * 3 + ta) * DL_INC_N_TT;   /* terms a loses */
         const double *tg = tt + (t * 3 + tier) * DL_INC_N_TT; /* terms b gains */
-        double fa = tl[DL_INC_TT_FWD] - tu[DL_INC_TT_FWD];
-        double ba = tl[DL_INC_TT_BWD] - tu[DL_INC_TT_BWD];
-        double ha = tl[DL_INC_TT_HBM] - tu[DL_INC_TT_HBM];
-        double xa = tl[DL_INC_TT_DDR] - tu[DL_INC_TT_DDR];
-        double fb = tg[DL_INC_TT_FWD] - tu[DL_INC_TT_FWD];
-        double bb = tg[DL_INC_TT_BWD] - tu[DL_INC_TT_BWD];
-        double hb = tg[DL_INC_TT_HBM] - tu[DL_INC_TT_HBM];
-        double xb = tg[DL_INC_TT_DDR] - tu[DL_INC_TT_DDR];
+        const double *tp = tt + (uu * 3 + tb) * DL_INC_N_TT;  /* the partner's (a swap) */
+/* the terms a loses (fa ..) and b gains (fb ..) less the partner's (none for a move) */
+#define INC_TERMS                                                      \
+    const double *tu = swap ? tp : zeros;                              \
+    double fa = tl[DL_INC_TT_FWD] - tu[DL_INC_TT_FWD];                 \
+    double ba = tl[DL_INC_TT_BWD] - tu[DL_INC_TT_BWD];                 \
+    double ha = tl[DL_INC_TT_HBM] - tu[DL_INC_TT_HBM];                 \
+    double xa = tl[DL_INC_TT_DDR] - tu[DL_INC_TT_DDR];                 \
+    double fb = tg[DL_INC_TT_FWD] - tu[DL_INC_TT_FWD];                 \
+    double bb = tg[DL_INC_TT_BWD] - tu[DL_INC_TT_BWD];                 \
+    double hb = tg[DL_INC_TT_HBM] - tu[DL_INC_TT_HBM];                 \
+    double xb = tg[DL_INC_TT_DDR] - tu[DL_INC_TT_DDR]
         if (__builtin_expect(a == b, 0)) {
             if (swap || tier == ta) {
                 out[k] = cur;
                 continue;
             }
+            INC_TERMS;
             /* memory-tier change on rank a: the all-to-alls do not change */
             double h = RK(DL_INC_R_HBM, a) - ha + hb;
             double x = RK(DL_INC_R_DDR, a) - xa + xb;
@@ -690,16 +839,32 @@ inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int 
                               now1);
             continue;
         }
-        double wq[2];
-        double du = tdim[uu], pu_ = tpool[uu];
-        wq[0] = tdim[t] - (swap ? du : 0.0);
-        wq[1] = tpool[t] - (swap ? pu_ : 0.0);
         const double *RA = rec + a * ncol, *RB = rec + b * ncol;
         uint64_t pa0 = (uint64_t)rmask[2 * a], pa1 = (uint64_t)rmask[2 * a + 1];
         uint64_t pb0 = (uint64_t)rmask[2 * b], pb1 = (uint64_t)rmask[2 * b + 1];
         /* bit s of e: a and b are the first two entries of list s (their exclusion is then
          * the list's third entry) */
         uint64_t e = (pa0 & pb1) | (pb0 & pa1);
+#if DL_INC_SIMD
+        /* the fast path below two lanes a vector (the node bits of e only matter to the
+         * general path); without selects when no list has a and b as its first two entries */
+        const uint64_t ev = e & ~(3ull << DL_INC_B_NB);
+        if (!(TOP >= 0 && ev != e &&
+              RA[DL_INC_F_G0 + DL_INC_G_DOM * L] == RB[DL_INC_F_G0 + DL_INC_G_DOM * L])) {
+            if (__builtin_expect(ev == 0, 1))
+                out[k] = inc_fast_simd(RA, RB, tl, tg, tp, sw, tdim + t, tpool + t, tdim + uu,
+                                       tpool + uu, ev, &V, TOP, FEAS, 0);
+            else
+                out[k] = inc_fast_simd(RA, RB, tl, tg, tp, sw, tdim + t, tpool + t, tdim + uu,
+                                       tpool + uu, ev, &V, TOP, FEAS, 1);
+            continue;
+        }
+#endif
+        INC_TERMS;
+#undef INC_TERMS
+        double wq[2];
+        wq[0] = tdim[t] - (swap ? tdim[uu] : 0.0);
+        wq[1] = tpool[t] - (swap ? tpool[uu] : 0.0);
         int same_node = TOP >= 0 && RA[DL_INC_F_G0 + DL_INC_G_DOM * L] ==
                                         RB[DL_INC_F_G0 + DL_INC_G_DOM * L];
         if (__builtin_expect(!(same_node && (e & (3ull << DL_INC_B_NB))), 1)) {

@@ -53,6 +53,11 @@ def _aimed(st_, prank, movable, rng, n):
                 pairs.append((rng.choice(r0), rng.choice(r1)))
         for nd in range(n_dom[0] if top >= 0 else 0):
             pairs.append((nb_i[q, nd, 0], nb_i[q, nd, 1]))
+            # the node's smallest with another rank of its node
+            peers = np.flatnonzero(did[0] == nd)
+            for j in range(2):
+                if nb_i[q, nd, j] >= 0:
+                    pairs.append((nb_i[q, nd, j], rng.choice(peers)))
     pairs = [(int(x), int(y)) for x, y in pairs if x >= 0 and y >= 0]
     pairs += [(int(x), int(y)) for x, y in rng.integers(0, world, (n, 2))]
     out = []
@@ -100,6 +105,43 @@ def test_c_scores_equal_numba_and_full_evaluation(seed, gpus, ddr):
     # the same operations in the same order: equal bit for bit, infinities included
     assert np.array_equal(got, want)
     full = dlrm.evaluate_plans(sc, _moved(plan, cand), backend="python")
+    expect = np.where(full[D.DO_FEASIBLE] > 0, full[D.DO_STEP_TIME_S], np.inf)
+    assert np.array_equal(np.isinf(got), np.isinf(expect))
+    fin = np.isfinite(expect)
+    np.testing.assert_allclose(got[fin], expect[fin], rtol=1e-9)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10**6), gpus=st.integers(2, 24), ddr=st.sampled_from([1.0, 512.0]))
+def test_planner_mix_scores_equal_numba_and_full_evaluation(seed, gpus, ddr):
+    """The candidates the hill climb draws (and the bench scores): swaps, tier changes, moves,
+    hot tables; C equal to numba bit for bit, both equal to the full evaluation."""
+    sc = make(seed, gpus=gpus, n_t=40, ddr=ddr)
+    from trainscape.dlrm import planner
+
+    plan = planner.greedy(sc, "cost")
+    plan[D.PL_KIND] = np.where(plan[D.PL_KIND] == D.SH_CW, D.SH_TW, plan[D.PL_KIND])
+    plan[D.PL_SHARDS] = 1
+    movable = np.flatnonzero(plan[D.PL_KIND] == D.SH_TW).astype(np.int64)
+    tables = np.ascontiguousarray(sc.tables)
+    st_, tdim, tpool, prank, ptier = inc.prepare(sc.sys, sc.job, tables, plan)
+    c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, status = st_
+    cand = inc.planner_candidates(ti, c, plan, movable, 400, seed)
+    assert cand.shape == ((400, 4) if len(movable) else (0, 4))
+    if len(movable) == 0:
+        return
+    assert np.all(np.isin(cand[:, 0], movable))
+    swap = cand[:, 2] >= 0
+    assert np.all(np.isin(cand[swap, 2], movable))
+    assert 0.1 < swap.mean() < 0.4
+    stay = ~swap & (cand[:, 1] == prank[cand[:, 0]])  # tier changes in place
+    assert stay.any() and (~swap & ~stay).any()
+    want = np.empty(len(cand))
+    inc.score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier,
+                    cand, want)
+    got = native.score_moves(st_, tdim, tpool, prank, ptier, cand)
+    assert np.array_equal(got, want)
+    full = dlrm.evaluate_plans(sc, _moved(plan, cand), backend="c")
     expect = np.where(full[D.DO_FEASIBLE] > 0, full[D.DO_STEP_TIME_S], np.inf)
     assert np.array_equal(np.isinf(got), np.isinf(expect))
     fin = np.isfinite(expect)

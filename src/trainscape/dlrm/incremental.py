@@ -746,19 +746,6 @@ def score_moves(sys, job, tables, plan, moves, backend="numba"):
     return score_candidates(sys, job, tables, plan, cand, backend)
 
 
-def random_candidates(plan, movable, world, n, seed, swaps=0.25):
-    """``n`` random candidates over the table-wise tables ``movable``: moves to a random rank
-    (same tier) and, a fraction ``swaps``, swaps with another movable table."""
-    rng = np.random.default_rng(seed)
-    cand = np.empty((n, 4), np.int64)
-    cand[:, 0] = movable[rng.integers(0, len(movable), n)]
-    cand[:, 1] = rng.integers(0, world, n)
-    sw = rng.random(n) < swaps
-    cand[:, 2] = np.where(sw, movable[rng.integers(0, len(movable), n)], -1)
-    cand[:, 3] = plan[D.PL_TIER, cand[:, 0]]
-    return cand
-
-
 @numba.njit(cache=True)
 def _load(rk, r):
     return rk[R_LF, r] + rk[R_LB, r]
@@ -844,34 +831,8 @@ def _evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, 
     accepted = 0
     while scored < n_scores:
         k = min(batch, n_scores - scored)
-        for j in range(k):
-            t = movable[np.random.randint(n_m)]
-            if np.random.random() < hot_frac:
-                s = np.random.randint(2 + 2 * (top + 1))
-                if s == 0:
-                    h = ti[S_LF, 0]
-                elif s == 1:
-                    h = ti[S_LB, 0]
-                else:
-                    q = (s - 2) // (top + 1)
-                    h = ti[S_SEND + q * MAXT + (s - 2) % (top + 1), 0]
-                if h >= 0 and cnt[h] > 0:
-                    t = lists[h, np.random.randint(cnt[h])]
-            cand[j, 0] = t
-            cand[j, 2] = -1
-            cand[j, 3] = ptier[t]
-            x = np.random.random()
-            if x < swap_frac:
-                cand[j, 2] = movable[np.random.randint(n_m)]
-                cand[j, 1] = prank[t]
-            elif tier_moves and x < swap_frac + 0.05:
-                cand[j, 1] = prank[t]
-                cand[j, 3] = np.random.randint(3)
-            else:
-                b = np.random.randint(world - 1)
-                if b >= prank[t]:
-                    b += 1
-                cand[j, 1] = b
+        _draw(cand, k, movable, lists, cnt, prank, ptier, ti, top, world, tier_moves,
+              swap_frac, hot_frac)
         if use_c:
             rc = cfn(c.ctypes, rk.ctypes, fac.ctypes, did.ctypes, dsum.ctypes, tv.ctypes,
                      ti.ctypes, nb_v.ctypes, nb_i.ctypes, tt.ctypes, rec.ctypes, rmask.ctypes,
@@ -928,6 +889,75 @@ def _evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, 
                     _relist(lists, cnt, pos, u, b, a)
             accepted += 1
     return c[C_STEP], scored, accepted
+
+
+@numba.njit(cache=True, inline="always")
+def _draw(cand, k, movable, lists, cnt, prank, ptier, ti, top, world, tier_moves, swap_frac,
+          hot_frac):
+    """Draw :func:`_evolve`'s next ``k`` candidates into ``cand`` (numba's global RNG):
+    a table-wise table (a fraction ``hot_frac`` off a bottleneck rank: the head of the lookup
+    or a send list), then a swap with another (``swap_frac``), a memory-tier change in place
+    (0.05, with ``tier_moves``) or a move to another rank."""
+    n_m = movable.shape[0]
+    for j in range(k):
+        t = movable[np.random.randint(n_m)]
+        if np.random.random() < hot_frac:
+            s = np.random.randint(2 + 2 * (top + 1))
+            if s == 0:
+                h = ti[S_LF, 0]
+            elif s == 1:
+                h = ti[S_LB, 0]
+            else:
+                q = (s - 2) // (top + 1)
+                h = ti[S_SEND + q * MAXT + (s - 2) % (top + 1), 0]
+            if h >= 0 and cnt[h] > 0:
+                t = lists[h, np.random.randint(cnt[h])]
+        cand[j, 0] = t
+        cand[j, 2] = -1
+        cand[j, 3] = ptier[t]
+        x = np.random.random()
+        if x < swap_frac:
+            cand[j, 2] = movable[np.random.randint(n_m)]
+            cand[j, 1] = prank[t]
+        elif tier_moves and x < swap_frac + 0.05:
+            cand[j, 1] = prank[t]
+            cand[j, 3] = np.random.randint(3)
+        else:
+            b = np.random.randint(world - 1)
+            if b >= prank[t]:
+                b += 1
+            cand[j, 1] = b
+
+
+@numba.njit(cache=True)
+def planner_candidates(ti, c, plan, movable, n, seed, tier_moves=True, swap_frac=0.25,
+                       hot_frac=0.5):
+    """``n`` candidates drawn as :func:`_evolve` draws them (its defaults: the planner's
+    mix) from the state ``(ti, c)`` of ``plan``, for benches: int64 ``(n, 4)``, or ``(0, 4)``
+    when no table is movable or there is one rank."""
+    np.random.seed(seed)
+    world = int(c[C_WORLD])
+    top = int(c[C_TOP])
+    n_t = plan.shape[1]
+    n_m = movable.shape[0]
+    prank = np.empty(n_t, dtype=np.int64)
+    ptier = np.empty(n_t, dtype=np.int64)
+    for t in range(n_t):
+        prank[t] = plan[D.PL_RANK, t]
+        ptier[t] = plan[D.PL_TIER, t]
+    cnt = np.zeros(world, dtype=np.int64)
+    lists = np.empty((world, max(n_m, 1)), dtype=np.int64)
+    for j in range(n_m):
+        t = movable[j]
+        r = prank[t]
+        lists[r, cnt[r]] = t
+        cnt[r] += 1
+    if n_m == 0 or world < 2:  # nothing to move (as _evolve)
+        return np.empty((0, 4), dtype=np.int64)
+    cand = np.empty((n, 4), dtype=np.int64)
+    _draw(cand, n, movable, lists, cnt, prank, ptier, ti, top, world, tier_moves, swap_frac,
+          hot_frac)
+    return cand
 
 
 @numba.njit(cache=True)
