@@ -127,8 +127,8 @@ static void write_invalid(double *out, int64_t n_plans, int64_t col, int status)
 static int tables_ok(const double *tables, int64_t n_t) {
     for (int64_t t = 0; t < n_t; t++) {
         double dim = tables[DL_TAB_DIM * n_t + t];
-        if (tables[DL_TAB_ROWS * n_t + t] < 1.0 || dim < 1.0 ||
-            tables[DL_TAB_POOLING * n_t + t] < 0.0)
+        if (!(tables[DL_TAB_ROWS * n_t + t] >= 1.0 && dim >= 1.0 &&
+              tables[DL_TAB_POOLING * n_t + t] >= 0.0)) /* NaN fails too */
             return 0;
     }
     return 1;
@@ -144,8 +144,8 @@ static int check_plan(const ctx_t *c, const double *tables, int64_t n_t, const i
         if (!tab_ok) {
             /* the reference reports the first bad table in table order */
             double dim = tables[DL_TAB_DIM * n_t + t];
-            if (tables[DL_TAB_ROWS * n_t + t] < 1.0 || dim < 1.0 ||
-                tables[DL_TAB_POOLING * n_t + t] < 0.0)
+            if (!(tables[DL_TAB_ROWS * n_t + t] >= 1.0 && dim >= 1.0 &&
+                  tables[DL_TAB_POOLING * n_t + t] >= 0.0))
                 return DL_STATUS_INVALID_CONFIG;
         }
         if (kind == DL_SH_COLUMN_WISE) {

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from trainscape import dlrm
 from trainscape.dlrm import layout as D
 from trainscape.dlrm._header import header
+from trainscape.layout import STATUS_INVALID_CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ["numba", "c"]
@@ -144,3 +145,17 @@ def test_c_rejects_small_scratch():
         native.evaluate_plans(sc.sys, sc.job, sc.tables, plans[:1], out,
                               work=np.zeros((D.N_RANK, 3)))
     assert out[D.DO_STATUS, 0] == 3 and math.isinf(out[D.DO_STEP_TIME_S, 0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("field", [D.TAB_ROWS, D.TAB_DIM, D.TAB_POOLING])
+def test_nan_table_field_in_a_raw_block_is_an_invalid_plan_not_a_nan(backend, field):
+    """The spec rejects NaN at the edge; a raw table block that carries one anyway (an
+    embedding caller packing its own) gets ``invalid_config`` from every backend, never a NaN
+    step time."""
+    sc, plans = _criteo_like()
+    sc.tables[field, 3] = math.nan
+    out = dlrm.evaluate_plans(sc, plans[:5], backend=backend)
+    assert (out[D.DO_STATUS] == STATUS_INVALID_CONFIG).all()
+    assert np.isinf(out[D.DO_STEP_TIME_S]).all()
+    assert not np.isnan(out).any()

@@ -326,7 +326,8 @@ def check_plan(job, tables, plan):
         if rank < 0 or rank >= world or plan[PL_STRIDE, t] < 0:
             return STATUS_BAD_INDEX
         dim = tables[TAB_DIM, t]
-        if tables[TAB_ROWS, t] < 1.0 or dim < 1.0 or tables[TAB_POOLING, t] < 0.0:
+        # written as negated >= so that NaN fails too
+        if not (tables[TAB_ROWS, t] >= 1.0 and dim >= 1.0 and tables[TAB_POOLING, t] >= 0.0):
             return STATUS_INVALID_CONFIG
         if kind == SH_CW:
             k = plan[PL_SHARDS, t]
