@@ -69,7 +69,12 @@ def _core_hash(cfg, i):
 
 
 def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
-    """Columns ``[lo, hi)`` of the batch through one worker's memo (see above)."""
+    """Columns ``[lo, hi)`` of the batch through one worker's memo (see above), or one by one
+    when they are fewer than MEMO_MIN."""
+    if hi - lo < MEMO_MIN:
+        for i in range(lo, hi):
+            evaluate_config(sys, mdl, job, cfg, i, out)
+        return
     row_key = np.empty((MEMO_ROW_CAP, N_CORE), dtype=np.int32)
     row_code = np.empty(MEMO_ROW_CAP, dtype=np.int64)
     row_val = np.empty((MEMO_ROW_CAP, llm.N_ROW), dtype=np.float64)
@@ -180,12 +185,9 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
 def _evaluate_batch(sys, mdl, job, cfg, out, workers):
     """Batch driver (compiled): the columns split over ``workers`` (the thread count, given by
     the caller: reading it here would keep the function out of numba's cache), each share
-    through its own memo when it is large enough; pure and reentrant."""
+    through :func:`_evaluate_range`; pure and reentrant. One parallel loop only: each costs
+    seconds of compilation."""
     n = cfg.shape[1]
-    if n < MEMO_MIN * workers:
-        for i in prange(n):
-            evaluate_config(sys, mdl, job, cfg, i, out)
-        return
     for w in prange(workers):
         _evaluate_range(sys, mdl, job, cfg, out, n * w // workers, n * (w + 1) // workers)
 
