@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from trainscape import dlrm
 from trainscape.dlrm import layout as D
-from trainscape.dlrm import planner
+from trainscape.dlrm import balance, bounds, planner
 
 TIERS = [
     {"name": "node", "size": 4, "bandwidth_GBps": 300.0, "latency_us": 2.0, "efficiency": 0.9},
@@ -173,7 +173,7 @@ def test_balancer_state_is_the_reference(seed, cl, n_t, ddr):
     tiers, gpus = cl
     sc = make(seed, gpus=gpus, n_t=n_t, ddr=ddr, tiers=tiers, wide=True)
     plan = random_plans(sc, np.random.default_rng(seed), 1)[0]
-    bal = planner.Balancer(sc, plan)
+    bal = balance.Balancer(sc, plan)
     out = dlrm.evaluate_plans(sc, plan, backend="python")
     step, ok = bal.exact()
     assert ok == (out[D.DO_FEASIBLE, 0] > 0)
@@ -196,15 +196,15 @@ def surrogate_from_scratch(bal, tau):
     st_, twn, dsp, dsi, did, g = bal.state
     _, dsz, dlo, fac, ibw = bal.geo
     beta = tau / bal.scale
-    ntop = max(int(bal.bp[planner.BP_TOP]), 0) + 1
-    ref = np.zeros(planner.N_RS)
-    acc = np.zeros(planner.N_RS)
+    ntop = max(int(bal.bp[balance.BP_TOP]), 0) + 1
+    ref = np.zeros(balance.N_RS)
+    acc = np.zeros(balance.N_RS)
     ecr = np.zeros((1 + 2 * ntop, bal.sc.world))
     ecd = np.zeros((2, ntop, bal.sc.world))
-    ecn = np.zeros((3, int(bal.bp[planner.BP_N_NODES])))
-    pen = planner._all_sums(st_, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bal.bp, g, beta, ref,
+    ecn = np.zeros((3, int(bal.bp[balance.BP_N_NODES])))
+    pen = balance._all_sums(st_, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bal.bp, g, beta, ref,
                             acc, ecr, ecd, ecn)
-    return planner._objective(acc, beta, ref, pen, bal.bp, g)
+    return balance._objective(acc, beta, ref, pen, bal.bp, g)
 
 
 def test_form_loads_add_up_to_the_reference_ranks():
@@ -215,12 +215,12 @@ def test_form_loads_add_up_to_the_reference_ranks():
         plan[D.PL_RANK] = np.arange(sc.n_tables) % sc.world
         work = dlrm.new_work(sc.world)
         dlrm.evaluate_plans(sc, plan, backend="python", work=work)
-        st_, _, _, _, _, g = planner.Balancer(sc, plan).state
-        lf = st_[planner.BS_LF] + g[planner.G_ULF]
-        hbm = st_[planner.BS_HBM] + g[planner.G_UHBM]
+        st_, _, _, _, _, g = balance.Balancer(sc, plan).state
+        lf = st_[balance.BS_LF] + g[balance.G_ULF]
+        hbm = st_[balance.BS_HBM] + g[balance.G_UHBM]
         np.testing.assert_allclose(lf, work[D.RK_LOOKUP_FWD_S, : sc.world], rtol=1e-12)
         np.testing.assert_allclose(hbm, work[D.RK_HBM_BYTES, : sc.world], rtol=1e-12)
-        np.testing.assert_allclose(st_[planner.BS_O1], work[D.RK_OWN_DIM, : sc.world],
+        np.testing.assert_allclose(st_[balance.BS_O1], work[D.RK_OWN_DIM, : sc.world],
                                    rtol=1e-12, atol=1e-12)
 
 
@@ -230,15 +230,15 @@ def test_split_hot_splits_what_no_rank_can_hold():
     plan[D.PL_KIND] = np.where(plan[D.PL_KIND] == D.SH_CW, D.SH_TW, plan[D.PL_KIND])
     plan[D.PL_SHARDS] = 1
     out = planner.split_hot(sc, plan)
-    st_, _, _, _, _, g = planner.Balancer(sc, plan, forms=False).state
-    share = st_[planner.BS_LF].mean() + g[planner.G_ULF]
-    tw = planner.form_loads(sc, planner.IK_TW, 1, 0, 1)[:, planner.IL_LF]
+    st_, _, _, _, _, g = balance.Balancer(sc, plan, forms=False).state
+    share = st_[balance.BS_LF].mean() + g[balance.G_ULF]
+    tw = balance.form_loads(sc, balance.IK_TW, 1, 0, 1)[:, balance.IL_LF]
     dim = sc.tables[D.TAB_DIM].astype(int)
     hot = (plan[D.PL_KIND] == D.SH_TW) & (plan[D.PL_TIER] == 0) & (tw > share)
     assert hot.any()
 
     def cw(t, k):
-        return planner.form_loads(sc, planner.IK_CW, k, 0, 1)[t, planner.IL_LF]
+        return balance.form_loads(sc, balance.IK_CW, k, 0, 1)[t, balance.IL_LF]
 
     def allowed(t, k):
         return k <= sc.world and dim[t] % k == 0 and dim[t] // k >= 4
@@ -277,7 +277,7 @@ def test_no_plan_beats_the_lower_bound(seed, cl, ddr, n_t, gpu, optimizer):
     plans.append(np.stack(extra))
     out = dlrm.evaluate_plans(sc, np.concatenate(plans), backend="c")
     ok = out[D.DO_FEASIBLE] > 0
-    parts = planner.lower_bound_parts(sc)
+    parts = bounds.lower_bound_parts(sc)
     lb = parts["lower_bound_s"]
     assert lb > 0 and lb == max(parts["sum_bound_s"], parts["rank_bound_s"],
                                 parts["table_bound_s"])
@@ -295,12 +295,12 @@ def test_even_spread_bounds_the_all_to_all_plans_in_hbm(seed, n_tiers, node, nod
     cap = int(np.prod([t["size"] for t in tiers]))
     gpus = node if n_tiers == 1 else min(cap, node * nodes)
     sc = make(seed, gpus=gpus, n_t=n_t, ddr=512.0, tiers=tiers, wide=True)
-    k0, k1, _ = planner._a2a_kappas(sc)
+    k0, k1, _ = bounds._a2a_kappas(sc)
     kinds = (D.SH_TW, D.SH_CW, D.SH_TWRW) if k1 >= k0 and gpus > sc.node_size else (
         D.SH_TW, D.SH_CW)
     plans = random_plans(sc, np.random.default_rng(seed), 300, kinds=kinds, tiers=(0,))
     out = dlrm.evaluate_plans(sc, plans, backend="c")
-    assert np.all(out[D.DO_STEP_TIME_S] >= planner.even_spread_bound(sc) * (1 - 1e-12))
+    assert np.all(out[D.DO_STEP_TIME_S] >= bounds.even_spread_bound(sc) * (1 - 1e-12))
 
 
 def test_even_spread_is_not_a_lower_bound_in_general():
@@ -316,8 +316,8 @@ def test_even_spread_is_not_a_lower_bound_in_general():
     sc = dlrm.load(raw)
     dp = dlrm.evaluate(sc, uniform_plan(sc, D.SH_DP))
     assert dp["feasible"]
-    assert dp["step_time_s"] < planner.even_spread_bound(sc)
-    assert planner.lower_bound(sc) <= dp["step_time_s"] * (1 + 1e-12)
+    assert dp["step_time_s"] < bounds.even_spread_bound(sc)
+    assert bounds.lower_bound(sc) <= dp["step_time_s"] * (1 + 1e-12)
     best = planner.plan(sc, "evolve", iterations=5000)
     assert best.step_time_s <= dp["step_time_s"] * (1 + 1e-12)
 
@@ -334,8 +334,8 @@ def test_lower_bound_equals_a_balanced_plan():
     plan = dlrm.plan_from_entries(sc, {f"t{i}": {"type": "table_wise", "rank": i}
                                        for i in range(8)})
     step = dlrm.evaluate(sc, plan)["step_time_s"]
-    assert planner.even_spread_bound(sc) == pytest.approx(step, rel=1e-12)
-    assert planner.lower_bound(sc) <= step * (1 + 1e-12)
+    assert bounds.even_spread_bound(sc) == pytest.approx(step, rel=1e-12)
+    assert bounds.lower_bound(sc) <= step * (1 + 1e-12)
 
 
 def test_table_bound_sees_one_hot_table():
@@ -350,7 +350,7 @@ def test_table_bound_sees_one_hot_table():
                        "tiers": [dict(TIERS[0], size=8), dict(TIERS[1], size=8)],
                        "host_ddr_gb": 512.0, "host_to_device_GBps": 32.0}}
     sc = dlrm.load(raw)
-    parts = planner.lower_bound_parts(sc)
+    parts = bounds.lower_bound_parts(sc)
     assert parts["table_bound_s"] > parts["sum_bound_s"]
     r = planner.plan(sc, "evolve", iterations=5000)
     assert parts["lower_bound_s"] <= r.step_time_s * (1 + 1e-12)
@@ -396,7 +396,7 @@ def test_evolve_balances_a_production_like_model():
     r = planner.plan(sc, "evolve", iterations=200_000)
     assert r.result["feasible"]
     assert r.step_time_s <= 0.9 * min(r.baselines.values())
-    assert r.step_time_s <= 1.05 * planner.even_spread_bound(sc)
+    assert r.step_time_s <= 1.05 * bounds.even_spread_bound(sc)
 
 
 def test_polish_never_worsens():
