@@ -650,6 +650,25 @@ REC_HW_FLOPS = 9
 N_REC = 10
 
 
+def layer_activations(mdl, job, s, b, tp, sp, recompute):
+    """Stored activation bytes of one dense and of one MoE layer, per microbatch on one GPU
+    (:func:`layer_activation_bytes`, :func:`moe_layer_activation_bytes`)."""
+    h = mdl[MDL_HIDDEN]
+    heads = mdl[MDL_HEADS]
+    kv_heads = mdl[MDL_KV_HEADS]
+    head_dim = mdl[MDL_HEAD_DIM]
+    swiglu = mdl[MDL_SWIGLU] > 0.0
+    flash = job[JOB_FLASH_ATTENTION] > 0.0
+    act_bytes = job[JOB_ACTIVATION_BYTES]
+    dense = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
+                                   swiglu, tp, sp, recompute, flash, act_bytes)
+    moe = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
+                                     mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
+                                     mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, recompute, flash,
+                                     act_bytes)
+    return dense, moe
+
+
 def evaluate_config(sys, mdl, job, cfg, i, out):
     """Cost configuration column ``i`` of ``cfg`` and write every result column of ``out[:, i]``.
 
@@ -694,7 +713,6 @@ def row_terms(sys, mdl, job, cfg, i):
 
     seq = job[JOB_SEQ_LEN]
     global_batch = job[JOB_GLOBAL_BATCH]
-    act_bytes = job[JOB_ACTIVATION_BYTES]
     flash = job[JOB_FLASH_ATTENTION] > 0.0
     m = global_batch / (dp * mbs)
     s = seq / cp  # tokens of a sequence on one context-parallel rank
@@ -713,11 +731,7 @@ def row_terms(sys, mdl, job, cfg, i):
     t_core = attention_core_time(sys, core_hw, flash)
     t_dense_mlp = gemm_time(sys, dense_mlp, 2.0)
     t_moe_mlp = gemm_time(sys, routed, 1.0) + gemm_time(sys, expert_mlp, 2.0 * local_experts)
-    act_dense = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
-                                       swiglu, tp, sp, RECOMPUTE_NONE, flash, act_bytes)
-    act_moe = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, top_k,
-                                         shared, swiglu, tp, sp, RECOMPUTE_NONE, flash,
-                                         act_bytes)
+    act_dense, act_moe = layer_activations(mdl, job, s, b, tp, sp, RECOMPUTE_NONE)
     # elementwise kernels touch about every stored activation once forward, twice backward
     t_mem_dense = memory_bound_time(sys, act_dense)
     t_mem_moe = memory_bound_time(sys, act_moe)
@@ -864,22 +878,9 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     bubble = bubble_time(schedule, pp, int(m), vpp, f_stage, b_stage, w_stage)
 
     # ---- activation memory ---------------------------------------------------------------------
-    h = mdl[MDL_HIDDEN]
-    heads = mdl[MDL_HEADS]
-    kv_heads = mdl[MDL_KV_HEADS]
-    head_dim = mdl[MDL_HEAD_DIM]
-    swiglu = mdl[MDL_SWIGLU] > 0.0
-    act_bytes = job[JOB_ACTIVATION_BYTES]
-    s = row[ROW_S]
     b = row[ROW_B]
-    tp = row[ROW_TP]
-    sp = row[ROW_SP] > 0.0
-    act_dense_r = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
-                                         swiglu, tp, sp, recompute, flash, act_bytes)
-    act_moe_r = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
-                                           mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
-                                           mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, recompute,
-                                           flash, act_bytes)
+    act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
+                                               row[ROW_SP] > 0.0, recompute)
     act_stage = row[ROW_DENSE_LAYERS] * act_dense_r + moe_layers * act_moe_r
     mem_act = act_stage * inflight_activations(schedule, pp, int(m), vpp)
 
@@ -887,7 +888,7 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     hw_fwd = row[ROW_HW_FWD]
     hw_recompute = 0.0
     if recompute == RECOMPUTE_FULL:
-        hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], h, mdl[MDL_VOCAB])
+        hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN], mdl[MDL_VOCAB])
     elif recompute == RECOMPUTE_SELECTIVE and not flash:
         hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
     # backward = B + W: GEMMs twice, the attention core twice (no weights): 3 forwards in all
