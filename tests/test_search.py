@@ -179,7 +179,7 @@ def test_the_isolated_optimum_is_isolated(isolated):
 
 @pytest.mark.parametrize("method", ["evolve", "beam"])
 def test_search_finds_the_isolated_optimum(isolated, method):
-    """With 5% of the space, at least 8 of 10 seeds end within 1% of the optimum."""
+    """With 5% of the space, every one of 10 seeds ends within 1% of the optimum."""
     sc_, ds, ex = isolated
     best = ex.top.out[L.OUT_STEP_TIME_S, 0]
     run = run_evolve if method == "evolve" else run_beam
@@ -188,4 +188,35 @@ def test_search_finds_the_isolated_optimum(isolated, method):
         res = run(sc_, space=ds, seed=seed, budget=ds.size // 20, top=1)
         assert res.evaluated <= ds.size // 20
         hits += res.top.out[L.OUT_STEP_TIME_S, 0] <= best * 1.01
-    assert hits >= 8
+    assert hits == 10
+
+
+# ---- the issue's target: 1% of a large space --------------------------------------------------
+
+#: The GPT-3 case of ``bench/sweep.py`` (128,784 valid configurations): its optimum (pp = 1,
+#: ZeRO-3) is 14 points in a corner the runner-up basin does not reach by single moves.
+GPT3_BENCH = {**ISOLATED, "cp": [1, 2], "pp": [1, 2, 4, 8, 16, 32], "mbs": [1, 2, 4],
+              "vpp": [1, 2, 4], "schedule": ["1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v"],
+              "recompute": ["none", "selective", "full"]}
+
+
+@pytest.fixture(scope="module")
+def gpt3_bench():
+    import trainscape
+
+    root = Path(__file__).resolve().parent.parent
+    gpt3 = trainscape.load(root / "examples" / "gpt3-175b-a100.toml")
+    ds = design_space(gpt3, GPT3_BENCH)
+    return gpt3, ds, run_sweep(gpt3, space=ds, top=1)
+
+
+@pytest.mark.parametrize("method", ["evolve", "beam"])
+def test_search_within_1_percent_evaluating_1_percent_of_a_large_space(gpt3_bench, method):
+    sc_, ds, ex = gpt3_bench
+    assert ds.size > 100_000
+    best = ex.top.out[L.OUT_STEP_TIME_S, 0]
+    run = run_evolve if method == "evolve" else run_beam
+    for seed in range(5):
+        res = run(sc_, space=ds, seed=seed, budget=ds.size // 100, top=1)
+        assert res.evaluated <= ds.size // 100
+        assert res.top.out[L.OUT_STEP_TIME_S, 0] <= best * 1.01, seed

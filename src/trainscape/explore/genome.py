@@ -11,11 +11,16 @@ order index, 0..119, canonicalized against the row's degree mask when encoded), 
   valid row has: the valid row with the fewest axes changed, axes marked as pinned kept where
   possible, ties broken by the seeded generator. Nearby rows are found by key look-ups
   (one then two axes changed), a full distance scan only when neither exists;
-* :meth:`Encoding.neighbours` lists the single-axis and paired-axis moves of one point;
-* :func:`hill_climb` is best-improvement local search over those moves (single-axis moves
-  first, paired moves when no single move improves), the "local improvement" step of a
-  memetic algorithm (Moscato 1989; Hart, Krasnogor & Smith 2005, "Recent advances in memetic
-  algorithms", §1: a genetic algorithm whose individuals are refined by local search).
+* :meth:`Encoding.neighbours` lists the single-axis and paired-axis moves of one point, and
+  :meth:`Encoding.single_moves`, :meth:`~Encoding.order_moves` and
+  :meth:`~Encoding.compound_moves` the neighbourhoods of :class:`Climb`;
+* :class:`Climb` is the local search the searches race: first improvement through
+  neighbourhoods of growing size, moves ordered by their observed success, an additive model
+  of pairs of moves (two single moves' effects on time and memory added) for the pairs that
+  trade memory for time; :func:`hill_climb` is the plain best- or first-improvement form.
+  Either is the "local improvement" step of a memetic algorithm (Moscato 1989; Hart,
+  Krasnogor & Smith 2005, "Recent advances in memetic algorithms", §1: a genetic algorithm
+  whose individuals are refined by local search).
 
 Reproducible for a seed: all randomness comes from the ``numpy.random.Generator`` passed in.
 """
@@ -76,6 +81,16 @@ class Encoding:
         self.n_genes = k + 4
         self.nv = np.concatenate([self.nv_core, [L.N_ORDERS, self.nr, self.nz, self.nd]])
         self.names = [D.CORE_FIELDS[f] for f in self.core_fields] + list(D.FREE_FIELDS)
+        # move classes (for move statistics): one per (gene, new value), one for every order
+        # move, one for compound moves and one for paired moves
+        sizes = [1 if x == self.G_ORDER else int(self.nv[x]) for x in range(self.n_genes)]
+        self.cls_off = np.concatenate([[0], np.cumsum(sizes)])[:-1].astype(np.int64)
+        self.C_COMPOUND = int(sum(sizes))  # additive pairs
+        self.C_PAIRS = self.C_COMPOUND + 1
+        self.C_TWO = self.C_COMPOUND + 2  # compound moves of genes (x, y): C_TWO + x * n + y
+        self.n_classes = self.C_TWO + self.n_genes * self.n_genes
+        self.cls_gene = np.concatenate([np.full(n, x) for x, n in enumerate(sizes)]
+                                       + [np.full(2 + self.n_genes ** 2, -1)]).astype(np.int64)
         # mixed-radix key of a core value-index vector -> row (sorted for searchsorted)
         self.mult = np.ones(k, dtype=np.int64)
         for a in range(k - 2, -1, -1):
@@ -240,119 +255,457 @@ class Encoding:
         return np.where(take_b, gb, ga)
 
     # -- neighbourhoods ---------------------------------------------------------------------
+    def _encode_moves(self, g0, cols, pinned, moved, rng, fixed):
+        """Indices of the genomes ``cols`` (moves from ``g0``), repaired with the genes in
+        ``pinned`` (one tuple per move) and ``fixed`` kept, those whose repair changed a
+        fixed gene dropped, repeats and ``g0`` itself removed; with their moved genes."""
+        if not cols:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
+        g = np.array(cols, dtype=np.int64).T
+        pin = np.zeros((self.k, g.shape[1]), dtype=bool)
+        for x in fixed:
+            if x < self.k:
+                pin[x] = True
+        for j, ps in enumerate(pinned):
+            for x in ps:
+                if x < self.k:
+                    pin[x, j] = True
+        idx = self.to_index(g, rng, pin)
+        mv = np.array(moved, dtype=np.int64).reshape(-1, 2)
+        if fixed:
+            got = self.from_index(idx)
+            keep = np.ones(idx.size, dtype=bool)
+            for x in fixed:
+                keep &= got[x] == g0[x]
+            idx, mv = idx[keep], mv[keep]
+        return idx, mv
+
+    def _dedupe(self, index, idx, *cols):
+        _, first = np.unique(idx, return_index=True)
+        first = np.sort(first)
+        keep = idx[first] != index
+        return (idx[first][keep],) + tuple(c[first][keep] for c in cols)
+
+    def single_moves(self, index: int, rng, fixed: tuple[int, ...] = ()):
+        """Moves of one gene from ``index``: every other value of each gene but ``order``,
+        and every swap of two parallel dimensions in the placement order. Returns
+        ``(indices, move classes, moved genes (n, 2))`` (the second moved gene is -1)."""
+        g0 = self.from_index(np.array([index]))[:, 0]
+        cols, pinned, moved, cls = [], [], [], []
+        for x in range(self.n_genes):
+            if x == self.G_ORDER or self.nv[x] < 2 or x in fixed:
+                continue
+            for v in range(int(self.nv[x])):
+                if v != g0[x]:
+                    c = g0.copy()
+                    c[x] = v
+                    cols.append(c)
+                    pinned.append((x,))
+                    moved.append((x, -1))
+                    cls.append(self.cls_off[x] + v)
+        if self.G_ORDER not in fixed:
+            for a, b in itertools.combinations(range(L.N_DIMS), 2):
+                c = g0.copy()
+                c[self.G_ORDER] = self.swap[g0[self.G_ORDER], a, b]
+                cols.append(c)
+                pinned.append(())
+                moved.append((self.G_ORDER, -1))
+                cls.append(self.cls_off[self.G_ORDER])
+        idx, mv = self._encode_moves(g0, cols, pinned, moved, rng, fixed)
+        c = np.array(cls, dtype=np.int64)
+        if fixed and c.size:
+            # _encode_moves dropped the moves whose repair broke a fixed gene: keep classes
+            # aligned by re-deriving them from the moved genes' new values
+            got = self.from_index(idx)
+            c = np.where(mv[:, 0] == self.G_ORDER, self.cls_off[self.G_ORDER],
+                         self.cls_off[mv[:, 0]] + got[mv[:, 0], np.arange(idx.size)])
+        return self._dedupe(index, idx, c, mv)
+
+    def order_moves(self, index: int) -> np.ndarray:
+        """Every other placement order the space lists for the row of ``index``."""
+        row = int(self.rows_of_index(np.array([index]))[0])
+        cnt = int(self.row_norders[row])
+        sp = self.space
+        base = int(index) - int(sp.cum[row])
+        inner = self.nr * self.nz * self.nd
+        out = int(sp.cum[row]) + np.arange(cnt, dtype=np.int64) * inner + base % inner
+        return out[out != index]
+
+    def compound_moves(self, index: int, rng, fixed: tuple[int, ...] = ()):
+        """Moves of two genes that single moves miss when their effects interact: a new
+        parallel degree (``DEGREE_AXES``) with a swap in the placement order (which network
+        tier each group spans depends on both) or with another core gene's value, and a new
+        ZeRO stage or recomputation mode (memory traded for time) with a core gene's value.
+        Returns ``(indices, moved genes (n, 2))``."""
+        g0 = self.from_index(np.array([index]))[:, 0]
+        cols, pinned, moved = [], [], []
+        core = [y for y in range(self.k) if self.nv[y] > 1 and y not in fixed]
+        for x in (self.G_REC, self.G_ZERO):
+            if self.nv[x] < 2 or x in fixed:
+                continue
+            for v in range(int(self.nv[x])):
+                if v == g0[x]:
+                    continue
+                for y in core:
+                    for w in range(int(self.nv[y])):
+                        if w != g0[y]:
+                            c = g0.copy()
+                            c[x], c[y] = v, w
+                            cols.append(c)
+                            pinned.append((y,))
+                            moved.append((x, y))
+        extra_idx, extra_mv = [], []
+        for x in core:
+            if self.names[x] not in DEGREE_AXES:
+                continue
+            for v in range(int(self.nv[x])):
+                if v == g0[x]:
+                    continue
+                if self.G_ORDER not in fixed:
+                    # the new degree with every placement order of its row
+                    c = g0.copy()
+                    c[x] = v
+                    pin = np.zeros((self.k, 1), dtype=bool)
+                    pin[x] = True
+                    for f in fixed:
+                        if f < self.k:
+                            pin[f] = True
+                    row = int(self.rows_for(c[:self.k, None], pin, rng)[0])
+                    if all(self.vi[f, row] == g0[f] for f in fixed if f < self.k):
+                        cnt = int(self.row_norders[row])
+                        inner = self.nr * self.nz * self.nd
+                        local = (g0[self.G_REC] * self.nz + g0[self.G_ZERO]) * self.nd \
+                            + g0[self.G_DPO]
+                        extra_idx.append(int(self.space.cum[row])
+                                         + np.arange(cnt, dtype=np.int64) * inner + local)
+                        extra_mv.append(np.tile([x, self.G_ORDER], (cnt, 1)))
+                for y in core:
+                    if y == x:
+                        continue
+                    for w in range(int(self.nv[y])):
+                        if w != g0[y]:
+                            c = g0.copy()
+                            c[x], c[y] = v, w
+                            cols.append(c)
+                            pinned.append((x,))
+                            moved.append((x, y))
+        idx, mv = self._encode_moves(g0, cols, pinned, moved, rng, fixed)
+        if extra_idx:
+            idx = np.concatenate([idx] + extra_idx)
+            mv = np.concatenate([mv] + extra_mv)
+        return self._dedupe(index, idx, mv)
+
     def neighbours(self, index: int, rng, pairs: bool = False,
                    fixed: tuple[int, ...] = ()) -> np.ndarray:
         """Global indices of the moves of one configuration: every other value of each axis
         (every allowed placement order of its degree mask), or with ``pairs`` every pair of
         other values of two axes, and every other value of one axis with two dimensions of
-        the placement order swapped. Genes
-        in ``fixed`` never move (moves whose repair would change them are dropped)."""
+        the placement order swapped. Genes in ``fixed`` never move (moves whose repair would
+        change them are dropped)."""
+        if not pairs:
+            idx = self.single_moves(index, rng, fixed)[0]
+            if self.G_ORDER not in fixed:
+                idx = np.concatenate([idx, self.order_moves(index)])
+            return self._dedupe(index, idx)[0]
         g0 = self.from_index(np.array([index]))[:, 0]
-        cols, pins = [], []
+        cols, pinned, moved = [], [], []
         genes = [x for x in range(self.n_genes)
                  if x != self.G_ORDER and self.nv[x] > 1 and x not in fixed]
-        if not pairs:
+        if self.G_ORDER not in fixed:
             for x in genes:
                 for v in range(int(self.nv[x])):
-                    if v != g0[x]:
+                    if v == g0[x]:
+                        continue
+                    for da, db in itertools.combinations(range(L.N_DIMS), 2):
                         c = g0.copy()
                         c[x] = v
+                        c[self.G_ORDER] = self.swap[g0[self.G_ORDER], da, db]
                         cols.append(c)
-                        pins.append((x,))
-        else:
-            # one axis and a swap of two dimensions in the placement order
-            if self.G_ORDER not in fixed:
-                for x in genes:
-                    for v in range(int(self.nv[x])):
-                        if v == g0[x]:
-                            continue
-                        for da, db in itertools.combinations(range(L.N_DIMS), 2):
-                            c = g0.copy()
-                            c[x] = v
-                            c[self.G_ORDER] = self.swap[g0[self.G_ORDER], da, db]
-                            cols.append(c)
-                            pins.append((x,))
-            for x, y in itertools.combinations(genes, 2):
-                for vx in range(int(self.nv[x])):
-                    if vx == g0[x]:
-                        continue
-                    for vy in range(int(self.nv[y])):
-                        if vy != g0[y]:
-                            c = g0.copy()
-                            c[x], c[y] = vx, vy
-                            cols.append(c)
-                            pins.append((x, y))
-        out = []
-        if cols:
-            g = np.array(cols, dtype=np.int64).T
-            pin = np.zeros((self.k, g.shape[1]), dtype=bool)
-            for x in fixed:
-                if x < self.k:
-                    pin[x] = True
-            for j, ps in enumerate(pins):
-                for x in ps:
-                    if x < self.k:
-                        pin[x, j] = True
-            idx = self.to_index(g, rng, pin)
-            if fixed:
-                got = self.from_index(idx)
-                keep = np.ones(idx.size, dtype=bool)
-                for x in fixed:
-                    keep &= got[x] == g0[x]
-                idx = idx[keep]
-            out.append(idx)
-        if not pairs and self.G_ORDER not in fixed:
-            row = int(self.rows_of_index(np.array([index]))[0])
-            cnt = int(self.row_norders[row])
-            if cnt > 1:
-                sp = self.space
-                base = int(index) - int(sp.cum[row])
-                inner = self.nr * self.nz * self.nd
-                slots = np.arange(cnt, dtype=np.int64)
-                out.append(int(sp.cum[row]) + slots * inner + base % inner)
-        if not out:
-            return np.zeros(0, dtype=np.int64)
-        res = np.concatenate(out)
-        _, first = np.unique(res, return_index=True)
-        res = res[np.sort(first)]
-        return res[res != index]
+                        pinned.append((x,))
+                        moved.append((x, self.G_ORDER))
+        for x, y in itertools.combinations(genes, 2):
+            for vx in range(int(self.nv[x])):
+                if vx == g0[x]:
+                    continue
+                for vy in range(int(self.nv[y])):
+                    if vy != g0[y]:
+                        c = g0.copy()
+                        c[x], c[y] = vx, vy
+                        cols.append(c)
+                        pinned.append((x, y))
+                        moved.append((x, y))
+        idx, _mv = self._encode_moves(g0, cols, pinned, moved, rng, fixed)
+        return self._dedupe(index, idx)[0]
+
+
+#: Core axes that set the degree of a parallel dimension, hence the rank strides the
+#: placement order gives every group (:mod:`trainscape.space.orders`).
+DEGREE_AXES = ("tp", "cp", "pp", "dp", "ep")
+
+#: The neighbourhoods a :class:`Climb` goes through, in order, before it counts as a local
+#: optimum: single moves, the rest of the placement orders, pairs of single moves predicted
+#: to improve by adding their effects, compound moves (and, for ``pairs``, every pair).
+STAGES = ("single", "orders", "additive", "compound")
+#: Pairs the additive model proposes at most, per configuration.
+ADDITIVE_MAX = 64
+#: A gene whose moves left the objective exactly unchanged this many times in a niche (and
+#: never changed it) is not moved there again.
+NEUTRAL_MIN = 2
+#: Moves looked ahead for ones already costed (those are free).
+WINDOW = 64
+#: Pseudo-count of improvements per move class before any trial (a Laplace-style prior:
+#: (improvements + PRIOR) / (trials + 2)), so untried classes are neither first nor last.
+PRIOR = 0.1
 
 
 class Climb:
-    """A local search that advances a few evaluations at a time (for racing several):
-    first improvement over the moves in random order, ``batch`` at a time, single-axis moves
-    first and paired moves (``pairs``) when no single move improves; genes in ``fixed``
-    stay. ``done`` once at a local optimum."""
+    """A local search that advances a few evaluations at a time (for racing several): first
+    improvement over the moves of each neighbourhood of :data:`STAGES` (and paired moves with
+    ``pairs``) in turn, ``batch`` new evaluations at a time, back to the first neighbourhood
+    after every improvement; genes in ``fixed`` stay. ``done`` once at a local optimum of
+    them all.
+
+    Moves are tried in the order of their observed success (``stats``: a list of
+    ``(array (4, n_classes), weight[, neutrality only])``: per move class the trials, the
+    improvements weighted by their relative size, the exact ties among configurations that
+    fit and the trials from one that fits; own statistics first), moves already costed cost nothing, the moves of a gene that
+    turned out neutral here are skipped, and a single move that is faster but does not fit
+    in memory puts the pairs the additive model predicts to fit and improve at the front
+    (memory and time of two moves added, a pair of genes trading memory for time)."""
 
     def __init__(self, enc: Encoding, start: int, key: float, fixed: tuple[int, ...] = (),
-                 pairs: bool = True, batch: int = 8):
+                 pairs: bool = True, batch: int = 1, stats=None):
         self.enc, self.cur, self.key = enc, int(start), float(key)
-        self.fixed, self.pairs, self.batch = tuple(fixed), pairs, batch
+        self.fixed, self.pairs, self.batch = tuple(fixed), pairs, max(1, int(batch))
+        self.stats = stats
+        self.stages = STAGES + (("pairs",) if pairs else ())
+        self.stage = 0
         self.queue: np.ndarray | None = None
-        self.pos = 0
-        self.level = 0  # 0: single moves, 1: paired moves
         self.done = False
+        self.singles: np.ndarray | None = None  # the single moves of the current point
+        self._tried: set = set()  # additive pairs already put at the front of the queue
+        self._faster_oom = False  # a single move was faster but did not fit
+        self._pred: dict = {}  # queued additive pairs -> predicted objective
 
+    # -- the move queue -----------------------------------------------------------------------
+    def _build(self, ev, rng) -> None:
+        enc = self.enc
+        name = self.stages[self.stage]
+        if name == "single":
+            q, qc, qm = enc.single_moves(self.cur, rng, self.fixed)
+            self.singles = q
+        elif name == "orders":
+            q = enc.order_moves(self.cur) if enc.G_ORDER not in self.fixed else \
+                np.zeros(0, dtype=np.int64)
+            qc = np.full(q.size, enc.cls_off[enc.G_ORDER])
+            qm = np.tile([enc.G_ORDER, -1], (q.size, 1))
+        elif name == "additive":
+            q = self._additive(ev, rng, self.singles)
+            qc = np.full(q.size, enc.C_COMPOUND)
+            qm = np.full((q.size, 2), -1, dtype=np.int64)
+        elif name == "compound":
+            q, qm = enc.compound_moves(self.cur, rng, self.fixed)
+            qc = enc.C_TWO + qm[:, 0] * enc.n_genes + np.maximum(qm[:, 1], 0)
+        else:
+            q = enc.neighbours(self.cur, rng, pairs=True, fixed=self.fixed)
+            qc = np.full(q.size, enc.C_PAIRS)
+            qm = np.full((q.size, 2), -1, dtype=np.int64)
+        perm = rng.permutation(q.size)
+        if name == "compound":
+            perm = self._by_first_move(ev, rng, q, qm, perm)
+        elif self.stats is not None and name != "additive":
+            t = sum(e[1] * e[0][0] for e in self.stats)
+            sc = sum(e[1] * e[0][1] for e in self.stats)
+            rate = (sc + PRIOR) / (t + 2.0)
+            perm = perm[np.argsort(-rate[qc[perm]], kind="stable")]
+        self.queue, self.qcls, self.qm, self.pos = q[perm], qc[perm], qm[perm], 0
+        self.n_neutral = -1
+
+    def _by_first_move(self, ev, rng, q, qm, perm):
+        """Compound moves ordered by how good their first move alone was (costed among the
+        single moves): a promising new degree is tried first with the orders and values it
+        may need."""
+        enc = self.enc
+        if q.size == 0:
+            return perm
+        g0 = enc.from_index(np.array([self.cur]))[:, 0]
+        gq = enc.from_index(q)
+        x = qm[:, 0]
+        cols = np.arange(q.size)
+        base = np.repeat(g0[:, None], q.size, axis=1)
+        base[x, cols] = gq[x, cols]
+        pin = np.zeros((enc.k, q.size), dtype=bool)
+        sel = x < enc.k
+        pin[x[sel], cols[sel]] = True
+        for f in self.fixed:
+            if f < enc.k:
+                pin[f] = True
+        bidx = enc.to_index(base, rng, pin)
+        known = ev.positions(bidx) >= 0
+        raw = np.full(q.size, np.inf)
+        if known.any():
+            raw[known] = ev.raw(bidx[known])[0]
+        return perm[np.argsort(raw[perm], kind="stable")]
+
+    def _neutral_genes(self) -> np.ndarray:
+        # this niche's statistics and those of the niches in its neutrality group
+        own = sum(st[0] for st in self.stats if len(st) > 2 and st[2]) + self.stats[0][0]
+        enc = self.enc
+        single = np.arange(enc.C_COMPOUND)
+        gt = np.bincount(enc.cls_gene[single], own[3][single], minlength=enc.n_genes)
+        gn = np.bincount(enc.cls_gene[single], own[2][single], minlength=enc.n_genes)
+        return np.append((gt >= NEUTRAL_MIN) & (gn == gt), False)  # index -1: no gene
+
+    def _drop_neutral(self) -> None:
+        neutral = self._neutral_genes()
+        n = int(neutral.sum())
+        if n == self.n_neutral:
+            return
+        self.n_neutral = n
+        rest = self.qm[self.pos:]
+        drop = neutral[rest[:, 0]] | neutral[rest[:, 1]]
+        if drop.any():
+            keep = np.concatenate([np.ones(self.pos, dtype=bool), ~drop])
+            self.queue, self.qcls, self.qm = self.queue[keep], self.qcls[keep], self.qm[keep]
+
+    # -- the additive model -------------------------------------------------------------------
+    def _additive(self, ev, rng, singles) -> np.ndarray:
+        """Pairs of single moves already costed at the current configuration (on different
+        genes) predicted to improve it by adding their effects on the objective and on the
+        memory per GPU (both costed whether a configuration fits or not), best predicted
+        first; those predicted not to fit (memory at least that of a configuration that did
+        not) are left out."""
+        enc = self.enc
+        if singles is None or singles.size < 2:
+            return np.zeros(0, dtype=np.int64)
+        s = singles[ev.positions(singles) >= 0]
+        if s.size < 2:
+            return np.zeros(0, dtype=np.int64)
+        raw, mem = ev.raw(s)
+        raw0, mem0 = (a[0] for a in ev.raw(np.array([self.cur])))
+        g0 = enc.from_index(np.array([self.cur]))[:, 0]
+        gs = enc.from_index(s)
+        diff = gs != g0[:, None]
+        i, j = np.triu_indices(s.size, 1)
+        pred = raw[i] + raw[j] - raw0
+        pmem = mem[i] + mem[j] - mem0
+        ok = ~(diff[:, i] & diff[:, j]).any(axis=0) & np.isfinite(pred)
+        ok &= (pred < self.key) & (pmem < ev.min_infeasible_mem)
+        i, j, pred = i[ok], j[ok], pred[ok]
+        if i.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        o = np.argsort(pred, kind="stable")[:ADDITIVE_MAX]
+        i, j, pred = i[o], j[o], pred[o]
+        g = np.where(diff[:, j], gs[:, j], gs[:, i])
+        pin = diff[:enc.k, i] | diff[:enc.k, j]
+        for x in self.fixed:
+            if x < enc.k:
+                pin[x] = True
+        idx = enc.to_index(g, rng, pin)
+        if self.fixed:
+            got = enc.from_index(idx)
+            keep = np.ones(idx.size, dtype=bool)
+            for x in self.fixed:
+                keep &= got[x] == g0[x]
+            idx, pred = idx[keep], pred[keep]
+        idx, pred = enc._dedupe(self.cur, idx, pred)
+        for x, p in zip(idx.tolist(), pred.tolist()):
+            self._pred[x] = min(p, self._pred.get(x, np.inf))
+        return idx
+
+    def promise(self, ev) -> float:
+        """The best objective the additive model predicts for a queued pair not costed yet
+        (an optimistic estimate of where this search is heading), or ``key``."""
+        if not self._pred:
+            return self.key
+        idx = np.fromiter(self._pred, dtype=np.int64, count=len(self._pred))
+        open_ = ev.positions(idx) < 0
+        if not open_.any():
+            return self.key
+        return min(self.key, min(self._pred[int(x)] for x in idx[open_]))
+
+    def _eager(self, ev, rng, part) -> None:
+        """A single move just costed is faster but does not fit: the pairs the additive model
+        proposes over the single moves costed so far go to the front of the queue."""
+        raw, _mem = ev.raw(part)
+        feas = ev(part)[3]
+        self._faster_oom = self._faster_oom or bool(((~feas) & (raw < self.key)).any())
+        if not self._faster_oom:
+            return
+        p = self._additive(ev, rng, self.queue[:self.pos])
+        p = np.array([x for x in p.tolist() if x not in self._tried], dtype=np.int64)
+        if p.size == 0:
+            return
+        self._tried.update(p.tolist())
+        rest = slice(self.pos, None)
+        keep = ~np.isin(self.queue[rest], p)
+        self.queue = np.concatenate([self.queue[:self.pos], p, self.queue[rest][keep]])
+        self.qcls = np.concatenate([self.qcls[:self.pos], np.full(p.size, self.enc.C_COMPOUND),
+                                    self.qcls[rest][keep]])
+        self.qm = np.concatenate([self.qm[:self.pos], np.full((p.size, 2), -1, np.int64),
+                                  self.qm[rest][keep]])
+
+    # -- search -------------------------------------------------------------------------------
     def advance(self, ev, rng, evaluations: int) -> None:
         """Spend about ``evaluations`` new evaluations (fewer when done or out of budget)."""
         c0 = ev.count
         while not self.done and not ev.exhausted and ev.count - c0 < evaluations:
             if self.queue is None:
-                q = self.enc.neighbours(self.cur, rng, pairs=self.level == 1, fixed=self.fixed)
-                self.queue, self.pos = q[rng.permutation(q.size)], 0
+                self._build(ev, rng)
+            if self.stats is not None:
+                self._drop_neutral()
             if self.pos >= self.queue.size:
-                if self.level == 0 and self.pairs:
-                    self.level, self.queue = 1, None
+                if self.stage + 1 < len(self.stages):
+                    self.stage, self.queue = self.stage + 1, None
                     continue
                 self.done = True
                 break
-            part = self.queue[self.pos:self.pos + self.batch]
-            self.pos += part.size
+            # moves already costed are free: take the first that improves, skip the others
+            win = self.queue[self.pos:self.pos + WINDOW]
+            known = ev.positions(win) >= 0
+            wkey = np.full(win.size, np.inf)
+            if known.any():
+                wkey[known] = score(ev, win[known])
+            stop = np.flatnonzero((known & (wkey < self.key)) | ~known)
+            if stop.size == 0:
+                self.pos += win.size
+                continue
+            f = int(stop[0])
+            if known[f]:
+                self._move(int(win[f]), float(wkey[f]))
+                continue
+            b = max(1, min(self.batch, evaluations - (ev.count - c0)))
+            unk = np.flatnonzero(~known[f:])[:b] + f
+            end = int(unk[-1]) + 1
+            part = win[f:end]
+            cls = self.qcls[self.pos + unk]
+            self.pos += end
             key = score(ev, part)
+            if self.stats is not None:
+                ku = key[unk - f]
+                # an improvement counts by its relative size (a large gain weighs more)
+                gain = np.clip((self.key - ku) / max(abs(self.key), 1e-300), 0.0, 1.0)
+                for st, *_rest in self.stats:
+                    np.add.at(st[0], cls, 1.0)
+                    np.add.at(st[1], cls, gain)
+                    # ties count only among configurations that fit (every move that does
+                    # not change the memory ties among those that do not)
+                    np.add.at(st[2], cls, ((ku == self.key) & (self.key < INFEASIBLE))
+                              .astype(np.float64))
+                    if self.key < INFEASIBLE:
+                        np.add.at(st[3], cls, 1.0)
             j = int(np.argmin(key))
             if key[j] < self.key:
-                self.cur, self.key = int(part[j]), float(key[j])
-                self.queue, self.level = None, 0
+                self._move(int(part[j]), float(key[j]))
+            elif self.stages[self.stage] == "single":
+                self._eager(ev, rng, part)
+
+    def _move(self, idx: int, key: float) -> None:
+        self.cur, self.key = idx, key
+        self.queue, self.stage = None, 0
+        self._tried = set()
+        self._faster_oom = False
+        self._pred = {}
 
 
 def _pick(cand: np.ndarray, ok: np.ndarray, rng, found: np.ndarray) -> np.ndarray:
