@@ -331,6 +331,18 @@ class Encoding:
         out = int(sp.cum[row]) + np.arange(cnt, dtype=np.int64) * inner + base % inner
         return out[out != index]
 
+    def _add_second_moves(self, g0, x, v, genes, cols, pinned, moved, pin_first: bool) -> None:
+        """Append the moves of gene ``x`` to value ``v`` together with every other value of
+        each gene of ``genes``; the repair pins ``x`` (``pin_first``) or the second gene."""
+        for y in genes:
+            for w in range(int(self.nv[y])):
+                if w != g0[y]:
+                    c = g0.copy()
+                    c[x], c[y] = v, w
+                    cols.append(c)
+                    pinned.append((x,) if pin_first else (y,))
+                    moved.append((x, y))
+
     def compound_moves(self, index: int, rng, fixed: tuple[int, ...] = ()):
         """Moves of two genes that single moves miss when their effects interact: a new
         parallel degree (``DEGREE_AXES``) with a swap in the placement order (which network
@@ -344,16 +356,8 @@ class Encoding:
             if self.nv[x] < 2 or x in fixed:
                 continue
             for v in range(int(self.nv[x])):
-                if v == g0[x]:
-                    continue
-                for y in core:
-                    for w in range(int(self.nv[y])):
-                        if w != g0[y]:
-                            c = g0.copy()
-                            c[x], c[y] = v, w
-                            cols.append(c)
-                            pinned.append((y,))
-                            moved.append((x, y))
+                if v != g0[x]:
+                    self._add_second_moves(g0, x, v, core, cols, pinned, moved, pin_first=False)
         extra_idx, extra_mv = [], []
         for x in core:
             if self.names[x] not in DEGREE_AXES:
@@ -379,16 +383,8 @@ class Encoding:
                         extra_idx.append(int(self.space.cum[row])
                                          + np.arange(cnt, dtype=np.int64) * inner + local)
                         extra_mv.append(np.tile([x, self.G_ORDER], (cnt, 1)))
-                for y in core:
-                    if y == x:
-                        continue
-                    for w in range(int(self.nv[y])):
-                        if w != g0[y]:
-                            c = g0.copy()
-                            c[x], c[y] = v, w
-                            cols.append(c)
-                            pinned.append((x,))
-                            moved.append((x, y))
+                self._add_second_moves(g0, x, v, [y for y in core if y != x], cols, pinned,
+                                       moved, pin_first=True)
         idx, mv = self._encode_moves(g0, cols, pinned, moved, rng, fixed)
         if extra_idx:
             idx = np.concatenate([idx] + extra_idx)
