@@ -905,6 +905,7 @@ INC_AVX_FN double inc_fast_avx(const double *RA, const double *RB, const double 
 static inline __attribute__((always_inline)) int64_t
 inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int FEAS,
           const int AVX) {
+    (void)AVX; /* unread without DL_INC_AVX */
     static const double zeros[4] = {0.0, 0.0, 0.0, 0.0};
     const double *c = A->c, *rk = A->rk, *fac = A->fac, *dsum = A->dsum, *tv = A->tv,
                  *nb_v = A->nb_v, *tt = A->tt, *rec = A->rec, *tdim = A->tdim,
@@ -1252,6 +1253,7 @@ static int64_t score_moves(const double *c, const double *rk, const double *fac,
                            const int64_t *prank, const int64_t *ptier, int64_t world,
                            int64_t n_tables, const int64_t *cand, int64_t n_cand, double *out,
                            int avx) {
+    (void)avx; /* unread without DL_INC_AVX */
     if (!c || !rk || !fac || !did || !dsum || !tv || !ti || !nb_v || !nb_i || !tt || !rec ||
         !rmask || !tdim || !tpool || !prank || !ptier || !cand || !out || n_cand < 0 ||
         n_tables < 0)
