@@ -546,8 +546,9 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
  * smallest of one node does the general path read the lists. (Those two exceptions cannot
  * change a score in exact arithmetic -- one of a, b does not decrease -- but they keep it
  * exact in floating point.) Same values, same operations in the same order as score_batch:
- * the scores are the numba scores bit for bit. On x86-64 the fast path runs two lanes a vector
- * (inc_fast_simd, SSE2: the same operations lane by lane), the rest as written. */
+ * the scores are the numba scores bit for bit. On x86-64 the fast path runs four lanes a vector
+ * where the CPU has AVX (inc_fast_avx, chosen at run time), else two (inc_fast_simd, SSE2;
+ * dl_score_moves_base always): the same operations lane by lane; the rest as written. */
 
 #define INC_NEG (-1.0e300)
 #define INC_POS 1.0e300
@@ -719,11 +720,192 @@ inc_fast_simd(const double *RA, const double *RB, const double *tl, const double
 #undef VLD
 #endif
 
+/* ---- the fast path four lanes a vector (AVX, chosen at run time) ---------------------------
+ * The lanes of two tiers at once, l = 2 i + q for i = 2 j, 2 j + 1, and the record's first
+ * eight fields as (lf, lb, hbm, ddr) and their exclusions: the same operations lane by lane as
+ * inc_fast_simd (vmaxpd / vminpd are a > b ? a : b, a < b ? a : b; no FMA), half the vector
+ * instructions. Chunk 0 holds the node tier (lanes 0, 1) and the next (lanes 2, 3): both
+ * receive formulas run and a constant blend keeps each lane's own. A last tier without a
+ * partner runs two lanes (SSE2 operations, VEX-encoded). The accumulator takes the tiers in
+ * order, as the scalar loop. */
+#if DL_INC_SIMD && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define DL_INC_AVX 1
+#include <immintrin.h>
+/* not always_inline: the plain variants hold the call in dead code, and GCC refuses to force
+ * an AVX function into a non-AVX one; the AVX variants inline it (flatten) */
+#define INC_AVX_FN static inline __attribute__((target("avx")))
+
+/* the record's (lf, lb, hbm, ddr) and their exclusions, and the terms (fwd, bwd, hbm, ddr),
+ * lie as four consecutive doubles each (one vector) */
+typedef char inc_avx_layout_ok[(DL_INC_F_LB == DL_INC_F_LF + 1 && DL_INC_F_HBM == DL_INC_F_LF + 2 &&
+                                 DL_INC_F_DDR == DL_INC_F_LF + 3 &&
+                                 DL_INC_F_XLB == DL_INC_F_XLF + 1 &&
+                                 DL_INC_F_XHBM == DL_INC_F_XLF + 2 &&
+                                 DL_INC_F_XDDR == DL_INC_F_XLF + 3 &&
+                                 DL_INC_B_LB == DL_INC_B_LF + 1 && DL_INC_B_HBM == DL_INC_B_LF + 2 &&
+                                 DL_INC_B_DDR == DL_INC_B_LF + 3 &&
+                                 DL_INC_TT_BWD == DL_INC_TT_FWD + 1 &&
+                                 DL_INC_TT_HBM == DL_INC_TT_FWD + 2 &&
+                                 DL_INC_TT_DDR == DL_INC_TT_FWD + 3) ? 1 : -1];
+
+/* per-lane constants, four lanes a vector (lanes past the top tier unused) */
+typedef struct {
+    double ibw[2 * DL_INC_MAXT], tv0[2 * DL_INC_MAXT], xs2[2 * DL_INC_MAXT],
+        xr2[2 * DL_INC_MAXT], tot[2 * DL_INC_MAXT];
+    double head2[4]; /* third entries of the lf, lb, hbm, ddr lists */
+    double lim[2], lat[2], u_fi[2], u_b[2];
+    double k_fwd, k_bwd, dense_ar;
+} inc_avx_t;
+
+/* lane masks of four bits (bit 0: lane 0) */
+static const union {
+    int64_t i[16][4];
+    __m256d v[16];
+} inc_mask4 = {{{0, 0, 0, 0},   {-1, 0, 0, 0},   {0, -1, 0, 0},   {-1, -1, 0, 0},
+                {0, 0, -1, 0},  {-1, 0, -1, 0},  {0, -1, -1, 0},  {-1, -1, -1, 0},
+                {0, 0, 0, -1},  {-1, 0, 0, -1},  {0, -1, 0, -1},  {-1, -1, 0, -1},
+                {0, 0, -1, -1}, {-1, 0, -1, -1}, {0, -1, -1, -1}, {-1, -1, -1, -1}}};
+
+/* m ? x : y lane by lane for a lane mask m, as bit operations: GCC 12 lowers a vblendvpd of a
+ * comparison in a target("avx") function to one branch a lane (mispredicted half the time) */
+INC_AVX_FN __m256d inc_sel4(__m256d m, __m256d x, __m256d y) {
+    return _mm256_or_pd(_mm256_and_pd(m, x), _mm256_andnot_pd(m, y));
+}
+INC_AVX_FN __m128d inc_sel2(__m128d m, __m128d x, __m128d y) {
+    return _mm_or_pd(_mm_and_pd(m, x), _mm_andnot_pd(m, y));
+}
+
+/* inc_fast_simd's score, arguments as there; V the per-lane constants. Always with the
+ * selects (no MASK 0 twin): a blend costs less than a branch on e == 0, mispredicted where a
+ * and b often head a list together (a quarter of the Criteo bench's candidates). */
+INC_AVX_FN double inc_fast_avx(const double *RA, const double *RB, const double *tl,
+                               const double *tg, const double *tp, int64_t sw,
+                               const double *dt, const double *pt, const double *du,
+                               const double *pu, uint64_t e, const inc_avx_t *V,
+                               const int TOP, const int FEAS) {
+    const int L = 2 * (TOP + 1);
+#define LD4(p) _mm256_loadu_pd(p)
+#define LD2(p) _mm_loadu_pd(p)
+/* EX of four (two) lanes from bit B on: the third entry where the bit is set */
+#define EX4(B, xa_, xb_, v2) \
+    inc_sel4(inc_mask4.v[(e >> (B)) & 15u], (v2), _mm256_min_pd((xa_), (xb_)))
+#define EX2(B, xa_, xb_, v2)                                                                \
+    inc_sel2(_mm256_castpd256_pd128(inc_mask4.v[(e >> (B)) & 3u]), (v2), \
+             _mm_min_pd((xa_), (xb_)))
+    const __m128d zero = _mm_setzero_pd();
+    const __m256d swm = _mm256_castsi256_pd(_mm256_set1_epi64x(sw));
+    /* the partner's terms, +0.0 for a move (as x - 0.0 in the scalar path) */
+    const __m256d tu = _mm256_and_pd(swm, LD4(tp + DL_INC_TT_FWD));
+    const __m256d da = _mm256_sub_pd(LD4(tl + DL_INC_TT_FWD), tu); /* (fa, ba, ha, xa) */
+    const __m256d db = _mm256_sub_pd(LD4(tg + DL_INC_TT_FWD), tu); /* (fb, bb, hb, xb) */
+    const __m256d m4 = _mm256_max_pd(_mm256_sub_pd(LD4(RA + DL_INC_F_LF), da),
+                                     _mm256_add_pd(LD4(RB + DL_INC_F_LF), db));
+    const __m256d x4 = EX4(DL_INC_B_LF, LD4(RA + DL_INC_F_XLF), LD4(RB + DL_INC_F_XLF),
+                           LD4(V->head2));
+    __m128d mem = _mm256_extractf128_pd(m4, 1);
+    if (!FEAS) mem = _mm_max_pd(mem, _mm256_extractf128_pd(x4, 1));
+    if (_mm_movemask_pd(_mm_cmpgt_pd(mem, LD2(V->lim)))) return INFINITY;
+    const __m128d look = _mm_max_pd(_mm256_castpd256_pd128(x4), _mm256_castpd256_pd128(m4));
+    /* (wq[0], wq[1]) */
+    const __m128d w =
+        _mm_sub_pd(_mm_set_pd(*pt, *dt),
+                   _mm_and_pd(_mm256_castpd256_pd128(swm), _mm_set_pd(*pu, *du)));
+    const __m256d w4 = _mm256_insertf128_pd(_mm256_castpd128_pd256(w), w, 1);
+    __m128d acc = zero; /* (x0, x1) */
+#define G(R, g) ((R) + DL_INC_F_G0 + (g) * L + l)
+    int i = 0;
+    for (; i + 1 <= TOP; i += 2) {
+        const int l = 2 * i;
+        const __m256d oa = _mm256_sub_pd(LD4(G(RA, DL_INC_G_OWN)), w4);
+        const __m256d ob = _mm256_add_pd(LD4(G(RB, DL_INC_G_OWN)), w4);
+        const __m256d send =
+            _mm256_max_pd(EX4(DL_INC_B_SEND + l, LD4(G(RA, DL_INC_G_XS)),
+                              LD4(G(RB, DL_INC_G_XS)), LD4(V->xs2 + l)),
+                          _mm256_max_pd(_mm256_mul_pd(oa, LD4(G(RA, DL_INC_G_FAC))),
+                                        _mm256_mul_pd(ob, LD4(G(RB, DL_INC_G_FAC)))));
+        const __m256d exr = EX4(DL_INC_B_RECV + l, LD4(G(RA, DL_INC_G_XR)),
+                                LD4(G(RB, DL_INC_G_XR)), LD4(V->xr2 + l));
+        const __m256d same =
+            _mm256_cmp_pd(LD4(G(RA, DL_INC_G_DOM)), LD4(G(RB, DL_INC_G_DOM)), _CMP_EQ_OQ);
+        const __m256d dA = LD4(G(RA, DL_INC_G_DS)), dB = LD4(G(RB, DL_INC_G_DS));
+        const __m256d dAw = _mm256_sub_pd(dA, w4), dBw = _mm256_add_pd(dB, w4);
+        const __m256d tot = LD4(V->tot + l);
+        const __m256d r_diff = _mm256_max_pd(
+            exr, _mm256_max_pd(_mm256_sub_pd(tot, dAw), _mm256_sub_pd(tot, dBw)));
+        __m256d recv = inc_sel4(same, LD4(V->tv0 + l), r_diff);
+        if (i == 0) { /* lanes 0, 1: the node tier, the node less its smallest */
+            const __m256d nA = LD4(G(RA, DL_INC_G_NMX)), nB = LD4(G(RB, DL_INC_G_NMX));
+            const __m256d n_same = _mm256_max_pd(
+                exr, _mm256_sub_pd(dA, _mm256_min_pd(_mm256_max_pd(nA, nB),
+                                                     _mm256_min_pd(oa, ob))));
+            const __m256d n_diff = _mm256_max_pd(
+                exr, _mm256_max_pd(_mm256_sub_pd(dAw, _mm256_min_pd(nA, oa)),
+                                   _mm256_sub_pd(dBw, _mm256_min_pd(nB, ob))));
+            recv = _mm256_blend_pd(inc_sel4(same, n_same, n_diff), recv, 0xC);
+        }
+        const __m256d v = _mm256_mul_pd(_mm256_max_pd(send, recv), LD4(V->ibw + l));
+        acc = _mm_max_pd(_mm256_castpd256_pd128(v), acc);
+        acc = _mm_max_pd(_mm256_extractf128_pd(v, 1), acc);
+    }
+    if (i <= TOP) { /* the last tier alone, two lanes */
+        const int l = 2 * i;
+        const __m128d oa = _mm_sub_pd(LD2(G(RA, DL_INC_G_OWN)), w);
+        const __m128d ob = _mm_add_pd(LD2(G(RB, DL_INC_G_OWN)), w);
+        const __m128d send =
+            _mm_max_pd(EX2(DL_INC_B_SEND + l, LD2(G(RA, DL_INC_G_XS)), LD2(G(RB, DL_INC_G_XS)),
+                           LD2(V->xs2 + l)),
+                       _mm_max_pd(_mm_mul_pd(oa, LD2(G(RA, DL_INC_G_FAC))),
+                                  _mm_mul_pd(ob, LD2(G(RB, DL_INC_G_FAC)))));
+        const __m128d exr = EX2(DL_INC_B_RECV + l, LD2(G(RA, DL_INC_G_XR)),
+                                LD2(G(RB, DL_INC_G_XR)), LD2(V->xr2 + l));
+        const __m128d same = _mm_cmpeq_pd(LD2(G(RA, DL_INC_G_DOM)), LD2(G(RB, DL_INC_G_DOM)));
+        const __m128d dA = LD2(G(RA, DL_INC_G_DS)), dB = LD2(G(RB, DL_INC_G_DS));
+        __m128d recv;
+        if (i == 0) {
+            const __m128d nA = LD2(G(RA, DL_INC_G_NMX)), nB = LD2(G(RB, DL_INC_G_NMX));
+            const __m128d r_same = _mm_max_pd(
+                exr, _mm_sub_pd(dA, _mm_min_pd(_mm_max_pd(nA, nB), _mm_min_pd(oa, ob))));
+            const __m128d r_diff = _mm_max_pd(
+                exr, _mm_max_pd(_mm_sub_pd(_mm_sub_pd(dA, w), _mm_min_pd(nA, oa)),
+                                _mm_sub_pd(_mm_add_pd(dB, w), _mm_min_pd(nB, ob))));
+            recv = inc_sel2(same, r_same, r_diff);
+        } else {
+            const __m128d tot = LD2(V->tot + l);
+            const __m128d r_diff = _mm_max_pd(
+                exr, _mm_max_pd(_mm_sub_pd(tot, _mm_sub_pd(dA, w)),
+                                _mm_sub_pd(tot, _mm_add_pd(dB, w))));
+            recv = inc_sel2(same, LD2(V->tv0 + l), r_diff);
+        }
+        acc = _mm_max_pd(_mm_mul_pd(_mm_max_pd(send, recv), LD2(V->ibw + l)), acc);
+    }
+#undef G
+#undef EX4
+#undef EX2
+    /* inc_step as in inc_fast_simd */
+    const __m128d lfb = _mm_max_pd(zero, look);
+    const __m128d ai = _mm_and_pd(_mm_cmpgt_pd(acc, zero),
+                                  _mm_add_pd(LD2(V->lat), _mm_mul_pd(LD2(V->u_fi), acc)));
+    const __m128d ab = _mm_and_pd(_mm_cmpgt_sd(acc, zero),
+                                  _mm_add_sd(LD2(V->lat), _mm_mul_sd(LD2(V->u_b), acc)));
+    const double lf = _mm_cvtsd_f64(lfb), lb = _mm_cvtsd_f64(_mm_unpackhi_pd(lfb, lfb));
+    const double af = _mm_cvtsd_f64(ai), idx = _mm_cvtsd_f64(_mm_unpackhi_pd(ai, ai));
+    const double emb = _mm_cvtsd_f64(ab) + lb + V->k_bwd;
+    const double exposed = _mm_cvtsd_f64(_mm_max_sd(zero, _mm_set_sd(V->dense_ar - emb)));
+    return idx + lf + af + V->k_fwd + emb + exposed;
+#undef LD4
+#undef LD2
+}
+#else
+#define DL_INC_AVX 0
+#endif
+
 /* One batch with the top tier TOP a compile-time constant (loops over tiers unrolled) and
  * FEAS whether every rank fits in memory now (then only ranks a and b can overflow).
  * Returns the number of bad candidates. */
 static inline __attribute__((always_inline)) int64_t
-inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int FEAS) {
+inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int FEAS,
+          const int AVX) {
+    (void)AVX; /* unread without DL_INC_AVX */
     static const double zeros[4] = {0.0, 0.0, 0.0, 0.0};
     const double *c = A->c, *rk = A->rk, *fac = A->fac, *dsum = A->dsum, *tv = A->tv,
                  *nb_v = A->nb_v, *tt = A->tt, *rec = A->rec, *tdim = A->tdim,
@@ -777,6 +959,32 @@ inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int 
         V.tv0[i] = _mm_loadu_pd(tv0_l + 2 * i);
         V.xs2[i] = _mm_loadu_pd(xs2_l + 2 * i);
         V.xr2[i] = _mm_loadu_pd(xr2_l + 2 * i);
+    }
+#endif
+#if DL_INC_AVX
+    inc_avx_t V4;
+    if (AVX) {
+        for (int l = 0; l < 2 * DL_INC_MAXT; l++) { /* lanes past the top tier unread */
+            const int in = l < 2 * (TOP + 1);
+            V4.ibw[l] = in ? ibw_l[l] : 0.0;
+            V4.tv0[l] = in ? tv0_l[l] : 0.0;
+            V4.xs2[l] = in ? xs2_l[l] : 0.0;
+            V4.xr2[l] = in ? xr2_l[l] : 0.0;
+            V4.tot[l] = tot[l & 1];
+        }
+        V4.head2[0] = lf2;
+        V4.head2[1] = lb2;
+        V4.head2[2] = hbm2;
+        V4.head2[3] = ddr2;
+        V4.lim[0] = usable;
+        V4.lim[1] = ddr_cap;
+        V4.lat[0] = V4.lat[1] = lat;
+        V4.u_fi[0] = u_fwd;
+        V4.u_fi[1] = u_idx;
+        V4.u_b[0] = V4.u_b[1] = u_bwd;
+        V4.k_fwd = k_fwd;
+        V4.k_bwd = k_bwd;
+        V4.dense_ar = dense_ar;
     }
 #endif
     int64_t bad = 0;
@@ -851,6 +1059,13 @@ inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int 
         const uint64_t ev = e & ~(3ull << DL_INC_B_NB);
         if (!(TOP >= 0 && ev != e &&
               RA[DL_INC_F_G0 + DL_INC_G_DOM * L] == RB[DL_INC_F_G0 + DL_INC_G_DOM * L])) {
+#if DL_INC_AVX
+            if (AVX) {
+                out[k] = inc_fast_avx(RA, RB, tl, tg, tp, sw, tdim + t, tpool + t, tdim + uu,
+                                      tpool + uu, ev, &V4, TOP, FEAS);
+                continue;
+            }
+#endif
             if (__builtin_expect(ev == 0, 1))
                 out[k] = inc_fast_simd(RA, RB, tl, tg, tp, sw, tdim + t, tpool + t, tdim + uu,
                                        tpool + uu, ev, &V, TOP, FEAS, 0);
@@ -986,10 +1201,11 @@ inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int 
     return bad;
 }
 
-/* one compiled loop per top tier (-1 .. DL_INC_MAXT - 1) and feasibility */
+/* one compiled loop per top tier (-1 .. DL_INC_MAXT - 1) and feasibility, and with the AVX
+ * fast path where the compiler can build it */
 #define INC_VARIANT(N, T, F)                                                            \
     static int64_t inc_batch_##N##_##F(const inc_args_t *A, int64_t lo, int64_t hi) { \
-        return inc_batch(A, lo, hi, T, F);                                             \
+        return inc_batch(A, lo, hi, T, F, 0);                                          \
     }
 #define INC_VARIANTS(N, T) INC_VARIANT(N, T, 0) INC_VARIANT(N, T, 1)
 INC_VARIANTS(0, -1)
@@ -1005,17 +1221,39 @@ static const inc_fn INC_FNS[DL_INC_MAXT + 1][2] = {
     {inc_batch_2_0, inc_batch_2_1}, {inc_batch_3_0, inc_batch_3_1},
     {inc_batch_4_0, inc_batch_4_1}, {inc_batch_5_0, inc_batch_5_1},
     {inc_batch_6_0, inc_batch_6_1}};
+#if DL_INC_AVX
+#define INC_VARIANT_AVX(N, T, F)                                                                \
+    __attribute__((target("avx"), flatten)) static int64_t inc_batch_avx_##N##_##F(const inc_args_t *A, \
+                                                                          int64_t lo, int64_t hi) { \
+        return inc_batch(A, lo, hi, T, F, 1);                                                   \
+    }
+#define INC_VARIANTS_AVX(N, T) INC_VARIANT_AVX(N, T, 0) INC_VARIANT_AVX(N, T, 1)
+/* top tier -1 (one rank domain) has no tier lanes: the two-lane path is all of it */
+INC_VARIANTS_AVX(1, 0)
+INC_VARIANTS_AVX(2, 1)
+INC_VARIANTS_AVX(3, 2)
+INC_VARIANTS_AVX(4, 3)
+INC_VARIANTS_AVX(5, 4)
+INC_VARIANTS_AVX(6, 5)
+static const inc_fn INC_FNS_AVX[DL_INC_MAXT + 1][2] = {
+    {inc_batch_0_0, inc_batch_0_1},         {inc_batch_avx_1_0, inc_batch_avx_1_1},
+    {inc_batch_avx_2_0, inc_batch_avx_2_1}, {inc_batch_avx_3_0, inc_batch_avx_3_1},
+    {inc_batch_avx_4_0, inc_batch_avx_4_1}, {inc_batch_avx_5_0, inc_batch_avx_5_1},
+    {inc_batch_avx_6_0, inc_batch_avx_6_1}};
+#endif
 #undef RK
 #undef TV
 #undef TI
 
-int64_t dl_score_moves(const double *c, const double *rk, const double *fac, const int64_t *did,
-                       const double *dsum, const double *tv, const int64_t *ti,
-                       const double *nb_v, const int64_t *nb_i, const double *tt,
-                       const double *rec, const int64_t *rmask, int64_t rec_cols,
-                       const double *tdim, const double *tpool, const int64_t *prank,
-                       const int64_t *ptier, int64_t world, int64_t n_tables,
-                       const int64_t *cand, int64_t n_cand, double *out) {
+static int64_t score_moves(const double *c, const double *rk, const double *fac,
+                           const int64_t *did, const double *dsum, const double *tv,
+                           const int64_t *ti, const double *nb_v, const int64_t *nb_i,
+                           const double *tt, const double *rec, const int64_t *rmask,
+                           int64_t rec_cols, const double *tdim, const double *tpool,
+                           const int64_t *prank, const int64_t *ptier, int64_t world,
+                           int64_t n_tables, const int64_t *cand, int64_t n_cand, double *out,
+                           int avx) {
+    (void)avx; /* unread without DL_INC_AVX */
     if (!c || !rk || !fac || !did || !dsum || !tv || !ti || !nb_v || !nb_i || !tt || !rec ||
         !rmask || !tdim || !tpool || !prank || !ptier || !cand || !out || n_cand < 0 ||
         n_tables < 0)
@@ -1040,5 +1278,33 @@ int64_t dl_score_moves(const double *c, const double *rk, const double *fac, con
                     did, ti,   nb_i,  rmask, prank, ptier, cand,   world,    n_tables,
                     rec_cols, out};
     int feas = c[DL_INC_C_FEASIBLE] > 0.0;
+#if DL_INC_AVX
+    if (avx && __builtin_cpu_supports("avx")) return INC_FNS_AVX[top + 1][feas](&A, 0, n_cand);
+#endif
     return INC_FNS[top + 1][feas](&A, 0, n_cand);
 }
+
+#define SCORE_MOVES_ARGS                                                                     \
+    c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, rec_cols, tdim, tpool, prank, \
+        ptier, world, n_tables, cand, n_cand, out
+int64_t dl_score_moves(const double *c, const double *rk, const double *fac, const int64_t *did,
+                       const double *dsum, const double *tv, const int64_t *ti,
+                       const double *nb_v, const int64_t *nb_i, const double *tt,
+                       const double *rec, const int64_t *rmask, int64_t rec_cols,
+                       const double *tdim, const double *tpool, const int64_t *prank,
+                       const int64_t *ptier, int64_t world, int64_t n_tables,
+                       const int64_t *cand, int64_t n_cand, double *out) {
+    return score_moves(SCORE_MOVES_ARGS, 1);
+}
+
+int64_t dl_score_moves_base(const double *c, const double *rk, const double *fac,
+                            const int64_t *did, const double *dsum, const double *tv,
+                            const int64_t *ti, const double *nb_v, const int64_t *nb_i,
+                            const double *tt, const double *rec, const int64_t *rmask,
+                            int64_t rec_cols, const double *tdim, const double *tpool,
+                            const int64_t *prank, const int64_t *ptier, int64_t world,
+                            int64_t n_tables, const int64_t *cand, int64_t n_cand,
+                            double *out) {
+    return score_moves(SCORE_MOVES_ARGS, 0);
+}
+#undef SCORE_MOVES_ARGS

@@ -238,4 +238,15 @@ int64_t dl_score_moves(const double *c, const double *rk, const double *fac,
                        int64_t n_tables, const int64_t *cand, int64_t n_cand,
                        double *out);
 
+/* dl_score_moves without the AVX fast path (SSE2 and scalar code only, as on a CPU
+ * without AVX): the same scores; the tests hold both paths to numba. */
+int64_t dl_score_moves_base(const double *c, const double *rk, const double *fac,
+                            const int64_t *did, const double *dsum, const double *tv,
+                            const int64_t *ti, const double *nb_v,
+                            const int64_t *nb_i, const double *tt, const double *rec,
+                            const int64_t *rmask, int64_t rec_cols, const double *tdim,
+                            const double *tpool, const int64_t *prank,
+                            const int64_t *ptier, int64_t world, int64_t n_tables,
+                            const int64_t *cand, int64_t n_cand, double *out);
+
 #endif

@@ -16,7 +16,7 @@ from trainscape.dlrm import incremental as inc
 from trainscape.dlrm import layout as D
 from trainscape.dlrm import native
 
-from test_dlrm_planner import make
+from test_dlrm_planner import clusters, make
 
 
 def _state(seed, gpus, ddr, n_t=30):
@@ -186,6 +186,35 @@ def test_c_rejects_bad_candidates_and_bad_state():
     did[0, 0] = 0
     args[12] = rec.shape[1] - 1
     assert lib.dl_score_moves(*args) == -1 and np.all(np.isnan(out))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10**6), cl=clusters(), ddr=st.sampled_from([0.05, 1.0, 512.0]))
+def test_c_avx_and_base_kernels_equal_numba(seed, cl, ddr):
+    """Both builds of the fast path -- four lanes a vector (AVX, where the CPU has it) and two
+    (``dl_score_moves_base``: SSE2 and scalar) -- equal numba bit for bit, for one to three
+    tiers (an odd number leaves a tier without a partner lane pair) and the planner's mix and
+    the aimed candidates."""
+    tiers, gpus = cl
+    sc = make(seed, gpus=gpus, n_t=30, ddr=ddr, tiers=tiers)
+    rng = np.random.default_rng(seed)
+    plan = np.zeros((D.N_PLAN, sc.n_tables), np.int32)
+    plan[D.PL_SHARDS] = 1
+    plan[D.PL_RANK] = np.minimum(rng.geometric(0.3, sc.n_tables) - 1, gpus - 1)
+    plan[D.PL_TIER] = rng.choice([0, 0, 0, 1, 2], sc.n_tables)
+    plan[D.PL_KIND, :3] = [D.SH_RW, D.SH_TWRW, D.SH_DP]
+    tables = np.ascontiguousarray(sc.tables)
+    st_, tdim, tpool, prank, ptier = inc.prepare(sc.sys, sc.job, tables, plan)
+    movable = np.arange(3, sc.n_tables)
+    c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, status = st_
+    cand = np.concatenate([_aimed(st_, prank, movable, rng, 40).reshape(-1, 4),
+                           inc.planner_candidates(ti, c, plan, movable, 200, seed)])
+    want = np.empty(len(cand))
+    inc.score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier,
+                    cand, want)
+    for kernel in ("auto", "base"):
+        got = native.score_moves(st_, tdim, tpool, prank, ptier, cand, kernel=kernel)
+        assert np.array_equal(got, want), kernel
 
 
 @pytest.mark.parametrize("gpus,ddr", [(16, 512.0), (20, 1.0)])

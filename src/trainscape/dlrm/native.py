@@ -103,14 +103,19 @@ _STATE_DTYPES = ("c", np.float64), ("rk", np.float64), ("fac", np.float64), \
     ("rec", np.float64), ("rmask", np.int64)
 
 
-def score_moves(state, tdim, tpool, prank, ptier, cand, out=None):
+def score_moves(state, tdim, tpool, prank, ptier, cand, out=None, kernel="auto"):
     """O(1) scores of candidates ``cand`` (int64 ``(n, 4)``: table, rank, partner table or -1,
     memory tier) from the incremental ``state`` (the first 13 arrays
     :func:`trainscape.dlrm.incremental.init_state` returns) with the C kernel
     ``dl_score_moves``; equal to :func:`trainscape.dlrm.incremental.score_batch`. Returns
     ``out`` (float64 ``(n,)``: the moved plan's step, ``inf`` when out of memory).
+    ``kernel``: ``"auto"`` (the AVX fast path where the CPU has it) or ``"base"``
+    (``dl_score_moves_base``: SSE2 and scalar code only, as on a CPU without AVX) -- the same
+    scores.
 
     ``ValueError`` naming the first candidate with an index out of range."""
+    if kernel not in ("auto", "base"):
+        raise ValueError(f"kernel: unknown {kernel!r} (allowed: auto, base)")
     ffi, lib = load()
     arrs = []
     for (name, dt), a in zip(_STATE_DTYPES, state[:13]):
@@ -149,7 +154,8 @@ def score_moves(state, tdim, tpool, prank, ptier, cand, out=None):
     elif out.shape != (n,) or out.dtype != np.float64 or not out.flags.c_contiguous:
         raise ValueError(f"out: expected a C-contiguous float64 array of shape ({n},)")
     p = lambda ct, a: ffi.cast(ct, ffi.from_buffer(a))  # noqa: E731
-    rc = lib.dl_score_moves(
+    fn = lib.dl_score_moves if kernel == "auto" else lib.dl_score_moves_base
+    rc = fn(
         p("double *", c), p("double *", rk), p("double *", fac), p("int64_t *", did),
         p("double *", dsum), p("double *", tv), p("int64_t *", ti), p("double *", nb_v),
         p("int64_t *", nb_i), p("double *", tt), p("double *", rec), p("int64_t *", rmask),
