@@ -3,10 +3,13 @@
 
 The same seeded random batch of valid configurations is costed by every loaded backend (c,
 numba, python) after a warm-up, on one thread and on all cores; ratios are to the pure-Python
-reference. The measurement lives in :mod:`trainscape.bench_cli` (also ``trainscape bench``).
+reference. "procs" is the yardstick of the all-cores figure: one separate one-thread process
+per core, all at once, costing the same batch (nothing shared; what this machine gives now;
+``--no-independent`` skips it). The measurement lives in :mod:`trainscape.bench_cli` (also
+``trainscape bench``).
 
     python bench/throughput.py                 # table
-    python bench/throughput.py --json          # {"c": {"1": .., "all": ..}, "numba": ..., "python": ...}
+    python bench/throughput.py --json          # {"c": {"1": .., "all": .., "procs": ..}, "numba": ..., "python": ...}
     python bench/throughput.py -n 200000 --backend c
 """
 

@@ -27,6 +27,19 @@ def test_measure_reports_every_loaded_backend_with_and_without_memo():
         _check(bench_cli.measure(n=20_000, python_n=20, min_time=0.01, repeat=1, memo=memo))
 
 
+def test_independent_processes_yardstick_is_measured_and_shown():
+    native = [b for b in LOADED if b != "python"]
+    res = bench_cli.measure(n=20_000, python_n=20, min_time=0.01, repeat=1, backends=native[:1],
+                            independent=True)
+    rates = res[native[0]]
+    assert set(rates) == {"1", "all", "procs"}
+    assert all(math.isfinite(r) and r > 0 for r in rates.values())
+    table = bench_cli.format_table({**res, "python": {"1": 1.0e4, "all": 1.0e4}}, 20_000, 2)
+    line = next(x for x in table.splitlines() if x.startswith(native[0]))
+    assert f"{100 * rates['all'] / rates['procs']:.0f}%" in line
+    assert "2 processes" in table
+
+
 def test_no_memo_table_says_how_the_batch_was_cut():
     res = {"c": {"1": 2.0e6, "all": 3.0e6}, "python": {"1": 1.0e4, "all": 1.0e4}}
     table = bench_cli.format_table(res, 20_000, 2, memo=False)
@@ -41,3 +54,6 @@ def test_bench_command_prints_json(monkeypatch):
     assert out.exit_code == 0, out.output
     got = json.loads(out.output)
     assert got["kw"]["memo"] is False and got["kw"]["n"] == 100
+    assert got["kw"]["independent"] is True
+    out = CliRunner().invoke(bench_cli._click_command(), ["--json", "--no-independent"])
+    assert json.loads(out.output)["kw"]["independent"] is False

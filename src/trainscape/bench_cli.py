@@ -140,64 +140,122 @@ def _rate(fn, n: int, min_time: float, repeat: int) -> float:
 NO_MEMO_CHUNK = 8192
 
 
+def _native_runner(name: str, n: int, seed: int, memo: bool):
+    """``(run(threads), configs per run)``: the bench batch costed by backend ``name`` (warmed
+    up), whole or in calls of :data:`NO_MEMO_CHUNK` columns."""
+    from .backends import evaluate_blocks
+
+    sys, mdl, job, cfg = bench_batch(n, seed)
+    size = cfg.shape[1] if memo else NO_MEMO_CHUNK
+    parts = [np.ascontiguousarray(cfg[:, i:i + size]) for i in range(0, cfg.shape[1], size)]
+    outs = [np.empty((L.N_OUT, c.shape[1])) for c in parts]
+
+    def run_all(threads):
+        for c, o in zip(parts, outs):
+            evaluate_blocks(sys, mdl, job, c, backend=name, threads=threads, out=o)
+
+    evaluate_blocks(sys, mdl, job, np.ascontiguousarray(cfg[:, :1000]), backend=name)
+    run_all(1)
+    return run_all, cfg.shape[1]
+
+
+def _independent_worker(name, n, seed, memo, min_time, repeat, barrier, queue) -> None:
+    run_all, count = _native_runner(name, n, seed, memo)
+    barrier.wait()  # every process starts timing at once
+    queue.put(_rate(lambda: run_all(1), count, min_time, repeat))
+
+
+def independent_rate(name: str, procs: int, n: int, seed: int, memo: bool, min_time: float,
+                     repeat: int) -> float:
+    """Configs/s of ``procs`` separate processes, each costing the bench batch on one thread
+    at the same time: the same work with nothing shared between the workers, so the most a
+    run on ``procs`` threads can reach on this machine right now (on a shared or virtual
+    machine that is often well below ``procs`` times one thread)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # a fresh interpreter: no thread pools inherited
+    barrier, queue = ctx.Barrier(procs), ctx.Queue()
+    workers = [ctx.Process(target=_independent_worker,
+                           args=(name, n, seed, memo, min_time, repeat, barrier, queue))
+               for _ in range(procs)]
+    for w in workers:
+        w.start()
+    try:
+        rates = [queue.get(timeout=600) for _ in workers]
+    finally:
+        for w in workers:
+            w.join(timeout=10)
+            if w.is_alive():
+                w.kill()
+    return float(sum(rates))
+
+
 def measure(n: int = 1_000_000, python_n: int = 2000, seed: int = 0, backends=None,
             min_time: float = 0.5, repeat: int = 3, threads_all: int | None = None,
-            memo: bool = True) -> dict:
+            memo: bool = True, independent: bool = False) -> dict:
     """``{"c": {"1": rate, "all": rate}, "numba": {...}, "python": {...}}`` in configs/s for
     the loaded backends (python: one thread; its "all" is the same figure). ``memo=False``
     costs the batch in calls of :data:`NO_MEMO_CHUNK` columns, so every configuration is
-    costed from scratch (what a batch that never repeats a core layout costs)."""
+    costed from scratch (what a batch that never repeats a core layout costs). With
+    ``independent``, c and numba also report ``"procs"``: :func:`independent_rate` on as
+    many processes as there are cores, the yardstick for the threaded "all"."""
     from .backends import BACKENDS, available_backends, evaluate_blocks
 
     status = available_backends()
     names = [b for b in (backends or BACKENDS) if status[b][0]]
-    sys, mdl, job, cfg = bench_batch(n, seed)
     all_cores = threads_all or (os.cpu_count() or 1)
     results: dict[str, dict[str, float]] = {}
     for name in names:
         if name == "python":
-            sub = np.ascontiguousarray(cfg[:, :python_n])
-            evaluate_blocks(sys, mdl, job, sub[:, :10].copy(), backend=name)  # warm-up
-            r = _rate(lambda: evaluate_blocks(sys, mdl, job, sub, backend=name), sub.shape[1],
+            sys, mdl, job, cfg = bench_batch(python_n, seed)
+            evaluate_blocks(sys, mdl, job, cfg[:, :10].copy(), backend=name)  # warm-up
+            r = _rate(lambda: evaluate_blocks(sys, mdl, job, cfg, backend=name), cfg.shape[1],
                       min_time, 1)
             results[name] = {"1": r, "all": r}
             continue
-        size = cfg.shape[1] if memo else NO_MEMO_CHUNK
-        parts = [np.ascontiguousarray(cfg[:, i:i + size]) for i in range(0, cfg.shape[1], size)]
-        outs = [np.empty((L.N_OUT, c.shape[1])) for c in parts]
-
-        def run_all(threads, name=name, parts=parts, outs=outs):
-            for c, o in zip(parts, outs):
-                evaluate_blocks(sys, mdl, job, c, backend=name, threads=threads, out=o)
-
-        evaluate_blocks(sys, mdl, job, np.ascontiguousarray(cfg[:, :1000]), backend=name)
+        run_all, count = _native_runner(name, n, seed, memo)
         rates = {}
         for key, threads in (("1", 1), ("all", all_cores)):
             run_all(threads)
-            rates[key] = _rate(lambda t=threads: run_all(t), cfg.shape[1], min_time, repeat)
+            rates[key] = _rate(lambda t=threads: run_all(t), count, min_time, repeat)
+        if independent:
+            rates["procs"] = independent_rate(name, all_cores, n, seed, memo, min_time, repeat)
         results[name] = rates
     return results
 
 
 def format_table(results: dict, n: int, cores: int, memo: bool = True) -> str:
-    """A plain-text table: backend, configs/s on 1 thread and all cores, ratios to python."""
+    """A plain-text table: backend, configs/s on 1 thread and all cores, ratios to python,
+    and (when measured) the independent-process yardstick of the all-cores figure."""
     ref = results.get("python", {}).get("1")
+    procs = any("procs" in r for r in results.values())
     how = "" if memo else f", in calls of {NO_MEMO_CHUNK:,} (no memo)"
-    lines = [f"Llama-3-405B example, {n:,} random valid configs{how}, {cores} cores",
-             f"{'backend':<8} {'1 thread':>16} {'all cores':>16} {'x python (1)':>14} "
-             f"{'x python (all)':>15} {'scaling':>8}"]
+    head = (f"{'backend':<8} {'1 thread':>16} {'all cores':>16} {'x python (1)':>14} "
+            f"{'x python (all)':>15} {'scaling':>8}")
+    if procs:
+        head += f" {f'{cores} processes':>16} {'of procs':>9}"
+    lines = [f"Llama-3-405B example, {n:,} random valid configs{how}, {cores} cores", head]
     for name, r in results.items():
         one, every = r["1"], r["all"]
         x1 = f"{one / ref:,.0f}" if ref else "-"
         xa = f"{every / ref:,.0f}" if ref else "-"
-        lines.append(f"{name:<8} {one:>16,.0f} {every:>16,.0f} {x1:>14} {xa:>15} "
-                     f"{every / one:>7.2f}x")
+        line = (f"{name:<8} {one:>16,.0f} {every:>16,.0f} {x1:>14} {xa:>15} "
+                f"{every / one:>7.2f}x")
+        if "procs" in r:
+            line += f" {r['procs']:>16,.0f} {100 * every / r['procs']:>8.0f}%"
+        lines.append(line)
     lines.append("configs/s; python is the pure-Python reference (one thread)")
+    if procs:
+        lines.append(f"{cores} processes: {cores} separate one-thread processes at once (nothing "
+                     "shared), the most all cores can give on this machine now; of procs: "
+                     "all cores / that")
     return "\n".join(lines)
 
 
-def run(n: int, python_n: int, seed: int, as_json: bool, backends=None, memo: bool = True) -> str:
-    res = measure(n=n, python_n=python_n, seed=seed, backends=backends, memo=memo)
+def run(n: int, python_n: int, seed: int, as_json: bool, backends=None, memo: bool = True,
+        independent: bool = True) -> str:
+    res = measure(n=n, python_n=python_n, seed=seed, backends=backends, memo=memo,
+                  independent=independent)
     if as_json:
         return json.dumps(res)
     return format_table(res, n, os.cpu_count() or 1, memo)
@@ -220,11 +278,15 @@ def _click_command():
     @click.option("--no-memo", "no_memo", is_flag=True,
                   help=f"Cost the batch in calls of {NO_MEMO_CHUNK:,} columns, below the size "
                        "from which c and numba reuse repeated rows: every config from scratch.")
+    @click.option("--independent/--no-independent", default=True, show_default=True,
+                  help="Also cost the batch in one separate one-thread process per core at "
+                       "once: the yardstick of the all-cores figure on this machine.")
     def bench(n: int, python_n: int, seed: int, backends: tuple[str, ...], as_json: bool,
-              no_memo: bool):
+              no_memo: bool, independent: bool):
         """Throughput of the kernel backends (configs/s, 1 thread and all cores) on a random
         batch of the Llama-3-405B example, with ratios to the pure-Python reference."""
-        click.echo(run(n, python_n, seed, as_json, backends or None, memo=not no_memo))
+        click.echo(run(n, python_n, seed, as_json, backends or None, memo=not no_memo,
+                       independent=independent))
 
     return bench
 
