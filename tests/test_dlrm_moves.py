@@ -19,9 +19,9 @@ from trainscape.dlrm import native
 from test_dlrm_planner import clusters, make
 
 
-def _state(seed, gpus, ddr, n_t=30):
-    sc = make(seed, gpus=gpus, n_t=n_t, ddr=ddr)
-    rng = np.random.default_rng(seed + 7)
+def _state(seed, gpus, ddr, n_t=30, tiers=None, rng=None):
+    sc = make(seed, gpus=gpus, n_t=n_t, ddr=ddr, tiers=tiers)
+    rng = np.random.default_rng(seed + 7) if rng is None else rng
     plan = np.zeros((D.N_PLAN, sc.n_tables), np.int32)
     plan[D.PL_SHARDS] = 1
     # skewed ranks: a few ranks hold most tables, so the top-3 lists have clear heads
@@ -196,15 +196,9 @@ def test_c_avx_and_base_kernels_equal_numba(seed, cl, ddr):
     tiers (an odd number leaves a tier without a partner lane pair) and the planner's mix and
     the aimed candidates."""
     tiers, gpus = cl
-    sc = make(seed, gpus=gpus, n_t=30, ddr=ddr, tiers=tiers)
     rng = np.random.default_rng(seed)
-    plan = np.zeros((D.N_PLAN, sc.n_tables), np.int32)
-    plan[D.PL_SHARDS] = 1
-    plan[D.PL_RANK] = np.minimum(rng.geometric(0.3, sc.n_tables) - 1, gpus - 1)
-    plan[D.PL_TIER] = rng.choice([0, 0, 0, 1, 2], sc.n_tables)
-    plan[D.PL_KIND, :3] = [D.SH_RW, D.SH_TWRW, D.SH_DP]
-    tables = np.ascontiguousarray(sc.tables)
-    st_, tdim, tpool, prank, ptier = inc.prepare(sc.sys, sc.job, tables, plan)
+    sc, _tables, plan, (st_, tdim, tpool, prank, ptier) = _state(seed, gpus, ddr, tiers=tiers,
+                                                                 rng=rng)
     movable = np.arange(3, sc.n_tables)
     c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, status = st_
     cand = np.concatenate([_aimed(st_, prank, movable, rng, 40).reshape(-1, 4),
