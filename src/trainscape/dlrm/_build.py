@@ -27,14 +27,13 @@ ffibuilder = FFI()
 ffibuilder.cdef(cdef_text())
 ffibuilder.set_source(
     "trainscape.dlrm._native",
-    '#include "dlrm.h"',
-    # setuptools rejects absolute source paths; relative to the working directory (setup.py
-    # runs from the project root)
-    sources=[os.path.relpath(os.path.join(CSRC, "dlrm.c"))],
+    # the source joins cffi's generated file, as the LLM kernel's do: no source path, so the
+    # build works from any directory (setup.py's, or the temporary one of a build by hand)
+    '#include "dlrm.h"\n#include "dlrm.c"\n',
     include_dirs=[CSRC],
     # dlrm.c compiles in the LLM port's network and collectives (one C truth for the tiers)
     depends=[os.path.relpath(os.path.join(CSRC, f)) for f in (
-        "dlrm.h", "network.c", "collectives.c", "ts_model.h", "trainscape.h",
+        "dlrm.h", "dlrm.c", "network.c", "collectives.c", "ts_model.h", "trainscape.h",
         "trainscape_layout.h")],
     extra_compile_args=["-O3", "-std=c99"],
     libraries=["m"],
