@@ -264,12 +264,14 @@ def run_evolve(scenario, *, space=None, budget: int | None = None, seed: int = 0
     ``multi=False`` it is memetic: survival keeps the best configuration of every niche of
     the memory-deciding axes (pp, zero, recompute; "clearing", Pétrowski 1996, "A clearing
     procedure as a niching method for genetic algorithms") before the rest by objective, and
-    after :data:`GA_SHARE` of the budget the ``width`` best niche leaders are refined by raced
-    local search within their niche, then over every axis (as :func:`run_beam`'s last
-    stage). With ``multi=True``: NSGA-II on (step time, memory per GPU) with
-    constraint-domination (memory above HBM is the violation) for the whole budget. Stops
-    after ``budget`` distinct evaluations (:func:`default_budget`) or when generations stop
-    finding anything new."""
+    after :data:`GA_SHARE` of the budget every niche, started from the GA's best
+    configuration with the niche's values and the best already seen in it, races by local
+    search within it (:func:`race`, as :func:`run_beam`'s level); the (at most ``width``)
+    niches left are refined over every axis (as :func:`run_beam`'s last stage). With
+    ``multi=True``: NSGA-II on (step time, memory per GPU) with constraint-domination (memory
+    above HBM is the violation) for the whole budget. Stops after ``budget`` distinct
+    evaluations (:func:`default_budget`), when generations stop finding anything new, or when
+    the niche race stalls (:data:`STALL_MIN`)."""
     from ..space import design_space
     from ..spec.pack import pack
     from . import genome as G
