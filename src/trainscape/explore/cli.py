@@ -171,7 +171,8 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
                    "200..20,000).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--width", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Beam width (beam only).")
+              help="Beam width: at most this many partial configurations go on from a "
+                   "level (beam only).")
 @click.option("--multi-objective", "multi", is_flag=True,
               help="NSGA-II on step time and memory (evolve only).")
 @_top_option

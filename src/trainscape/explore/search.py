@@ -435,7 +435,7 @@ def run_beam(scenario, *, space=None, width: int = 8, budget: int | None = None,
     and ``completions`` random completions of the undecided axes (repaired to validity,
     decided axes kept); the niches then race by iterated local search over the undecided axes
     (:func:`race`; infeasible configurations rank after feasible ones, by memory), and the
-    ``width`` best go on. After the last level, raced local search over every axis (single,
+    best of those the race leaves, at most ``width``, go on. After the last level, raced local search over every axis (single,
     paired and order-swap moves, :class:`genome.Climb`) refines the beam's completions until
     the budget is spent or every one is a local optimum. Stops at ``budget`` distinct
     evaluations (:func:`default_budget`), or earlier when a level race stalls
