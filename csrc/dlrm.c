@@ -628,9 +628,77 @@ static const union {
 } inc_mask2 = {{{0, 0}, {-1, 0}, {0, -1}, {-1, -1}}};
 
 #define VLD(p) _mm_loadu_pd(p)
-/* m ? x : y for a lane mask m */
-static inline __m128d inc_sel(__m128d m, __m128d x, __m128d y) {
+/* m ? x : y for a lane mask m, as bit operations (GCC 12 lowers a blend of a comparison in a
+ * target("avx") function to one branch a lane, mispredicted half the time) */
+static inline __attribute__((always_inline)) __m128d inc_sel(__m128d m, __m128d x, __m128d y) {
     return _mm_or_pd(_mm_and_pd(m, x), _mm_andnot_pd(m, y));
+}
+
+/* EX of two lanes from bit B of e on: the third entry v2 where the bit is set (MASK 0: e == 0,
+ * no select), else the smaller of xa, xb */
+static inline __attribute__((always_inline)) __m128d
+inc_exv(uint64_t e, int B, __m128d xa, __m128d xb, __m128d v2, const int MASK) {
+    return MASK ? inc_sel(inc_mask2.v[(e >> B) & 3u], v2, _mm_min_pd(xa, xb))
+                : _mm_min_pd(xa, xb);
+}
+
+/* One tier's two lanes (pooled, index) of the fast path: the larger of the send and receive
+ * volumes times the inverse bandwidth. i the tier (0: the node tier, whose receive side is the
+ * node less its smallest), w (wq[0], wq[1]); xs2, xr2, tot, tv0, ibw the lanes' constants.
+ * The two-lane path runs every tier through it, the four-lane path a last unpaired tier. */
+static inline __attribute__((always_inline)) __m128d
+inc_tier2(const double *RA, const double *RB, int L, int i, __m128d w, uint64_t e, __m128d xs2,
+          __m128d xr2, __m128d tot, __m128d tv0, __m128d ibw, const int MASK) {
+#define G(R, g) ((R) + DL_INC_F_G0 + (g) * L + 2 * i)
+    const __m128d oa = _mm_sub_pd(VLD(G(RA, DL_INC_G_OWN)), w);
+    const __m128d ob = _mm_add_pd(VLD(G(RB, DL_INC_G_OWN)), w);
+    const __m128d send =
+        _mm_max_pd(inc_exv(e, DL_INC_B_SEND + 2 * i, VLD(G(RA, DL_INC_G_XS)),
+                           VLD(G(RB, DL_INC_G_XS)), xs2, MASK),
+                   _mm_max_pd(_mm_mul_pd(oa, VLD(G(RA, DL_INC_G_FAC))),
+                              _mm_mul_pd(ob, VLD(G(RB, DL_INC_G_FAC)))));
+    const __m128d exr = inc_exv(e, DL_INC_B_RECV + 2 * i, VLD(G(RA, DL_INC_G_XR)),
+                                VLD(G(RB, DL_INC_G_XR)), xr2, MASK);
+    const __m128d same = _mm_cmpeq_pd(VLD(G(RA, DL_INC_G_DOM)), VLD(G(RB, DL_INC_G_DOM)));
+    const __m128d dA = VLD(G(RA, DL_INC_G_DS)), dB = VLD(G(RB, DL_INC_G_DS));
+    __m128d recv;
+    if (i == 0) {
+        const __m128d nA = VLD(G(RA, DL_INC_G_NMX)), nB = VLD(G(RB, DL_INC_G_NMX));
+        const __m128d r_same = _mm_max_pd(
+            exr, _mm_sub_pd(dA, _mm_min_pd(_mm_max_pd(nA, nB), _mm_min_pd(oa, ob))));
+        const __m128d r_diff = _mm_max_pd(
+            exr, _mm_max_pd(_mm_sub_pd(_mm_sub_pd(dA, w), _mm_min_pd(nA, oa)),
+                            _mm_sub_pd(_mm_add_pd(dB, w), _mm_min_pd(nB, ob))));
+        recv = inc_sel(same, r_same, r_diff);
+    } else {
+        const __m128d r_diff =
+            _mm_max_pd(exr, _mm_max_pd(_mm_sub_pd(tot, _mm_sub_pd(dA, w)),
+                                       _mm_sub_pd(tot, _mm_add_pd(dB, w))));
+        recv = inc_sel(same, tv0, r_diff);
+    }
+    return _mm_mul_pd(_mm_max_pd(send, recv), ibw);
+#undef G
+}
+
+/* inc_step with the pairs look = (lf, lb) and acc = (x0 -> af, x1 -> idx) as vectors:
+ * lat2 (lat, lat), u_fi (u_fwd, u_idx), u_b (u_bwd, u_bwd) */
+static inline __attribute__((always_inline)) double
+inc_step2(__m128d look, __m128d acc, __m128d lat2, __m128d u_fi, __m128d u_b, double k_fwd,
+          double k_bwd, double dense_ar) {
+    const __m128d zero = _mm_setzero_pd();
+    const __m128d lfb = _mm_max_pd(zero, look); /* dmax(0.0, lf), dmax(0.0, lb) */
+    const __m128d ai =
+        _mm_and_pd(_mm_cmpgt_pd(acc, zero), _mm_add_pd(lat2, _mm_mul_pd(u_fi, acc)));
+    /* ab = x0 > 0.0 ? lat + u_bwd * x0 : 0.0 and dmax(0.0, dense_ar - emb) without branches
+     * (the sign of dense_ar - emb varies from candidate to candidate) */
+    const __m128d ab =
+        _mm_and_pd(_mm_cmpgt_sd(acc, zero), _mm_add_sd(lat2, _mm_mul_sd(u_b, acc)));
+    const double lf = _mm_cvtsd_f64(lfb), lb = _mm_cvtsd_f64(_mm_unpackhi_pd(lfb, lfb));
+    const double af = _mm_cvtsd_f64(ai), idx = _mm_cvtsd_f64(_mm_unpackhi_pd(ai, ai));
+    const double emb = _mm_cvtsd_f64(ab) + lb + k_bwd;
+    const double exposed =
+        _mm_cvtsd_f64(_mm_max_sd(zero, _mm_set_sd(dense_ar - emb))); /* dmax(0.0, .) */
+    return idx + lf + af + k_fwd + emb + exposed;
 }
 
 /* The fast path's score. Every exclusion of {a, b} is the smaller of rec[a]'s and rec[b]'s,
@@ -644,11 +712,6 @@ inc_fast_simd(const double *RA, const double *RB, const double *tl, const double
               const double *du, const double *pu, uint64_t e, const inc_simd_t *V,
               const int TOP, const int FEAS, const int MASK) {
     const int L = 2 * (TOP + 1);
-/* EX of the two lanes from bit B on: the third entry where the bit is set */
-#define EXV(B, xa_, xb_, v2)                                                              \
-    (MASK ? inc_sel(inc_mask2.v[(e >> (B)) & 3u], (v2), _mm_min_pd((xa_), (xb_)))      \
-          : _mm_min_pd((xa_), (xb_)))
-    const __m128d zero = _mm_setzero_pd();
     /* the partner's terms, +0.0 for a move (as x - 0.0 in the scalar path) */
     const __m128d swm = _mm_castsi128_pd(_mm_set1_epi64x(sw));
     const __m128d tu01 = _mm_and_pd(swm, VLD(tp + DL_INC_TT_FWD));
@@ -660,62 +723,22 @@ inc_fast_simd(const double *RA, const double *RB, const double *tl, const double
     __m128d mem = _mm_max_pd(_mm_sub_pd(VLD(RA + DL_INC_F_HBM), dma),
                              _mm_add_pd(VLD(RB + DL_INC_F_HBM), dmb));
     if (!FEAS)
-        mem = _mm_max_pd(mem, EXV(DL_INC_B_HBM, VLD(RA + DL_INC_F_XHBM),
-                                  VLD(RB + DL_INC_F_XHBM), V->mem2));
+        mem = _mm_max_pd(mem, inc_exv(e, DL_INC_B_HBM, VLD(RA + DL_INC_F_XHBM),
+                                      VLD(RB + DL_INC_F_XHBM), V->mem2, MASK));
     if (_mm_movemask_pd(_mm_cmpgt_pd(mem, V->lim))) return INFINITY;
     const __m128d look =
-        _mm_max_pd(EXV(DL_INC_B_LF, VLD(RA + DL_INC_F_XLF), VLD(RB + DL_INC_F_XLF), V->look2),
+        _mm_max_pd(inc_exv(e, DL_INC_B_LF, VLD(RA + DL_INC_F_XLF), VLD(RB + DL_INC_F_XLF),
+                           V->look2, MASK),
                    _mm_max_pd(_mm_sub_pd(VLD(RA + DL_INC_F_LF), dla),
                               _mm_add_pd(VLD(RB + DL_INC_F_LF), dlb)));
     /* (wq[0], wq[1]) */
     const __m128d w = _mm_sub_pd(_mm_set_pd(*pt, *dt), _mm_and_pd(swm, _mm_set_pd(*pu, *du)));
-    __m128d acc = zero; /* (x0, x1) */
-#define G(R, g) ((R) + DL_INC_F_G0 + (g) * L + 2 * i)
-    for (int i = 0; i <= TOP; i++) {
-        const __m128d oa = _mm_sub_pd(VLD(G(RA, DL_INC_G_OWN)), w);
-        const __m128d ob = _mm_add_pd(VLD(G(RB, DL_INC_G_OWN)), w);
-        const __m128d send =
-            _mm_max_pd(EXV(DL_INC_B_SEND + 2 * i, VLD(G(RA, DL_INC_G_XS)),
-                           VLD(G(RB, DL_INC_G_XS)), V->xs2[i]),
-                       _mm_max_pd(_mm_mul_pd(oa, VLD(G(RA, DL_INC_G_FAC))),
-                                  _mm_mul_pd(ob, VLD(G(RB, DL_INC_G_FAC)))));
-        const __m128d exr = EXV(DL_INC_B_RECV + 2 * i, VLD(G(RA, DL_INC_G_XR)),
-                                VLD(G(RB, DL_INC_G_XR)), V->xr2[i]);
-        const __m128d same = _mm_cmpeq_pd(VLD(G(RA, DL_INC_G_DOM)), VLD(G(RB, DL_INC_G_DOM)));
-        const __m128d dA = VLD(G(RA, DL_INC_G_DS)), dB = VLD(G(RB, DL_INC_G_DS));
-        __m128d recv;
-        if (i == 0) { /* node tier: the receive side is the node less its smallest */
-            const __m128d nA = VLD(G(RA, DL_INC_G_NMX)), nB = VLD(G(RB, DL_INC_G_NMX));
-            const __m128d r_same = _mm_max_pd(
-                exr, _mm_sub_pd(dA, _mm_min_pd(_mm_max_pd(nA, nB), _mm_min_pd(oa, ob))));
-            const __m128d r_diff = _mm_max_pd(
-                exr, _mm_max_pd(_mm_sub_pd(_mm_sub_pd(dA, w), _mm_min_pd(nA, oa)),
-                                _mm_sub_pd(_mm_add_pd(dB, w), _mm_min_pd(nB, ob))));
-            recv = inc_sel(same, r_same, r_diff);
-        } else {
-            const __m128d r_diff = _mm_max_pd(
-                exr, _mm_max_pd(_mm_sub_pd(V->tot, _mm_sub_pd(dA, w)),
-                                _mm_sub_pd(V->tot, _mm_add_pd(dB, w))));
-            recv = inc_sel(same, V->tv0[i], r_diff);
-        }
-        acc = _mm_max_pd(_mm_mul_pd(_mm_max_pd(send, recv), V->ibw[i]), acc);
-    }
-#undef G
-#undef EXV
-    /* inc_step with the pairs (lf, lb) and (x0 -> af, x1 -> idx) as vectors */
-    const __m128d lfb = _mm_max_pd(zero, look); /* dmax(0.0, lf), dmax(0.0, lb) */
-    const __m128d ai = _mm_and_pd(_mm_cmpgt_pd(acc, zero),
-                                  _mm_add_pd(V->lat2, _mm_mul_pd(V->u_fi, acc)));
-    /* ab = x0 > 0.0 ? lat + u_bwd * x0 : 0.0 and dmax(0.0, dense_ar - emb) without branches
-     * (the sign of dense_ar - emb varies from candidate to candidate) */
-    const __m128d ab = _mm_and_pd(_mm_cmpgt_sd(acc, zero),
-                                  _mm_add_sd(V->lat2, _mm_mul_sd(V->u_b, acc)));
-    const double lf = _mm_cvtsd_f64(lfb), lb = _mm_cvtsd_f64(_mm_unpackhi_pd(lfb, lfb));
-    const double af = _mm_cvtsd_f64(ai), idx = _mm_cvtsd_f64(_mm_unpackhi_pd(ai, ai));
-    const double emb = _mm_cvtsd_f64(ab) + lb + V->k_bwd;
-    const double exposed =
-        _mm_cvtsd_f64(_mm_max_sd(zero, _mm_set_sd(V->dense_ar - emb))); /* dmax(0.0, .) */
-    return idx + lf + af + V->k_fwd + emb + exposed;
+    __m128d acc = _mm_setzero_pd(); /* (x0, x1) */
+    for (int i = 0; i <= TOP; i++)
+        acc = _mm_max_pd(inc_tier2(RA, RB, L, i, w, e, V->xs2[i], V->xr2[i], V->tot, V->tv0[i],
+                                   V->ibw[i], MASK),
+                         acc);
+    return inc_step2(look, acc, V->lat2, V->u_fi, V->u_b, V->k_fwd, V->k_bwd, V->dense_ar);
 }
 #undef VLD
 #endif
@@ -766,13 +789,9 @@ static const union {
                 {0, 0, 0, -1},  {-1, 0, 0, -1},  {0, -1, 0, -1},  {-1, -1, 0, -1},
                 {0, 0, -1, -1}, {-1, 0, -1, -1}, {0, -1, -1, -1}, {-1, -1, -1, -1}}};
 
-/* m ? x : y lane by lane for a lane mask m, as bit operations: GCC 12 lowers a vblendvpd of a
- * comparison in a target("avx") function to one branch a lane (mispredicted half the time) */
+/* m ? x : y lane by lane for a lane mask m, as bit operations (as inc_sel) */
 INC_AVX_FN __m256d inc_sel4(__m256d m, __m256d x, __m256d y) {
     return _mm256_or_pd(_mm256_and_pd(m, x), _mm256_andnot_pd(m, y));
-}
-INC_AVX_FN __m128d inc_sel2(__m128d m, __m128d x, __m128d y) {
-    return _mm_or_pd(_mm_and_pd(m, x), _mm_andnot_pd(m, y));
 }
 
 /* inc_fast_simd's score, arguments as there; V the per-lane constants. Always with the
@@ -786,13 +805,9 @@ INC_AVX_FN double inc_fast_avx(const double *RA, const double *RB, const double 
     const int L = 2 * (TOP + 1);
 #define LD4(p) _mm256_loadu_pd(p)
 #define LD2(p) _mm_loadu_pd(p)
-/* EX of four (two) lanes from bit B on: the third entry where the bit is set */
+/* EX of four lanes from bit B on: the third entry where the bit is set */
 #define EX4(B, xa_, xb_, v2) \
     inc_sel4(inc_mask4.v[(e >> (B)) & 15u], (v2), _mm256_min_pd((xa_), (xb_)))
-#define EX2(B, xa_, xb_, v2)                                                                \
-    inc_sel2(_mm256_castpd256_pd128(inc_mask4.v[(e >> (B)) & 3u]), (v2), \
-             _mm_min_pd((xa_), (xb_)))
-    const __m128d zero = _mm_setzero_pd();
     const __m256d swm = _mm256_castsi256_pd(_mm256_set1_epi64x(sw));
     /* the partner's terms, +0.0 for a move (as x - 0.0 in the scalar path) */
     const __m256d tu = _mm256_and_pd(swm, LD4(tp + DL_INC_TT_FWD));
@@ -811,7 +826,7 @@ INC_AVX_FN double inc_fast_avx(const double *RA, const double *RB, const double 
         _mm_sub_pd(_mm_set_pd(*pt, *dt),
                    _mm_and_pd(_mm256_castpd256_pd128(swm), _mm_set_pd(*pu, *du)));
     const __m256d w4 = _mm256_insertf128_pd(_mm256_castpd128_pd256(w), w, 1);
-    __m128d acc = zero; /* (x0, x1) */
+    __m128d acc = _mm_setzero_pd(); /* (x0, x1) */
 #define G(R, g) ((R) + DL_INC_F_G0 + (g) * L + l)
     int i = 0;
     for (; i + 1 <= TOP; i += 2) {
@@ -847,51 +862,15 @@ INC_AVX_FN double inc_fast_avx(const double *RA, const double *RB, const double 
         acc = _mm_max_pd(_mm256_castpd256_pd128(v), acc);
         acc = _mm_max_pd(_mm256_extractf128_pd(v, 1), acc);
     }
-    if (i <= TOP) { /* the last tier alone, two lanes */
-        const int l = 2 * i;
-        const __m128d oa = _mm_sub_pd(LD2(G(RA, DL_INC_G_OWN)), w);
-        const __m128d ob = _mm_add_pd(LD2(G(RB, DL_INC_G_OWN)), w);
-        const __m128d send =
-            _mm_max_pd(EX2(DL_INC_B_SEND + l, LD2(G(RA, DL_INC_G_XS)), LD2(G(RB, DL_INC_G_XS)),
-                           LD2(V->xs2 + l)),
-                       _mm_max_pd(_mm_mul_pd(oa, LD2(G(RA, DL_INC_G_FAC))),
-                                  _mm_mul_pd(ob, LD2(G(RB, DL_INC_G_FAC)))));
-        const __m128d exr = EX2(DL_INC_B_RECV + l, LD2(G(RA, DL_INC_G_XR)),
-                                LD2(G(RB, DL_INC_G_XR)), LD2(V->xr2 + l));
-        const __m128d same = _mm_cmpeq_pd(LD2(G(RA, DL_INC_G_DOM)), LD2(G(RB, DL_INC_G_DOM)));
-        const __m128d dA = LD2(G(RA, DL_INC_G_DS)), dB = LD2(G(RB, DL_INC_G_DS));
-        __m128d recv;
-        if (i == 0) {
-            const __m128d nA = LD2(G(RA, DL_INC_G_NMX)), nB = LD2(G(RB, DL_INC_G_NMX));
-            const __m128d r_same = _mm_max_pd(
-                exr, _mm_sub_pd(dA, _mm_min_pd(_mm_max_pd(nA, nB), _mm_min_pd(oa, ob))));
-            const __m128d r_diff = _mm_max_pd(
-                exr, _mm_max_pd(_mm_sub_pd(_mm_sub_pd(dA, w), _mm_min_pd(nA, oa)),
-                                _mm_sub_pd(_mm_add_pd(dB, w), _mm_min_pd(nB, ob))));
-            recv = inc_sel2(same, r_same, r_diff);
-        } else {
-            const __m128d tot = LD2(V->tot + l);
-            const __m128d r_diff = _mm_max_pd(
-                exr, _mm_max_pd(_mm_sub_pd(tot, _mm_sub_pd(dA, w)),
-                                _mm_sub_pd(tot, _mm_add_pd(dB, w))));
-            recv = inc_sel2(same, LD2(V->tv0 + l), r_diff);
-        }
-        acc = _mm_max_pd(_mm_mul_pd(_mm_max_pd(send, recv), LD2(V->ibw + l)), acc);
-    }
+    if (i <= TOP) /* the last tier alone, two lanes */
+        acc = _mm_max_pd(inc_tier2(RA, RB, L, i, w, e, LD2(V->xs2 + 2 * i), LD2(V->xr2 + 2 * i),
+                                   LD2(V->tot + 2 * i), LD2(V->tv0 + 2 * i),
+                                   LD2(V->ibw + 2 * i), 1),
+                         acc);
 #undef G
 #undef EX4
-#undef EX2
-    /* inc_step as in inc_fast_simd */
-    const __m128d lfb = _mm_max_pd(zero, look);
-    const __m128d ai = _mm_and_pd(_mm_cmpgt_pd(acc, zero),
-                                  _mm_add_pd(LD2(V->lat), _mm_mul_pd(LD2(V->u_fi), acc)));
-    const __m128d ab = _mm_and_pd(_mm_cmpgt_sd(acc, zero),
-                                  _mm_add_sd(LD2(V->lat), _mm_mul_sd(LD2(V->u_b), acc)));
-    const double lf = _mm_cvtsd_f64(lfb), lb = _mm_cvtsd_f64(_mm_unpackhi_pd(lfb, lfb));
-    const double af = _mm_cvtsd_f64(ai), idx = _mm_cvtsd_f64(_mm_unpackhi_pd(ai, ai));
-    const double emb = _mm_cvtsd_f64(ab) + lb + V->k_bwd;
-    const double exposed = _mm_cvtsd_f64(_mm_max_sd(zero, _mm_set_sd(V->dense_ar - emb)));
-    return idx + lf + af + V->k_fwd + emb + exposed;
+    return inc_step2(look, acc, LD2(V->lat), LD2(V->u_fi), LD2(V->u_b), V->k_fwd, V->k_bwd,
+                     V->dense_ar);
 #undef LD4
 #undef LD2
 }
