@@ -1,14 +1,24 @@
-"""Accuracy against published training runs: the bounds fail if the model regresses."""
+"""Accuracy against published training runs: every row is reported, each with its own layout,
+and a source's error cannot silently regress."""
 
+import csv
 import json
+import math
+from importlib import resources
 
 import pytest
 from click.testing import CliRunner
 
 from trainscape import calibration as cal
 from trainscape import presets
+from trainscape.calibration.published import PUBLISHED_FILES, read_rows
 from trainscape.cli import main
-from trainscape.commands.validate import TARGET_MEDIAN, TARGET_WORST
+from trainscape.commands.validate import TARGET_MEDIAN, TARGET_WORST, within_target
+
+#: Where a source does not meet the issue's target yet, the error it reaches today: a ratchet
+#: (tighten it when the model improves, never loosen it to make a change pass). The targets
+#: themselves stay TARGET_MEDIAN / TARGET_WORST and `validate` reports them as missed.
+RATCHET_PATH = resources.files("trainscape.data.calibration").joinpath("accuracy_ratchet.json")
 
 
 @pytest.fixture(scope="module")
@@ -16,58 +26,155 @@ def validated():
     return cal.validate(backend="python")
 
 
-def test_every_published_row_is_predicted(validated):
-    predictions, _ = validated
-    rows = {s: len(cal.read_source(s)) for s in cal.SOURCES}
-    assert sum(p.case.source == "megatron_sc21_table1" for p in predictions) == rows[
-        "megatron_sc21_table1"]
+def test_every_published_row_is_a_result(validated):
+    results, summary = validated
+    by_source: dict[str, int] = {}
+    for r in results:
+        by_source[r.source] = by_source.get(r.source, 0) + 1
+    for source_id, (filename, _) in PUBLISHED_FILES.items():
+        rows = read_rows(filename)
+        names = {row["source"] for row in rows}
+        assert len(names) == 1
+        assert by_source[names.pop()] == len(rows)
     # Korthikanti's table gives two settings per model
-    assert sum(p.case.source == "korthikanti_table5" for p in predictions) == 2 * rows[
-        "korthikanti_table5"]
-    assert sum(p.case.source == "llama3_table4" for p in predictions) == rows["llama3_table4"]
+    assert by_source["korthikanti_table5"] == 2 * len(cal.legacy.read_source("korthikanti_table5"))
+    assert by_source["megatron_sc21_table1"] == len(cal.legacy.read_source("megatron_sc21_table1"))
+    assert sum(s["rows"] for s in summary.values()) == len(results)
 
 
-@pytest.mark.parametrize("source", cal.FITTED_SOURCES)
-def test_median_and_worst_error_within_targets(validated, source):
+def test_rows_use_the_published_layout():
+    runs = {r.case: r for r in cal.published_runs()}
+    # Megatron-Core r0.8.0 462B on 6144 GPUs: TP 8, PP 16, DP 48 as printed
+    run = runs["mcore_r080_gpt462b_6144"]
+    assert (run.config["tp"], run.config["pp"], run.config["dp"]) == (8, 16, 48)
+    # an FSDP run keeps its printed recompute and ZeRO stage, never a tuned one
+    mpt = next(r for r in runs.values() if r.source == "llm_foundry_mpt"
+               and "full" in read_row(r)["recompute"])
+    assert mpt.config["recompute"] == "full" and mpt.config["zero"] in (2, 3)
+
+
+def read_row(run):
+    return next(row for row in read_rows(PUBLISHED_FILES[_file_id(run)][0])
+                if row["case"] == run.case)
+
+
+def _file_id(run):
+    return next(k for k, (f, _) in PUBLISHED_FILES.items()
+                if any(row["case"] == run.case for row in read_rows(f)))
+
+
+def test_unstated_settings_are_assumed_out_loud():
+    runs = {r.case: r for r in cal.published_runs()}
+    llama = runs["l3t4_8k"]
+    assert any("mbs not printed" in a for a in llama.assumptions)
+    assert any("convention not stated" in a for a in llama.assumptions)
+    assert any("ZeRO stage not printed" in a for a in llama.assumptions)
+
+
+def test_published_step_time_conversions():
+    runs = {r.case: r for r in cal.published_runs()}
+    mpt = runs["mpt_h100_bf16_70b_s2048_g512"]  # 1007 tokens/s/GPU on 512 GPUs, GBS 4096
+    assert mpt.published_step_s == pytest.approx(2048 * 4096 / (1007 * 512))
+    mc = runs["mcore_r080_gpt1.7b_48"]  # 408.8 model TFLOP/s per GPU on 48 GPUs
+    assert mc.published_step_s == pytest.approx(mc.model_flops / (408.8e12 * 48))
+    dgxc = runs["dgxc_v24111_nemo_llama3.1-8b_bf16_8"]
+    assert dgxc.published_step_s == 12.91
+
+
+def test_megatron_model_flops_convention():
+    # Megatron-LM num_floating_point_operations for a GPT (MHA, GeLU 4h):
+    # 72 B s l h^2 (1 + s/(6h) + V/(12 l h)), the full attention square, no recompute
+    run = {r.case: r for r in cal.published_runs()}["mcore_r080_gpt1.7b_48"]
+    b, s, l, h, v = 192, 4096, 24, 2048, 131072
+    assert run.model_flops == pytest.approx(
+        72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h)), rel=1e-12)
+
+
+def test_only_the_newest_release_of_a_layout_counts():
+    runs = [r for r in cal.published_runs() if r.source == "nemo_perf_summary"
+            and r.scenario["model"]["name"] == "llama3-70b"]
+    counted = [r for r in runs if r.counted]
+    assert counted and all(r.release == max(x.release for x in runs
+                                            if x.config == r.config
+                                            and x.scenario["job"]["global_batch"]
+                                            == r.scenario["job"]["global_batch"])
+                           for r in counted)
+    assert any(not r.counted for r in runs)
+
+
+def test_infeasible_published_layouts_are_failed_rows(validated):
+    results, summary = validated
+    for group, s in summary.items():
+        failed = [r for r in results if r.group == group and r.counted and not r.feasible]
+        assert s["failed"] == len(failed)
+        if failed:
+            assert not within_target(s)
+    for r in results:
+        if r.status == "invalid_config":
+            assert r.predicted_step_s is None and r.reason
+
+
+def test_no_source_regresses(validated):
     _, summary = validated
-    assert summary[source]["median_abs_error"] <= TARGET_MEDIAN
-    assert summary[source]["worst_abs_error"] <= TARGET_WORST
+    ratchet = json.loads(RATCHET_PATH.read_text())
+    for group, s in summary.items():
+        if group in ratchet:
+            bound = ratchet[group]
+            assert s["failed"] <= bound["failed"], group
+            if bound["median_abs_error"] is not None:
+                assert s["median_abs_error"] <= bound["median_abs_error"], group
+                assert s["worst_abs_error"] <= bound["worst_abs_error"], group
+        else:  # a source without a ratchet entry must meet the issue's targets
+            assert within_target(s), (group, s)
 
 
-def test_constants_are_per_gpu_type_not_per_row():
-    fitted = presets.calibrated_constants(cal.GPU)
-    provenance = fitted.pop("provenance")
-    assert set(fitted) == set(cal.FITTED_FIELDS)
-    assert provenance["rows"] == len(cal.fitted_cases())
-    assert {c.source for c in cal.fitted_cases()} == set(cal.FITTED_SOURCES)
-    for key, (lo, hi) in cal.FITTED_FIELDS.items():
-        assert lo <= fitted[key] <= hi
-    # the calibrated preset carries them, each with its provenance as the source
-    gpu = presets.gpu(cal.GPU)
-    for key in cal.FITTED_FIELDS:
-        assert gpu[key] == fitted[key]
-        assert "calibrated" in gpu["sources"][key]
+def test_ratchet_never_looser_than_needed(validated):
+    # a ratchet entry for a source that meets the targets is dead weight: remove it
+    _, summary = validated
+    ratchet = json.loads(RATCHET_PATH.read_text())
+    for group in ratchet:
+        assert group in summary
+        assert not within_target(summary[group]), f"{group} meets the target: drop its ratchet"
 
 
-def test_published_step_time_follows_megatron_flop_counting():
-    case = cal.megatron_cases()[0]  # 1.7B, 32 GPUs, 137 TFLOP/s
-    assert case.published_step_s == pytest.approx(case.flops / (137e12 * 32))
+def test_targets_are_the_issue_targets():
+    assert (TARGET_MEDIAN, TARGET_WORST) == (0.05, 0.10)
 
 
-def test_validate_command_json_reports_every_row():
-    result = CliRunner().invoke(main, ["validate", "--json"])
+def test_validate_json_reports_every_row():
+    result = CliRunner().invoke(main, ["validate", "--json", "--backend", "c"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
-    assert len(data["rows"]) == len(cal.all_cases())
+    data = json.loads(result.output)  # allow_nan=False when written: no NaN / Infinity
+    assert len(data["rows"]) == sum(s["rows"] for s in data["summary"].values())
     for row in data["rows"]:
-        assert row["error"] == pytest.approx(row["predicted_step_s"] / row["published_step_s"] - 1)
-    assert set(data["summary"]) == set(cal.SOURCES)
+        for key in ("source", "case", "published_step_s", "predicted_step_s", "error_pct",
+                    "assumptions", "feasible", "counted"):
+            assert key in row
+        if row["error_pct"] is not None:
+            assert row["error_pct"] == pytest.approx(
+                100 * (row["predicted_step_s"] / row["published_step_s"] - 1))
+            assert math.isfinite(row["error_pct"])
 
 
-def test_validate_command_table():
-    result = CliRunner().invoke(main, ["validate"])
+def test_validate_text_has_a_per_source_summary():
+    result = CliRunner().invoke(main, ["validate", "--backend", "c"])
     assert result.exit_code == 0, result.output
-    assert "median |error|" in result.output and "Megatron" in result.output
+    assert "Per source" in result.output and "llm_foundry_mpt" in result.output
+
+
+def test_validate_rejects_an_unknown_source():
+    result = CliRunner().invoke(main, ["validate", "--source", "nope"])
+    assert result.exit_code == 2
+    assert "--source" in result.output and "llm_foundry_mpt" in result.output
+
+
+def test_shipped_calibration_files_share_one_layout():
+    header = None
+    for filename, _ in PUBLISHED_FILES.values():
+        text = resources.files("trainscape.data.calibration").joinpath(filename).read_text()
+        cols = next(csv.reader(text.splitlines()))
+        header = header or cols
+        assert cols == header, filename
 
 
 def test_presets_command_lists_every_kind():
@@ -76,14 +183,3 @@ def test_presets_command_lists_every_kind():
     data = json.loads(result.output)
     for kind in presets.KINDS:
         assert {r["id"] for r in data[kind]} == set(presets.names(kind))
-    table = CliRunner().invoke(main, ["presets", "gpu"])
-    assert table.exit_code == 0 and "h100-sxm-80gb" in table.output
-
-
-def test_out_of_sample_rows_use_uncalibrated_h100_constants(validated):
-    # no constant is fitted to the Llama 3 rows: the H100 preset has no calibrated entry
-    assert presets.calibrated_constants("h100-sxm-80gb") == {}
-    predictions, summary = validated
-    llama = [p for p in predictions if p.case.source == "llama3_table4"]
-    assert all(p.step_s > 0 and p.tflops > 0 for p in llama)
-    assert summary["llama3_table4"]["rows"] == len(llama)

@@ -11,34 +11,50 @@ TARGET_MEDIAN = 0.05
 TARGET_WORST = 0.10
 
 
+def within_target(s: dict) -> bool:
+    """A source meets the target when every counted layout is feasible and its median and
+    worst |error| are within bounds."""
+    return (s["failed"] == 0 and s["median_abs_error"] is not None
+            and s["median_abs_error"] <= TARGET_MEDIAN and s["worst_abs_error"] <= TARGET_WORST)
+
+
 @click.command("validate")
 @click.option("--json", "as_json", is_flag=True, help="Print every row and the summary as JSON.")
 @click.option("--markdown", is_flag=True,
               help="Print the summary and every row as Markdown tables (docs/accuracy.md).")
+@click.option("--rows", "show_rows", is_flag=True,
+              help="Also print every row (default: the summary and the failed rows).")
+@click.option("--source", "sources", multiple=True, metavar="GROUP",
+              help="Only rows of this summary group (repeatable), e.g. llm_foundry_mpt.")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default="python",
               show_default=True, help="Backend that evaluates the rows.")
-def command(as_json: bool, markdown: bool, backend: str) -> None:
-    """Predict every published training run in the calibration set (Megatron-LM SC'21 Table 1,
-    Korthikanti et al. 2022 Table 5) and show predicted vs published step time and TFLOP/s per
-    GPU, the error of every row, and the median and worst absolute error per source."""
-    from ..calibration import FITTED_SOURCES, SOURCES, validate
+def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, ...],
+            backend: str) -> None:
+    """Predict every published training run in the calibration set (Megatron-LM, NeMo and
+    DGX Cloud benchmarks, Megatron-Core, MosaicML FSDP, BLOOM, Llama 3; A100 and H100; BF16 and
+    FP8) with each run's own layout, and show predicted vs published step time, the error of
+    every row, what was assumed where the source is silent, and the median and worst absolute
+    error per source. Rows of older releases that a newer release repeats are shown but not
+    counted; a published layout the model calls infeasible is a failed row."""
+    from ..calibration import summarize, validate
 
-    predictions, summary = validate(backend=backend)
-    rows = [{
-        "source": p.case.source,
-        "row": p.case.label,
-        "published_step_s": p.case.published_step_s,
-        "predicted_step_s": p.step_s,
-        "error": p.error,
-        "published_tflops_per_gpu": p.case.published_tflops,
-        "predicted_tflops_per_gpu": p.tflops,
-        "config": p.config,
-    } for p in predictions]
+    results, summary = validate(backend=backend)
+    if sources:
+        known = set(summary)
+        unknown = [s for s in sources if s not in known]
+        if unknown:
+            raise click.UsageError(f"--source {unknown[0]!r}: not a summary group; allowed: "
+                                   + ", ".join(sorted(known)))
+        results = [r for r in results if r.group in sources]
+        summary = summarize(results)
+    rows = [r.as_dict() for r in results]
+    for group, s in summary.items():
+        s["within_target"] = within_target(s)
     if as_json:
         click.echo(json.dumps({"rows": rows, "summary": summary,
-                               "fitted_sources": list(FITTED_SOURCES),
                                "targets": {"median_abs_error": TARGET_MEDIAN,
-                                           "worst_abs_error": TARGET_WORST}}, indent=2))
+                                           "worst_abs_error": TARGET_WORST}},
+                              indent=2, allow_nan=False, default=float))
         return
     if markdown:
         click.echo(markdown_tables(rows, summary))
@@ -47,49 +63,79 @@ def command(as_json: bool, markdown: bool, backend: str) -> None:
     from rich.table import Table
 
     console = Console()
-    for source, (_, citation) in SOURCES.items():
-        table = Table(title=citation, title_justify="left")
-        for col in ("row", "published s", "predicted s", "error", "published TFLOP/s",
-                    "predicted TFLOP/s", "mbs", "vpp"):
-            table.add_column(col, justify="left" if col == "row" else "right")
-        for r in rows:
-            if r["source"] != source:
-                continue
-            err = r["error"]
-            colour = "green" if abs(err) <= TARGET_MEDIAN else (
-                "yellow" if abs(err) <= TARGET_WORST else "red")
-            pub_tf = r["published_tflops_per_gpu"]
-            table.add_row(r["row"], f"{r['published_step_s']:.3f}", f"{r['predicted_step_s']:.3f}",
-                          f"[{colour}]{err:+.1%}[/]", "-" if pub_tf is None else f"{pub_tf:.0f}",
-                          f"{r['predicted_tflops_per_gpu']:.0f}", str(r["config"]["mbs"]),
-                          str(r["config"]["vpp"]))
+    if show_rows:
+        table = row_table(rows, "Every published run")
         console.print(table)
-        s = summary[source]
-        if source not in FITTED_SOURCES:
-            console.print(f"  out of sample (no constant fitted to it): median |error| "
-                          f"{s['median_abs_error']:.2%}, worst {s['worst_abs_error']:.2%} over "
-                          f"{s['rows']} rows\n")
-            continue
-        ok = s["median_abs_error"] <= TARGET_MEDIAN and s["worst_abs_error"] <= TARGET_WORST
-        console.print(f"  median |error| {s['median_abs_error']:.2%} (target {TARGET_MEDIAN:.0%}), "
-                      f"worst {s['worst_abs_error']:.2%} (target {TARGET_WORST:.0%}) over "
-                      f"{s['rows']} rows: " + ("[green]within target[/]" if ok
-                                               else "[red]outside target[/]") + "\n")
+    failed = [r for r in rows if r["counted"] and not r["feasible"]]
+    if failed and not show_rows:
+        console.print(row_table(failed, "Failed rows: published layouts the model calls "
+                                        "invalid or out of memory"))
+    table = Table(title="Per source: step-time error over counted rows (older releases of a "
+                        "repeated layout not counted)", title_justify="left")
+    for col in ("source", "rows", "counted", "failed", "median |err|", "worst |err|",
+                "median err", "target"):
+        table.add_column(col, justify="left" if col == "source" else "right",
+                         no_wrap=col == "source")
+    for group, s in summary.items():
+        def pct(v):
+            return "-" if v is None else f"{v:.1%}"
+
+        ok = s["within_target"]
+        table.add_row(group, str(s["rows"]), str(s["counted"]), str(s["failed"]),
+                      pct(s["median_abs_error"]), pct(s["worst_abs_error"]),
+                      "-" if s["median_error"] is None else f"{s['median_error']:+.1%}",
+                      "[green]met[/]" if ok else "[red]missed[/]")
+    console.print(table)
+    console.print(f"targets: median |error| <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}, "
+                  "every counted layout feasible. error = predicted / published step time - 1 "
+                  "(negative: the model is optimistic).")
+
+
+def _fmt_err(r: dict) -> str:
+    return "-" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%"
+
+
+def row_table(rows: list[dict], title: str):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in ("source", "case", "published s", "predicted s", "error", "status", "counted",
+                "assumed"):
+        table.add_column(col, justify="right" if col in ("published s", "predicted s", "error")
+                         else "left")
+    for r in rows:
+        err = r["error_pct"]
+        colour = "red" if err is None or abs(err) > 100 * TARGET_WORST else (
+            "yellow" if abs(err) > 100 * TARGET_MEDIAN else "green")
+        pred = "-" if r["predicted_step_s"] is None else f"{r['predicted_step_s']:.3f}"
+        status = r["status"] + (f" ({r['reason']})" if r["reason"] else "")
+        table.add_row(r["group"], r["case"], f"{r['published_step_s']:.3f}", pred,
+                      f"[{colour}]{_fmt_err(r)}[/]", status, "yes" if r["counted"] else "no",
+                      str(len(r["assumptions"])))
+    return table
 
 
 def markdown_tables(rows: list[dict], summary: dict) -> str:
     """The summary per source and every row, as Markdown."""
-    lines = ["| source | rows | median abs error | worst abs error |", "|---|---|---|---|"]
+    def pct(v):
+        return "-" if v is None else f"{v:.1%}"
+
+    lines = ["| source | rows | counted | failed | median \\|error\\| | worst \\|error\\| | "
+             "median error | target |", "|---|---|---|---|---|---|---|---|"]
     for source, s in summary.items():
-        lines.append(f"| {source} | {s['rows']} | {s['median_abs_error']:.2%} | "
-                     f"{s['worst_abs_error']:.2%} |")
-    lines += ["", "| source | row | published s | predicted s | error | published TFLOP/s | "
-                  "predicted TFLOP/s | mbs | vpp |", "|---|---|---|---|---|---|---|---|---|"]
+        signed = "-" if s["median_error"] is None else f"{s['median_error']:+.1%}"
+        lines.append(f"| {source} | {s['rows']} | {s['counted']} | {s['failed']} | "
+                     f"{pct(s['median_abs_error'])} | {pct(s['worst_abs_error'])} | {signed} | "
+                     f"{'met' if within_target(s) else 'missed'} |")
+    lines += ["", "| source | case | dtype | published s | predicted s | error | status | "
+                  "counted | hold-out | assumptions |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        pub = r["published_tflops_per_gpu"]
-        lines.append(f"| {r['source']} | {r['row']} | {r['published_step_s']:.3f} | "
-                     f"{r['predicted_step_s']:.3f} | {r['error']:+.1%} | "
-                     f"{'-' if pub is None else f'{pub:.0f}'} | "
-                     f"{r['predicted_tflops_per_gpu']:.0f} | {r['config']['mbs']} | "
-                     f"{r['config']['vpp']} |")
+        pred = "-" if r["predicted_step_s"] is None else f"{r['predicted_step_s']:.3f}"
+        status = r["status"] + (f": {r['reason']}" if r["reason"] else "")
+        notes = "; ".join(r["assumptions"]).replace("|", "/")
+        lines.append(f"| {r['group']} | {r['case']} | {r['dtype']} | "
+                     f"{r['published_step_s']:.3f} | {pred} | {_fmt_err(r)} | {status} | "
+                     f"{'yes' if r['counted'] else 'no'} | {'yes' if r['holdout'] else 'no'} | "
+                     f"{notes} |")
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Accuracy: the model against published measurements of real training runs.
+"""The two 2021-22 Megatron-LM tables (A100), in their own column layouts.
 
 Each calibration source is a CSV shipped in ``trainscape/data/calibration`` (copied from the
 project's shared calibration folder, which cites the papers). A row becomes a scenario -- the
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from . import layout as L
-from . import presets
-from .model.llm import megatron_flops_per_iteration
+from .. import layout as L
+from .. import presets
+from ..model.llm import megatron_flops_per_iteration
 
 GPU = "a100-sxm-80gb"
 CLUSTER = "dgx-a100-superpod"
@@ -52,11 +52,6 @@ SOURCES = {
         "korthikanti_table5.csv",
         "Korthikanti et al., Reducing Activation Recomputation in Large Transformer Models, "
         "2022, Table 5",
-    ),
-    "llama3_table4": (
-        "llama3_table4.csv",
-        "Grattafiori et al., The Llama 3 Herd of Models, arXiv 2407.21783, Table 4 "
-        "(H100, out of sample: not fitted)",
     ),
 }
 #: sources the constants are fitted to (A100 80GB); the others are out-of-sample checks
@@ -93,6 +88,8 @@ class Prediction:
     tflops: float
     config: dict[str, Any]
     breakdown: dict[str, float] = field(default_factory=dict)
+    feasible: bool = True
+    memory_gib: float = 0.0
 
     @property
     def error(self) -> float:
@@ -205,59 +202,21 @@ def korthikanti_cases() -> list[Case]:
     return cases
 
 
-def meta_h100_cluster(gpus: int, gpu_overrides: dict[str, Any] | None = None,
-                      calibrated: bool = True) -> dict[str, Any]:
-    """Meta's H100 RoCE cluster preset (Llama 3 §3.3.1), with the H100 preset's constants."""
-    return preset_cluster("meta-roce-h100", gpus, gpu_overrides, calibrated)
-
-
-def llama3_cases() -> list[Case]:
-    """Llama 3 405B on H100 (out of sample). 126 layers do not split evenly over 16 stages;
-    the bottleneck stage holds ceil(126/16) = 8 layers, so the pipeline runs at the pace of a
-    128-layer model split evenly, which is what the prediction costs, while the published FLOPs
-    count the real 126 layers. The table leaves the interleaving depth, recomputation and
-    ZeRO stage open: the prediction takes the fastest that fits (as for Megatron's rows)."""
-    from .model.llm import model_flops_per_sequence
-    from .spec import pack_model, validate
-
-    preset = {k: v for k, v in presets.model("llama3-405b").items() if k not in ("sources", "name")}
-    cases = []
-    for row in read_source("llama3_table4"):
-        gpus, tp, cp, pp, dp = (int(row[k]) for k in ("gpus", "tp", "cp", "pp", "dp"))
-        seq = int(row["seq_len"])
-        batch = int(row["tokens_per_batch"]) // seq
-        tflops = float(row["tflops_per_gpu"])
-        job = {"seq_len": seq, "global_batch": batch, "dtype": "bf16"}
-        real = validate({"model": preset, "job": job, "cluster": meta_h100_cluster(gpus)})
-        flops = model_flops_per_sequence(pack_model(real), seq) * batch
-        candidates = [dict(tp=tp, cp=cp, pp=pp, dp=dp, mbs=1, vpp=vpp,
-                           schedule="interleaved" if vpp > 1 else "1f1b", recompute=rc, zero=z,
-                           order="tp-cp-pp-dp")
-                      for vpp in (1, 2, 4, 8) for rc in ("none", "full") for z in (1, 2)]
-        cases.append(Case(
-            source="llama3_table4", label=f"405B {gpus} GPUs cp{cp} seq {seq}",
-            scenario={"name": f"Llama 3 405B, {gpus} H100", "model": {**preset, "layers": 128},
-                      "job": job},
-            candidates=candidates, published_step_s=flops / (tflops * 1e12 * gpus),
-            published_tflops=tflops, flops=flops, cluster=meta_h100_cluster))
-    return cases
-
-
 def fitted_cases() -> list[Case]:
     """The rows the per-GPU constants are fitted to."""
     return megatron_cases() + korthikanti_cases()
 
 
 def all_cases() -> list[Case]:
-    return fitted_cases() + llama3_cases()
+    return fitted_cases()
 
 
 def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
             backend: str | None = "python", calibrated: bool = True) -> Prediction:
     """The model's step time for a case: the fastest feasible candidate configuration."""
-    from .api import load
-    from .backends import evaluate_blocks
-    from .spec import ConfigSpec, pack, pack_configs
+    from ..api import load
+    from ..backends import evaluate_blocks
+    from ..spec import ConfigSpec, pack, pack_configs
 
     first = case.candidates[0]
     gpus = first["tp"] * first.get("cp", 1) * first["pp"] * first["dp"]
@@ -277,7 +236,8 @@ def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
     return Prediction(
         case=case, step_s=float(col[L.OUT_STEP_TIME_S]),
         tflops=case.flops / (col[L.OUT_STEP_TIME_S] * gpus) * 1e-12,
-        config=case.candidates[best],
+        config=case.candidates[best], feasible=bool(col[L.OUT_FEASIBLE] > 0),
+        memory_gib=float(col[L.OUT_MEMORY_GIB]),
         breakdown={f: float(col[L.OUTPUT_FIELDS.index(f)]) for f in L.BREAKDOWN_FIELDS})
 
 

@@ -1,0 +1,391 @@
+"""Published runs in the shared calibration layout (one row per run, one column layout).
+
+Every CSV of ``trainscape/data/calibration`` except the two 2021-22 Megatron tables uses the
+column layout its README describes (``source, case, version, ... gpus tp cp pp dp ep ...
+metric value step_time_s tokens_per_s ...``). A row becomes a scenario with **the row's own
+layout**: every parallel degree, the schedule, microbatch, recompute, ZeRO stage and sequence
+parallelism as printed. Where the source leaves a setting out, the value the stack's own
+defaults give is assumed and the row says so (``Case.assumptions``) -- never the fastest
+candidate. A layout the model calls invalid or out of memory is a failed row.
+
+Published metric -> step time (the model is compared on step time, never on raw TFLOP/s):
+
+- ``step_time_s``: as printed.
+- ``tokens_per_s_per_gpu`` / ``tokens_per_s``: ``seq_len * global_batch / tokens_per_s``.
+- ``model_tflops_per_gpu``: the source's FLOP count / (TFLOP/s * GPUs). Megatron-LM
+  (``megatron/training/training.py num_floating_point_operations``), NeMo
+  (``nemo/collections/common/parts/flops_formulas.py`` / Megatron-Bridge) and MosaicML
+  (``collect_results.py``) all count model FLOPs as 3 passes (forward + backward) of every
+  GEMM, the attention core over the **full** ``s x s`` square (causal masking not discounted)
+  and the logits, without recomputation -- exactly :func:`model.llm.model_flops_per_sequence`.
+  The Llama 3 paper does not state its convention; the same one is assumed (its MFU of 43 %
+  of 989 TFLOP/s at 430 TFLOP/s matches a model-FLOP count) and the row says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from importlib import resources
+from typing import Any
+
+#: shared-layout calibration files: source id -> (file, citation)
+PUBLISHED_FILES = {
+    "dgxc_benchmarking_h100": (
+        "dgxc_benchmarking_h100.csv",
+        "NVIDIA DGX Cloud Benchmarking recipes, README 'Expected Performance' tables "
+        "(github.com/NVIDIA/dgxc-benchmarking v24.11.1-v25.05.01), DGX H100",
+    ),
+    "nemo_perf_summary_h100": (
+        "nemo_perf_summary_h100.csv",
+        "NeMo Framework performance summary (NVIDIA-NeMo/Megatron-Bridge "
+        "docs/performance-summary-archive.md), DGX-H100 rows",
+    ),
+    "nemo_long_sequence_h100": (
+        "nemo_long_sequence_h100.csv",
+        "NeMo long-sequence performance page (NVIDIA/NeMo docs/source/performance/"
+        "performance_long_sequence.md), Llama 2 7B FP8, DGX-H100",
+    ),
+    "megatron_core_r080_h100": (
+        "megatron_core_r080_h100.csv",
+        "Megatron-LM README weak-scaling table (Megatron-Core r0.8.0), H100",
+    ),
+    "llm_foundry_mpt": (
+        "llm_foundry_mpt.csv",
+        "MosaicML llm-foundry scripts/train/benchmarking/README.md (PyTorch FSDP, "
+        "A100 and H100)",
+    ),
+    "bloom_176b_a100": (
+        "bloom_176b_a100.csv",
+        "BigScience BLOOM-176B training log (bigscience-workshop/bigscience "
+        "train/tr11-176B-ml/README.md), 384 A100 80GB",
+    ),
+    "llama3_table4": (
+        "llama3_table4.csv",
+        "Llama Team, The Llama 3 Herd of Models, arXiv 2407.21783, Table 4 (H100)",
+    ),
+}
+
+#: The cluster each GPU type ran on when the source does not describe a different one.
+GPU_CLUSTER = {
+    "a100-sxm-80gb": "dgx-a100-superpod",
+    "a100-sxm-40gb": "dgx-a100-superpod",
+    "h100-sxm-80gb": "dgx-h100-superpod",
+}
+
+#: Attention head width of models whose ``hidden / heads`` is not it (public model configs:
+#: Hugging Face ``config.json`` ``head_dim`` of Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B,
+#: openai/gpt-oss-120b, meta-llama/Llama-4-Maverick-17B-128E).
+HEAD_DIM = {
+    "qwen3-30b-a3b": 128,
+    "qwen3-235b-a22b": 128,
+    "gpt-oss-120b": 64,
+    "llama4-maverick-400b": 128,
+}
+#: MoE models whose MoE layers alternate with dense ones, and their shared experts
+#: (Llama 4 Maverick: MoE every other layer, one shared expert; Meta's model card / HF
+#: config ``interleave_moe_layer_step = 2``).
+MOE_EVERY = {"llama4-maverick-400b": 2}
+SHARED_EXPERTS = {"llama4-maverick-400b": 1}
+
+
+@dataclass
+class PublishedRun:
+    """One published run: what ran, what it measured, and the scenario that reproduces it."""
+
+    source: str  # the CSV's source id (SOURCES key)
+    group: str  # summary group: the source, or "<source> (JAX)" for JAX rows
+    case: str
+    gpu: str
+    dtype: str
+    stack: str
+    scenario: dict[str, Any]  # without cluster
+    config: dict[str, Any]
+    metric: str
+    value: float
+    published_step_s: float
+    model_flops: float  # per step, full-square model FLOPs (model.llm convention)
+    cluster_preset: str
+    cluster_overrides: dict[str, Any] = field(default_factory=dict)
+    assumptions: list[str] = field(default_factory=list)
+    counted: bool = True  # False: an older release of a layout a newer release repeats
+    release: tuple[int, ...] = ()
+
+    def config_gpus(self) -> int:
+        c = self.config
+        return c["tp"] * c["cp"] * c["pp"] * c["dp"]
+
+
+def read_rows(filename: str) -> list[dict[str, str]]:
+    """The rows of a shipped calibration CSV."""
+    text = resources.files("trainscape.data.calibration").joinpath(filename).read_text()
+    return list(csv.DictReader(text.splitlines()))
+
+
+def _int(row: dict[str, str], key: str, default: int | None = None) -> int | None:
+    value = row.get(key, "").strip()
+    if not value:
+        return default
+    return int(float(value))
+
+
+def _leading_int(text: str) -> int | None:
+    match = re.match(r"\s*(\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def stack_of(framework: str) -> str:
+    """The software-stack profile a framework string belongs to."""
+    f = framework.lower()
+    if "jax" in f or "maxtext" in f or "paxml" in f:
+        return "jax-xla"
+    if "fsdp" in f or "composer" in f or "meta internal" in f:
+        return "pytorch-fsdp"
+    return "megatron-core"
+
+
+def release_of(row: dict[str, str]) -> tuple[int, ...]:
+    """The software release a row ran (NeMo container version), for newest-release counting."""
+    match = re.search(r"NeMo (\d+)\.(\d+)(?:\.(\d+))?", row["framework"] + " " + row["version"])
+    if not match:
+        return ()
+    return tuple(int(g) for g in match.groups() if g is not None)
+
+
+def layout_key(row: dict[str, str]) -> tuple:
+    """Same model, dtype, GPU count and parallel settings (the README's counting rule)."""
+    return tuple(row[k] for k in ("source", "framework_kind", "model", "layers", "dtype", "gpus",
+                                  "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs",
+                                  "global_batch", "seq_len"))
+
+
+def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
+    """The transformer shape of a row (``notes`` collects what was assumed)."""
+    name = row["model"]
+    experts = _int(row, "experts", 0)
+    ffn = _int(row, "ffn_hidden", 0)
+    expert_ffn = _int(row, "expert_ffn", 0)
+    mlp = row["mlp"]
+    if mlp == "squared-relu":
+        notes.append("squared-ReLU MLP costed as a 2-matrix (GeLU-shaped) MLP: same GEMMs")
+        mlp = "gelu"
+    model: dict[str, Any] = {
+        "name": name, "layers": _int(row, "layers"), "hidden": _int(row, "hidden"),
+        "ffn_hidden": ffn if ffn > 0 else expert_ffn, "heads": _int(row, "heads"),
+        "kv_heads": _int(row, "kv_heads", _int(row, "heads")), "vocab": _int(row, "vocab"),
+        "mlp": mlp,
+    }
+    if name in HEAD_DIM:
+        model["head_dim"] = HEAD_DIM[name]
+    if experts:
+        model.update(experts=experts, top_k=_int(row, "top_k"), expert_ffn_hidden=expert_ffn,
+                     moe_every=MOE_EVERY.get(name, 1), shared_experts=SHARED_EXPERTS.get(name, 0))
+    return model
+
+
+def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, Any]:
+    """The parallel layout of a row, as printed; unstated settings get the stack's default and
+    a note."""
+    gpus = _int(row, "gpus")
+    tp, cp, pp, ep = (_int(row, k, 1) for k in ("tp", "cp", "pp", "ep"))
+    dp = _int(row, "dp")
+    if dp is None:
+        dp = gpus // (tp * cp * pp)
+        notes.append(f"dp not printed: gpus / (tp*cp*pp) = {dp}")
+    elif tp * cp * pp * dp != gpus:
+        # MaxText prints the replica count beside the FSDP degree: data parallelism in the
+        # model's sense is both (FSDP shards over all of it, ZeRO-3)
+        dp = gpus // (tp * cp * pp)
+        notes.append(f"printed dp x fsdp: data-parallel degree = gpus / (tp*cp*pp) = {dp}, "
+                     f"all of it sharded (hybrid sharding not modelled)")
+    etp = _int(row, "etp")
+    if etp is not None and experts_of(row) and etp != tp:
+        notes.append(f"expert TP {etp} differs from TP {tp}: the model runs experts at TP {tp}")
+    mbs = _int(row, "mbs")
+    if mbs is None:
+        mbs = 1
+        notes.append("mbs not printed: 1 assumed (NeMo/Megatron recipes' default for these "
+                     "models)")
+    schedule_text = row["schedule"].lower()
+    vpp = _int(row, "vpp")
+    if pp == 1:
+        schedule, vpp = "1f1b", 1
+    elif "interleaved" in schedule_text or (vpp or 1) > 1:
+        schedule = "interleaved"
+        if vpp is None or vpp < 2:
+            vpp = interleave_guess(_int(row, "layers"), pp)
+            notes.append(f"interleaved schedule without a printed vpp: {vpp} assumed (largest "
+                         f"chunk count <= 4 dividing the layers per stage)")
+    else:
+        schedule, vpp = "1f1b", 1
+        if not schedule_text:
+            notes.append("schedule not printed: 1F1B assumed (Megatron's default without vpp)")
+    recompute_text = row["recompute"].lower()
+    if recompute_text.startswith("full"):
+        recompute = "full"
+    elif recompute_text.startswith("selective") and stack == "jax-xla":
+        recompute = jax_remat_policy(row["recompute"])
+        notes.append(f"JAX remat policy '{row['recompute']}' costed as {recompute} recompute "
+                     f"({JAX_REMAT_REASON[recompute]})")
+    elif recompute_text.startswith("selective"):
+        recompute = "selective"
+    else:
+        recompute = "none"
+        if not recompute_text:
+            notes.append("recompute not printed: none assumed (the recipes run without)")
+    zero_text = row["zero"]
+    zero = _leading_int(zero_text)
+    if zero is None:
+        if stack == "pytorch-fsdp":
+            zero = 2
+            notes.append("ZeRO stage not printed: FSDP without resharding after forward "
+                         "(ZeRO-2) assumed (Llama 3 paper §3.3.2)")
+        else:
+            zero = 1
+            notes.append("ZeRO stage not printed: Megatron distributed optimizer (ZeRO-1) "
+                         "assumed")
+    sp_text = row["sp"].lower()
+    if sp_text in ("true", "false"):
+        sp = sp_text == "true"
+    else:
+        sp = tp > 1 and stack != "jax-xla"
+        if tp > 1:
+            notes.append(f"sequence parallelism not printed: {'on' if sp else 'off'} assumed "
+                         "with TP > 1")
+    order = "tp-cp-pp-dp" if row["source"] == "llama3_table4" else "tp-cp-ep-dp-pp"
+    return dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, mbs=mbs, vpp=vpp, schedule=schedule,
+                recompute=recompute, zero=zero, sp=sp, order=order,
+                tp_overlap=stack == "megatron-core", dp_overlap=True)
+
+
+#: why a JAX remat policy maps to a Megatron recompute mode
+JAX_REMAT_REASON = {
+    "full": "the policy saves only the Q/K/V (and output) projections: every other tensor, the "
+            "MLP included, is recomputed in backward, as with full recomputation",
+    "selective": "the policy saves the matmul outputs and recomputes the element-wise ops and "
+                 "the attention core, as Megatron's selective recomputation does",
+}
+
+
+def jax_remat_policy(policy: str) -> str:
+    """The Megatron recompute mode closest to a MaxText / PaxML remat policy
+    (MaxText ``remat_policy``, PaxML ``checkpoint_policy``; JAX ``jax.checkpoint_policies``)."""
+    p = policy.lower()
+    if "qkv" in p:
+        return "full"
+    return "selective"
+
+
+def experts_of(row: dict[str, str]) -> int:
+    return _int(row, "experts", 0) or 0
+
+
+def interleave_guess(layers: int, pp: int) -> int:
+    """Chunks per device for an interleaved run that does not print them."""
+    per_stage = max(layers // pp, 1)
+    for v in (4, 3, 2):
+        if per_stage % v == 0:
+            return v
+    return 2
+
+
+def published_step(row: dict[str, str], model_flops: float, notes: list[str]) -> float:
+    """The published step time, from the most direct figure the row prints."""
+    seq, batch, gpus = _int(row, "seq_len"), _int(row, "global_batch"), _int(row, "gpus")
+    tokens = float(seq * batch)
+    if row["step_time_s"]:
+        return float(row["step_time_s"])
+    if row["tokens_per_s_per_gpu"]:
+        return tokens / (float(row["tokens_per_s_per_gpu"]) * gpus)
+    if row["tokens_per_s"]:
+        return tokens / float(row["tokens_per_s"])
+    if row["model_tflops_per_gpu"]:
+        if row["source"] == "llama3_table4":
+            notes.append("TFLOP/s convention not stated: model FLOPs, full attention square, "
+                         "assumed")
+        return model_flops / (float(row["model_tflops_per_gpu"]) * 1e12 * gpus)
+    raise ValueError(f"calibration row {row['case']}: no step time, tokens/s or TFLOP/s")
+
+
+def _bool_grad_dtype(row: dict[str, str], stack: str, release: tuple[int, ...],
+                     notes: list[str]) -> str:
+    """Gradient buffer dtype. NeMo 2.0 performance recipes reduce gradients in BF16
+    (``grad_reduce_in_fp32 = False`` in NeMo ``scripts/performance`` helpers); Megatron-LM,
+    NeMo 1.0 yamls and FSDP mixed precision keep FP32 gradients."""
+    if stack == "megatron-core" and (row["source"] == "nemo_perf_summary_h100"
+                                     or release >= (24, 12)):
+        notes.append("gradients reduced in BF16 assumed (NeMo 2.0 performance recipes set "
+                     "grad_reduce_in_fp32 = False)")
+        return "bf16"
+    return "fp32"
+
+
+def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
+    """One CSV row as a :class:`PublishedRun`."""
+    from ..model.llm import model_flops_per_sequence
+    from ..spec import pack_model
+    from ..spec.models import ModelSpec
+
+    notes: list[str] = []
+    stack = stack_of(row["framework"])
+    release = release_of(row)
+    model = model_of(row, notes)
+    config = config_of(row, stack, notes)
+    seq, batch, gpus = _int(row, "seq_len"), _int(row, "global_batch"), _int(row, "gpus")
+    dtype = row["dtype"]
+    flash = source_id != "bloom_176b_a100"  # BLOOM (2022) ran Megatron's unfused attention
+    job = {"seq_len": seq, "global_batch": batch, "dtype": dtype, "flash_attention": flash,
+           "grad_dtype": _bool_grad_dtype(row, stack, release, notes)}
+    gpu = row["gpu"]
+    preset = GPU_CLUSTER[gpu]
+    overrides: dict[str, Any] = {}
+    if source_id == "llama3_table4":
+        preset = "meta-roce-h100"
+    if source_id == "bloom_176b_a100":
+        # Jean Zay: 4 Omni-Path 100 Gb/s links per 8-GPU node = 6.25 GB/s per GPU
+        overrides["tier1_bandwidth_GBps"] = 6.25
+        config["tp_overlap"] = False
+        config["dp_overlap"] = False
+        notes.append("Megatron-DeepSpeed 2022: no TP overlap, gradient all-reduce after the "
+                     "last microbatch (not overlapped)")
+    if source_id == "llm_foundry_mpt" and gpu.startswith("h100"):
+        notes.append("H100 interconnect not stated: DGX H100 fabric (8 x 400 Gb/s per node) "
+                     "assumed")
+    scenario = {"name": row["case"], "model": model, "job": job}
+    mdl = pack_model(SimpleNamespace(model=ModelSpec.model_validate(model)))
+    model_flops = float(model_flops_per_sequence(mdl, seq)) * batch
+    group = row["source"] if row["source"] else source_id
+    if stack == "jax-xla":
+        group += " (JAX)"
+    return PublishedRun(
+        source=row["source"] or source_id, group=group, case=row["case"], gpu=gpu, dtype=dtype,
+        stack=stack, scenario=scenario, config=config, metric=row["metric"],
+        value=float(row["value"]), published_step_s=published_step(row, model_flops, notes),
+        model_flops=model_flops, cluster_preset=preset, cluster_overrides=overrides,
+        assumptions=notes, release=release)
+
+
+def published_runs(sources: tuple[str, ...] | None = None) -> list[PublishedRun]:
+    """Every row of the shared-layout files, with the newest-release counting rule applied:
+    where a source repeats a layout across NeMo releases only the newest counts."""
+    runs = []
+    for source_id, (filename, _) in PUBLISHED_FILES.items():
+        if sources is not None and source_id not in sources:
+            continue
+        rows = read_rows(filename)
+        file_runs = [run_of(source_id, row) for row in rows]
+        newest: dict[tuple, tuple[int, ...]] = {}
+        keys = []
+        for row, run in zip(rows, file_runs):
+            key = layout_key({**row, "framework_kind": run.stack})
+            keys.append(key)
+            newest[key] = max(newest.get(key, ()), run.release)
+        for key, run in zip(keys, file_runs):
+            if run.release and run.release < newest[key]:
+                run.counted = False
+                run.assumptions.append("older release of a layout a newer release repeats: "
+                                       "reported, not counted")
+        runs += file_runs
+    return runs
