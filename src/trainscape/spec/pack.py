@@ -90,8 +90,11 @@ def optimizer_traffic_bytes(optimizer: str, grad_dtype: str, param_bytes_: int) 
 
 def hbm_capacity_bytes(gb: float) -> float:
     """HBM capacity in bytes from the vendor's "GB": memory sizes are binary (the A100 80GB
-    reports 81920 MiB total in nvidia-smi, the A100 40GB 40960 MiB), so 1 "GB" = 2**30 bytes,
-    unlike bandwidths (GB/s = 1e9 bytes/s)."""
+    reports 81920 MiB total in nvidia-smi, the A100 40GB 40960 MiB; the H100 SXM5 80GB carries
+    five 16 GiB HBM3 stacks, 80 GiB = 85.9e9 bytes, of which nvidia-smi shows 81559 MiB after
+    the driver's reservation), so 1 "GB" = 2**30 bytes, unlike bandwidths (GB/s = 1e9
+    bytes/s). The one conversion of ``hbm_gb`` and ``hbm_reserve_gb``: packing and the
+    report's "total / HBM" both use it."""
     return gb * GIB
 
 
