@@ -2,7 +2,8 @@
 (config, space).
 
 Units follow the field names: ``*_GBps`` decimal gigabytes per second per GPU per direction,
-``*_gb`` decimal gigabytes, ``*_us`` microseconds, ``*_tflops`` 10^12 FLOP/s. Packing
+``*_gb`` gigabytes of memory as vendors count HBM (binary: 2**30 bytes, see
+:func:`~trainscape.spec.pack.hbm_capacity_bytes`), ``*_us`` microseconds, ``*_tflops`` 10^12 FLOP/s. Packing
 (:mod:`trainscape.spec.pack`) converts them to bytes, bytes/s and seconds.
 
 Every model forbids unknown keys and checks types strictly (no ``"8"`` for ``8``). Checks
@@ -21,6 +22,9 @@ from .. import layout
 from .errors import ScenarioError, fail
 
 DTYPES = ("bf16", "fp16", "fp8")
+#: Software-stack profiles (presets/stacks.toml), the same tuple as ``presets.STACKS``.
+STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla")
+DEFAULT_STACK = "megatron-core"
 OPTIMIZERS = ("adam", "sgd")
 GRAD_DTYPES = ("fp32", "bf16")
 MLPS = ("swiglu", "gelu")
@@ -123,6 +127,8 @@ class JobSpec(_Spec):
     optimizer: Literal[OPTIMIZERS] = "adam"
     grad_dtype: Literal[GRAD_DTYPES] = "fp32"  # gradient accumulation (Megatron: fp32)
     flash_attention: bool = True
+    # software-stack profile (presets/stacks.toml): multipliers on the GPU preset's constants
+    stack: Literal[STACKS] = DEFAULT_STACK
 
 
 class GpuSpec(_Spec):
@@ -140,6 +146,8 @@ class GpuSpec(_Spec):
     memory_efficiency: Fraction
     hbm_reserve_gb: NonNegFloat = 0.0
     layer_overhead_us: NonNegFloat = 0.0  # fixed cost per layer per microbatch pass
+    # with ``preset``: apply the constants fitted for this GPU (presets/calibrated.toml)
+    calibrated: bool = True
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
@@ -407,27 +415,56 @@ def _preset(kind: str, name: Any, path: str) -> dict:
     return table
 
 
-def expand_presets(raw: dict) -> dict:
+def _gpu_preset(name: Any, path: str, dtype: Any, stack: Any, calibrated: Any) -> dict:
+    """GPU preset ``name`` resolved for the job (:func:`trainscape.presets.resolve_gpu`, the
+    one path for GPU constants), without its ``sources``."""
+    from .. import presets
+
+    try:
+        table = presets.resolve_gpu(name, dtype=dtype, stack=stack,
+                                    calibrated=calibrated is not False)
+    except presets.UnknownPreset:
+        raise ScenarioError.at(path, "unknown gpu preset", name,
+                               ", ".join(presets.names("gpu"))) from None
+    for key in PRESET_META_KEYS:
+        table.pop(key, None)
+    return table
+
+
+def expand_presets(raw: dict, resolve_gpu: bool = True, calibrated: bool = True) -> dict:
     """Merge named presets under the fields given next to them (a copy; idempotent).
 
     ``[model] preset``, ``[cluster] preset`` (gpu + tiers + ...), and ``[cluster] gpu`` as a
     name or as a table with ``preset``. Fields written in the scenario override the preset's;
     a list (``tiers``) replaces the preset's list as a whole.
+
+    A GPU preset resolves through :func:`trainscape.presets.resolve_gpu` for the job's
+    ``dtype`` and ``stack`` (fitted constants, per-dtype fits, the stack profile), unless the
+    GPU table says ``calibrated = false`` (stock constants and the stack profile only). With
+    ``resolve_gpu`` false the GPU stays a ``{"preset": name, ...}`` table (resolved later, by
+    validation, once ``--set`` overrides of the job are in). ``calibrated`` is the default of
+    the GPU table's ``calibrated`` (DLRM scenarios pass False: the fits are LLM-training fits).
     """
     out = copy.deepcopy(raw)
     model = out.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
         out["model"] = {**_preset("model", model["preset"], "model.preset"), **model}
+    job = out.get("job")
+    dtype = job.get("dtype", "bf16") if isinstance(job, dict) else None
+    stack = job.get("stack") if isinstance(job, dict) else None
     cluster = out.get("cluster")
     if isinstance(cluster, dict):
         if cluster.get("preset") is not None:
             cluster = {**_preset("cluster", cluster["preset"], "cluster.preset"), **cluster}
         gpu = cluster.get("gpu")
-        if isinstance(gpu, str):
-            gpu = {"preset": gpu}
-        if isinstance(gpu, dict) and gpu.get("preset") is not None:
+        if isinstance(gpu, str) and (resolve_gpu or "gpu" not in raw["cluster"]):
+            gpu = {"preset": gpu}  # (a name the user wrote stays one until it resolves)
+        if resolve_gpu and isinstance(gpu, dict) and gpu.get("preset") is not None:
             path = "cluster.gpu.preset" if isinstance(cluster.get("gpu"), dict) else "cluster.gpu"
-            gpu = {**_preset("gpu", gpu["preset"], path), **gpu}
+            fitted = gpu.get("calibrated", calibrated)
+            gpu = {**_gpu_preset(gpu["preset"], path, dtype, stack, fitted), **gpu}
+            if isinstance(fitted, bool):  # (a non-bool is reported by validation)
+                gpu["calibrated"] = fitted
         if gpu is not None:
             cluster["gpu"] = gpu
         out["cluster"] = cluster
