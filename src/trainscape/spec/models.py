@@ -75,6 +75,9 @@ class ModelSpec(_Spec):
     expert_ffn_hidden: NonNegInt | None = None  # default: ffn_hidden for MoE models
     moe_every: NonNegInt | None = None  # default: 1 for MoE models
     shared_experts: NonNegInt = 0
+    # node-limited routing (DeepSeek-V3 §2.1.2): a token's experts lie on at most this many
+    # nodes (tier-0 domains); 0: no limit
+    max_route_nodes: NonNegInt = 0
 
     @model_validator(mode="after")
     def _derive_and_check(self) -> ModelSpec:
@@ -104,7 +107,8 @@ class ModelSpec(_Spec):
                 raise fail("expert_ffn_hidden", "must be > 0 for an MoE model",
                            self.expert_ffn_hidden, "> 0")
         else:
-            for field in ("top_k", "moe_every", "shared_experts", "expert_ffn_hidden"):
+            for field in ("top_k", "moe_every", "shared_experts", "expert_ffn_hidden",
+                          "max_route_nodes"):
                 value = getattr(self, field)
                 if value:
                     raise fail(field, "only for MoE models (model.experts = 0)", value,
@@ -127,6 +131,10 @@ class JobSpec(_Spec):
     optimizer: Literal[OPTIMIZERS] = "adam"
     grad_dtype: Literal[GRAD_DTYPES] = "fp32"  # gradient accumulation (Megatron: fp32)
     flash_attention: bool = True
+    # MoE all-to-all precision: dispatch default fp8 for fp8 jobs, else the compute dtype;
+    # combine default bf16 for fp8 jobs, else the compute dtype (DeepSeek-V3 §3.3.2)
+    moe_dispatch_dtype: Dtype | None = None
+    moe_combine_dtype: Dtype | None = None
     # software-stack profile (presets/stacks.toml): multipliers on the GPU preset's constants
     stack: Literal[STACKS] = DEFAULT_STACK
 
