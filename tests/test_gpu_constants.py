@@ -269,3 +269,13 @@ def test_report_shows_the_capacity_the_kernel_tests(tmp_path):
     console = Console(width=200, record=True)
     console.print(render_result(res, sc))
     assert "/ 80.00" in console.export_text()
+
+
+def test_a_loaded_scenario_resolves_afresh_when_its_dtype_changes(data_files):
+    data_files["calibrated.toml"] = {"h100-sxm-80gb": copy.deepcopy(H100_FIT)}
+    sc = trainscape.load(raw({"preset": "h100-sxm-80gb", "memory_efficiency": 0.9}))
+    assert sc.cluster.gpu.gemm_efficiency_max == 0.7
+    fp8 = trainscape.load(sc, overrides=['job.dtype="fp8"'])
+    assert fp8.cluster.gpu.gemm_efficiency_max == 0.55  # the fp8 fit, not the bf16 value kept
+    assert fp8.cluster.gpu.memory_efficiency == 0.9  # the user's field still wins
+    assert sc.with_config({"tp": 8}).cluster.gpu == sc.cluster.gpu

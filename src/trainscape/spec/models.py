@@ -479,6 +479,18 @@ def expand_presets(raw: dict, resolve_gpu: bool = True, calibrated: bool = True)
     return out
 
 
+def _unresolved_gpu(raw: dict) -> dict | None:
+    """The GPU table of ``raw`` as written (a preset name as ``{"preset": name}``), when it
+    names a preset; None otherwise."""
+    cluster = expand_presets(raw, resolve_gpu=False).get("cluster")
+    gpu = cluster.get("gpu") if isinstance(cluster, dict) else None
+    if isinstance(gpu, str):
+        gpu = {"preset": gpu}
+    if isinstance(gpu, dict) and gpu.get("preset") is not None:
+        return copy.deepcopy(gpu)
+    return None
+
+
 class Scenario(_Spec):
     """A whole scenario file. ``config`` is the one point ``evaluate`` costs; ``space`` the
     design space searches explore."""
@@ -491,15 +503,32 @@ class Scenario(_Spec):
     config: ConfigSpec | None = None
     space: SpaceSpec | None = None
 
-    @model_validator(mode="before")
+    #: the ``[cluster.gpu]`` table as given (preset name and the fields the user set), before
+    #: its constants were resolved for the job (see :meth:`raw_dump`)
+    _gpu_input: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _presets(cls, data: Any) -> Any:
+    def _presets(cls, data: Any, handler: Any) -> Any:
         if not isinstance(data, dict):
-            return data
+            return handler(data)
         try:
-            return expand_presets(data)
+            gpu_input = _unresolved_gpu(data)
+            data = expand_presets(data)
         except ScenarioError as exc:
             raise exc.as_pydantic() from None
+        out = handler(data)
+        out._gpu_input = gpu_input
+        return out
+
+    def raw_dump(self) -> dict[str, Any]:
+        """The scenario as a raw dict to validate again (after changes): ``model_dump``, but a
+        GPU preset as the user gave it, so that it resolves afresh for the (maybe changed) job
+        dtype and stack instead of keeping the constants resolved for this one."""
+        data = self.model_dump(exclude_none=True)
+        if self._gpu_input is not None:
+            data["cluster"]["gpu"] = copy.deepcopy(self._gpu_input)
+        return data
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Scenario:
@@ -534,7 +563,7 @@ class Scenario(_Spec):
         scenario); ``ScenarioError`` if it is invalid here."""
         from .load import validate
 
-        data = self.model_dump(exclude_none=True)
+        data = self.raw_dump()
         if isinstance(config, ConfigSpec):
             config = config.model_dump(exclude_none=True)
         data["config"] = dict(config or {})
