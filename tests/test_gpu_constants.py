@@ -121,6 +121,13 @@ def test_explicit_fields_override_the_fit(tmp_path):
     np.testing.assert_array_equal(pack_system(via_set), sys)
 
 
+def test_resolve_gpu_explicit_fields_win_last():
+    g = presets.resolve_gpu("a100-sxm-80gb", dtype="fp16", explicit={"memory_efficiency": 0.8})
+    assert g["memory_efficiency"] == 0.8
+    assert g["sources"]["memory_efficiency"] == "set in the scenario"
+    assert g["layer_overhead_us"] == presets.gpu("a100-sxm-80gb")["layer_overhead_us"]
+
+
 def test_calibrated_false_gives_stock_constants():
     sc = trainscape.load(raw({"preset": "a100-sxm-80gb", "calibrated": False}, "fp16"))
     np.testing.assert_array_equal(
