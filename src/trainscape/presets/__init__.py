@@ -339,11 +339,11 @@ def summary_rows(kind: str) -> list[dict]:
         rows = []
         for pid in names("gpu"):
             base = _gpu_row(pid, gpu(pid))
-            rows.append({**base, "dtype": "all"})
+            rows.append({"id": pid, "dtype": "all", **base})
             for d in calibrated_dtypes(pid):  # a per-dtype fit: one more row where it differs
                 row = _gpu_row(pid, gpu(pid, dtype=d))
                 if row != base:
-                    rows.append({**row, "dtype": d})
+                    rows.append({"id": pid, "dtype": d, **row})
         return rows
     table = _table(kind)
     return [_ROWS[kind](pid, copy.deepcopy(v)) for pid, v in table.items()]
