@@ -153,6 +153,46 @@ TS_FN double ts_all_to_all_time(const ts_net *net, double nbytes, const ts_group
     return net->latency[top] + worst;
 }
 
+/* collectives.py node_limited_share: the share of the node-leaving bytes of an MoE
+ * all-to-all that node-limited routing keeps (DeepSeek-V3 §2.1.2, §3.2.2). */
+TS_FN double ts_node_limited_share(double copies, double max_nodes, double n, double node_members)
+{
+    double leave = copies * (n - node_members) / n;
+    if (max_nodes <= 0.0 || leave <= max_nodes)
+        return 1.0;
+    return max_nodes / leave;
+}
+
+/* llm.py moe_all_to_all_pair_time's two collectives.py routed_all_to_all_time calls (dispatch
+ * of nd bytes, combine of nc bytes over the same group) in one walk of the tiers; returns
+ * their sum. */
+TS_FN double ts_routed_all_to_all_pair_time(const ts_net *net, double nd, double nc,
+                                            double copies, double max_nodes, const ts_group *g)
+{
+    double n = g->n, worst_d = 0.0, worst_c = 0.0, inner = 1.0, members, f, share = 1.0;
+    double lat;
+    int top = g->top;
+    if (n <= 1.0 || top < 0)
+        return 0.0;
+    for (int i = 0; i <= top; i++) {
+        members = inner * g->fanout[i];
+        if (i == 0) {
+            f = (members - 1.0) / n;
+            worst_d = TS_PYMAX(worst_d, f * nd * net->inv_link_bw[0]);
+            worst_c = TS_PYMAX(worst_c, f * nc * net->inv_link_bw[0]);
+        } else {
+            if (i == 1)
+                share = ts_node_limited_share(copies, max_nodes, n, inner);
+            f = (n - inner) / n;
+            worst_d = TS_PYMAX(worst_d, f * nd * share * net->inv_link_bw[i]);
+            worst_c = TS_PYMAX(worst_c, f * nc * share * net->inv_link_bw[i]);
+        }
+        inner = members;
+    }
+    lat = net->latency[top];
+    return (nd > 0.0 ? lat + worst_d : 0.0) + (nc > 0.0 ? lat + worst_c : 0.0);
+}
+
 /* collectives.py p2p_time: one transfer at the outermost tier the group crosses. */
 TS_FN double ts_p2p_time(const ts_net *net, double nbytes, const ts_group *g)
 {

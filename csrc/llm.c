@@ -302,6 +302,8 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->inv_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
     inv->inv_gpus = 1.0 / sys[TS_SYS_GPUS];
     inv->inv_gpus_peak = 1.0 / (sys[TS_SYS_GPUS] * sys[TS_SYS_PEAK_FLOPS]);
+    inv->top_k = mdl[TS_MDL_TOP_K];
+    inv->max_route_nodes = mdl[TS_MDL_MAX_ROUTE_NODES];
 }
 
 /* llm.py gemm_time with gemm_efficiency folded in, for the hot path:
@@ -601,7 +603,9 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->has_ep_comm = moe_layers > 0.0 && ep > 1.0;
     {
         double tokens = sp ? b * s * r_tp : b * s;
-        R->a2a_bytes = tokens * top_k * h * comm_bytes;
+        double copies_bytes = tokens * top_k * h; /* llm.py moe_all_to_all_pair_time */
+        R->a2a_dispatch_bytes = copies_bytes * job[TS_JOB_DISPATCH_BYTES];
+        R->a2a_combine_bytes = copies_bytes * job[TS_JOB_COMBINE_BYTES];
     }
     R->pp_bytes = b * s * h * comm_bytes * r_tp;
     R->pp_crit = pp > 1.0 ? ts_p2p_critical_transfers(schedule, pp, vpp) : 0.0;
@@ -743,8 +747,10 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
     if (R->has_ep_comm) {
         double a2a;
         ts_group_init1(&g, net, ep, strides[TS_DIM_EP]);
-        a2a = ts_all_to_all_time(net, R->a2a_bytes, &g);
-        O->ep_pass = R->moe_layers * 2.0 * a2a;
+        /* moe_all_to_all_pair_time: dispatch + combine (forward, and backward likewise) */
+        a2a = ts_routed_all_to_all_pair_time(net, R->a2a_dispatch_bytes, R->a2a_combine_bytes,
+                                             ctx->inv.top_k, ctx->inv.max_route_nodes, &g);
+        O->ep_pass = R->moe_layers * a2a;
     }
 
     /* ---- pipeline: stage-boundary transfers ---- */

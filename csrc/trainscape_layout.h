@@ -43,7 +43,8 @@ enum {
     TS_MDL_EXPERT_FFN_HIDDEN = 10,
     TS_MDL_MOE_EVERY = 11,
     TS_MDL_SHARED_EXPERTS = 12,
-    TS_MDL_COUNT = 13
+    TS_MDL_MAX_ROUTE_NODES = 13,
+    TS_MDL_COUNT = 14
 };
 
 /* JOB_FIELDS */
@@ -58,7 +59,9 @@ enum {
     TS_JOB_COMM_BYTES = 7,
     TS_JOB_GRAD_COMM_BYTES = 8,
     TS_JOB_FLASH_ATTENTION = 9,
-    TS_JOB_COUNT = 10
+    TS_JOB_DISPATCH_BYTES = 10,
+    TS_JOB_COMBINE_BYTES = 11,
+    TS_JOB_COUNT = 12
 };
 
 /* CONFIG_FIELDS */
@@ -153,8 +156,8 @@ enum {
 #define TS_N_TIER 5
 #define TS_SYS_TIER_BASE 11
 #define TS_N_SYS 41
-#define TS_N_MODEL 13
-#define TS_N_JOB 10
+#define TS_N_MODEL 14
+#define TS_N_JOB 12
 #define TS_N_CFG 14
 #define TS_N_OUT 23
 #define TS_N_DIMS 5

@@ -94,6 +94,10 @@ TS_FN double ts_all_reduce_time(const ts_net *net, double nbytes, const ts_group
 TS_FN double ts_all_gather_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN double ts_reduce_scatter_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN double ts_all_to_all_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN double ts_node_limited_share(double copies, double max_nodes, double n,
+                                   double node_members);
+TS_FN double ts_routed_all_to_all_pair_time(const ts_net *net, double nd, double nc,
+                                            double copies, double max_nodes, const ts_group *g);
 TS_FN double ts_p2p_time(const ts_net *net, double nbytes, const ts_group *g);
 
 /* ---- pipeline.py ------------------------------------------------------------------------- */
@@ -125,6 +129,7 @@ typedef struct {
     double inv_hbm;             /* 1 / (hbm_bandwidth * memory_efficiency) */
     double inv_gpus;            /* 1 / gpus */
     double inv_gpus_peak;       /* 1 / (gpus * peak_flops) */
+    double top_k, max_route_nodes;  /* moe_all_to_all_pair_time's block fields */
 } ts_llm_inv;
 
 /* Everything one batch shares: the blocks, the network view, block-only values of the model
@@ -167,7 +172,7 @@ typedef struct {
     /* read by ts_ord_init only */
     double tp, dp, ep, b, dpx, moe_layers;
     double dense_layers, inflight;        /* for ts_row_act */
-    double tp_bytes, kv_chunk, a2a_bytes, pp_bytes, pp_crit;
+    double tp_bytes, kv_chunk, a2a_dispatch_bytes, a2a_combine_bytes, pp_bytes, pp_crit;
     double dp_dense, dp_expert;
     double ar_dense_bytes, ar_expert_bytes, ag_dense_bytes, ag_expert_bytes;
 } ts_row;

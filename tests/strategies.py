@@ -135,6 +135,8 @@ def model_blocks(draw, moe: bool | None = None):
                                                       st.integers(64, 16384)))
         mdl[L.MDL_MOE_EVERY] = draw(st.sampled_from([1, 1, 2, 3]))
         mdl[L.MDL_SHARED_EXPERTS] = draw(st.sampled_from([0, 0, 1, 2]))
+        # node-limited routing: none, a limit below / at / above top_k
+        mdl[L.MDL_MAX_ROUTE_NODES] = draw(st.sampled_from([0, 0, 1, 2, 3, 4, 8]))
     return mdl
 
 
@@ -155,6 +157,9 @@ def job_blocks(draw):
     job[L.JOB_COMM_BYTES] = draw(st.sampled_from([act, 1.0, 2.0]))
     job[L.JOB_GRAD_COMM_BYTES] = draw(st.sampled_from([2.0, 4.0]))
     job[L.JOB_FLASH_ATTENTION] = draw(st.sampled_from([0.0, 1.0]))
+    # MoE all-to-all widths: fp8 with its 1x128 scales, 16-bit, and the activation width
+    job[L.JOB_DISPATCH_BYTES] = draw(st.sampled_from([1.03125, 2.0, act]))
+    job[L.JOB_COMBINE_BYTES] = draw(st.sampled_from([2.0, 1.03125, act]))
     return job
 
 

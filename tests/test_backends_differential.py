@@ -138,3 +138,36 @@ def test_threads_split_gives_same_columns(name, batch, warm_backends):  # noqa: 
     np.testing.assert_array_equal(one, two)
     small = evaluate_blocks(sys, mdl, job, cfg, backend=name, threads=1)
     np.testing.assert_array_equal(one[:, : cfg.shape[1]], small)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@pytest.mark.parametrize("dtype,limit", [("fp8", 4), ("fp8", 0), ("bf16", 1), ("bf16", 2)])
+def test_moe_all_to_all_across_nodes_equals_reference(name, dtype, limit,
+                                                      warm_backends):  # noqa: F811
+    """A DeepSeek-V3-shaped MoE whose expert-parallel groups span nodes, with FP8 dispatch /
+    BF16 combine and node-limited routing: every placement puts EP somewhere else, so the
+    node-limited share is exercised at every group shape (and changes the answer)."""
+    raw = {
+        "model": {"preset": "deepseek-v3", "layers": 16, "max_route_nodes": limit},
+        "job": {"seq_len": 4096, "global_batch": 1024, "dtype": dtype},
+        "cluster": {"gpu": "h100-sxm-80gb", "gpus": 1024, "tiers": [
+            {"name": "node", "size": 8, "bandwidth_GBps": 450, "latency_us": 2},
+            {"name": "fabric", "size": 64, "bandwidth_GBps": 50, "latency_us": 10},
+            {"name": "region", "size": 2, "bandwidth_GBps": 50, "latency_us": 2000,
+             "oversubscription": 8}]},
+        "space": {"tp": [1, 2], "pp": [4, 8], "ep": [8, 16, 32, 64], "mbs": [1],
+                  "schedule": ["1f1b", "dualpipe"], "order": "all"},
+    }
+    sc = trainscape.load(raw)
+    sys, mdl, job = pack(sc)
+    cfg = np.ascontiguousarray(sc.space.sample(3000, seed=1))
+    want = reference.evaluate_batch(sys, mdl, job, cfg)
+    ok = want[L.OUT_STATUS] != L.STATUS_INVALID_CONFIG
+    assert ok.sum() > 1000 and (want[L.OUT_EP_COMM_S][ok] > 0).any()
+    assert_same(evaluate_blocks(sys, mdl, job, cfg, backend=name), want, name)
+    if limit:  # the limit binds somewhere: the same batch without it costs more EP time
+        mdl_free = mdl.copy()
+        mdl_free[L.MDL_MAX_ROUTE_NODES] = 0
+        free = reference.evaluate_batch(sys, mdl_free, job, cfg)
+        assert (free[L.OUT_EP_COMM_S] > want[L.OUT_EP_COMM_S]).any()
+        assert (free[L.OUT_EP_COMM_S] >= want[L.OUT_EP_COMM_S]).all()

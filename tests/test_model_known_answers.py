@@ -217,6 +217,8 @@ def job(seq=2048, batch=64):
     j[L.JOB_COMM_BYTES] = 2
     j[L.JOB_GRAD_COMM_BYTES] = 4
     j[L.JOB_FLASH_ATTENTION] = 1
+    j[L.JOB_DISPATCH_BYTES] = 2
+    j[L.JOB_COMBINE_BYTES] = 2
     return j
 
 
@@ -313,3 +315,89 @@ def test_selective_recompute_is_free_and_useless_with_flash_attention(backend):
     unfused = evaluate_blocks(sys, mdl, j, cfgs, backend=backend)
     assert unfused[L.OUT_MEM_ACTIVATIONS_GIB, 1] < unfused[L.OUT_MEM_ACTIVATIONS_GIB, 0]
     assert unfused[L.OUT_STEP_TIME_S, 1] > unfused[L.OUT_STEP_TIME_S, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# MoE all-to-all: FP8 dispatch / BF16 combine and node-limited routing (DeepSeek-V3,
+# arXiv 2412.19437, §2.1.2 and §3.3.2)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_node_limited_all_to_all_caps_the_copies_that_leave_a_node():
+    # DeepSeek-V3's layout: EP 64 over 8 nodes of 8 GPUs, top-8 routing, at most 4 nodes.
+    # Uniform routing sends 8 * 56/64 = 7 copies of a token off its node; the limit keeps 4.
+    sys = system([NODE, FABRIC], gpus=512)
+    nbytes = 1e9
+    nvl = 7 / 64 * nbytes / (400e9 * 0.9)
+    nic_free = 56 / 64 * nbytes / (50e9 * 0.8)
+    assert C.node_limited_share(8, 4, 64, 8) == pytest.approx(4 / 7, rel=1e-15)
+    got = C.routed_all_to_all_time(sys, nbytes, 8, 4, 64, 1, 1, 1, 1, 1)
+    assert got == pytest.approx(10e-6 + max(nvl, nic_free * 4 / 7), rel=1e-12)
+    # no limit, or a limit the routing never reaches: the plain all-to-all
+    plain = C.all_to_all_time(sys, nbytes, 64, 1, 1, 1, 1, 1)
+    assert plain == pytest.approx(10e-6 + max(nvl, nic_free), rel=1e-12)
+    for limit in (0, 7, 8):
+        assert C.routed_all_to_all_time(sys, nbytes, 8, limit, 64, 1, 1, 1, 1, 1) == plain
+    # inside one node nothing leaves it: the limit changes nothing
+    assert C.routed_all_to_all_time(sys, nbytes, 8, 1, 8, 1, 1, 1, 1, 1) == \
+        C.all_to_all_time(sys, nbytes, 8, 1, 1, 1, 1, 1)
+
+
+def moe_model(max_route_nodes=0):
+    mdl = gpt_model(layers=4, h=4096, heads=32)
+    mdl[L.MDL_SWIGLU] = 1
+    mdl[L.MDL_EXPERTS] = 64
+    mdl[L.MDL_TOP_K] = 8
+    mdl[L.MDL_EXPERT_FFN_HIDDEN] = 1024
+    mdl[L.MDL_MOE_EVERY] = 1
+    mdl[L.MDL_MAX_ROUTE_NODES] = max_route_nodes
+    return mdl
+
+
+@pytest.mark.parametrize("limit", [0, 4])
+def test_ep_comm_is_fp8_dispatch_plus_bf16_combine_forward_and_backward(backend, limit):
+    from trainscape.backends import evaluate_blocks
+    from trainscape.spec.pack import moe_combine_bytes, moe_dispatch_bytes
+
+    sys = system([NODE, FABRIC], gpus=64)
+    seq, batch = 4096, 128
+    j = job(seq=seq, batch=batch)
+    j[L.JOB_DISPATCH_BYTES] = moe_dispatch_bytes("fp8")
+    j[L.JOB_COMBINE_BYTES] = moe_combine_bytes("bf16")
+    assert (j[L.JOB_DISPATCH_BYTES], j[L.JOB_COMBINE_BYTES]) == (1 + 4 / 128, 2.0)
+    cfg = one_config(dp=64, ep=64, mbs=1)  # order 0: EP innermost, ranks 0..63 on 8 nodes
+    out = evaluate_blocks(sys, moe_model(limit), j, cfg, backend=backend)
+    assert out[L.OUT_STATUS, 0] != L.STATUS_INVALID_CONFIG
+
+    share = 4 / 7 if limit else 1.0
+    copies = seq * 8 * 4096  # tokens x top_k x hidden elements per rank and direction
+
+    def a2a(width):
+        nbytes = copies * width
+        return 10e-6 + max(7 / 64 * nbytes / (400e9 * 0.9),
+                           56 / 64 * nbytes * share / (50e9 * 0.8))
+
+    microbatches = batch / 64
+    # per MoE layer: forward dispatch (fp8) + combine (bf16); backward the same pair (the
+    # combine's gradient goes the dispatch way in fp8, the dispatch's the combine way in bf16)
+    expected = microbatches * 4 * 2 * (a2a(1 + 4 / 128) + a2a(2.0))
+    assert out[L.OUT_EP_COMM_S, 0] == pytest.approx(expected, rel=1e-9)
+
+
+def test_fp8_dispatch_halves_the_dispatch_and_node_limit_cuts_the_fabric(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=64)
+    cfg = one_config(dp=64, ep=64, mbs=1)
+    j16 = job(seq=4096, batch=128)
+    j8 = j16.copy()
+    j8[L.JOB_DISPATCH_BYTES] = 1 + 4 / 128
+    ep = {}
+    for key, (mdl, j) in {"bf16": (moe_model(), j16), "fp8": (moe_model(), j8),
+                          "fp8-4nodes": (moe_model(4), j8)}.items():
+        ep[key] = evaluate_blocks(sys, mdl, j, cfg, backend=backend)[L.OUT_EP_COMM_S, 0]
+    assert ep["fp8-4nodes"] < ep["fp8"] < ep["bf16"]
+    # fabric-bound: time is affine in the bytes, so the byte ratio shows in the variable part
+    lat = 128 / 64 * 4 * 2 * 2 * 10e-6
+    assert (ep["fp8"] - lat) / (ep["bf16"] - lat) == pytest.approx((1.03125 + 2) / 4, rel=1e-9)
+    assert (ep["fp8-4nodes"] - lat) / (ep["fp8"] - lat) == pytest.approx(4 / 7, rel=1e-9)

@@ -163,7 +163,10 @@ def isolated():
     import trainscape
 
     root = Path(__file__).resolve().parent.parent
-    gpt3 = trainscape.load(root / "examples" / "gpt3-175b-a100.toml")
+    # the landscape this fixture was built on: the A100's microbenchmark constants (the example
+    # itself now resolves the calibrated ones, which move the runner-up within 4%)
+    gpt3 = trainscape.load(root / "examples" / "gpt3-175b-a100.toml",
+                           overrides=["cluster.gpu.calibrated=false"])
     ds = design_space(gpt3, ISOLATED)
     ex = run_sweep(gpt3, space=ds, top=3)
     return gpt3, ds, ex
@@ -205,7 +208,8 @@ def gpt3_bench():
     import trainscape
 
     root = Path(__file__).resolve().parent.parent
-    gpt3 = trainscape.load(root / "examples" / "gpt3-175b-a100.toml")
+    gpt3 = trainscape.load(root / "examples" / "gpt3-175b-a100.toml",
+                           overrides=["cluster.gpu.calibrated=false"])  # as `isolated`
     ds = design_space(gpt3, GPT3_BENCH)
     return gpt3, ds, run_sweep(gpt3, space=ds, top=1)
 

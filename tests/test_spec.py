@@ -647,3 +647,32 @@ def test_pack_configs_list_equals_columns(tp, cp, pp, mbs, schedule, recompute, 
                          "order": ["-".join(order)]}, gpus=64)
     assert np.array_equal(cfg, cols)
     assert cfg[L.CFG_SP, 0] == (tp > 1)
+
+
+def test_pack_moe_all_to_all_widths():
+    # DeepSeek-V3 §3.3.2: FP8 dispatch with 1x128 fp32 tile scales, BF16 combine
+    bf16 = pack_job(load_scenario(base()))
+    assert bf16[L.JOB_DISPATCH_BYTES] == 2 and bf16[L.JOB_COMBINE_BYTES] == 2
+    fp8 = pack_job(load_scenario(base(), ["job.dtype=fp8"]))
+    assert fp8[L.JOB_DISPATCH_BYTES] == 1 + 4 / 128 and fp8[L.JOB_COMBINE_BYTES] == 2
+    mixed = pack_job(load_scenario(base(), ['job.moe_dispatch_dtype="fp8"']))
+    assert mixed[L.JOB_DISPATCH_BYTES] == 1.03125 and mixed[L.JOB_COMBINE_BYTES] == 2
+    wide = pack_job(load_scenario(base(), ["job.dtype=fp8", 'job.moe_dispatch_dtype="bf16"']))
+    assert wide[L.JOB_DISPATCH_BYTES] == 2
+    with pytest.raises(ScenarioError, match=r"^job\.moe_combine_dtype: "):
+        load_scenario(base(), ['job.moe_combine_dtype="int4"'])
+
+
+def test_max_route_nodes_is_an_moe_field():
+    raw = base()
+    raw["model"].update(experts=64, top_k=8, max_route_nodes=4)
+    assert pack_model(load_scenario(raw))[L.MDL_MAX_ROUTE_NODES] == 4
+    raw["model"].update(max_route_nodes=0)
+    assert pack_model(load_scenario(raw))[L.MDL_MAX_ROUTE_NODES] == 0
+    dense = base()
+    dense["model"]["max_route_nodes"] = 2
+    with pytest.raises(ScenarioError, match=r"^model\.max_route_nodes: "):
+        load_scenario(dense)
+    raw["model"].update(max_route_nodes=-1)
+    with pytest.raises(ScenarioError, match=r"^model\.max_route_nodes: "):
+        load_scenario(raw)

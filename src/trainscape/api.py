@@ -30,7 +30,7 @@ def load(source: str | Path | Mapping, overrides: Iterable[str] = ()) -> Scenari
     applied. Raises :class:`ScenarioError` with a one-line message naming the field."""
     if isinstance(source, Scenario):
         if overrides:
-            return load(source.model_dump(exclude_none=True), overrides)
+            return load(source.raw_dump(), overrides)
         return source
     return load_scenario(source, overrides)
 

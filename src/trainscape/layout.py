@@ -79,6 +79,7 @@ MODEL_FIELDS = (
     "expert_ffn_hidden",
     "moe_every",  # every k-th layer is an MoE layer; 0 for a dense model
     "shared_experts",  # always-active experts of size expert_ffn_hidden per MoE layer
+    "max_route_nodes",  # node-limited routing: nodes a token's experts span at most; 0: no limit
 )
 
 JOB_FIELDS = (
@@ -92,6 +93,8 @@ JOB_FIELDS = (
     "comm_bytes",  # bytes per element of activation traffic (TP, CP, EP, PP)
     "grad_comm_bytes",  # bytes per element of gradient reduction traffic
     "flash_attention",  # 1: attention scores are never stored (FlashAttention)
+    "dispatch_bytes",  # bytes per element of the MoE dispatch all-to-all (fp8: 1 + scales)
+    "combine_bytes",  # bytes per element of the MoE combine all-to-all
 )
 
 CONFIG_FIELDS = (
@@ -175,10 +178,10 @@ SYS_GPUS, SYS_N_TIERS, SYS_PEAK_FLOPS, SYS_HBM_BYTES, SYS_HBM_BANDWIDTH, SYS_HBM
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
     MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \
-    MDL_SHARED_EXPERTS = range(N_MODEL)
+    MDL_SHARED_EXPERTS, MDL_MAX_ROUTE_NODES = range(N_MODEL)
 JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_BYTES, \
     JOB_OPTIMIZER_BYTES, JOB_OPTIMIZER_TRAFFIC_BYTES, JOB_COMM_BYTES, JOB_GRAD_COMM_BYTES, \
-    JOB_FLASH_ATTENTION = range(N_JOB)
+    JOB_FLASH_ATTENTION, JOB_DISPATCH_BYTES, JOB_COMBINE_BYTES = range(N_JOB)
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
 OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \

@@ -129,6 +129,14 @@ def memory_table(result, capacity_gib: float | None = None) -> Table:
     return t
 
 
+def hbm_capacity_gib(scenario) -> float:
+    """HBM per GPU in GiB, the capacity the kernels test memory against (the packed
+    ``hbm_bytes``, :func:`trainscape.spec.pack.hbm_capacity_bytes`: ``hbm_gb`` is binary)."""
+    from .spec.pack import hbm_capacity_bytes
+
+    return hbm_capacity_bytes(scenario.cluster.gpu.hbm_gb) / GIB
+
+
 def render_result(result, scenario=None) -> Group:
     """Everything about one costed configuration, as a rich renderable."""
     head = Text()
@@ -140,6 +148,6 @@ def render_result(result, scenario=None) -> Group:
         return Group(*parts)
     capacity = None
     if scenario is not None:
-        capacity = scenario.cluster.gpu.hbm_gb * 1e9 / GIB
+        capacity = hbm_capacity_gib(scenario)
     parts += [breakdown_table(result), memory_table(result, capacity)]
     return Group(*parts)

@@ -337,6 +337,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     dtype = row["dtype"]
     flash = source_id != "bloom_176b_a100"  # BLOOM (2022) ran Megatron's unfused attention
     job = {"seq_len": seq, "global_batch": batch, "dtype": dtype, "flash_attention": flash,
+           "stack": stack,
            "grad_dtype": _bool_grad_dtype(row, stack, release, notes)}
     gpu = row["gpu"]
     preset = GPU_CLUSTER[gpu]

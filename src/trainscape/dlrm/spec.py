@@ -224,7 +224,9 @@ def expand(raw: dict) -> dict:
         base.pop("sources", None)
         out["model"] = {**base, **model}
     if isinstance(out.get("cluster"), dict):
-        out["cluster"] = expand_presets({"cluster": out["cluster"]})["cluster"]
+        # stock GPU constants: the calibrated.toml fits are fitted on LLM training runs (their
+        # memory_efficiency absorbs LLM elementwise kernels), not on embedding lookups
+        out["cluster"] = expand_presets({"cluster": out["cluster"]}, calibrated=False)["cluster"]
     return out
 
 

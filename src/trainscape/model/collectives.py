@@ -144,8 +144,34 @@ def all_to_all_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
     tier-i domain is ``(g_i - g_{i-1}) / n`` with ``g_i`` the members within tier ``i``. Tier-0
     traffic uses the scale-up links; tier ``i >= 1`` links carry everything that crosses tier
     ``i`` or above. The busiest link sets the time, plus one latency of the outermost tier
-    (all pairs are in flight at once).
+    (all pairs are in flight at once). (:func:`routed_all_to_all_time` without a node limit.)
     """
+    return routed_all_to_all_time(sys, nbytes, 1.0, 0.0, n_a, s_a, n_b, s_b, n_c, s_c)
+
+
+def node_limited_share(copies, max_nodes, n, node_members):
+    """Fraction of the node-leaving bytes of an MoE all-to-all that node-limited routing keeps.
+
+    Each token's buffer holds ``copies`` (top-k) copies spread evenly over the ``n`` members,
+    so ``copies * (n - node_members) / n`` of them leave the node. Node-limited routing sends a
+    token to experts on at most ``max_nodes`` nodes (DeepSeek-V3 tech report, arXiv 2412.19437,
+    §2.1.2) and crosses the scale-out network once per destination node, forwarding to the
+    experts there over NVLink (§3.2.2; deepseek-ai/DeepEP internode dispatch): at most
+    ``max_nodes`` copies of a token leave its node. The share is
+    ``min(1, max_nodes / (copies * (n - node_members) / n))``; 1 without a limit
+    (``max_nodes`` 0) or when no copy leaves the node.
+    """
+    leave = copies * (n - node_members) / n
+    if max_nodes <= 0.0 or leave <= max_nodes:
+        return 1.0
+    return max_nodes / leave
+
+
+def routed_all_to_all_time(sys, nbytes, copies, max_nodes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """:func:`all_to_all_time` of an MoE dispatch or combine whose buffer holds ``copies``
+    copies of each token, routed to at most ``max_nodes`` nodes (0: no limit): the traffic on
+    the links above the node (tier >= 1) is scaled by :func:`node_limited_share`; the
+    scale-up (tier-0) traffic is not (the forwarding inside the node is not charged)."""
     n = group_size(n_a, n_b, n_c)
     if n <= 1.0 or nbytes <= 0.0:
         return 0.0
@@ -153,6 +179,7 @@ def all_to_all_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
     inner = 1.0
     span = 1.0
     lat = 0.0
+    share = 1.0
     for i in range(n_tiers(sys)):
         span = next_tier_span(sys, i, span)
         members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
@@ -162,8 +189,10 @@ def all_to_all_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
             # scale-up links carry the traffic to members in the same node
             t = (members - 1.0) / n * nbytes / tier_link_bandwidth(sys, 0)
         else:
+            if i == 1:
+                share = node_limited_share(copies, max_nodes, n, inner)
             # tier-i links carry every byte bound outside the rank's tier-(i-1) domain
-            t = (n - inner) / n * nbytes / tier_link_bandwidth(sys, i)
+            t = (n - inner) / n * nbytes * share / tier_link_bandwidth(sys, i)
         worst = max(worst, t)
         inner = members
         if members >= n:

@@ -34,7 +34,9 @@ from ..layout import (
     CFG_VPP,
     CFG_ZERO,
     JOB_ACTIVATION_BYTES,
+    JOB_COMBINE_BYTES,
     JOB_COMM_BYTES,
+    JOB_DISPATCH_BYTES,
     JOB_FLASH_ATTENTION,
     JOB_GLOBAL_BATCH,
     JOB_GRAD_BYTES,
@@ -51,6 +53,7 @@ from ..layout import (
     MDL_HIDDEN,
     MDL_KV_HEADS,
     MDL_LAYERS,
+    MDL_MAX_ROUTE_NODES,
     MDL_MOE_EVERY,
     MDL_SHARED_EXPERTS,
     MDL_SWIGLU,
@@ -105,9 +108,9 @@ from ..layout import (
 from .collectives import (
     all_gather_time,
     all_reduce_time,
-    all_to_all_time,
     p2p_time,
     reduce_scatter_time,
+    routed_all_to_all_time,
 )
 from .network import placement_strides, tier_capacity
 from .pipeline import (
@@ -632,7 +635,7 @@ ORD_S_DP = 3
 ORD_S_PP = 4
 ORD_TP_PASS = 5  # tensor-parallel traffic of one stage pass
 ORD_CP_STEP = 6  # one ring step of context parallelism
-ORD_A2A = 7  # one expert-parallel all-to-all
+ORD_A2A = 7  # one expert-parallel dispatch + combine pair (moe_all_to_all_pair_time)
 ORD_PP_COMM = 8  # pipeline transfers on the critical path, per step
 N_ORD = 9
 
@@ -774,6 +777,27 @@ def row_terms(sys, mdl, job, cfg, i):
             dense_params, expert_params, hw_fwd, core_hw, model_flops)
 
 
+def moe_all_to_all_pair_time(sys, mdl, job, tokens, ep, s_ep):
+    """One MoE dispatch plus one combine all-to-all of ``tokens`` tokens per rank over an
+    expert-parallel group of ``ep`` ranks ``s_ep`` apart.
+
+    Each direction moves every token's ``top_k`` copies of the hidden state (Lepikhin et al.
+    2020, GShard §2; Megatron-Core ``MoEAlltoAllTokenDispatcher``): dispatch at
+    ``dispatch_bytes`` per element (FP8 with its scales when training in FP8), combine at
+    ``combine_bytes`` (BF16) -- DeepSeek-V3 tech report (arXiv 2412.19437) §3.3.2. Node-limited
+    routing (``max_route_nodes``, §2.1.2) caps the copies that leave a node
+    (:func:`~trainscape.model.collectives.node_limited_share`).
+    """
+    copies_bytes = tokens * mdl[MDL_TOP_K] * mdl[MDL_HIDDEN]
+    top_k = mdl[MDL_TOP_K]
+    limit = mdl[MDL_MAX_ROUTE_NODES]
+    dispatch = routed_all_to_all_time(sys, copies_bytes * job[JOB_DISPATCH_BYTES], top_k, limit,
+                                      ep, s_ep, 1.0, 1.0, 1.0, 1.0)
+    combine = routed_all_to_all_time(sys, copies_bytes * job[JOB_COMBINE_BYTES], top_k, limit,
+                                     ep, s_ep, 1.0, 1.0, 1.0, 1.0)
+    return dispatch + combine
+
+
 def order_terms(sys, mdl, job, row, order):
     """Every communication time of a row that depends on the placement ``order`` but not on
     recompute, zero or dp_overlap (see ORD_*)."""
@@ -797,12 +821,11 @@ def order_terms(sys, mdl, job, row, order):
         kv_local = kv_heads / tp if kv_heads >= tp else 1.0
         kv_chunk = 2.0 * b * s * kv_local * mdl[MDL_HEAD_DIM] * comm_bytes
         cp_step = p2p_time(sys, kv_chunk, cp, s_cp, 1.0, 1.0, 1.0, 1.0)
-    # expert parallelism: one dispatch (or combine) all-to-all
+    # expert parallelism: one dispatch and one combine all-to-all
     a2a = 0.0
     if row[ROW_MOE_LAYERS] > 0.0 and row[ROW_EP] > 1.0:
-        tokens = b * s / tp if sp else b * s
-        a2a_bytes = tokens * mdl[MDL_TOP_K] * h * comm_bytes
-        a2a = all_to_all_time(sys, a2a_bytes, row[ROW_EP], s_ep, 1.0, 1.0, 1.0, 1.0)
+        a2a = moe_all_to_all_pair_time(sys, mdl, job, b * s / tp if sp else b * s,
+                                       row[ROW_EP], s_ep)
     # pipeline: stage-to-stage transfers on the critical path
     pp_comm = 0.0
     if pp > 1.0:
@@ -857,9 +880,13 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     ep_f = 0.0
     ep_b = 0.0
     if moe_layers > 0.0 and row[ROW_EP] > 1.0:
-        a2a = ordt[ORD_A2A]
-        ep_f = moe_layers * 2.0 * a2a  # dispatch + combine (Lepikhin et al. 2020, GShard §2)
-        ep_b = moe_layers * 2.0 * a2a
+        a2a = ordt[ORD_A2A]  # dispatch + combine (Lepikhin et al. 2020, GShard §2)
+        ep_f = moe_layers * a2a
+        # backward: the combine's gradient goes the dispatch way, in the dispatch dtype (FP8 in
+        # DeepSeek-V3: the activation gradient before the down-projections), the dispatch's
+        # gradient goes the combine way, in BF16 ("backward combine", DeepSeek-V3 §3.3.2):
+        # the same pair of all-to-alls as the forward
+        ep_b = moe_layers * a2a
         if recompute == RECOMPUTE_FULL:
             ep_b += ep_f
         if schedule == SCHED_DUALPIPE or schedule == SCHED_DUALPIPE_V:

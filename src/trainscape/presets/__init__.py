@@ -27,6 +27,9 @@ __all__ = [
     "cluster",
     "dlrm",
     "calibrated_constants",
+    "calibrated_dtypes",
+    "resolve_gpu",
+    "stack_profile",
     "get",
     "llm_param_counts",
     "gpu",
@@ -101,34 +104,121 @@ def get(kind: str, name: str) -> dict:
     return copy.deepcopy(table[name])
 
 
-def gpu(name: str, calibrated: bool = True) -> dict:
+#: Job dtypes a ``calibrated.toml`` GPU table may hold a sub-table for (``[<gpu>.fp8]``).
+CALIBRATED_DTYPES = ("bf16", "fp16", "fp8")
+#: Sub-tables of a ``calibrated.toml`` GPU table that are not constants.
+_CALIBRATED_META = ("provenance",)
+#: The software-stack profiles (``stacks.toml``) and the default one.
+STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla")
+DEFAULT_STACK = "megatron-core"
+#: GPU constants a stack profile may scale (``stacks.toml`` documents why each may differ).
+STACK_SCALABLE = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency",
+                  "layer_overhead_us")
+
+
+def gpu(name: str, calibrated: bool = True, dtype: str | None = None,
+        stack: str | None = None) -> dict:
     """GPU preset: name, peak_tflops {bf16, fp16[, fp8]} (dense), hbm_gb, hbm_bandwidth_GBps,
     nvlink_bandwidth_GBps, gemm_efficiency_max, gemm_half_flops, attention_efficiency,
-    memory_efficiency, hbm_reserve_gb, sources.
+    memory_efficiency, hbm_reserve_gb, sources -- as :func:`resolve_gpu` resolves it.
 
     With ``calibrated`` (the default), constants fitted against published training runs for
     this GPU type (``calibrated.toml``, written by ``scripts/calibrate.py``) replace the
-    microbenchmark values, and their ``sources`` entries say so."""
+    microbenchmark values, and their ``sources`` entries say so; ``dtype`` picks the fit's
+    per-dtype table where there is one, ``stack`` a software-stack profile."""
+    return resolve_gpu(name, dtype=dtype, stack=stack, calibrated=calibrated)
+
+
+def _calibration_note(provenance: dict) -> str:
+    return (f"calibrated by {provenance.get('script', 'scripts/calibrate.py')} against "
+            + "; ".join(provenance.get("sources", [])))
+
+
+def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
+                calibrated: bool = True, explicit: dict | None = None) -> dict:
+    """The constants of GPU preset ``name`` for a job in ``dtype`` on software ``stack``: the
+    one function every entry point (scenario files, ``--set``, the Python API, ``validate``,
+    ``trainscape presets gpu``) resolves a GPU through.
+
+    Resolution order, each step overriding the one before:
+
+    1. ``gpus.toml`` -- the microbenchmark (stock) values;
+    2. ``calibrated.toml [<name>]`` -- constants fitted for this GPU type (all dtypes);
+    3. ``calibrated.toml [<name>.<dtype>]`` -- constants fitted for this dtype;
+    4. ``stacks.toml [<stack>.scale]`` -- a software-stack profile's multipliers;
+    5. ``explicit`` -- fields the user wrote in the scenario (never scaled).
+
+    Steps 2 and 3 only with ``calibrated``. ``UnknownPreset`` for an unknown GPU; an unknown
+    ``dtype`` or ``stack`` resolves as if none were given (the scenario's validation reports
+    it with its field path). The result's ``sources`` say where each replaced value came from.
+    """
     preset = get("gpu", name)
+    sources = preset.setdefault("sources", {})
     if calibrated:
-        fitted = calibrated_constants(name)
-        provenance = fitted.pop("provenance", {})
-        for key, value in fitted.items():
+        for key, value, note in _calibrated_items(name, dtype):
             preset[key] = value
-            preset.setdefault("sources", {})[key] = (
-                f"calibrated by {provenance.get('script', 'scripts/calibrate.py')} against "
-                + "; ".join(provenance.get("sources", []))
-            )
+            sources[key] = note
+    profile = stack_profile(stack if isinstance(stack, str) and stack in STACKS
+                            else DEFAULT_STACK)
+    for key, factor in profile.get("scale", {}).items():
+        preset[key] = preset.get(key, 0.0) * factor
+        sources[key] = (sources.get(key, "") + f"; x {factor:g} for the {profile['id']} stack "
+                        "profile (stacks.toml)").lstrip("; ")
+    for key, value in (explicit or {}).items():
+        preset[key] = value
+        if key in sources:
+            sources[key] = "set in the scenario"
     return preset
 
 
+def _calibrated_items(name: str, dtype: str | None) -> list[tuple[str, object, str]]:
+    """(field, value, source note) of the fitted constants for ``name`` in resolution order:
+    the GPU table's, then its ``dtype`` sub-table's."""
+    table = calibrated_constants(name)
+    out = []
+    base_note = _calibration_note(table.get("provenance", {}))
+    for key, value in table.items():
+        if key in _CALIBRATED_META or isinstance(value, dict):
+            continue
+        out.append((key, value, base_note))
+    sub = table.get(dtype) if isinstance(dtype, str) and dtype in CALIBRATED_DTYPES else None
+    if isinstance(sub, dict):
+        prov = sub.get("provenance", table.get("provenance", {}))
+        note = _calibration_note(prov) + f" ({dtype} jobs)"
+        for key, value in sub.items():
+            if key in _CALIBRATED_META or isinstance(value, dict):
+                continue
+            out.append((key, value, note))
+    return out
+
+
 def calibrated_constants(name: str) -> dict:
-    """Fitted constants (and their ``provenance``) for GPU ``name``; empty if none."""
+    """Fitted constants (and their ``provenance``) for GPU ``name``; empty if none. Per-dtype
+    fits are sub-tables keyed by dtype (``CALIBRATED_DTYPES``), each with an optional
+    ``provenance`` of its own."""
     try:
         table = _parse("calibrated.toml")
     except FileNotFoundError:
         return {}
     return copy.deepcopy(table.get(name, {}))
+
+
+def calibrated_dtypes(name: str) -> list[str]:
+    """The dtypes with a fitted sub-table for GPU ``name`` (file order)."""
+    return [k for k, v in calibrated_constants(name).items()
+            if k in CALIBRATED_DTYPES and isinstance(v, dict)]
+
+
+def stack_profile(stack: str) -> dict:
+    """A software-stack profile from ``stacks.toml``: ``id``, ``name``, ``description`` and
+    ``scale`` (GPU constant -> multiplier; only ``STACK_SCALABLE`` keys). ``ValueError`` for
+    a stack that is not one of ``STACKS``."""
+    if stack not in STACKS:
+        raise ValueError(f"stack {stack!r} is not one of {', '.join(STACKS)}")
+    table = copy.deepcopy(_parse("stacks.toml").get(stack, {}))
+    table["id"] = stack
+    table.setdefault("scale", {})
+    return table
 
 
 def cluster(name: str) -> dict:
@@ -193,6 +283,7 @@ def _gpu_row(pid: str, g: dict) -> dict:
         "gemm_eff": g["gemm_efficiency_max"],
         "attn_eff": g["attention_efficiency"],
         "mem_eff": g["memory_efficiency"],
+        "overhead_us": g.get("layer_overhead_us", 0.0),
     }
 
 
@@ -245,6 +336,14 @@ _ROWS = {"gpu": _gpu_row, "cluster": _cluster_row, "model": _model_row, "dlrm": 
 def summary_rows(kind: str) -> list[dict]:
     """One dict of key figures per preset of ``kind`` (same keys in every row, file order)."""
     if kind == "gpu":  # the values the model uses: calibrated where a fit exists
-        return [_gpu_row(pid, gpu(pid)) for pid in names("gpu")]
+        rows = []
+        for pid in names("gpu"):
+            base = _gpu_row(pid, gpu(pid))
+            rows.append({"id": pid, "dtype": "all", **base})
+            for d in calibrated_dtypes(pid):  # a per-dtype fit: one more row where it differs
+                row = _gpu_row(pid, gpu(pid, dtype=d))
+                if row != base:
+                    rows.append({"id": pid, "dtype": d, **row})
+        return rows
     table = _table(kind)
     return [_ROWS[kind](pid, copy.deepcopy(v)) for pid, v in table.items()]

@@ -119,6 +119,25 @@ def _selects_preset(path: list[str | int]) -> bool:
     return path[-1] == "preset" or path == ["cluster", "gpu"]
 
 
+def _fill_gpu_tables(raw: dict, paths: list[list[str | int]]) -> None:
+    """Copy the GPU preset's nested tables (``peak_tflops``) that ``paths`` reach into, so an
+    override like ``cluster.gpu.peak_tflops.fp8=...`` edits the preset's table instead of
+    replacing it (no fitted constant is a table, so the stock values are the resolved ones)."""
+    gpu = raw.get("cluster", {}).get("gpu") if isinstance(raw.get("cluster"), dict) else None
+    if not paths or not isinstance(gpu, dict) or not isinstance(gpu.get("preset"), str):
+        return
+    from .. import presets
+
+    try:
+        stock = presets.get("gpu", gpu["preset"])
+    except presets.UnknownPreset:
+        return  # validation reports it with its path
+    for path in paths:
+        key = path[2]
+        if key not in gpu and isinstance(stock.get(key), dict):
+            gpu[key] = stock[key]
+
+
 def apply_overrides(raw: Mapping, overrides: Iterable[str | tuple[str, Any]]) -> dict:
     """Presets merged and ``overrides`` applied to a raw scenario dict (a new dict).
 
@@ -139,7 +158,9 @@ def apply_overrides(raw: Mapping, overrides: Iterable[str | tuple[str, Any]]) ->
     for path, value in parsed:
         if _selects_preset(path):
             set_path(out, path, value)
-    out = expand_presets(out)
+    # GPU constants resolve at validation, after the overrides (job.dtype, job.stack, ...)
+    out = expand_presets(out, resolve_gpu=False)
+    _fill_gpu_tables(out, [p for p, _ in parsed if p[:2] == ["cluster", "gpu"] and len(p) > 3])
     for path, value in parsed:
         if not _selects_preset(path):
             set_path(out, path, value)

@@ -2,7 +2,8 @@
 (config, space).
 
 Units follow the field names: ``*_GBps`` decimal gigabytes per second per GPU per direction,
-``*_gb`` decimal gigabytes, ``*_us`` microseconds, ``*_tflops`` 10^12 FLOP/s. Packing
+``*_gb`` gigabytes of memory as vendors count HBM (binary: 2**30 bytes, see
+:func:`~trainscape.spec.pack.hbm_capacity_bytes`), ``*_us`` microseconds, ``*_tflops`` 10^12 FLOP/s. Packing
 (:mod:`trainscape.spec.pack`) converts them to bytes, bytes/s and seconds.
 
 Every model forbids unknown keys and checks types strictly (no ``"8"`` for ``8``). Checks
@@ -21,6 +22,9 @@ from .. import layout
 from .errors import ScenarioError, fail
 
 DTYPES = ("bf16", "fp16", "fp8")
+#: Software-stack profiles (presets/stacks.toml), the same tuple as ``presets.STACKS``.
+STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla")
+DEFAULT_STACK = "megatron-core"
 OPTIMIZERS = ("adam", "sgd")
 GRAD_DTYPES = ("fp32", "bf16")
 MLPS = ("swiglu", "gelu")
@@ -71,6 +75,9 @@ class ModelSpec(_Spec):
     expert_ffn_hidden: NonNegInt | None = None  # default: ffn_hidden for MoE models
     moe_every: NonNegInt | None = None  # default: 1 for MoE models
     shared_experts: NonNegInt = 0
+    # node-limited routing (DeepSeek-V3 §2.1.2): a token's experts lie on at most this many
+    # nodes (tier-0 domains); 0: no limit
+    max_route_nodes: NonNegInt = 0
 
     @model_validator(mode="after")
     def _derive_and_check(self) -> ModelSpec:
@@ -100,7 +107,8 @@ class ModelSpec(_Spec):
                 raise fail("expert_ffn_hidden", "must be > 0 for an MoE model",
                            self.expert_ffn_hidden, "> 0")
         else:
-            for field in ("top_k", "moe_every", "shared_experts", "expert_ffn_hidden"):
+            for field in ("top_k", "moe_every", "shared_experts", "expert_ffn_hidden",
+                          "max_route_nodes"):
                 value = getattr(self, field)
                 if value:
                     raise fail(field, "only for MoE models (model.experts = 0)", value,
@@ -123,6 +131,12 @@ class JobSpec(_Spec):
     optimizer: Literal[OPTIMIZERS] = "adam"
     grad_dtype: Literal[GRAD_DTYPES] = "fp32"  # gradient accumulation (Megatron: fp32)
     flash_attention: bool = True
+    # MoE all-to-all precision: dispatch default fp8 for fp8 jobs, else the compute dtype;
+    # combine default bf16 for fp8 jobs, else the compute dtype (DeepSeek-V3 §3.3.2)
+    moe_dispatch_dtype: Dtype | None = None
+    moe_combine_dtype: Dtype | None = None
+    # software-stack profile (presets/stacks.toml): multipliers on the GPU preset's constants
+    stack: Literal[STACKS] = DEFAULT_STACK
 
 
 class GpuSpec(_Spec):
@@ -140,6 +154,8 @@ class GpuSpec(_Spec):
     memory_efficiency: Fraction
     hbm_reserve_gb: NonNegFloat = 0.0
     layer_overhead_us: NonNegFloat = 0.0  # fixed cost per layer per microbatch pass
+    # with ``preset``: apply the constants fitted for this GPU (presets/calibrated.toml)
+    calibrated: bool = True
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
@@ -407,31 +423,72 @@ def _preset(kind: str, name: Any, path: str) -> dict:
     return table
 
 
-def expand_presets(raw: dict) -> dict:
+def _gpu_preset(name: Any, path: str, dtype: Any, stack: Any, calibrated: Any) -> dict:
+    """GPU preset ``name`` resolved for the job (:func:`trainscape.presets.resolve_gpu`, the
+    one path for GPU constants), without its ``sources``."""
+    from .. import presets
+
+    try:
+        table = presets.resolve_gpu(name, dtype=dtype, stack=stack,
+                                    calibrated=calibrated is not False)
+    except presets.UnknownPreset:
+        raise ScenarioError.at(path, "unknown gpu preset", name,
+                               ", ".join(presets.names("gpu"))) from None
+    for key in PRESET_META_KEYS:
+        table.pop(key, None)
+    return table
+
+
+def expand_presets(raw: dict, resolve_gpu: bool = True, calibrated: bool = True) -> dict:
     """Merge named presets under the fields given next to them (a copy; idempotent).
 
     ``[model] preset``, ``[cluster] preset`` (gpu + tiers + ...), and ``[cluster] gpu`` as a
     name or as a table with ``preset``. Fields written in the scenario override the preset's;
     a list (``tiers``) replaces the preset's list as a whole.
+
+    A GPU preset resolves through :func:`trainscape.presets.resolve_gpu` for the job's
+    ``dtype`` and ``stack`` (fitted constants, per-dtype fits, the stack profile), unless the
+    GPU table says ``calibrated = false`` (stock constants and the stack profile only). With
+    ``resolve_gpu`` false the GPU stays a ``{"preset": name, ...}`` table (resolved later, by
+    validation, once ``--set`` overrides of the job are in). ``calibrated`` is the default of
+    the GPU table's ``calibrated`` (DLRM scenarios pass False: the fits are LLM-training fits).
     """
     out = copy.deepcopy(raw)
     model = out.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
         out["model"] = {**_preset("model", model["preset"], "model.preset"), **model}
+    job = out.get("job")
+    dtype = job.get("dtype", "bf16") if isinstance(job, dict) else None
+    stack = job.get("stack") if isinstance(job, dict) else None
     cluster = out.get("cluster")
     if isinstance(cluster, dict):
         if cluster.get("preset") is not None:
             cluster = {**_preset("cluster", cluster["preset"], "cluster.preset"), **cluster}
         gpu = cluster.get("gpu")
-        if isinstance(gpu, str):
-            gpu = {"preset": gpu}
-        if isinstance(gpu, dict) and gpu.get("preset") is not None:
+        if isinstance(gpu, str) and (resolve_gpu or "gpu" not in raw["cluster"]):
+            gpu = {"preset": gpu}  # (a name the user wrote stays one until it resolves)
+        if resolve_gpu and isinstance(gpu, dict) and gpu.get("preset") is not None:
             path = "cluster.gpu.preset" if isinstance(cluster.get("gpu"), dict) else "cluster.gpu"
-            gpu = {**_preset("gpu", gpu["preset"], path), **gpu}
+            fitted = gpu.get("calibrated", calibrated)
+            gpu = {**_gpu_preset(gpu["preset"], path, dtype, stack, fitted), **gpu}
+            if isinstance(fitted, bool):  # (a non-bool is reported by validation)
+                gpu["calibrated"] = fitted
         if gpu is not None:
             cluster["gpu"] = gpu
         out["cluster"] = cluster
     return out
+
+
+def _unresolved_gpu(raw: dict) -> dict | None:
+    """The GPU table of ``raw`` as written (a preset name as ``{"preset": name}``), when it
+    names a preset; None otherwise."""
+    cluster = expand_presets(raw, resolve_gpu=False).get("cluster")
+    gpu = cluster.get("gpu") if isinstance(cluster, dict) else None
+    if isinstance(gpu, str):
+        gpu = {"preset": gpu}
+    if isinstance(gpu, dict) and gpu.get("preset") is not None:
+        return copy.deepcopy(gpu)
+    return None
 
 
 class Scenario(_Spec):
@@ -446,15 +503,32 @@ class Scenario(_Spec):
     config: ConfigSpec | None = None
     space: SpaceSpec | None = None
 
-    @model_validator(mode="before")
+    #: the ``[cluster.gpu]`` table as given (preset name and the fields the user set), before
+    #: its constants were resolved for the job (see :meth:`raw_dump`)
+    _gpu_input: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _presets(cls, data: Any) -> Any:
+    def _presets(cls, data: Any, handler: Any) -> Any:
         if not isinstance(data, dict):
-            return data
+            return handler(data)
         try:
-            return expand_presets(data)
+            gpu_input = _unresolved_gpu(data)
+            data = expand_presets(data)
         except ScenarioError as exc:
             raise exc.as_pydantic() from None
+        out = handler(data)
+        out._gpu_input = gpu_input
+        return out
+
+    def raw_dump(self) -> dict[str, Any]:
+        """The scenario as a raw dict to validate again (after changes): ``model_dump``, but a
+        GPU preset as the user gave it, so that it resolves afresh for the (maybe changed) job
+        dtype and stack instead of keeping the constants resolved for this one."""
+        data = self.model_dump(exclude_none=True)
+        if self._gpu_input is not None:
+            data["cluster"]["gpu"] = copy.deepcopy(self._gpu_input)
+        return data
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Scenario:
@@ -489,7 +563,7 @@ class Scenario(_Spec):
         scenario); ``ScenarioError`` if it is invalid here."""
         from .load import validate
 
-        data = self.model_dump(exclude_none=True)
+        data = self.raw_dump()
         if isinstance(config, ConfigSpec):
             config = config.model_dump(exclude_none=True)
         data["config"] = dict(config or {})

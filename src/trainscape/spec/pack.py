@@ -83,6 +83,42 @@ def optimizer_traffic_bytes(optimizer: str, grad_dtype: str, param_bytes_: int) 
     return traffic
 
 
+#: FP8 activations are quantized in 1x128 tiles, one fp32 scale per tile (DeepSeek-V3 tech
+#: report, arXiv 2412.19437, §3.3.2; deepseek-ai/DeepEP ``Buffer.dispatch`` takes an FP8
+#: tensor [tokens, hidden] with fp32 scales [tokens, hidden / 128]).
+FP8_TILE = 128
+FP8_SCALE_BYTES = 4
+
+
+def moe_dispatch_bytes(dispatch_dtype: str) -> float:
+    """Bytes per element of the MoE dispatch all-to-all (tokens to their experts). FP8
+    dispatch sends the FP8 activations the experts' up-projections read plus their 1x128 tile
+    scales: 1 + 4/128 = 1.03125 bytes (DeepSeek-V3 report §3.3.2 "Low-Precision
+    Communication"; DeepEP dispatches in FP8). 16-bit dispatch: 2."""
+    if dispatch_dtype == "fp8":
+        return dtype_bytes("fp8") + FP8_SCALE_BYTES / FP8_TILE
+    return float(dtype_bytes(dispatch_dtype))
+
+
+def moe_combine_bytes(combine_dtype: str) -> float:
+    """Bytes per element of the MoE combine all-to-all (expert outputs back to their tokens):
+    DeepSeek-V3 keeps the forward and backward combine in BF16 even in FP8 training (report
+    §3.3.2), as DeepEP's combine does: 2. An explicit fp8 combine is priced like fp8 dispatch."""
+    return moe_dispatch_bytes(combine_dtype)
+
+
+def default_dispatch_dtype(compute_dtype: str) -> str:
+    """The dispatch dtype a job uses unless it says otherwise: fp8 for FP8 training (its
+    up-projections read FP8 inputs, DeepSeek-V3 §3.3.2), else bf16/fp16 as computed."""
+    return compute_dtype
+
+
+def default_combine_dtype(compute_dtype: str) -> str:
+    """The combine dtype a job uses unless it says otherwise: 16-bit (bf16 for FP8 training,
+    DeepSeek-V3 §3.3.2)."""
+    return "bf16" if compute_dtype == "fp8" else compute_dtype
+
+
 # --------------------------------------------------------------------------------------------
 # Blocks
 # --------------------------------------------------------------------------------------------
@@ -90,8 +126,11 @@ def optimizer_traffic_bytes(optimizer: str, grad_dtype: str, param_bytes_: int) 
 
 def hbm_capacity_bytes(gb: float) -> float:
     """HBM capacity in bytes from the vendor's "GB": memory sizes are binary (the A100 80GB
-    reports 81920 MiB total in nvidia-smi, the A100 40GB 40960 MiB), so 1 "GB" = 2**30 bytes,
-    unlike bandwidths (GB/s = 1e9 bytes/s)."""
+    reports 81920 MiB total in nvidia-smi, the A100 40GB 40960 MiB; the H100 SXM5 80GB carries
+    five 16 GiB HBM3 stacks, 80 GiB = 85.9e9 bytes, of which nvidia-smi shows 81559 MiB after
+    the driver's reservation), so 1 "GB" = 2**30 bytes, unlike bandwidths (GB/s = 1e9
+    bytes/s). The one conversion of ``hbm_gb`` and ``hbm_reserve_gb``: packing and the
+    report's "total / HBM" both use it."""
     return gb * GIB
 
 
@@ -138,6 +177,7 @@ def pack_model(scenario: Scenario) -> np.ndarray:
         mdl[L.MDL_EXPERT_FFN_HIDDEN] = m.expert_ffn_hidden
         mdl[L.MDL_MOE_EVERY] = m.moe_every
         mdl[L.MDL_SHARED_EXPERTS] = m.shared_experts
+        mdl[L.MDL_MAX_ROUTE_NODES] = m.max_route_nodes
     return mdl
 
 
@@ -157,6 +197,10 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_COMM_BYTES] = activation_bytes(j.dtype)
     job[L.JOB_GRAD_COMM_BYTES] = gb
     job[L.JOB_FLASH_ATTENTION] = 1.0 if j.flash_attention else 0.0
+    job[L.JOB_DISPATCH_BYTES] = moe_dispatch_bytes(
+        j.moe_dispatch_dtype or default_dispatch_dtype(j.dtype))
+    job[L.JOB_COMBINE_BYTES] = moe_combine_bytes(
+        j.moe_combine_dtype or default_combine_dtype(j.dtype))
     return job
 
 

@@ -1,0 +1,288 @@
+"""One path for GPU constants (presets.resolve_gpu): scenario files, ``--set``, the Python API
+and ``validate`` pack the same system block as ``presets.gpu(name)``; per-dtype fits; the
+software-stack profile; the HBM capacity unit."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import trainscape
+from trainscape import calibration as cal
+from trainscape import layout as L
+from trainscape import presets
+from trainscape.cli import main
+from trainscape.spec import ScenarioError, pack_system
+from trainscape.spec.pack import hbm_capacity_bytes
+
+TIERS = [{"name": "node", "size": 8, "bandwidth_GBps": 300.0, "latency_us": 3.0},
+         {"name": "fabric", "size": 64, "bandwidth_GBps": 25.0, "latency_us": 10.0}]
+
+
+def raw(gpu, dtype="bf16", **job):
+    return {"model": {"preset": "llama3-8b"},
+            "job": {"seq_len": 4096, "global_batch": 512, "dtype": dtype, **job},
+            "cluster": {"gpu": gpu, "gpus": 512, "tiers": copy.deepcopy(TIERS)}}
+
+
+def explicit_table(name, **kw):
+    """The GPU as a full [cluster.gpu] table of presets.gpu(name)'s numbers, no preset."""
+    return {k: v for k, v in presets.gpu(name, **kw).items() if k not in ("sources", "name")}
+
+
+def write_toml(path, data):
+    lines = []
+
+    def emit(prefix, table):
+        scalars = {k: v for k, v in table.items() if not isinstance(v, (dict, list))
+                   or (isinstance(v, list) and not any(isinstance(x, dict) for x in v))}
+        if prefix:
+            lines.append(f"[{prefix}]")
+        for k, v in scalars.items():
+            lines.append(f"{k} = {toml_value(v)}")
+        for k, v in table.items():
+            if isinstance(v, dict):
+                emit(f"{prefix}.{k}" if prefix else k, v)
+            elif isinstance(v, list) and any(isinstance(x, dict) for x in v):
+                for item in v:
+                    lines.append(f"[[{prefix}.{k}]]" if prefix else f"[[{k}]]")
+                    for kk, vv in item.items():
+                        lines.append(f"{kk} = {toml_value(vv)}")
+
+    def toml_value(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return f'"{v}"'
+        return repr(v)
+
+    emit("", data)
+    path.write_text("\n".join(lines) + "\n")
+    assert tomllib.loads(path.read_text()) == data
+    return path
+
+
+# ---- 1. one path ---------------------------------------------------------------------------
+
+
+def test_calibrated_gpu_has_fitted_constants():
+    # the premise: a100-sxm-80gb has a fit that differs from its stock constants
+    stock, fitted = presets.gpu("a100-sxm-80gb", calibrated=False), presets.gpu("a100-sxm-80gb")
+    assert fitted["memory_efficiency"] != stock["memory_efficiency"]
+    assert fitted["layer_overhead_us"] > 0.0
+
+
+@pytest.mark.parametrize("name", ["a100-sxm-80gb", "h100-sxm-80gb"])
+def test_scenario_file_packs_the_presets_gpu_constants(tmp_path, name):
+    dtype = "fp16" if name.startswith("a100") else "bf16"
+    want = pack_system(trainscape.load(raw(explicit_table(name, dtype=dtype), dtype)))
+    by_name = write_toml(tmp_path / "s.toml", raw(name, dtype))
+    by_table = write_toml(tmp_path / "t.toml", raw({"preset": name}, dtype))
+    for src in (by_name, by_table):
+        np.testing.assert_array_equal(pack_system(trainscape.load(src)), want)
+    # the Python API on a dict, and a CLI-style --set choosing the GPU
+    np.testing.assert_array_equal(pack_system(trainscape.load(raw(name, dtype))), want)
+    other = raw("h200-141gb", dtype)
+    np.testing.assert_array_equal(
+        pack_system(trainscape.load(other, overrides=[f'cluster.gpu="{name}"'])), want)
+    # a cluster preset naming the GPU
+    sc = trainscape.load({**raw(name, dtype), "cluster": {"preset": "dgx-a100-superpod",
+                                                          "gpu": name, "gpus": 512}})
+    assert sc.cluster.gpu.memory_efficiency == presets.gpu(name)["memory_efficiency"]
+
+
+def test_validate_uses_the_same_path():
+    # `validate` (calibration.predict) builds its cluster through the scenario path
+    case = cal.fitted_cases()[0]
+    built = cal.selene_cluster(64)
+    assert built["gpu"]["preset"] == cal.GPU
+    sc = trainscape.load({**case.scenario, "cluster": built})
+    g = presets.gpu(cal.GPU, dtype=case.scenario["job"]["dtype"])
+    for key in ("gemm_efficiency_max", "gemm_half_flops", "memory_efficiency",
+                "layer_overhead_us", "attention_efficiency"):
+        assert getattr(sc.cluster.gpu, key) == g[key], key
+    stock = trainscape.load({**case.scenario, "cluster": cal.selene_cluster(64, calibrated=False)})
+    assert stock.cluster.gpu.memory_efficiency == presets.gpu(cal.GPU, calibrated=False)[
+        "memory_efficiency"]
+
+
+def test_explicit_fields_override_the_fit(tmp_path):
+    sc = trainscape.load(raw({"preset": "a100-sxm-80gb", "memory_efficiency": 0.8}, "fp16"))
+    sys = pack_system(sc)
+    assert sys[L.SYS_MEMORY_EFFICIENCY] == 0.8
+    assert sys[L.SYS_LAYER_OVERHEAD_S] == pytest.approx(
+        presets.gpu("a100-sxm-80gb")["layer_overhead_us"] * 1e-6, rel=1e-15)
+    via_set = trainscape.load(raw("a100-sxm-80gb", "fp16"),
+                              overrides=["cluster.gpu.memory_efficiency=0.8"])
+    np.testing.assert_array_equal(pack_system(via_set), sys)
+
+
+def test_resolve_gpu_explicit_fields_win_last():
+    g = presets.resolve_gpu("a100-sxm-80gb", dtype="fp16", explicit={"memory_efficiency": 0.8})
+    assert g["memory_efficiency"] == 0.8
+    assert g["sources"]["memory_efficiency"] == "set in the scenario"
+    assert g["layer_overhead_us"] == presets.gpu("a100-sxm-80gb")["layer_overhead_us"]
+
+
+def test_calibrated_false_gives_stock_constants():
+    sc = trainscape.load(raw({"preset": "a100-sxm-80gb", "calibrated": False}, "fp16"))
+    np.testing.assert_array_equal(
+        pack_system(sc), pack_system(trainscape.load(
+            raw(explicit_table("a100-sxm-80gb", calibrated=False), "fp16"))))
+
+
+def test_peak_override_edits_the_preset_table():
+    sc = trainscape.load(raw("h100-sxm-80gb"), overrides=["cluster.gpu.peak_tflops.fp8=2000.0"])
+    assert sc.cluster.gpu.peak_tflops["fp8"] == 2000.0
+    assert sc.cluster.gpu.peak_tflops["bf16"] == presets.gpu("h100-sxm-80gb")["peak_tflops"]["bf16"]
+
+
+# ---- 2. per-dtype fits -------------------------------------------------------------------
+
+
+@pytest.fixture
+def data_files(monkeypatch):
+    """Replace calibrated.toml / stacks.toml contents (dicts) for one test."""
+    real = presets._parse
+    docs: dict[str, dict] = {}
+
+    def fake(filename):
+        if filename in docs:
+            return docs[filename]
+        return real(filename)
+
+    monkeypatch.setattr(presets, "_parse", fake)
+    return docs
+
+
+H100_FIT = {
+    "gemm_efficiency_max": 0.7, "memory_efficiency": 0.6, "layer_overhead_us": 20.0,
+    "provenance": {"script": "test", "sources": ["all-dtype fit"]},
+    "fp8": {"gemm_efficiency_max": 0.55, "provenance": {"script": "test",
+                                                        "sources": ["fp8 fit"]}},
+}
+
+
+def test_dtype_subtable_overrides_for_that_dtype(data_files):
+    data_files["calibrated.toml"] = {"h100-sxm-80gb": copy.deepcopy(H100_FIT)}
+    bf16 = presets.gpu("h100-sxm-80gb", dtype="bf16")
+    fp8 = presets.gpu("h100-sxm-80gb", dtype="fp8")
+    assert bf16["gemm_efficiency_max"] == 0.7 and fp8["gemm_efficiency_max"] == 0.55
+    assert bf16["memory_efficiency"] == fp8["memory_efficiency"] == 0.6
+    assert "fp8 fit" in fp8["sources"]["gemm_efficiency_max"]
+    assert "all-dtype fit" in fp8["sources"]["memory_efficiency"]
+    assert presets.calibrated_dtypes("h100-sxm-80gb") == ["fp8"]
+    # scenario: the job's dtype picks the table, also when --set changes the dtype
+    assert pack_system(trainscape.load(raw("h100-sxm-80gb", "fp8")))[
+        L.SYS_GEMM_EFFICIENCY_MAX] == 0.55
+    assert pack_system(trainscape.load(raw("h100-sxm-80gb", "bf16")))[
+        L.SYS_GEMM_EFFICIENCY_MAX] == 0.7
+    set_fp8 = trainscape.load(raw("h100-sxm-80gb", "bf16"), overrides=['job.dtype="fp8"'])
+    assert set_fp8.cluster.gpu.gemm_efficiency_max == 0.55
+    # the presets table shows one more row for the fp8 fit
+    rows = [r for r in presets.summary_rows("gpu") if r["id"] == "h100-sxm-80gb"]
+    assert [(r["dtype"], r["gemm_eff"]) for r in rows] == [("all", 0.7), ("fp8", 0.55)]
+    res = CliRunner().invoke(main, ["presets", "gpu"])
+    assert res.exit_code == 0 and "fp8" in res.output
+
+
+def test_calibrated_writer_round_trips_and_keeps_other_dtypes():
+    doc = {"h100-sxm-80gb": copy.deepcopy(H100_FIT)}
+    text = cal.format_calibrated(doc)
+    assert tomllib.loads(text) == doc
+    new = cal.update_calibrated(doc, "h100-sxm-80gb", {"gemm_efficiency_max": 0.75},
+                                {"script": "s", "rows": 3})
+    assert new["h100-sxm-80gb"]["fp8"] == H100_FIT["fp8"]
+    assert "memory_efficiency" not in new["h100-sxm-80gb"]
+    new = cal.update_calibrated(new, "h100-sxm-80gb", {"gemm_efficiency_max": 0.5},
+                                {"script": "s"}, dtype="bf16")
+    assert tomllib.loads(cal.format_calibrated(new))["h100-sxm-80gb"]["bf16"][
+        "gemm_efficiency_max"] == 0.5
+    shipped = tomllib.loads((presets.resources.files(presets.__name__)
+                             / "calibrated.toml").read_text())
+    assert tomllib.loads(cal.format_calibrated(shipped)) == shipped
+
+
+# ---- 3. the software-stack profile -------------------------------------------------------
+
+
+def test_shipped_stack_profiles_change_nothing():
+    for stack in presets.STACKS:
+        prof = presets.stack_profile(stack)
+        assert prof["name"] and prof["description"]
+        assert set(prof["scale"]) <= set(presets.STACK_SCALABLE)
+        assert prof["scale"] == {}
+    base = pack_system(trainscape.load(raw("h100-sxm-80gb")))
+    for stack in presets.STACKS:
+        np.testing.assert_array_equal(
+            pack_system(trainscape.load(raw("h100-sxm-80gb", stack=stack))), base)
+
+
+def test_stack_profile_reaches_the_packed_block(data_files):
+    data_files["stacks.toml"] = {
+        "megatron-core": {"name": "m", "scale": {}},
+        "pytorch-fsdp": {"name": "f", "scale": {"layer_overhead_us": 2.0,
+                                                 "memory_efficiency": 0.5}},
+        "jax-xla": {"name": "j", "scale": {}},
+    }
+    g = presets.gpu("a100-sxm-80gb")
+    sc = trainscape.load(raw("a100-sxm-80gb", "fp16", stack="pytorch-fsdp"))
+    sys = pack_system(sc)
+    assert sys[L.SYS_MEMORY_EFFICIENCY] == g["memory_efficiency"] * 0.5
+    assert sys[L.SYS_LAYER_OVERHEAD_S] == pytest.approx(g["layer_overhead_us"] * 2.0 * 1e-6,
+                                                        rel=1e-15)
+    # a field the scenario sets is never scaled
+    sc = trainscape.load(raw({"preset": "a100-sxm-80gb", "memory_efficiency": 0.9}, "fp16",
+                             stack="pytorch-fsdp"))
+    assert pack_system(sc)[L.SYS_MEMORY_EFFICIENCY] == 0.9
+    # --set job.stack resolves after the override
+    sc = trainscape.load(raw("a100-sxm-80gb", "fp16"), overrides=['job.stack="pytorch-fsdp"'])
+    assert sc.cluster.gpu.memory_efficiency == g["memory_efficiency"] * 0.5
+
+
+def test_unknown_stack_is_a_field_error(tmp_path):
+    with pytest.raises(ScenarioError, match=r"^job\.stack: "):
+        trainscape.load(raw("h100-sxm-80gb", stack="deepspeed"))
+    path = write_toml(tmp_path / "s.toml", {**raw("h100-sxm-80gb", stack="deepspeed"),
+                                            "config": {"tp": 8}})
+    res = CliRunner().invoke(main, ["evaluate", str(path)])
+    assert res.exit_code == 2 and "job.stack" in res.output
+
+
+# ---- 4. HBM capacity: one unit -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a100-sxm-80gb", "h100-sxm-80gb", "h200-141gb"])
+def test_hbm_gb_is_binary_in_packing_and_report(name):
+    from trainscape.report import hbm_capacity_gib
+
+    sc = trainscape.load(raw(name, "fp16" if name.startswith("a100") else "bf16"))
+    gb = presets.gpu(name)["hbm_gb"]
+    assert pack_system(sc)[L.SYS_HBM_BYTES] == gb * 2**30 == hbm_capacity_bytes(gb)
+    assert hbm_capacity_gib(sc) == gb  # the report's "total / HBM" in GiB: 80 GB = 80 GiB
+
+
+def test_report_shows_the_capacity_the_kernel_tests(tmp_path):
+    from rich.console import Console
+
+    from trainscape.report import render_result
+
+    sc = trainscape.load({**raw("h100-sxm-80gb"), "config": {"tp": 8, "pp": 1}})
+    res = trainscape.evaluate(sc)
+    console = Console(width=200, record=True)
+    console.print(render_result(res, sc))
+    assert "/ 80.00" in console.export_text()
+
+
+def test_a_loaded_scenario_resolves_afresh_when_its_dtype_changes(data_files):
+    data_files["calibrated.toml"] = {"h100-sxm-80gb": copy.deepcopy(H100_FIT)}
+    sc = trainscape.load(raw({"preset": "h100-sxm-80gb", "memory_efficiency": 0.9}))
+    assert sc.cluster.gpu.gemm_efficiency_max == 0.7
+    fp8 = trainscape.load(sc, overrides=['job.dtype="fp8"'])
+    assert fp8.cluster.gpu.gemm_efficiency_max == 0.55  # the fp8 fit, not the bf16 value kept
+    assert fp8.cluster.gpu.memory_efficiency == 0.9  # the user's field still wins
+    assert sc.with_config({"tp": 8}).cluster.gpu == sc.cluster.gpu
