@@ -70,10 +70,10 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     if failed and not show_rows:
         console.print(row_table(failed, "Failed rows: published layouts the model calls "
                                         "invalid or out of memory"))
-    table = Table(title="Per source: step-time error over counted rows (older releases of a "
-                        "repeated layout not counted)", title_justify="left")
-    for col in ("source", "rows", "counted", "failed", "median |err|", "worst |err|",
-                "median err", "target"):
+    table = Table(title="Per source: step-time error e over the counted rows (cnt; older "
+                        "releases of a repeated layout are not counted), failed = infeasible "
+                        "published layouts", title_justify="left")
+    for col in ("source", "rows", "cnt", "fail", "med |e|", "max |e|", "med e", "target"):
         table.add_column(col, justify="left" if col == "source" else "right",
                          no_wrap=col == "source")
     for group, s in summary.items():
