@@ -36,36 +36,78 @@ from trainscape import presets  # noqa: E402
 OUT = ROOT / "src" / "trainscape" / "presets" / "calibrated.toml"
 
 
-def to_vector(values: dict, fields: dict) -> np.ndarray:
-    return np.array([math.log(values[k]) if k in cal.LOG_FIELDS else values[k] for k in fields])
+class Param:
+    """One fitted number: a GPU constant of (gpu, dtype class), or a stack multiplier."""
 
+    def __init__(self, kind: str, key: str, name: str, lo: float, hi: float, start: float):
+        self.kind, self.key, self.name = kind, key, name
+        self.log = name in cal.LOG_FIELDS
+        self.lo, self.hi = self.enc(lo), self.enc(hi)
+        self.start = min(max(self.enc(start), self.lo + 1e-6), self.hi - 1e-6)
 
-def from_vector(x: np.ndarray, fields: dict) -> dict:
-    return {k: (math.exp(v) if k in cal.LOG_FIELDS else float(v)) for k, v in zip(fields, x)}
+    def enc(self, v: float) -> float:
+        return math.log(v) if self.log else v
+
+    def dec(self, x: float) -> float:
+        return math.exp(x) if self.log else float(x)
 
 
 class Problem:
-    """The rows of one (GPU, dtype class) and how to cost them under trial constants."""
+    """Every fitted row, and how to cost it under a trial vector of constants."""
 
-    def __init__(self, runner: cal.Runner, gpu: str, dtypes: tuple[str, ...], backend: str):
-        self.runner, self.gpu, self.backend = runner, gpu, backend
-        self.runs = [r for r in runner.runs if r.gpu == gpu and r.dtype in dtypes]
-        self.legacy = [c for c in cal.legacy.fitted_cases()
-                       if gpu == cal.legacy.GPU and c.scenario["job"]["dtype"] in dtypes]
+    def __init__(self, runner: cal.Runner, gpus: list[str], backend: str):
+        self.runner, self.backend = runner, backend
+        self.runs = [r for r in runner.runs if r.gpu in gpus]
+        self.legacy = cal.legacy.GPU in gpus
+        self.params: list[Param] = []
+        for gpu in gpus:
+            stock = presets.gpu(gpu, calibrated=False)
+            for dclass, dtypes in cal.DTYPE_CLASSES.items():
+                has_rows = any(r.dtype in dtypes for r in self.runs if r.gpu == gpu) or (
+                    self.legacy and gpu == cal.legacy.GPU and dclass == "bf16")
+                if not has_rows:
+                    continue
+                for name, (lo, hi) in cal.FITTED_FIELDS[dclass].items():
+                    start = stock.get(name, lo if name == "layer_overhead_us" else (lo + hi) / 2)
+                    self.params.append(Param("gpu", f"{gpu}:{dclass}", name, lo, hi, start))
+        stacks = {r.stack for r in self.runs}
+        for stack in sorted(stacks - {presets.DEFAULT_STACK}):
+            for name, (lo, hi) in cal.STACK_FITTED_FIELDS.items():
+                self.params.append(Param("stack", stack, name, lo, hi, 1.0))
 
-    def results(self, overrides: dict) -> list[cal.Result]:
-        out = [self.runner.cost(r, overrides, backend=self.backend) for r in self.runs]
-        if self.legacy:
-            out += [res for res in cal.legacy_results(self.backend, overrides, calibrated=False)
-                    if res.dtype in {c.scenario["job"]["dtype"] for c in self.legacy}]
+    def constants(self, x: np.ndarray) -> tuple[dict, dict]:
+        """(gpu:dclass -> {field: value}, stack -> {field: multiplier}) of a vector."""
+        gpu_c: dict = {}
+        stack_c: dict = {}
+        for p, v in zip(self.params, x):
+            (gpu_c if p.kind == "gpu" else stack_c).setdefault(p.key, {})[p.name] = p.dec(v)
+        return gpu_c, stack_c
+
+    def overrides(self, gpu_c: dict, stack_c: dict, gpu: str, dtype: str, stack: str) -> dict:
+        out = dict(gpu_c.get(f"{gpu}:bf16", {}))
+        if dtype == "fp8":
+            out.update(gpu_c.get(f"{gpu}:fp8", {}))
+        for name, factor in stack_c.get(stack, {}).items():
+            if name in out:
+                out[name] = out[name] * factor
         return out
 
-    def fit_rows(self, results: list[cal.Result]) -> list[cal.Result]:
-        return [r for r in results if r.counted and not r.holdout and r.error is not None]
+    def results(self, x: np.ndarray) -> list[cal.Result]:
+        gpu_c, stack_c = self.constants(x)
+        out = [self.runner.cost(r, self.overrides(gpu_c, stack_c, r.gpu, r.dtype, r.stack),
+                                backend=self.backend) for r in self.runs]
+        if self.legacy:
+            ov = self.overrides(gpu_c, stack_c, cal.legacy.GPU, "bf16", presets.DEFAULT_STACK)
+            out += cal.legacy_results(self.backend, ov, calibrated=False)
+        return out
 
 
-def residuals(problem: Problem, overrides: dict) -> np.ndarray:
-    rows = problem.fit_rows(problem.results(overrides))
+def fit_rows(results: list[cal.Result]) -> list[cal.Result]:
+    return [r for r in results if r.counted and not r.holdout and r.error is not None]
+
+
+def residuals(problem: Problem, x: np.ndarray) -> np.ndarray:
+    rows = fit_rows(problem.results(x))
     sizes: dict[str, int] = {}
     for r in rows:
         sizes[r.group] = sizes.get(r.group, 0) + 1
@@ -73,77 +115,87 @@ def residuals(problem: Problem, overrides: dict) -> np.ndarray:
                      for r in rows])
 
 
-def fit(problem: Problem, fields: dict, fixed: dict, start: dict) -> dict:
+def fit(problem: Problem) -> np.ndarray:
     from scipy.optimize import least_squares
 
-    lo = to_vector({k: b[0] for k, b in fields.items()}, fields)
-    hi = to_vector({k: b[1] for k, b in fields.items()}, fields)
-    x0 = np.clip(to_vector(start, fields), lo + 1e-6, hi - 1e-6)
-
-    def f(x):
-        return residuals(problem, {**fixed, **from_vector(x, fields)})
-
-    sol = least_squares(f, x0, bounds=(lo, hi), diff_step=1e-3, x_scale="jac", max_nfev=200)
-    return {**fixed, **from_vector(sol.x, fields)}
+    lo = np.array([p.lo for p in problem.params])
+    hi = np.array([p.hi for p in problem.params])
+    x0 = np.array([p.start for p in problem.params])
+    sol = least_squares(lambda x: residuals(problem, x), x0, bounds=(lo, hi), diff_step=1e-3,
+                        x_scale="jac", max_nfev=300)
+    return sol.x
 
 
-def report(label: str, results: list[cal.Result]) -> dict:
+def split_errors(results: list[cal.Result]) -> dict:
     counted = [r for r in results if r.counted and r.error is not None]
-    lines = {}
+    out = {}
     for split, rows in (("fit", [r for r in counted if not r.holdout]),
                         ("hold-out", [r for r in counted if r.holdout])):
         errs = [abs(r.error) for r in rows]
         if errs:
-            lines[split] = (statistics.median(errs), max(errs), len(errs))
-            print(f"  {label} {split:8s}: median |error| {lines[split][0]:6.1%}, worst "
-                  f"{lines[split][1]:6.1%} over {len(errs)} rows")
-    return lines
+            out[split] = (statistics.median(errs), max(errs), len(errs))
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--gpu", action="append", help="only this GPU type (repeatable)")
     parser.add_argument("--backend", default="c", choices=("c", "numba", "python"))
     args = parser.parse_args()
 
     runner = cal.Runner()
     gpus = sorted({r.gpu for r in runner.runs} | {cal.legacy.GPU})
-    if args.gpu:
-        gpus = [g for g in gpus if g in args.gpu]
-    table: dict[str, dict] = {}
-    for gpu in gpus:
-        stock = presets.gpu(gpu, calibrated=False)
-        fitted: dict = {}
-        provenance: dict = {}
-        for dclass, dtypes in cal.DTYPE_CLASSES.items():
-            problem = Problem(runner, gpu, dtypes, args.backend)
-            if not problem.runs and not problem.legacy:
-                continue
-            fields = cal.FITTED_FIELDS[dclass]
-            start = {k: stock.get(k, (b[0] + b[1]) / 2 if k not in cal.LOG_FIELDS
-                                  else math.sqrt(b[0] * b[1])) for k, b in fields.items()}
-            fixed = dict(fitted)
-            print(f"{gpu} {dclass}: fitting {list(fields)} to "
-                  f"{len(problem.fit_rows(problem.results({**fixed, **start})))} rows")
-            values = fit(problem, fields, fixed, start)
-            results = problem.results(values)
-            for r in sorted(results, key=lambda r: (r.group, r.case)):
-                err = "   -   " if r.error is None else f"{r.error:+7.1%}"
-                flag = ("" if r.counted else " (older release)") + (" [hold-out]" if r.holdout
-                                                                     else "")
-                print(f"    {r.group:26s} {r.case:44s} {err} {r.status}{flag}")
-            split = report(f"{gpu} {dclass}", results)
-            new = {k: v for k, v in values.items() if k in fields}
-            print(f"  fitted: { {k: float(f'{v:.4g}') for k, v in new.items()} }")
-            fitted.update(new)
-            provenance[dclass] = {"fields": new, "split": split,
-                                  "groups": sorted({r.group for r in results})}
-        table[gpu] = {"provenance": provenance}
+    problem = Problem(runner, gpus, args.backend)
+    print(f"fitting {len(problem.params)} constants to "
+          f"{len(fit_rows(problem.results(np.array([p.start for p in problem.params]))))} rows")
+    x = fit(problem)
+    results = problem.results(x)
+    for r in sorted(results, key=lambda r: (r.group, r.case)):
+        err = "   -   " if r.error is None else f"{r.error:+7.1%}"
+        flag = ("" if r.counted else " (older release)") + (" [hold-out]" if r.holdout else "")
+        print(f"  {r.group:26s} {r.case:44s} {r.dtype:5s} {err} {r.status}{flag}")
+    by_group: dict[str, list] = {}
+    for r in results:
+        by_group.setdefault(r.group, []).append(r)
+    for group, rows in by_group.items():
+        for split, (med, worst, n) in split_errors(rows).items():
+            print(f"{group:26s} {split:8s}: median |error| {med:6.1%}, worst {worst:6.1%} "
+                  f"over {n} rows")
+    gpu_c, stack_c = problem.constants(x)
+    for key, values in {**gpu_c, **stack_c}.items():
+        print(f"fitted {key}: { {k: float(f'{v:.4g}') for k, v in values.items()} }")
     if args.dry_run:
         return 0
+    table = {}
+    for gpu in gpus:
+        prov = {}
+        for dclass, dtypes in cal.DTYPE_CLASSES.items():
+            if f"{gpu}:{dclass}" not in gpu_c:
+                continue
+            rows = [r for r in results if r.gpu == gpu and r.dtype in dtypes]
+            prov[dclass] = {"fields": gpu_c[f"{gpu}:{dclass}"], "split": split_errors(rows),
+                            "groups": sorted({r.group for r in rows})}
+        table[gpu] = {"provenance": prov}
     write(table)
+    write_stacks(stack_c)
     return 0
+
+
+def write_stacks(stack_c: dict) -> None:
+    """The fitted stack multipliers into stacks.toml's [<stack>.scale] tables."""
+    path = ROOT / "src" / "trainscape" / "presets" / "stacks.toml"
+    text = path.read_text()
+    for stack, values in stack_c.items():
+        head = f"[{stack}.scale]\n"
+        start = text.index(head) + len(head)
+        end = text.find("\n[", start)
+        end = len(text) if end < 0 else end + 1
+        body = "".join(f"{k} = {v:.4g}\n" for k, v in values.items())
+        text = text[:start] + body + text[end:].lstrip("\n")
+        if end < len(text):
+            text = text[:start + len(body)] + "\n" + text[start + len(body):]
+    path.write_text(text)
+    print(f"wrote {path}")
 
 
 def write(table: dict) -> None:

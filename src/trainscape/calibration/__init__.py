@@ -219,5 +219,10 @@ FITTED_FIELDS = {
         "gemm_efficiency_max": (0.2, 0.95),
     },
 }
+#: multipliers a software-stack profile fits (stacks.toml), relative to Megatron-Core
+STACK_FITTED_FIELDS = {
+    "gemm_efficiency_max": (0.7, 1.2),
+    "memory_efficiency": (0.5, 2.0),
+}
 #: fitted on a log scale
 LOG_FIELDS = {"gemm_half_flops"}
