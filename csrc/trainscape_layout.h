@@ -58,7 +58,9 @@ enum {
     TS_JOB_COMM_BYTES = 7,
     TS_JOB_GRAD_COMM_BYTES = 8,
     TS_JOB_FLASH_ATTENTION = 9,
-    TS_JOB_COUNT = 10
+    TS_JOB_PIPELINE_EDGE_LAYERS = 10,
+    TS_JOB_DROPOUT = 11,
+    TS_JOB_COUNT = 12
 };
 
 /* CONFIG_FIELDS */
@@ -154,7 +156,7 @@ enum {
 #define TS_SYS_TIER_BASE 11
 #define TS_N_SYS 41
 #define TS_N_MODEL 13
-#define TS_N_JOB 10
+#define TS_N_JOB 12
 #define TS_N_CFG 14
 #define TS_N_OUT 23
 #define TS_N_DIMS 5

@@ -155,6 +155,8 @@ def job_blocks(draw):
     job[L.JOB_COMM_BYTES] = draw(st.sampled_from([act, 1.0, 2.0]))
     job[L.JOB_GRAD_COMM_BYTES] = draw(st.sampled_from([2.0, 4.0]))
     job[L.JOB_FLASH_ATTENTION] = draw(st.sampled_from([0.0, 1.0]))
+    job[L.JOB_PIPELINE_EDGE_LAYERS] = draw(st.sampled_from([0.0, 0.0, 1.0, 2.0, 5.0]))
+    job[L.JOB_DROPOUT] = draw(st.sampled_from([0.0, 1.0]))
     return job
 
 
@@ -203,7 +205,7 @@ def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
             degs[draw(st.sampled_from([0, 0, 1, 2, 2, 3, 3, 3]))] *= p
         tp, cp, pp, dp = degs
     else:
-        # aimed at validity: tp divides the heads and hidden sizes, pp the layers, 2cp the
+        # aimed at validity: tp divides the heads and hidden sizes, pp often the layers, 2cp the
         # sequence; dp takes the rest
         heads, kv = int(mdl[L.MDL_HEADS]), int(mdl[L.MDL_KV_HEADS])
         g = math.gcd(gpus, heads, int(mdl[L.MDL_HIDDEN]), int(mdl[L.MDL_FFN_HIDDEN]),
@@ -211,7 +213,9 @@ def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
         tps = [d for d in _divisors(g) if kv % d == 0 or d % kv == 0] or [1]
         tp = draw(st.sampled_from(tps))
         rest = gpus // tp
-        pp = draw(st.sampled_from(_divisors(math.gcd(rest, int(mdl[L.MDL_LAYERS])))))
+        # pp dividing the layers, or any pp (uneven pipeline splits)
+        pp_pool = math.gcd(rest, int(mdl[L.MDL_LAYERS])) if draw(st.booleans()) else rest
+        pp = draw(st.sampled_from(_divisors(pp_pool)))
         rest //= pp
         seq = int(job[L.JOB_SEQ_LEN])
         cp = draw(st.sampled_from(_divisors(math.gcd(rest, seq // 2)))) if seq >= 2 else 1

@@ -157,6 +157,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_COMM_BYTES] = activation_bytes(j.dtype)
     job[L.JOB_GRAD_COMM_BYTES] = gb
     job[L.JOB_FLASH_ATTENTION] = 1.0 if j.flash_attention else 0.0
+    job[L.JOB_PIPELINE_EDGE_LAYERS] = j.pipeline_edge_layers
+    job[L.JOB_DROPOUT] = 1.0 if j.dropout else 0.0
     return job
 
 
