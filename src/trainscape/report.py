@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import layout as L
+from .spec.pack import hbm_capacity_bytes
 
 GIB = float(1 << 30)
 
@@ -140,6 +141,7 @@ def render_result(result, scenario=None) -> Group:
         return Group(*parts)
     capacity = None
     if scenario is not None:
-        capacity = scenario.cluster.gpu.hbm_gb * 1e9 / GIB
+        # the kernel's capacity: binary "GB" (spec.pack.hbm_capacity_bytes)
+        capacity = hbm_capacity_bytes(scenario.cluster.gpu.hbm_gb) / GIB
     parts += [breakdown_table(result), memory_table(result, capacity)]
     return Group(*parts)
