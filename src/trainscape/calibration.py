@@ -212,11 +212,11 @@ def meta_h100_cluster(gpus: int, gpu_overrides: dict[str, Any] | None = None,
 
 
 def llama3_cases() -> list[Case]:
-    """Llama 3 405B on H100 (out of sample). 126 layers do not split evenly over 16 stages;
-    the bottleneck stage holds ceil(126/16) = 8 layers, so the pipeline runs at the pace of a
-    128-layer model split evenly, which is what the prediction costs, while the published FLOPs
-    count the real 126 layers. The table leaves the interleaving depth, recomputation and
-    ZeRO stage open: the prediction takes the fastest that fits (as for Megatron's rows)."""
+    """Llama 3 405B on H100 (out of sample). The real 126 layers on 16 stages with one
+    transformer layer fewer on the first and the last stage (§3.3.2: job.pipeline_edge_layers =
+    1; the middle stages hold 8), no dropout (the Llama recipes train without it). The table
+    leaves the interleaving depth, recomputation and ZeRO stage open: the prediction takes the
+    fastest that fits (as for Megatron's rows)."""
     from .model.llm import model_flops_per_sequence
     from .spec import pack_model, validate
 
@@ -227,7 +227,8 @@ def llama3_cases() -> list[Case]:
         seq = int(row["seq_len"])
         batch = int(row["tokens_per_batch"]) // seq
         tflops = float(row["tflops_per_gpu"])
-        job = {"seq_len": seq, "global_batch": batch, "dtype": "bf16"}
+        job = {"seq_len": seq, "global_batch": batch, "dtype": "bf16",
+               "pipeline_edge_layers": 1, "dropout": False}
         real = validate({"model": preset, "job": job, "cluster": meta_h100_cluster(gpus)})
         flops = model_flops_per_sequence(pack_model(real), seq) * batch
         candidates = [dict(tp=tp, cp=cp, pp=pp, dp=dp, mbs=1, vpp=vpp,
@@ -236,7 +237,7 @@ def llama3_cases() -> list[Case]:
                       for vpp in (1, 2, 4, 8) for rc in ("none", "full") for z in (1, 2)]
         cases.append(Case(
             source="llama3_table4", label=f"405B {gpus} GPUs cp{cp} seq {seq}",
-            scenario={"name": f"Llama 3 405B, {gpus} H100", "model": {**preset, "layers": 128},
+            scenario={"name": f"Llama 3 405B, {gpus} H100", "model": preset,
                       "job": job},
             candidates=candidates, published_step_s=flops / (tflops * 1e12 * gpus),
             published_tflops=tflops, flops=flops, cluster=meta_h100_cluster))
