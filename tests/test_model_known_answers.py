@@ -441,3 +441,60 @@ def test_memory_is_the_largest_stage_first_stage_under_1f1b():
     params = (2 * llm.attention_params(4096, 32, 32, 128) / 1.0
               + 2 * llm.mlp_params(4096, 4 * 4096, False) + llm.embedding_params(51200, 4096))
     assert out[L.OUT_MEM_WEIGHTS_GIB, 0] * llm.GIB == pytest.approx(2 * params, rel=1e-12)
+
+
+def test_interleaved_first_stage_holds_p_plus_p_minus_1_over_v(backend):
+    """Interleaved, p = 4, v = 2, m = 8 (Megatron-LM warm-up 2(p-1) + (v-1)p chunk forwards,
+    + 1): the first stage keeps p + (p-1)/v = 5.5 microbatches of its 8 layers, the last
+    p - (p-1)/v = 2.5 plus the logits; the first one's memory is reported."""
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=4)
+    mdl = gpt_model(layers=32, h=4096, heads=32)
+    j = job(seq=2048, batch=8)
+    cfg = one_config(tp=1, pp=4, dp=1, vpp=2, schedule=L.SCHED_INTERLEAVED)
+    out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
+    act_layer = llm.layer_activation_bytes(2048, 1, 4096, 32, 32, 128, 4 * 4096, False, 1, False,
+                                           L.RECOMPUTE_NONE, True, 2.0, True)
+    assert out[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(8 * 5.5 * act_layer,
+                                                                         rel=1e-9)
+    assert out[L.OUT_MEM_LOGITS_GIB, 0] == 0.0
+
+
+def test_v_schedules_keep_embedding_loss_and_logits_on_the_first_device(backend):
+    """ZB-V places the last chunk back on device 0 (Qi et al. §4): device 0 holds the
+    embedding, the output layer and the logits, and 2k layers fewer."""
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=4)
+    mdl = gpt_model(layers=32, h=4096, heads=32)
+    j = job(seq=2048, batch=16)
+    j[L.JOB_PIPELINE_EDGE_LAYERS] = 1
+    cfg = one_config(tp=1, pp=4, dp=1, schedule=L.SCHED_ZB_V)
+    out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
+    # (32 + 2) / 4 -> 9 on the busiest device; device 0: 9 - 2 = 7 layers + embedding + output
+    first, middle, last, loss_first = llm.pipeline_stages(mdl, j, L.SCHED_ZB_V, 4, 1)
+    assert (first, middle, last, loss_first) == (7, 9, 7, True)
+    logits = llm.logits_memory_bytes(1, 2048, 51200, 1, 2.0)
+    weights_first = (7 * (llm.attention_params(4096, 32, 32, 128)
+                          + llm.mlp_params(4096, 4 * 4096, False))
+                     + 2 * llm.embedding_params(51200, 4096)) * 2.0
+    weights_mid = 9 * (llm.attention_params(4096, 32, 32, 128)
+                       + llm.mlp_params(4096, 4 * 4096, False)) * 2.0
+    act_layer = llm.layer_activation_bytes(2048, 1, 4096, 32, 32, 128, 4 * 4096, False, 1, False,
+                                           L.RECOMPUTE_NONE, True, 2.0, True)
+    per_param = 2.0 + 4.0 + 12.0  # weights, fp32 gradients, Adam states (ZeRO 0)
+    first_total = weights_first / 2.0 * per_param + 7 * 4 * act_layer + logits
+    mid_total = weights_mid / 2.0 * per_param + 9 * 4 * act_layer  # ZB-V: p in flight everywhere
+    assert mid_total > first_total  # two more layers' activations outweigh embedding + logits
+    assert out[L.OUT_MEM_LOGITS_GIB, 0] == 0.0
+    assert out[L.OUT_MEM_WEIGHTS_GIB, 0] * llm.GIB == pytest.approx(weights_mid, rel=1e-12)
+    assert out[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(9 * 4 * act_layer,
+                                                                         rel=1e-9)
+    # without edge layers every device holds 8: device 0 (embedding, output, logits) is largest
+    j[L.JOB_PIPELINE_EDGE_LAYERS] = 0
+    out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
+    assert out[L.OUT_MEM_LOGITS_GIB, 0] * llm.GIB == pytest.approx(logits, rel=1e-12)
+    weights0 = (8 * (llm.attention_params(4096, 32, 32, 128) + llm.mlp_params(4096, 4 * 4096, False))
+                + 2 * llm.embedding_params(51200, 4096)) * 2.0
+    assert out[L.OUT_MEM_WEIGHTS_GIB, 0] * llm.GIB == pytest.approx(weights0, rel=1e-12)
