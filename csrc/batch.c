@@ -54,11 +54,13 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_MDL_TOP_K, TS_MDL_EXPERT_FFN_HIDDEN, TS_MDL_MOE_EVERY,
                                      TS_MDL_SHARED_EXPERTS, TS_MDL_MAX_ROUTE_NODES};
     static const int job_count[] = {TS_JOB_SEQ_LEN, TS_JOB_GLOBAL_BATCH};
+    static const int job_int_nonneg[] = {TS_JOB_PIPELINE_EDGE_LAYERS};
     static const int job_nonneg[] = {TS_JOB_ACTIVATION_BYTES, TS_JOB_PARAM_BYTES,
                                      TS_JOB_GRAD_BYTES, TS_JOB_OPTIMIZER_BYTES,
                                      TS_JOB_OPTIMIZER_TRAFFIC_BYTES, TS_JOB_COMM_BYTES,
                                      TS_JOB_GRAD_COMM_BYTES, TS_JOB_FLASH_ATTENTION,
-                                     TS_JOB_DISPATCH_BYTES, TS_JOB_COMBINE_BYTES};
+                                     TS_JOB_DISPATCH_BYTES, TS_JOB_COMBINE_BYTES,
+                                     TS_JOB_DROPOUT};
     double nt;
     int n;
     if (!sys || !mdl || !job)
@@ -90,6 +92,10 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
     for (unsigned k = 0; k < sizeof job_count / sizeof *job_count; k++)
         if (!ts_in_range(job[job_count[k]], 1.0, 0, TS_MAX_INT_FIELD))
             return ts_field_error(TS_ERR_BLOCK_JOB, job_count[k]);
+    /* read as int64 by the kernel (pipeline_stage_layers): an integer-range number */
+    for (unsigned k = 0; k < sizeof job_int_nonneg / sizeof *job_int_nonneg; k++)
+        if (!ts_in_range(job[job_int_nonneg[k]], 0.0, 0, TS_MAX_INT_FIELD))
+            return ts_field_error(TS_ERR_BLOCK_JOB, job_int_nonneg[k]);
     for (unsigned k = 0; k < sizeof job_nonneg / sizeof *job_nonneg; k++)
         if (!ts_in_range(job[job_nonneg[k]], 0.0, 0, INFINITY))
             return ts_field_error(TS_ERR_BLOCK_JOB, job_nonneg[k]);

@@ -108,18 +108,30 @@ TS_FN double ts_embedding_params(double vocab, double h)
 
 /* ===== Activation memory (Korthikanti et al. 2022 §4, Table 2) ============================ */
 
-/* llm.py attention_activation_bytes: Korthikanti et al. §4.1, GQA and FlashAttention. */
+/* llm.py dropout_mask_bytes: 1 byte per masked element with dropout, none without. */
+TS_FN double ts_dropout_mask_bytes(int dropout)
+{
+    return dropout ? 1.0 : 0.0;
+}
+
+/* llm.py attention_activation_bytes: Korthikanti et al. §4.1, GQA, FlashAttention, dropout. */
 TS_FN double ts_attention_activation_bytes(double s, double b, double h, double heads,
                                            double kv_heads, double head_dim, double t, int sp,
-                                           double act_bytes, int flash, int store_scores)
+                                           double act_bytes, int flash, int store_scores,
+                                           int dropout)
 {
     double sbh = s * b * h;
     double q_dim = heads * head_dim;
     double kv_dim = kv_heads * head_dim;
-    double replicated = act_bytes * sbh + 1.0 * sbh;
+    double mask = ts_dropout_mask_bytes(dropout);
+    double replicated = act_bytes * sbh + mask * sbh;
     double split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + act_bytes * s * b * q_dim;
-    if (store_scores && !flash)
-        split += (2.0 * act_bytes + 1.0) * heads * s * s * b;
+    if (store_scores && !flash) {
+        if (dropout)
+            split += (2.0 * act_bytes + mask) * heads * s * s * b;
+        else
+            split += act_bytes * heads * s * s * b;
+    }
     else if (flash)
         split += 4.0 * heads * s * b;
     if (sp)
@@ -129,9 +141,9 @@ TS_FN double ts_attention_activation_bytes(double s, double b, double h, double 
 
 /* llm.py mlp_activation_bytes: Korthikanti et al. §4.1 (19sbh for a 4h GeLU MLP). */
 TS_FN double ts_mlp_activation_bytes(double s, double b, double h, double ffn, int swiglu,
-                                     double t, int sp, double act_bytes)
+                                     double t, int sp, double act_bytes, int dropout)
 {
-    double replicated = act_bytes * s * b * h + 1.0 * s * b * h;
+    double replicated = act_bytes * s * b * h + ts_dropout_mask_bytes(dropout) * s * b * h;
     double split = (swiglu ? 3.0 : 2.0) * act_bytes * s * b * ffn;
     if (sp)
         return (replicated + split) / t;
@@ -141,9 +153,9 @@ TS_FN double ts_mlp_activation_bytes(double s, double b, double h, double ffn, i
 /* llm.py moe_activation_bytes: MoE block, top_k + shared routed copies. */
 TS_FN double ts_moe_activation_bytes(double s, double b, double h, double expert_ffn,
                                      double top_k, double shared, int swiglu, double t, int sp,
-                                     double act_bytes)
+                                     double act_bytes, int dropout)
 {
-    double replicated = act_bytes * s * b * h + 1.0 * s * b * h;
+    double replicated = act_bytes * s * b * h + ts_dropout_mask_bytes(dropout) * s * b * h;
     double copies = top_k + shared;
     double split = copies * (act_bytes * s * b * h
                              + (swiglu ? 3.0 : 2.0) * act_bytes * s * b * expert_ffn);
@@ -174,15 +186,15 @@ TS_FN double ts_layer_input_bytes(double s, double b, double h, double t, int sp
 TS_FN double ts_layer_activation_bytes(double s, double b, double h, double heads,
                                        double kv_heads, double head_dim, double ffn, int swiglu,
                                        double t, int sp, int recompute, int flash,
-                                       double act_bytes)
+                                       double act_bytes, int dropout)
 {
     int store_scores;
     if (recompute == TS_RECOMPUTE_FULL)
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
-                                         flash, store_scores)
-           + ts_mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes)
+                                         flash, store_scores, dropout)
+           + ts_mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout)
            + ts_layernorm_activation_bytes(s, b, h, t, sp, act_bytes);
 }
 
@@ -190,15 +202,17 @@ TS_FN double ts_layer_activation_bytes(double s, double b, double h, double head
 TS_FN double ts_moe_layer_activation_bytes(double s, double b, double h, double heads,
                                            double kv_heads, double head_dim, double expert_ffn,
                                            double top_k, double shared, int swiglu, double t,
-                                           int sp, int recompute, int flash, double act_bytes)
+                                           int sp, int recompute, int flash, double act_bytes,
+                                           int dropout)
 {
     int store_scores;
     if (recompute == TS_RECOMPUTE_FULL)
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
-                                         flash, store_scores)
-           + ts_moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes)
+                                         flash, store_scores, dropout)
+           + ts_moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
+                                     dropout)
            + ts_layernorm_activation_bytes(s, b, h, t, sp, act_bytes);
 }
 
@@ -284,6 +298,8 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->kv_heads = (int64_t)mdl[TS_MDL_KV_HEADS];
     inv->global_batch = (int64_t)job[TS_JOB_GLOBAL_BATCH];
     inv->layers = (int64_t)mdl[TS_MDL_LAYERS];
+    inv->edge = (int64_t)job[TS_JOB_PIPELINE_EDGE_LAYERS];
+    inv->dropout = job[TS_JOB_DROPOUT] > 0.0;
     inv->experts = (int64_t)mdl[TS_MDL_EXPERTS];
     inv->seq = (int64_t)job[TS_JOB_SEQ_LEN];
     inv->hidden = (int64_t)mdl[TS_MDL_HIDDEN];
@@ -355,7 +371,7 @@ TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, i
         return 17;
     if (ts_mod(inv->global_batch, dp * mbs) != 0)
         return 18;
-    if (ts_mod(inv->layers, ts_schedule_layer_divisor((int)schedule, pp, vpp)) != 0)
+    if (inv->layers + 2 * inv->edge < ts_schedule_layer_divisor((int)schedule, pp, vpp))
         return 19;
     if (ts_mod(dp, ep) != 0)
         return 20;
@@ -422,12 +438,45 @@ TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
 
 /* ===== Per-stage times for one microbatch ================================================ */
 
-/* llm.py stage_layer_split: dense and MoE layers on one stage. */
-TS_FN void ts_stage_layer_split(double layers, double n_moe, double pp, double *dense,
+/* llm.py stage_layer_split: dense and MoE layers among a device's stage_layers. */
+TS_FN void ts_stage_layer_split(double stage_layers, double layers, double n_moe, double *dense,
                                 double *moe)
 {
-    *dense = (layers - n_moe) / pp;
-    *moe = n_moe / pp;
+    double m = stage_layers * n_moe / layers;
+    *moe = m;
+    *dense = stage_layers - m;
+}
+
+/* llm.py stage_pass_times: (gemm_f, core_f, mem_f, f, b, w) of one device's layers, plus the
+ * embedding on the first stage and the output GEMM + cross-entropy on the last. */
+static inline void ts_stage_pass_times(double dense, double moe, double t_proj,
+                                       double t_dense_mlp, double t_moe_mlp, double t_core,
+                                       double t_mem_dense, double t_mem_moe, double overhead,
+                                       int embed, int loss, double t_embed, double t_logits,
+                                       double t_ce, double st[6])
+{
+    double gemm_f = dense * (t_proj + t_dense_mlp) + moe * (t_proj + t_moe_mlp);
+    double core_f = (dense + moe) * t_core;
+    double mem_f = dense * t_mem_dense + moe * t_mem_moe;
+    double n = dense + moe;
+    double f = gemm_f + core_f + mem_f + n * overhead;
+    double b = gemm_f + 2.0 * core_f + 2.0 * mem_f + n * overhead;
+    double w = gemm_f;
+    if (embed) {
+        f += t_embed;
+        b += t_embed;
+    }
+    if (loss) {
+        f += t_logits + t_ce;
+        b += t_logits + t_ce;
+        w += t_logits;
+    }
+    st[0] = gemm_f;
+    st[1] = core_f;
+    st[2] = mem_f;
+    st[3] = f;
+    st[4] = b;
+    st[5] = w;
 }
 
 /* llm.py tp_layer_comm_time: 2 all-reduces, or 2 x (all-gather + reduce-scatter) with SP
@@ -492,9 +541,12 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     double split, proj, core_hw, dense_mlp, routed, expert_mlp, local_experts;
     double t_proj, t_core, t_dense_mlp, t_moe_mlp, act_dense, act_moe, t_mem_dense, t_mem_moe;
     double overhead, dense_layers, moe_layers, gemm_f, core_f, mem_f, stage_layers, t_logits;
+    double n_st[3], d_st[3], m_st[3], st_t[3][6], t_embed, t_ce, best_t, x;
+    double dense_layer_p, moe_layer_p, expert_layer_p, emb_p;
+    int loss_first, last_embed, sel, c;
     double f_compute, b_compute, w_compute, copies, dense_params, expert_params;
     double grad_comm, param_bytes, dp_dense, dp_expert, r_tp, r_split, r_dp_dense, r_dp_expert;
-    double inflight, hw_per_layer_f, hw_fwd, hw_scale;
+    double hw_per_layer_f, hw_fwd, hw_scale;
     int code;
 
     code = ts_core_error(ctx, cfg[TS_CFG_TP * stride], cfg[TS_CFG_CP * stride],
@@ -560,7 +612,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                    : ts_gemm_time_fast(&ctx->inv, core_hw, 2.0);
     t_dense_mlp = ts_gemm_time_fast(&ctx->inv, dense_mlp, 2.0);
     act_dense = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp, sp,
-                                          TS_RECOMPUTE_NONE, flash, act_bytes);
+                                          TS_RECOMPUTE_NONE, flash, act_bytes,
+                                          ctx->inv.dropout);
     t_mem_dense = act_dense * ctx->inv.inv_hbm; /* memory_bound_time */
     if (n_moe > 0.0) {
         routed = ts_router_flops(b, seq, h, experts) * r_split;
@@ -570,7 +623,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                     + ts_gemm_time_fast(&ctx->inv, expert_mlp, 2.0 * local_experts);
         act_moe = ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn,
                                                 top_k, shared, swiglu, tp, sp, TS_RECOMPUTE_NONE,
-                                                flash, act_bytes);
+                                                flash, act_bytes, ctx->inv.dropout);
         t_mem_moe = act_moe * ctx->inv.inv_hbm;
     } else {
         /* dense model: every MoE term below is multiplied by 0 MoE layers */
@@ -578,16 +631,42 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     }
     overhead = sys[TS_SYS_LAYER_OVERHEAD_S];
 
-    ts_stage_layer_split(layers, n_moe, pp, &dense_layers, &moe_layers);
-    gemm_f = dense_layers * (t_proj + t_dense_mlp) + moe_layers * (t_proj + t_moe_mlp);
-    core_f = (dense_layers + moe_layers) * t_core;
-    mem_f = dense_layers * t_mem_dense + moe_layers * t_mem_moe;
-    stage_layers = dense_layers + moe_layers;
+    /* ---- the pipeline's stages: first (embedding), busiest middle, last (output and loss) ---- */
+    ts_pipeline_stage_layers(schedule, (int64_t)pp, (int64_t)vpp, ctx->inv.layers, ctx->inv.edge,
+                             &n_st[0], &n_st[1], &n_st[2]);
+    loss_first = ts_loss_on_first_device(schedule, (int64_t)pp);
+    last_embed = pp <= 1.0;
+    t_embed = 2.0 * act_bytes * b * s * h * ctx->inv.inv_hbm; /* embedding_time */
     t_logits = ts_gemm_time_fast(&ctx->inv, ts_logits_flops(b, s, h, vocab) * r_tp, 1.0);
-
-    f_compute = gemm_f + core_f + mem_f + stage_layers * overhead + t_logits;
-    b_compute = gemm_f + 2.0 * core_f + 2.0 * mem_f + stage_layers * overhead + t_logits;
-    w_compute = gemm_f + t_logits;
+    t_ce = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes) * ctx->inv.inv_hbm;
+    for (c = 0; c < 3; c++)
+        ts_stage_layer_split(n_st[c], layers, n_moe, &d_st[c], &m_st[c]);
+    ts_stage_pass_times(d_st[0], m_st[0], t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
+                        t_mem_moe, overhead, 1, loss_first, t_embed, t_logits, t_ce, st_t[0]);
+    ts_stage_pass_times(d_st[1], m_st[1], t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
+                        t_mem_moe, overhead, 0, 0, t_embed, t_logits, t_ce, st_t[1]);
+    ts_stage_pass_times(d_st[2], m_st[2], t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
+                        t_mem_moe, overhead, last_embed, 1, t_embed, t_logits, t_ce, st_t[2]);
+    /* the slowest stage: the last unless another one's F + B + W is larger */
+    sel = 2;
+    best_t = st_t[2][3] + st_t[2][4] + st_t[2][5];
+    x = st_t[0][3] + st_t[0][4] + st_t[0][5];
+    if (x > best_t) {
+        sel = 0;
+        best_t = x;
+    }
+    x = st_t[1][3] + st_t[1][4] + st_t[1][5];
+    if (x > best_t)
+        sel = 1;
+    dense_layers = d_st[sel];
+    moe_layers = m_st[sel];
+    gemm_f = st_t[sel][0];
+    core_f = st_t[sel][1];
+    mem_f = st_t[sel][2];
+    f_compute = st_t[sel][3];
+    b_compute = st_t[sel][4];
+    w_compute = st_t[sel][5];
+    stage_layers = dense_layers + moe_layers;
     R->b_compute[TS_RECOMPUTE_NONE] = b_compute;
     R->b_compute[TS_RECOMPUTE_FULL] = b_compute + (gemm_f + core_f + mem_f + stage_layers * overhead);
     R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;
@@ -610,14 +689,36 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->pp_bytes = b * s * h * comm_bytes * r_tp;
     R->pp_crit = pp > 1.0 ? ts_p2p_critical_transfers(schedule, pp, vpp) : 0.0;
 
-    /* ---- parameters per GPU ---- */
+    /* ---- parameters per GPU of each stage (llm.py stage_params); the largest stage's drive the
+     * data-parallel traffic and the optimizer step ---- */
     copies = ts_parameter_copies(schedule);
-    dense_params = (dense_layers * ctx->inv.dense_layer_params
-                    + moe_layers * ctx->inv.moe_layer_params + ctx->inv.embedding_params)
-                   * r_tp * copies;
-    expert_params = moe_layers > 0.0
-                    ? moe_layers * (experts / ep) * ctx->inv.expert_mlp_params * r_tp * copies
-                    : 0.0;
+    dense_layer_p = ctx->inv.dense_layer_params;
+    moe_layer_p = ctx->inv.moe_layer_params;
+    expert_layer_p = (experts / ep) * ctx->inv.expert_mlp_params;
+    emb_p = ctx->inv.embedding_params;
+    for (c = 0; c < 3; c++) {
+        int embed = c == 0 || (c == 2 && last_embed);
+        int loss = c == 2 || (c == 0 && loss_first);
+        double d = d_st[c] * dense_layer_p + m_st[c] * moe_layer_p;
+        if (embed)
+            d += emb_p;
+        if (loss)
+            d += emb_p;
+        R->st_dparams[c] = d * r_tp * copies;
+        R->st_eparams[c] = m_st[c] > 0.0 ? m_st[c] * expert_layer_p * r_tp * copies : 0.0;
+        R->st_dense[c] = d_st[c];
+        R->st_moe[c] = m_st[c];
+    }
+    dense_params = R->st_dparams[2];
+    expert_params = R->st_eparams[2];
+    if (R->st_dparams[0] + R->st_eparams[0] > dense_params + expert_params) {
+        dense_params = R->st_dparams[0];
+        expert_params = R->st_eparams[0];
+    }
+    if (R->st_dparams[1] + R->st_eparams[1] > dense_params + expert_params) {
+        dense_params = R->st_dparams[1];
+        expert_params = R->st_eparams[1];
+    }
 
     /* ---- data parallelism: message sizes ---- */
     grad_comm = job[TS_JOB_GRAD_COMM_BYTES];
@@ -639,12 +740,22 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
 
     /* ---- activation memory: recompute "none" here (its per-layer sizes are the ones the
      * memory-bound time above reads); the other choices on first use (ts_row_act) ---- */
-    inflight = ts_inflight_activations(schedule, (int64_t)pp, (int64_t)m, (int64_t)vpp);
-    R->mem_act[TS_RECOMPUTE_NONE] = (dense_layers * act_dense + moe_layers * act_moe) * inflight;
+    /* llm.py stage_activations: ranks 0, 1 and pp-1 (0 when the first device holds the loss) */
+    R->st_inflight[0] = ts_inflight_activations_rank(schedule, (int64_t)pp, (int64_t)m,
+                                                     (int64_t)vpp, 0);
+    R->st_inflight[1] = ts_inflight_activations_rank(schedule, (int64_t)pp, (int64_t)m,
+                                                     (int64_t)vpp, 1);
+    R->st_inflight[2] = ts_inflight_activations_rank(schedule, (int64_t)pp, (int64_t)m,
+                                                     (int64_t)vpp,
+                                                     loss_first ? 0 : (int64_t)pp - 1);
+    for (c = 0; c < 3; c++)
+        R->mem_act[TS_RECOMPUTE_NONE][c] = (d_st[c] * act_dense + m_st[c] * act_moe)
+                                           * R->st_inflight[c];
     R->act_have = 1 << TS_RECOMPUTE_NONE;
-    R->inflight = inflight;
-    R->dense_layers = dense_layers;
     R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes);
+    R->st_logits[0] = loss_first ? R->mem_logits : 0.0;
+    R->st_logits[1] = 0.0;
+    R->st_logits[2] = R->mem_logits;
 
     /* ---- FLOP rates per recompute choice ---- */
     hw_per_layer_f = (proj + core_hw) * split;
@@ -696,14 +807,16 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
     int sp = R->sp;
     double act_dense_r, act_moe_r;
     act_dense_r = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp,
-                                            sp, rc, flash, act_bytes);
+                                            sp, rc, flash, act_bytes, ctx->inv.dropout);
     act_moe_r = ctx->inv.n_moe > 0.0
                 ? ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
                                                 mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
                                                 mdl[TS_MDL_SHARED_EXPERTS], swiglu, tp, sp, rc,
-                                                flash, act_bytes)
+                                                flash, act_bytes, ctx->inv.dropout)
                 : 0.0;
-    R->mem_act[rc] = (R->dense_layers * act_dense_r + R->moe_layers * act_moe_r) * R->inflight;
+    for (int c = 0; c < 3; c++)
+        R->mem_act[rc][c] = (R->st_dense[c] * act_dense_r + R->st_moe[c] * act_moe_r)
+                            * R->st_inflight[c];
     R->act_have |= 1 << rc;
 }
 
@@ -884,7 +997,9 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     V->step_pre = compute + tp_comm + cp_comm + ep_comm + O->pp_comm + bubble;
     if (!(R->act_have >> recompute & 1))
         ts_row_act(ctx, R, recompute);
-    V->mem_act = R->mem_act[recompute];
+    V->mem_act[0] = R->mem_act[recompute][0];
+    V->mem_act[1] = R->mem_act[recompute][1];
+    V->mem_act[2] = R->mem_act[recompute][2];
     V->hw_flops = R->hw_flops[recompute];
 }
 
@@ -896,9 +1011,8 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     const double *sys = ctx->sys, *job = ctx->job;
     const ts_net *net = &ctx->net;
     double dp_time, optimizer, step, memory, r_step, model_flops, pp_comm = O->pp_comm;
-    double dense_params = R->dense_params, expert_params = R->expert_params;
     double w_shard_d, w_shard_e, g_shard_d, g_shard_e, o_shard_d, o_shard_e;
-    double mem_weights, mem_grads, mem_opt, mem_logits, mem_reserve;
+    double mem_weights = 0.0, mem_grads = 0.0, mem_opt = 0.0, mem_act, mem_logits, mem_reserve;
     double global_batch = job[TS_JOB_GLOBAL_BATCH], seq = job[TS_JOB_SEQ_LEN];
     int fits, status;
 
@@ -937,12 +1051,34 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     g_shard_e = zero >= 2 ? R->r_dp_expert : 1.0;
     o_shard_d = zero >= 1 ? R->r_dp_dense : 1.0;
     o_shard_e = zero >= 1 ? R->r_dp_expert : 1.0;
-    mem_weights = (dense_params * w_shard_d + expert_params * w_shard_e) * job[TS_JOB_PARAM_BYTES];
-    mem_grads = (dense_params * g_shard_d + expert_params * g_shard_e) * job[TS_JOB_GRAD_BYTES];
-    mem_opt = (dense_params * o_shard_d + expert_params * o_shard_e) * job[TS_JOB_OPTIMIZER_BYTES];
-    mem_logits = R->mem_logits;
+    /* llm.py stage_memory of the first, busiest middle and last stage; the largest counts (the
+     * last unless another one needs more) */
+    {
+        double pb = job[TS_JOB_PARAM_BYTES], gb = job[TS_JOB_GRAD_BYTES];
+        double ob = job[TS_JOB_OPTIMIZER_BYTES], best = 0.0;
+        int sel = 2;
+        static const int stage_order[3] = {2, 0, 1};
+        for (int j = 0; j < 3; j++) {
+            int c = stage_order[j];
+            double dpc = R->st_dparams[c], epc = R->st_eparams[c];
+            double mw = (dpc * w_shard_d + epc * w_shard_e) * pb;
+            double mg = (dpc * g_shard_d + epc * g_shard_e) * gb;
+            double mo = (dpc * o_shard_d + epc * o_shard_e) * ob;
+            double tot = mw + mg + mo + V->mem_act[c] + R->st_logits[c];
+            if (j == 0 || tot > best) {
+                best = tot;
+                sel = c;
+                mem_weights = mw;
+                mem_grads = mg;
+                mem_opt = mo;
+            }
+        }
+        mem_act = V->mem_act[sel];
+        mem_logits = R->st_logits[sel];
+        memory = best;
+    }
     mem_reserve = ts_reserve_bytes(sys);
-    memory = mem_weights + mem_grads + mem_opt + V->mem_act + mem_logits + mem_reserve;
+    memory = memory + mem_reserve;
 
     /* ---- llm.py write_result: feasible when memory fits in HBM ---- */
     model_flops = ctx->inv.model_flops;
@@ -968,7 +1104,7 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     out[TS_OUT_MEM_WEIGHTS_GIB * os] = mem_weights / TS_GIB;
     out[TS_OUT_MEM_GRADS_GIB * os] = mem_grads / TS_GIB;
     out[TS_OUT_MEM_OPTIMIZER_GIB * os] = mem_opt / TS_GIB;
-    out[TS_OUT_MEM_ACTIVATIONS_GIB * os] = V->mem_act / TS_GIB;
+    out[TS_OUT_MEM_ACTIVATIONS_GIB * os] = mem_act / TS_GIB;
     out[TS_OUT_MEM_LOGITS_GIB * os] = mem_logits / TS_GIB;
     out[TS_OUT_MEM_RESERVE_GIB * os] = mem_reserve / TS_GIB;
     out[TS_OUT_MICROBATCHES * os] = R->m;

@@ -231,27 +231,38 @@ TS_FN double ts_bubble_time(int schedule, int64_t p, int64_t m, int64_t v, doubl
     return ts_nonneg(r);
 }
 
-/* pipeline.py inflight_activations: peak stored microbatch activations on the busiest device
- * (Korthikanti et al. 2022 §4.2.3; Qi et al. §3.1; DualPipe README). */
-TS_FN double ts_inflight_activations(int schedule, int64_t p, int64_t m, int64_t v)
+/* pipeline.py inflight_activations_rank: peak stored microbatch activations on pipeline rank r
+ * (Megatron-LM megatron/core/pipeline_parallel/schedules.py warm-up counts; Korthikanti et al.
+ * 2022 §4.2.3; Qi et al. §3.1; DualPipe README). */
+TS_FN double ts_inflight_activations_rank(int schedule, int64_t p, int64_t m, int64_t v,
+                                          int64_t r)
 {
-    double fm, fp;
+    double fm, fp, fr;
     if (m < 1)
         return 0.0;
     if (p <= 1)
         return 1.0;
+    if (r < 0)
+        r = 0;
+    if (r > p - 1)
+        r = p - 1;
     fm = (double)m * 1.0;
     fp = (double)p * 1.0;
+    fr = (double)r * 1.0;
     if (schedule == TS_SCHED_GPIPE)
         return fm;
     if (schedule == TS_SCHED_INTERLEAVED) {
-        double x;
-        if (v <= 1)
-            return TS_PYMIN(fp, fm);
+        double fv, chunks, total;
+        if (v <= 1) {
+            double x = fp - fr;
+            return TS_PYMIN(x, fm);
+        }
         if (m == p)
             return fp;
-        x = fp + (fp - 1.0) / (double)v;
-        return TS_PYMIN(x, fm);
+        fv = (double)v * 1.0;
+        chunks = 2.0 * (fp - fr - 1.0) + (fv - 1.0) * fp + 1.0;
+        total = fm * fv;
+        return TS_PYMIN(chunks, total) / fv;
     }
     if (schedule == TS_SCHED_ZB_H2) {
         double x = 2.0 * fp - 1.0;
@@ -261,7 +272,70 @@ TS_FN double ts_inflight_activations(int schedule, int64_t p, int64_t m, int64_t
         return fp + 1.0;
     if (schedule == TS_SCHED_DUALPIPE_V)
         return fp + 0.5;
-    return TS_PYMIN(fp, fm);
+    if (schedule == TS_SCHED_ZB_V || schedule == TS_SCHED_ZB_H1)
+        return TS_PYMIN(fp, fm);
+    {
+        double x = fp - fr;
+        return TS_PYMIN(x, fm);
+    }
+}
+
+/* pipeline.py inflight_activations: rank 0's. */
+TS_FN double ts_inflight_activations(int schedule, int64_t p, int64_t m, int64_t v)
+{
+    return ts_inflight_activations_rank(schedule, p, m, v, 0);
+}
+
+/* pipeline.py loss_on_first_device: no pipeline, or a V placement (ZB-V, DualPipeV). */
+TS_FN int ts_loss_on_first_device(int schedule, int64_t p)
+{
+    if (p <= 1)
+        return 1;
+    return schedule == TS_SCHED_ZB_V || schedule == TS_SCHED_DUALPIPE_V;
+}
+
+/* pipeline.py pipeline_stage_layers: transformer layers of the first, the busiest middle and
+ * the last device, layers + 2 edge spread as evenly as possible over p devices (Megatron-LM
+ * --account-for-embedding/loss-in-pipeline-split; Llama 3 arXiv 2407.21783 §3.3.2). */
+TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t layers,
+                                    int64_t edge, double *first_out, double *middle_out,
+                                    double *last_out)
+{
+    int64_t k, total, u, ends, first, mids, rest, middle;
+    (void)v;
+    if (p <= 1) {
+        *first_out = (double)layers * 1.0;
+        *middle_out = 0.0;
+        *last_out = (double)layers * 1.0;
+        return;
+    }
+    k = edge < 0 ? 0 : edge;
+    total = layers + 2 * k;
+    u = (total + p - 1) / p;
+    if (ts_loss_on_first_device(schedule, p)) {
+        ends = 1;
+        first = u - 2 * k;
+    } else {
+        ends = 2;
+        first = u - k;
+    }
+    mids = p - ends;
+    if (mids <= 0) {
+        first = (layers + 1) / 2;
+        *first_out = (double)first * 1.0;
+        *middle_out = 0.0;
+        *last_out = (double)first * 1.0;
+        return;
+    }
+    if (first < 0)
+        first = 0;
+    if (first > layers / ends)
+        first = layers / ends;
+    rest = layers - ends * first;
+    middle = (rest + mids - 1) / mids;
+    *first_out = (double)first * 1.0;
+    *middle_out = (double)middle * 1.0;
+    *last_out = (double)first * 1.0;
 }
 
 /* pipeline.py parameter_copies: DualPipe keeps two mirrored copies (README). */

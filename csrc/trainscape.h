@@ -18,7 +18,7 @@
 #include "trainscape_layout.h"
 
 /* ABI version; bumped when a signature or the meaning of a code changes. */
-#define TS_ABI_VERSION 1
+#define TS_ABI_VERSION 2 /* 2: job block + pipeline_edge_layers, dropout; code 19 = fewer layers than chunks */
 
 /* Negative return codes of the entry points (results >= 0 are TS_STATUS_* codes).
  * TS_ERR_ARG: a NULL pointer, n < 0 or a bad thread count.

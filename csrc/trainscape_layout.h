@@ -61,7 +61,9 @@ enum {
     TS_JOB_FLASH_ATTENTION = 9,
     TS_JOB_DISPATCH_BYTES = 10,
     TS_JOB_COMBINE_BYTES = 11,
-    TS_JOB_COUNT = 12
+    TS_JOB_PIPELINE_EDGE_LAYERS = 12,
+    TS_JOB_DROPOUT = 13,
+    TS_JOB_COUNT = 14
 };
 
 /* CONFIG_FIELDS */
@@ -157,7 +159,7 @@ enum {
 #define TS_SYS_TIER_BASE 11
 #define TS_N_SYS 41
 #define TS_N_MODEL 14
-#define TS_N_JOB 12
+#define TS_N_JOB 14
 #define TS_N_CFG 14
 #define TS_N_OUT 23
 #define TS_N_DIMS 5

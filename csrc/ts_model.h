@@ -107,6 +107,12 @@ TS_FN int ts_schedule_valid(int schedule, int64_t p, int64_t m, int64_t v);
 TS_FN double ts_bubble_time(int schedule, int64_t p, int64_t m, int64_t v, double f, double b,
                             double w);
 TS_FN double ts_inflight_activations(int schedule, int64_t p, int64_t m, int64_t v);
+TS_FN double ts_inflight_activations_rank(int schedule, int64_t p, int64_t m, int64_t v,
+                                          int64_t r);
+TS_FN int ts_loss_on_first_device(int schedule, int64_t p);
+TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t layers,
+                                    int64_t edge, double *first_out, double *middle_out,
+                                    double *last_out);
 TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v);
 TS_FN double ts_parameter_copies(int schedule);
 
@@ -116,6 +122,8 @@ TS_FN double ts_parameter_copies(int schedule);
 typedef struct {
     /* config_error's int(...) of block fields */
     int64_t heads, kv_heads, global_batch, layers, experts, seq, hidden, ffn, expert_ffn;
+    int64_t edge;            /* int(job pipeline_edge_layers) */
+    int dropout;             /* job dropout > 0 */
     double n_moe;            /* moe_layer_count(layers, experts, moe_every) */
     double model_flops;      /* model_flops_per_sequence(mdl, seq) * global_batch */
     double dense_layer_params;  /* attention_params + mlp_params(h, ffn) */
@@ -165,13 +173,16 @@ typedef struct {
     double t_core, gemm_f, stage_layers, f_compute, w_compute;
     double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */
     int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
-    double mem_act[TS_RECOMPUTE_COUNT];   /* act_stage(recompute) * inflight_activations */
+    /* per stage c (0 first, 1 busiest middle, 2 last; llm.py stage_activations):
+     * stage layers x per-layer bytes(recompute) x inflight_activations_rank */
+    double mem_act[TS_RECOMPUTE_COUNT][3];
     double hw_flops[TS_RECOMPUTE_COUNT];
     double optimizer[2];                  /* zero == 0, zero >= 1 */
     double dense_params, expert_params, r_dp_dense, r_dp_expert, mem_logits;
+    double st_dparams[3], st_eparams[3], st_logits[3]; /* per stage (llm.py stage_params) */
     /* read by ts_ord_init only */
     double tp, dp, ep, b, dpx, moe_layers;
-    double dense_layers, inflight;        /* for ts_row_act */
+    double st_dense[3], st_moe[3], st_inflight[3]; /* per stage, for ts_row_act */
     double tp_bytes, kv_chunk, a2a_dispatch_bytes, a2a_combine_bytes, pp_bytes, pp_crit;
     double dp_dense, dp_expert;
     double ar_dense_bytes, ar_expert_bytes, ag_dense_bytes, ag_expert_bytes;
@@ -189,7 +200,7 @@ typedef struct {
 typedef struct {
     int recompute;
     double f_stage, bw_stage, fbw_stage, step_pre;
-    double compute, tp_comm, cp_comm, ep_comm, bubble, mem_act, hw_flops;
+    double compute, tp_comm, cp_comm, ep_comm, bubble, mem_act[3], hw_flops;
 } ts_rec;
 
 /* config_error split: the core fields' code, and the free fields' (9, 10, 11, 14). The

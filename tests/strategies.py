@@ -160,6 +160,8 @@ def job_blocks(draw):
     # MoE all-to-all widths: fp8 with its 1x128 scales, 16-bit, and the activation width
     job[L.JOB_DISPATCH_BYTES] = draw(st.sampled_from([1.03125, 2.0, act]))
     job[L.JOB_COMBINE_BYTES] = draw(st.sampled_from([2.0, 1.03125, act]))
+    job[L.JOB_PIPELINE_EDGE_LAYERS] = draw(st.sampled_from([0.0, 0.0, 1.0, 2.0, 5.0]))
+    job[L.JOB_DROPOUT] = draw(st.sampled_from([0.0, 1.0]))
     return job
 
 
@@ -208,7 +210,7 @@ def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
             degs[draw(st.sampled_from([0, 0, 1, 2, 2, 3, 3, 3]))] *= p
         tp, cp, pp, dp = degs
     else:
-        # aimed at validity: tp divides the heads and hidden sizes, pp the layers, 2cp the
+        # aimed at validity: tp divides the heads and hidden sizes, pp often the layers, 2cp the
         # sequence; dp takes the rest
         heads, kv = int(mdl[L.MDL_HEADS]), int(mdl[L.MDL_KV_HEADS])
         g = math.gcd(gpus, heads, int(mdl[L.MDL_HIDDEN]), int(mdl[L.MDL_FFN_HIDDEN]),
@@ -216,7 +218,9 @@ def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
         tps = [d for d in _divisors(g) if kv % d == 0 or d % kv == 0] or [1]
         tp = draw(st.sampled_from(tps))
         rest = gpus // tp
-        pp = draw(st.sampled_from(_divisors(math.gcd(rest, int(mdl[L.MDL_LAYERS])))))
+        # pp dividing the layers, or any pp (uneven pipeline splits)
+        pp_pool = math.gcd(rest, int(mdl[L.MDL_LAYERS])) if draw(st.booleans()) else rest
+        pp = draw(st.sampled_from(_divisors(pp_pool)))
         rest //= pp
         seq = int(job[L.JOB_SEQ_LEN])
         cp = draw(st.sampled_from(_divisors(math.gcd(rest, seq // 2)))) if seq >= 2 else 1

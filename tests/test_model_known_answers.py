@@ -120,9 +120,9 @@ def test_group_of_one_costs_nothing():
 S, B, H, A, T = 2048, 1, 12288, 96, 8
 
 
-def act(t, sp, recompute):
+def act(t, sp, recompute, dropout=True):
     return llm.layer_activation_bytes(
-        S, B, H, A, A, H // A, 4 * H, False, t, sp, recompute, False, 2.0
+        S, B, H, A, A, H // A, 4 * H, False, t, sp, recompute, False, 2.0, dropout
     )
 
 
@@ -153,7 +153,7 @@ def test_korthikanti_full_recompute():
 def test_flash_attention_stores_no_scores():
     with_scores = act(T, True, L.RECOMPUTE_NONE)
     flash = llm.layer_activation_bytes(S, B, H, A, A, H // A, 4 * H, False, T, True,
-                                       L.RECOMPUTE_NONE, True, 2.0)
+                                       L.RECOMPUTE_NONE, True, 2.0, True)
     assert flash == pytest.approx(34 * S * B * H / T + 4 * A * S * B / T)
     assert flash < with_scores
 
@@ -219,6 +219,7 @@ def job(seq=2048, batch=64):
     j[L.JOB_FLASH_ATTENTION] = 1
     j[L.JOB_DISPATCH_BYTES] = 2
     j[L.JOB_COMBINE_BYTES] = 2
+    j[L.JOB_DROPOUT] = 1
     return j
 
 
@@ -401,3 +402,187 @@ def test_fp8_dispatch_halves_the_dispatch_and_node_limit_cuts_the_fabric(backend
     lat = 128 / 64 * 4 * 2 * 2 * 10e-6
     assert (ep["fp8"] - lat) / (ep["bf16"] - lat) == pytest.approx((1.03125 + 2) / 4, rel=1e-9)
     assert (ep["fp8-4nodes"] - lat) / (ep["fp8"] - lat) == pytest.approx(4 / 7, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dropout: no masks stored without it (Korthikanti et al. §4.1 count 1-byte masks)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_without_dropout_no_masks_and_unfused_scores_keep_only_the_softmax():
+    # Korthikanti's 34 sbh = 32 sbh of 2-byte tensors + 2 sbh of masks (attention output and MLP
+    # output dropout); 5as^2b = softmax output (2) + mask (1) + dropout output (2): without
+    # dropout only the softmax output (2as^2b) is the input of the PV product
+    assert act(1, False, L.RECOMPUTE_NONE, dropout=False) == pytest.approx(
+        S * B * H * (32 + 2 * A * S / H))
+    assert act(T, True, L.RECOMPUTE_NONE, dropout=False) == pytest.approx(
+        S * B * H / T * (32 + 2 * A * S / H))
+    assert act(T, True, L.RECOMPUTE_SELECTIVE, dropout=False) == pytest.approx(32 * S * B * H / T)
+    # full recomputation keeps the layer input only, dropout or not
+    assert act(T, True, L.RECOMPUTE_FULL, dropout=False) == act(T, True, L.RECOMPUTE_FULL)
+
+
+def test_dropout_off_shrinks_activations_and_memory_bound_time_in_every_backend(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = gpt_model(layers=8, h=4096, heads=32)
+    cfg = one_config(tp=8, sp=1)
+    j1 = job(batch=8)
+    j0 = job(batch=8)
+    j0[L.JOB_DROPOUT] = 0
+    on = evaluate_blocks(sys, mdl, j1, cfg, backend=backend)
+    off = evaluate_blocks(sys, mdl, j0, cfg, backend=backend)
+    s, h = 2048, 4096
+    # FlashAttention, TP = SP = 8, no pipeline: 8 layers x one microbatch, 2 masks of sbh/t less
+    per_layer = llm.layer_activation_bytes(s, 1, h, 32, 32, 128, 4 * h, False, 8, True,
+                                           L.RECOMPUTE_NONE, True, 2.0, False)
+    assert off[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(8 * per_layer, rel=1e-9)
+    assert (on[L.OUT_MEM_ACTIVATIONS_GIB, 0] - off[L.OUT_MEM_ACTIVATIONS_GIB, 0]) * llm.GIB \
+        == pytest.approx(8 * 2 * s * h / 8, rel=1e-9)
+    assert off[L.OUT_COMPUTE_S, 0] < on[L.OUT_COMPUTE_S, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Uneven pipelines: the slowest stage sets the pace, the largest stage the memory
+# ---------------------------------------------------------------------------------------------
+
+
+def llama405b():
+    mdl = np.zeros(L.N_MODEL)
+    mdl[[L.MDL_LAYERS, L.MDL_HIDDEN, L.MDL_FFN_HIDDEN, L.MDL_HEADS, L.MDL_KV_HEADS,
+         L.MDL_HEAD_DIM, L.MDL_VOCAB, L.MDL_SWIGLU]] = (126, 16384, 53248, 128, 8, 128, 128256, 1)
+    return mdl
+
+
+def test_126_layers_on_pp16_are_valid_and_fewer_layers_than_chunks_are_not(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=128)
+    j = job(seq=8192, batch=64)
+    ok = evaluate_blocks(sys, llama405b(), j, one_config(tp=8, pp=16, schedule=L.SCHED_1F1B),
+                         backend=backend)
+    assert ok[L.OUT_STATUS, 0] in (L.STATUS_OK, L.STATUS_OUT_OF_MEMORY)
+    # 16 x 8 = 128 chunks > 126 layers: impossible without edge layers ...
+    cfg = one_config(tp=8, pp=16, vpp=8, schedule=L.SCHED_INTERLEAVED)
+    bad = evaluate_blocks(sys, llama405b(), j, cfg, backend=backend)
+    assert bad[L.OUT_STATUS, 0] == L.STATUS_INVALID_CONFIG
+    assert llm.config_error(sys, llama405b(), j, cfg, 0) == 19
+    # ... possible when the embedding and the loss count as a layer each (126 + 2 = 128)
+    j[L.JOB_PIPELINE_EDGE_LAYERS] = 1
+    assert llm.config_error(sys, llama405b(), j, cfg, 0) == 0
+
+
+def test_uneven_split_costs_the_slowest_stage(backend):
+    """126 layers on 16 stages: the busiest device holds ceil(126/16) = 8 layers, so the
+    per-microbatch compute equals that of 128 layers on 16 stages (8 per device) without the
+    two extra layers' FLOPs in the model FLOPs."""
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=128)
+    j = job(seq=8192, batch=64)
+    cfg = one_config(tp=8, pp=16, schedule=L.SCHED_1F1B)
+    m126 = llama405b()
+    m128 = llama405b()
+    m128[L.MDL_LAYERS] = 128
+    a = evaluate_blocks(sys, m126, j, cfg, backend=backend)
+    b = evaluate_blocks(sys, m128, j, cfg, backend=backend)
+    assert a[L.OUT_COMPUTE_S, 0] == pytest.approx(b[L.OUT_COMPUTE_S, 0], rel=1e-12)
+    assert a[L.OUT_BUBBLE_S, 0] == pytest.approx(b[L.OUT_BUBBLE_S, 0], rel=1e-12)
+    assert a[L.OUT_MEMORY_GIB, 0] == pytest.approx(b[L.OUT_MEMORY_GIB, 0], rel=1e-12)
+
+
+def test_edge_layers_move_the_slowest_stage_to_the_middle():
+    """Llama 3 405B, PP16, 1F1B, one layer fewer on the first and last stage (arXiv 2407.21783
+    §3.3.2): first 7 layers + embedding, middle 8, last 7 + output GEMM + cross-entropy. The
+    slowest stage is a middle one: F + B + W of 8 plain layers."""
+    sys = system([NODE, FABRIC], gpus=128)
+    j = job(seq=8192, batch=64)
+    j[L.JOB_PIPELINE_EDGE_LAYERS] = 1
+    cfg = one_config(tp=8, pp=16, schedule=L.SCHED_1F1B)
+    mdl = llama405b()
+    row = llm.row_terms(sys, mdl, j, cfg, 0)
+    assert row[llm.ROW_STAGE_LAYERS] == 8
+    # no logits GEMM in the middle stage: W is the layers' GEMMs alone
+    assert row[llm.ROW_W_COMPUTE] == row[llm.ROW_GEMM_F]
+    j[L.JOB_PIPELINE_EDGE_LAYERS] = 0
+    row0 = llm.row_terms(sys, mdl, j, cfg, 0)
+    # without edge layers the last stage (8 layers + logits) is the slowest
+    assert row0[llm.ROW_STAGE_LAYERS] == 8
+    assert row0[llm.ROW_W_COMPUTE] > row0[llm.ROW_GEMM_F]
+    assert row[llm.ROW_F_COMPUTE] < row0[llm.ROW_F_COMPUTE]
+
+
+def test_memory_is_the_largest_stage_first_stage_under_1f1b():
+    """1F1B: the first stage keeps p microbatches in flight, the last one (with the logits)
+    only one (Megatron-LM schedules.py: warm-up p - rank - 1). Memory = the first stage's."""
+    sys = system([NODE, FABRIC], gpus=16)
+    mdl = gpt_model(layers=32, h=4096, heads=32)
+    j = job(seq=2048, batch=64)
+    cfg = one_config(tp=1, pp=16, dp=1, schedule=L.SCHED_1F1B)
+    out = evaluate_batch(sys, mdl, j, cfg)
+    act_layer = llm.layer_activation_bytes(2048, 1, 4096, 32, 32, 128, 4 * 4096, False, 1, False,
+                                           L.RECOMPUTE_NONE, True, 2.0, True)
+    assert out[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(2 * 16 * act_layer,
+                                                                         rel=1e-12)
+    assert out[L.OUT_MEM_LOGITS_GIB, 0] == 0.0  # the first stage holds no logits
+    params = (2 * llm.attention_params(4096, 32, 32, 128) / 1.0
+              + 2 * llm.mlp_params(4096, 4 * 4096, False) + llm.embedding_params(51200, 4096))
+    assert out[L.OUT_MEM_WEIGHTS_GIB, 0] * llm.GIB == pytest.approx(2 * params, rel=1e-12)
+
+
+def test_interleaved_first_stage_holds_p_plus_p_minus_1_over_v(backend):
+    """Interleaved, p = 4, v = 2, m = 8 (Megatron-LM warm-up 2(p-1) + (v-1)p chunk forwards,
+    + 1): the first stage keeps p + (p-1)/v = 5.5 microbatches of its 8 layers, the last
+    p - (p-1)/v = 2.5 plus the logits; the first one's memory is reported."""
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=4)
+    mdl = gpt_model(layers=32, h=4096, heads=32)
+    j = job(seq=2048, batch=8)
+    cfg = one_config(tp=1, pp=4, dp=1, vpp=2, schedule=L.SCHED_INTERLEAVED)
+    out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
+    act_layer = llm.layer_activation_bytes(2048, 1, 4096, 32, 32, 128, 4 * 4096, False, 1, False,
+                                           L.RECOMPUTE_NONE, True, 2.0, True)
+    assert out[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(8 * 5.5 * act_layer,
+                                                                         rel=1e-9)
+    assert out[L.OUT_MEM_LOGITS_GIB, 0] == 0.0
+
+
+def test_v_schedules_keep_embedding_loss_and_logits_on_the_first_device(backend):
+    """ZB-V places the last chunk back on device 0 (Qi et al. §4): device 0 holds the
+    embedding, the output layer and the logits, and 2k layers fewer."""
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=4)
+    mdl = gpt_model(layers=32, h=4096, heads=32)
+    j = job(seq=2048, batch=16)
+    j[L.JOB_PIPELINE_EDGE_LAYERS] = 1
+    cfg = one_config(tp=1, pp=4, dp=1, schedule=L.SCHED_ZB_V)
+    out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
+    # (32 + 2) / 4 -> 9 on the busiest device; device 0: 9 - 2 = 7 layers + embedding + output
+    first, middle, last, loss_first = llm.pipeline_stages(mdl, j, L.SCHED_ZB_V, 4, 1)
+    assert (first, middle, last, loss_first) == (7, 9, 7, True)
+    logits = llm.logits_memory_bytes(1, 2048, 51200, 1, 2.0)
+    weights_first = (7 * (llm.attention_params(4096, 32, 32, 128)
+                          + llm.mlp_params(4096, 4 * 4096, False))
+                     + 2 * llm.embedding_params(51200, 4096)) * 2.0
+    weights_mid = 9 * (llm.attention_params(4096, 32, 32, 128)
+                       + llm.mlp_params(4096, 4 * 4096, False)) * 2.0
+    act_layer = llm.layer_activation_bytes(2048, 1, 4096, 32, 32, 128, 4 * 4096, False, 1, False,
+                                           L.RECOMPUTE_NONE, True, 2.0, True)
+    per_param = 2.0 + 4.0 + 12.0  # weights, fp32 gradients, Adam states (ZeRO 0)
+    first_total = weights_first / 2.0 * per_param + 7 * 4 * act_layer + logits
+    mid_total = weights_mid / 2.0 * per_param + 9 * 4 * act_layer  # ZB-V: p in flight everywhere
+    assert mid_total > first_total  # two more layers' activations outweigh embedding + logits
+    assert out[L.OUT_MEM_LOGITS_GIB, 0] == 0.0
+    assert out[L.OUT_MEM_WEIGHTS_GIB, 0] * llm.GIB == pytest.approx(weights_mid, rel=1e-12)
+    assert out[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(9 * 4 * act_layer,
+                                                                         rel=1e-9)
+    # without edge layers every device holds 8: device 0 (embedding, output, logits) is largest
+    j[L.JOB_PIPELINE_EDGE_LAYERS] = 0
+    out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
+    assert out[L.OUT_MEM_LOGITS_GIB, 0] * llm.GIB == pytest.approx(logits, rel=1e-12)
+    weights0 = (8 * (llm.attention_params(4096, 32, 32, 128) + llm.mlp_params(4096, 4 * 4096, False))
+                + 2 * llm.embedding_params(51200, 4096)) * 2.0
+    assert out[L.OUT_MEM_WEIGHTS_GIB, 0] * llm.GIB == pytest.approx(weights0, rel=1e-12)

@@ -127,6 +127,10 @@ BAD_BLOCK_FIELDS = [
     ("job", L.JOB_SEQ_LEN, 0.0, r"job\.seq_len"),
     ("job", L.JOB_GLOBAL_BATCH, -1.0, r"job\.global_batch"),
     ("job", L.JOB_COMM_BYTES, np.nan, r"job\.comm_bytes"),
+    ("job", L.JOB_PIPELINE_EDGE_LAYERS, 1e30,
+     r"job\.pipeline_edge_layers: got 1e\+30, expected a number in \[0, 2\*\*53\]"),
+    ("job", L.JOB_PIPELINE_EDGE_LAYERS, np.nan, r"job\.pipeline_edge_layers"),
+    ("job", L.JOB_DROPOUT, -1.0, r"job\.dropout"),
 ]
 
 

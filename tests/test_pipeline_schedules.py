@@ -22,7 +22,9 @@ from trainscape.model.pipeline import (
     SCHEDULE_INVALID_REASONS,
     bubble_time,
     inflight_activations,
+    inflight_activations_rank,
     p2p_critical_transfers,
+    pipeline_stage_layers,
     parameter_copies,
     schedule_chunks,
     schedule_layer_divisor,
@@ -308,3 +310,86 @@ def test_fill_drain_transfers_match_simulated_latency(p, m, v):
 def test_bounds_outside_exact_region_regressions(schedule, p, m, f, b, w):
     code = SCHEDULES.index(schedule)
     assert bubble_time(code, p, m, 1, f, b, w) >= simulate(schedule, p, m, 1, f, b, w).bubble - 1e-9
+
+
+# ---- per-rank activations and uneven stage splits (known answers) ----------------------------
+
+
+def test_1f1b_rank_r_holds_p_minus_r_microbatches():
+    # Megatron-LM schedules.py forward_backward_pipelining_without_interleaving:
+    # num_warmup_microbatches = p - rank - 1, plus one in the steady state
+    assert [inflight_activations_rank(SCHED_1F1B, 8, 32, 1, r) for r in range(8)] == \
+        [8, 7, 6, 5, 4, 3, 2, 1]
+    assert [inflight_activations_rank(SCHED_1F1B, 8, 3, 1, r) for r in range(8)] == \
+        [3, 3, 3, 3, 3, 3, 2, 1]
+
+
+def test_interleaved_rank_warmup_is_megatrons():
+    # num_warmup = (p - r - 1) * 2 + (v - 1) * p chunk forwards, + 1, chunks of 1/v
+    p, v, m = 4, 2, 8
+    got = [inflight_activations_rank(SCHED_INTERLEAVED, p, m, v, r) for r in range(p)]
+    assert got == [pytest.approx((2 * (p - r - 1) + (v - 1) * p + 1) / v) for r in range(p)]
+    assert got[0] == pytest.approx(p + (p - 1) / v)  # Korthikanti et al. §4.2.3
+    assert got[-1] == pytest.approx(p - (p - 1) / v)
+    # capped by the m * v chunk forwards of the step
+    assert inflight_activations_rank(SCHED_INTERLEAVED, 8, 16, 4, 0) == pytest.approx(
+        min(2 * 7 + 3 * 8 + 1, 64) / 4)
+
+
+def test_zero_bubble_and_dualpipe_hold_the_same_on_every_rank():
+    for r in range(8):
+        assert inflight_activations_rank(SCHED_ZB_H1, 8, 32, 1, r) == 8  # Qi et al.: p M_B
+        assert inflight_activations_rank(SCHED_ZB_H2, 8, 32, 1, r) == 15  # (2p-1) M_B
+        assert inflight_activations_rank(SCHED_ZB_V, 8, 32, 1, r) == 8
+        assert inflight_activations_rank(SCHED_DUALPIPE, 8, 32, 1, r) == 9  # README: PP+1
+
+
+@pytest.mark.parametrize("schedule", ALL, ids=SCHEDULES)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_inflight_per_rank_matches_simulation(schedule, data):
+    """Every rank's stored activations equal the simulator's replay of the public orders
+    (ZB-V below 2p-1 microbatches: an upper bound)."""
+    p, m, v = data.draw(any_valid_case(schedule))
+    r = simulate(schedule, p, m, v, 1.0, 1.0, 1.0)
+    for rank in range(p):
+        got = inflight_activations_rank(schedule, p, m, v, rank)
+        if schedule == SCHED_ZB_V and m < 2 * p - 1:
+            assert got >= r.peak_inflight[rank] - 1e-12
+        else:
+            assert got == pytest.approx(r.peak_inflight[rank], rel=1e-12), (p, m, v, rank)
+
+
+def test_stage_layers_known_answers():
+    # Llama 3 405B on PP16: 126 layers, ceil 8 on the busiest device
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 0) == (8, 8, 8)
+    # one layer fewer on the first and last stage (Llama 3 §3.3.2; Megatron-LM
+    # --account-for-embedding/loss-in-pipeline-split): 7, 8 x 14, 7 = 126
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 1) == (7, 8, 7)
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 16, 2, 126, 1) == (7, 8, 7)
+    # NeMo 2.0 Llama 3.1 405B on PP8: (126 + 2) / 8 = 16 -> 15, 16 x 6, 15 = 126
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 8, 126, 1) == (15, 16, 15)
+    # even split, no edge layers: every device layers / p
+    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 96, 0) == (12, 12, 12)
+    # V placement (ZB-V): device 0 holds both ends, 2k layers fewer; 7 + 9 + 9 + 9 >= 32
+    assert pipeline_stage_layers(SCHED_ZB_V, 4, 1, 32, 1) == (7, 9, 7)
+    # no pipeline; two stages split in halves (the larger costs)
+    assert pipeline_stage_layers(SCHED_1F1B, 1, 1, 30, 1) == (30, 0, 30)
+    assert pipeline_stage_layers(SCHED_1F1B, 2, 1, 7, 0) == (4, 0, 4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=st.integers(1, 32), layers=st.integers(1, 200), edge=st.integers(0, 4),
+       schedule=st.sampled_from(ALL))
+def test_stage_layers_hold_every_layer(p, layers, edge, schedule):
+    """The first, p - ends middle and last devices can hold every layer: first + middles x
+    middle (+ last) >= layers, never negative."""
+    first, middle, last = pipeline_stage_layers(schedule, p, 1, layers, edge)
+    assert min(first, middle, last) >= 0
+    if p == 1:
+        assert first == layers
+        return
+    v_shape = schedule in (SCHED_ZB_V, SCHED_DUALPIPE_V)
+    ends = 1 if v_shape else 2
+    cap = first * ends + middle * (p - ends) if p > ends else first * p
+    assert cap >= layers

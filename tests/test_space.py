@@ -175,3 +175,16 @@ def test_default_space_without_space_table():
     ds = design_space(trainscape.load(raw))
     assert ds.size > 0
     assert ds.axes["order"] == "all"
+
+
+def test_default_pp_axis_keeps_uneven_splits():
+    """126 layers (Llama 3 405B) split over 16 stages as the real run did: the default axes
+    keep every power-of-two pp up to the layer count, not only the divisors of 126."""
+    from pathlib import Path
+
+    import trainscape
+    from trainscape.space.design import default_axes
+
+    sc = trainscape.load(Path(__file__).resolve().parents[1] / "examples" / "llama3-405b-2bldg.toml")
+    assert sc.model.layers == 126
+    assert default_axes(sc)["pp"] == [1, 2, 4, 8, 16, 32]

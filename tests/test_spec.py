@@ -266,13 +266,32 @@ def test_ep_on_dense_model():
     assert_error(base(), ["config.ep=2"], "config.ep", "got 2")
 
 
-def test_layers_not_divisible_by_stages():
-    assert_error(base(), ["model.layers=30"], "config.pp", "layers", "got 4")
+def test_fewer_layers_than_stages():
+    assert_error(base(), ["model.layers=3"], "config.pp", "layers", "got 4")
 
 
-def test_layers_not_divisible_by_interleaved_stages():
-    assert_error(base(), ["config.schedule=interleaved", "config.vpp=3"], "config.pp",
-                 "layers")
+def test_fewer_layers_than_interleaved_chunks():
+    assert_error(base(), ["config.schedule=interleaved", "config.vpp=16"], "config.pp",
+                 "layers", "pipeline_edge_layers")
+
+
+def test_layers_not_divisible_by_stages_split_unevenly():
+    # Megatron-LM and Llama 3 split layers unevenly (the slowest stage costs ceil)
+    sc = load_scenario(base(), ["model.layers=30"])
+    assert sc.model.layers == 30
+    sc = load_scenario(base(), ["config.schedule=interleaved", "config.vpp=3"])
+    assert sc.config.vpp == 3
+
+
+def test_pipeline_edge_layers_and_dropout():
+    sc = load_scenario(base(), [])
+    assert sc.job.pipeline_edge_layers == 0 and sc.job.dropout is True
+    sc = load_scenario(base(), ["job.pipeline_edge_layers=1", "job.dropout=false"])
+    job = pack_job(sc)
+    assert job[L.JOB_PIPELINE_EDGE_LAYERS] == 1 and job[L.JOB_DROPOUT] == 0
+    assert_error(base(), ["job.pipeline_edge_layers=16"], "job.pipeline_edge_layers",
+                 "model.layers", "got 16")
+    assert_error(base(), ["job.pipeline_edge_layers=-1"], "job.pipeline_edge_layers")
 
 
 def test_vpp_only_with_interleaved():

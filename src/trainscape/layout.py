@@ -95,6 +95,10 @@ JOB_FIELDS = (
     "flash_attention",  # 1: attention scores are never stored (FlashAttention)
     "dispatch_bytes",  # bytes per element of the MoE dispatch all-to-all (fp8: 1 + scales)
     "combine_bytes",  # bytes per element of the MoE combine all-to-all
+    "pipeline_edge_layers",  # k: the first and the last pipeline stage each hold the share of
+    # k more layers in the split and k transformer layers fewer (embedding / loss counted as
+    # k layers each: Megatron-LM --account-for-embedding/loss-in-pipeline-split, k = 1)
+    "dropout",  # 1: hidden and attention dropout on (1-byte masks stored), 0: off
 )
 
 CONFIG_FIELDS = (
@@ -181,7 +185,8 @@ MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, M
     MDL_SHARED_EXPERTS, MDL_MAX_ROUTE_NODES = range(N_MODEL)
 JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_BYTES, \
     JOB_OPTIMIZER_BYTES, JOB_OPTIMIZER_TRAFFIC_BYTES, JOB_COMM_BYTES, JOB_GRAD_COMM_BYTES, \
-    JOB_FLASH_ATTENTION, JOB_DISPATCH_BYTES, JOB_COMBINE_BYTES = range(N_JOB)
+    JOB_FLASH_ATTENTION, JOB_DISPATCH_BYTES, JOB_COMBINE_BYTES, \
+    JOB_PIPELINE_EDGE_LAYERS, JOB_DROPOUT = range(N_JOB)
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
 OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \

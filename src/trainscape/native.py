@@ -92,6 +92,8 @@ def _field_rule(block: int, index: int) -> str:
         return "a number in [0, 2**53]"
     if index in (L.JOB_SEQ_LEN, L.JOB_GLOBAL_BATCH):
         return "a number in [1, 2**53]"
+    if index == L.JOB_PIPELINE_EDGE_LAYERS:
+        return "a number in [0, 2**53]"
     return "a finite number >= 0"
 
 

@@ -322,6 +322,20 @@ def _bool_grad_dtype(row: dict[str, str], stack: str, release: tuple[int, ...],
     return "fp32"
 
 
+#: model families trained with dropout (Megatron-LM's default hidden/attention dropout 0.1,
+#: kept by the GPT-3 recipes); every other family here trains without (Llama, MPT, Nemotron-4,
+#: Qwen3, GPT-OSS configs: dropout 0; BLOOM tr11: hidden/attention dropout 0)
+DROPOUT_FAMILIES = ("gpt",)
+
+
+def dropout_of(model: str, notes: list[str]) -> bool:
+    """Whether a model family stores dropout masks (see DROPOUT_FAMILIES)."""
+    on = model.startswith(DROPOUT_FAMILIES) and not model.startswith("gpt-oss")
+    if on:
+        notes.append("dropout on assumed (Megatron-LM default 0.1 for GPT models)")
+    return on
+
+
 def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     """One CSV row as a :class:`PublishedRun`."""
     from ..model.llm import model_flops_per_sequence
@@ -339,6 +353,15 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     job = {"seq_len": seq, "global_batch": batch, "dtype": dtype, "flash_attention": flash,
            "stack": stack,
            "grad_dtype": _bool_grad_dtype(row, stack, release, notes)}
+    job["dropout"] = dropout_of(model["name"], notes)
+    chunks = config["pp"] * config["vpp"]
+    if chunks > 1 and model["layers"] % chunks and (model["layers"] + 2) % chunks == 0:
+        # NeMo 2.0's 405B recipe (account_for_embedding/loss_in_pipeline_split) and Llama 3
+        # §3.3.2 (one layer fewer on the first and last stage)
+        job["pipeline_edge_layers"] = 1
+        notes.append(f"{model['layers']} layers on {chunks} pipeline chunks: embedding and loss "
+                     "counted as one layer each (one transformer layer fewer on the first and "
+                     "last stage)")
     gpu = row["gpu"]
     preset = GPU_CLUSTER[gpu]
     overrides: dict[str, Any] = {}

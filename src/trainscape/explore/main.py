@@ -18,8 +18,11 @@ from .sweep import SweepResult
 #: oversubscribed).
 DEFAULT_SCENARIO = {
     "name": "default: Llama-3-405B-class model on 16K H100 GPUs in two buildings",
-    "model": {"preset": "llama3-405b", "layers": 128},
-    "job": {"seq_len": 8192, "global_batch": 2048, "dtype": "bf16", "optimizer": "adam"},
+    "model": {"preset": "llama3-405b"},
+    # the 126 layers split as Llama 3 did (one layer fewer on the first and last stage), no
+    # dropout
+    "job": {"seq_len": 8192, "global_batch": 2048, "dtype": "bf16", "optimizer": "adam",
+            "pipeline_edge_layers": 1, "dropout": False},
     "cluster": {
         "gpu": "h100-sxm-80gb",
         "gpus": 16384,

@@ -37,7 +37,9 @@ from ..layout import (
     JOB_COMBINE_BYTES,
     JOB_COMM_BYTES,
     JOB_DISPATCH_BYTES,
+    JOB_DROPOUT,
     JOB_FLASH_ATTENTION,
+    JOB_PIPELINE_EDGE_LAYERS,
     JOB_GLOBAL_BATCH,
     JOB_GRAD_BYTES,
     JOB_GRAD_COMM_BYTES,
@@ -115,7 +117,9 @@ from .collectives import (
 from .network import placement_strides, tier_capacity
 from .pipeline import (
     bubble_time,
-    inflight_activations,
+    inflight_activations_rank,
+    loss_on_first_device,
+    pipeline_stage_layers,
     p2p_critical_transfers,
     parameter_copies,
     schedule_layer_divisor,
@@ -235,8 +239,19 @@ def embedding_params(vocab, h):
 # =============================================================================================
 
 
+def dropout_mask_bytes(dropout):
+    """Bytes per element of a stored dropout mask: 1 (Korthikanti et al. §4.1 count a byte per
+    element) with dropout on, 0 with dropout off -- Megatron-LM skips the dropout kernel and
+    keeps no mask when ``hidden_dropout = attention_dropout = 0``, as NeMo's Llama, Mistral,
+    Nemotron and GPT recipes set them (NeMo ``collections/llm/gpt/model/llama.py``
+    ``Llama3Config``: ``attention_dropout = 0.0, hidden_dropout = 0.0``)."""
+    if dropout:
+        return 1.0
+    return 0.0
+
+
 def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                               store_scores):
+                               store_scores, dropout):
     """Bytes one attention block keeps for backward (Korthikanti et al. §4.1).
 
     Korthikanti's ``11sbh + 5as^2b`` at 2-byte activations: layer-norm output fed to QKV
@@ -244,15 +259,21 @@ def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_by
     mask (``sbh``); softmax output, dropout mask and output (``5as^2b``). With GQA, K and V are
     ``kv_heads/heads`` as large. FlashAttention (Dao et al. 2022) keeps no scores, only a
     log-sum-exp per row in fp32 (``4 a s b``). Without sequence parallelism the QKV input and the
-    mask stay replicated across the ``t`` tensor-parallel ranks; the rest is split.
+    mask stay replicated across the ``t`` tensor-parallel ranks; the rest is split. Without
+    dropout (:func:`dropout_mask_bytes` 0) neither mask is kept and the unfused scores keep only
+    the softmax output (``2as^2b``: it is the input of ``PV`` itself).
     """
     sbh = s * b * h
     q_dim = heads * head_dim
     kv_dim = kv_heads * head_dim
-    replicated = act_bytes * sbh + 1.0 * sbh  # QKV input, dropout mask
+    mask = dropout_mask_bytes(dropout)
+    replicated = act_bytes * sbh + mask * sbh  # QKV input, dropout mask
     split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + act_bytes * s * b * q_dim
     if store_scores and not flash:
-        split += (2.0 * act_bytes + 1.0) * heads * s * s * b
+        if dropout:
+            split += (2.0 * act_bytes + mask) * heads * s * s * b
+        else:
+            split += act_bytes * heads * s * s * b
     elif flash:
         split += 4.0 * heads * s * b
     if sp:
@@ -260,22 +281,32 @@ def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_by
     return replicated + split / t
 
 
-def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes):
+def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout):
     """Bytes one dense MLP block keeps (Korthikanti et al. §4.1: ``19sbh`` for a ``4h`` GeLU MLP
     at 2-byte activations): input (``2sbh``), activation-function input and output
-    (``2 x 2sb·ffn``; SwiGLU keeps gate, up and product, ``3 x 2sb·ffn``), dropout mask (``sbh``).
+    (``2 x 2sb·ffn``; SwiGLU keeps gate, up and product, ``3 x 2sb·ffn``), dropout mask (``sbh``,
+    only with dropout).
+
+    SwiGLU as Megatron-Core stores it: ``linear_fc1`` (TE ``LayerNormColumnParallelLinear``)
+    writes one ``2·ffn``-wide output (gate and up fused), saved by the activation
+    (``megatron/core/fusions/fused_bias_swiglu.py``, ``SwiGLUFunction.forward`` saves its
+    input), and ``linear_fc2`` saves its ``ffn``-wide input: ``3 x sb·ffn`` elements, as here.
+    The norm fused into ``LayerNormLinear`` saves its input and its output (the GEMM input),
+    Korthikanti's layer-norm input (:func:`layernorm_activation_bytes`) and MLP input: no term
+    is counted twice.
     """
-    replicated = act_bytes * s * b * h + 1.0 * s * b * h
+    replicated = act_bytes * s * b * h + dropout_mask_bytes(dropout) * s * b * h
     split = (3.0 if swiglu else 2.0) * act_bytes * s * b * ffn
     if sp:
         return (replicated + split) / t
     return replicated + split / t
 
 
-def moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes):
-    """An MoE block: the MLP block's input and mask, then every routed copy of a token keeps its
-    dispatched input and its expert's activation-function tensors (``top_k + shared`` copies)."""
-    replicated = act_bytes * s * b * h + 1.0 * s * b * h
+def moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes, dropout):
+    """An MoE block: the MLP block's input and mask (with dropout), then every routed copy of a
+    token keeps its dispatched input and its expert's activation-function tensors
+    (``top_k + shared`` copies)."""
+    replicated = act_bytes * s * b * h + dropout_mask_bytes(dropout) * s * b * h
     copies = top_k + shared
     split = copies * (act_bytes * s * b * h + (3.0 if swiglu else 2.0) * act_bytes * s * b * expert_ffn)
     if sp:
@@ -300,35 +331,36 @@ def layer_input_bytes(s, b, h, t, sp, act_bytes):
 
 
 def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, sp, recompute,
-                           flash, act_bytes):
+                           flash, act_bytes, dropout):
     """Bytes one dense transformer layer keeps for backward for one microbatch.
 
     Korthikanti et al. Table 2: no parallelism ``sbh(34 + 5as/h)``; tensor parallel
     ``sbh(10 + 24/t + 5as/(ht))``; with sequence parallelism ``sbh/t (34 + 5as/h)``; selective
     recomputation drops the ``5as/h`` term; full recomputation keeps only the layer input
-    ``2sbh`` (``/t`` with SP).
+    ``2sbh`` (``/t`` with SP). ``dropout`` 0 drops the 1-byte masks (:func:`dropout_mask_bytes`).
     """
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                                   store_scores)
-        + mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes)
+                                   store_scores, dropout)
+        + mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout)
         + layernorm_activation_bytes(s, b, h, t, sp, act_bytes)
     )
 
 
 def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, top_k, shared,
-                               swiglu, t, sp, recompute, flash, act_bytes):
+                               swiglu, t, sp, recompute, flash, act_bytes, dropout):
     """Bytes one MoE transformer layer keeps (attention + MoE block + norms)."""
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                                   store_scores)
-        + moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes)
+                                   store_scores, dropout)
+        + moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
+                               dropout)
         + layernorm_activation_bytes(s, b, h, t, sp, act_bytes)
     )
 
@@ -422,7 +454,8 @@ CONFIG_ERRORS = (
     ("tp", "must divide the number of attention heads"),
     ("tp", "must divide the number of KV heads, or be a multiple of it"),
     ("mbs", "global batch must be divisible by dp * mbs"),
-    ("pp", "layers must be divisible by the pipeline's stage count (pp, x vpp or x 2 by schedule)"),
+    ("pp", "fewer layers (+ 2 x job.pipeline_edge_layers) than the pipeline's model chunks "
+           "(pp, x vpp or x 2 by schedule)"),
     ("ep", "must divide dp"),
     ("ep", "must divide the number of experts (and be 1 for a dense model)"),
     ("cp", "sequence length must be divisible by 2 * cp (load-balanced ring attention)"),
@@ -513,7 +546,9 @@ def core_config_error(sys, mdl, job, cfg, i):
     if global_batch % (dp * mbs) != 0:
         return 18
     layers = int(mdl[MDL_LAYERS])
-    if layers % schedule_layer_divisor(schedule, pp, vpp) != 0:
+    # every model chunk holds a layer; the embedding and the loss count as
+    # pipeline_edge_layers each (a first or last chunk may hold only them)
+    if layers + 2 * int(job[JOB_PIPELINE_EDGE_LAYERS]) < schedule_layer_divisor(schedule, pp, vpp):
         return 19
     if dp % ep != 0:
         return 20
@@ -557,9 +592,95 @@ def config_error_message(code):
 # =============================================================================================
 
 
-def stage_layer_split(layers, n_moe, pp):
-    """Dense and MoE layers on one pipeline stage (MoE layers spread evenly)."""
-    return (layers - n_moe) / pp, n_moe / pp
+def stage_layer_split(stage_layers, layers, n_moe):
+    """Dense and MoE layers among a device's ``stage_layers`` (MoE layers spread evenly, in
+    proportion ``n_moe / layers``)."""
+    moe = stage_layers * n_moe / layers
+    return stage_layers - moe, moe
+
+
+def embedding_time(sys, b, s, h, act_bytes):
+    """The input embedding of one microbatch on the first stage, one pass: a memory-bound
+    gather that reads ``b s`` rows of ``h`` and writes them (``2 b s h`` elements; Megatron-LM
+    ``VocabParallelEmbedding``: every TP rank writes the full output, masked, before the TP
+    reduction); the backward scatter-adds as many bytes into the embedding gradient."""
+    return memory_bound_time(sys, 2.0 * act_bytes * b * s * h)
+
+
+def cross_entropy_time(sys, b, s, vocab, t, act_bytes):
+    """Vocabulary-parallel cross-entropy of one microbatch on the last stage, one pass: a
+    memory-bound sweep over the logits and their fp32 copy (:func:`logits_memory_bytes`;
+    Megatron-LM ``tensor_parallel/cross_entropy.py`` ``_VocabParallelCrossEntropy``: max, exp,
+    sum and the softmax gradient, each an elementwise pass over the ``b s V / t`` logits)."""
+    return memory_bound_time(sys, logits_memory_bytes(b, s, vocab, t, act_bytes))
+
+
+def stage_pass_times(dense, moe, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense, t_mem_moe,
+                     overhead, embed, loss, t_embed, t_logits, t_ce):
+    """``(gemm_f, core_f, mem_f, f, b, w)``: one microbatch's forward GEMM, attention-core and
+    memory-bound times over a device's ``dense + moe`` layers, and its forward, input-gradient
+    and weight-gradient times (Qi et al., arXiv 2401.10241 §2: B and W each as costly as the
+    forward GEMMs, the attention core's backward twice its forward). The first stage adds the
+    embedding (``embed``: :func:`embedding_time`, forward and backward), the last the output
+    projection to the vocabulary (a GEMM in F, B and W) and the cross-entropy (``loss``:
+    :func:`cross_entropy_time`, forward and backward)."""
+    gemm_f = dense * (t_proj + t_dense_mlp) + moe * (t_proj + t_moe_mlp)
+    core_f = (dense + moe) * t_core
+    mem_f = dense * t_mem_dense + moe * t_mem_moe
+    n = dense + moe
+    f = gemm_f + core_f + mem_f + n * overhead
+    b = gemm_f + 2.0 * core_f + 2.0 * mem_f + n * overhead
+    w = gemm_f
+    if embed:
+        f += t_embed
+        b += t_embed
+    if loss:
+        f += t_logits + t_ce
+        b += t_logits + t_ce
+        w += t_logits
+    return gemm_f, core_f, mem_f, f, b, w
+
+
+def stage_params(dense, moe, dense_layer_p, moe_layer_p, expert_layer_p, embed, loss, emb_p,
+                 tp, copies):
+    """``(dense, expert)`` parameters a device holds for its ``dense + moe`` layers, the input
+    embedding on the first stage and the (untied) output projection on the last (Megatron-LM
+    keeps a copy of the word embeddings on the last stage even when they are tied,
+    ``LanguageModule.setup_embeddings_and_output_layer``), split over ``tp`` and times the
+    schedule's parameter copies."""
+    d = dense * dense_layer_p + moe * moe_layer_p
+    if embed:
+        d += emb_p
+    if loss:
+        d += emb_p
+    return d / tp * copies, moe * expert_layer_p / tp * copies
+
+
+def stage_memory(dense_p, expert_p, zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+                 opt_bytes, act, logits):
+    """``(weights, grads, optimizer, total)`` bytes of one device: parameters, gradients and
+    optimizer states sharded over the data-parallel ranks by the ZeRO stage (Rajbhandari et al.
+    2020 §5), plus its activations and logits (the ``logits`` of the last stage)."""
+    w_shard_d = dp_dense if zero == 3 else 1.0
+    w_shard_e = dp_expert if zero == 3 else 1.0
+    g_shard_d = dp_dense if zero >= 2 else 1.0
+    g_shard_e = dp_expert if zero >= 2 else 1.0
+    o_shard_d = dp_dense if zero >= 1 else 1.0
+    o_shard_e = dp_expert if zero >= 1 else 1.0
+    mem_w = (dense_p / w_shard_d + expert_p / w_shard_e) * param_bytes
+    mem_g = (dense_p / g_shard_d + expert_p / g_shard_e) * grad_bytes
+    mem_o = (dense_p / o_shard_d + expert_p / o_shard_e) * opt_bytes
+    return mem_w, mem_g, mem_o, mem_w + mem_g + mem_o + act + logits
+
+
+def pipeline_stages(mdl, job, schedule, pp, vpp):
+    """Transformer layers ``(first, middle, last)`` of the first, the busiest middle and the
+    last device (:func:`pipeline.pipeline_stage_layers` with the job's
+    ``pipeline_edge_layers``) and whether the first device also holds the loss."""
+    first, middle, last = pipeline_stage_layers(schedule, int(pp), int(vpp),
+                                                int(mdl[MDL_LAYERS]),
+                                                int(job[JOB_PIPELINE_EDGE_LAYERS]))
+    return first, middle, last, loss_on_first_device(schedule, int(pp))
 
 
 def tp_layer_comm_time(sys, nbytes, sp, tp, s_tp):
@@ -648,9 +769,11 @@ REC_TP_COMM = 4
 REC_CP_COMM = 5
 REC_EP_COMM = 6
 REC_BUBBLE = 7
-REC_MEM_ACT = 8
+REC_MEM_ACT = 8  # activation memory of the first stage
 REC_HW_FLOPS = 9
-N_REC = 10
+REC_MEM_ACT_MID = 10  # the busiest middle stage's (REC_MEM_ACT: the first stage's)
+REC_MEM_ACT_LAST = 11
+N_REC = 12
 
 
 def layer_activations(mdl, job, s, b, tp, sp, recompute):
@@ -663,12 +786,13 @@ def layer_activations(mdl, job, s, b, tp, sp, recompute):
     swiglu = mdl[MDL_SWIGLU] > 0.0
     flash = job[JOB_FLASH_ATTENTION] > 0.0
     act_bytes = job[JOB_ACTIVATION_BYTES]
+    dropout = job[JOB_DROPOUT] > 0.0
     dense = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
-                                   swiglu, tp, sp, recompute, flash, act_bytes)
+                                   swiglu, tp, sp, recompute, flash, act_bytes, dropout)
     moe = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
                                      mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
                                      mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, recompute, flash,
-                                     act_bytes)
+                                     act_bytes, dropout)
     return dense, moe
 
 
@@ -740,27 +864,65 @@ def row_terms(sys, mdl, job, cfg, i):
     t_mem_moe = memory_bound_time(sys, act_moe)
     overhead = sys[SYS_LAYER_OVERHEAD_S]
 
-    dense_layers, moe_layers = stage_layer_split(layers, n_moe, pp)
-    gemm_f = dense_layers * (t_proj + t_dense_mlp) + moe_layers * (t_proj + t_moe_mlp)
-    core_f = (dense_layers + moe_layers) * t_core
-    mem_f = dense_layers * t_mem_dense + moe_layers * t_mem_moe
-    stage_layers = dense_layers + moe_layers
+    # ---- the pipeline's stages: first (embedding), busiest middle, last (output and loss) ----
+    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
+    act_bytes = job[JOB_ACTIVATION_BYTES]
+    t_embed = embedding_time(sys, b, s, h, act_bytes)
     # the last stage also projects to the vocabulary (Megatron places it there)
     t_logits = gemm_time(sys, logits_flops(b, s, h, vocab) / tp, 1.0)
+    t_ce = cross_entropy_time(sys, b, s, vocab, tp, act_bytes)
+    d1, m1 = stage_layer_split(n_first, layers, n_moe)
+    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
+    d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    last_embed = pp <= 1.0
+    st1 = stage_pass_times(d1, m1, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
+                           t_mem_moe, overhead, True, loss_first, t_embed, t_logits, t_ce)
+    st2 = stage_pass_times(d2, m2, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
+                           t_mem_moe, overhead, False, False, t_embed, t_logits, t_ce)
+    st3 = stage_pass_times(d3, m3, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
+                           t_mem_moe, overhead, last_embed, True, t_embed, t_logits, t_ce)
+    # the slowest stage sets every device's pace (the schedules' closed forms take one F, B, W):
+    # the last unless another one's F + B + W is larger
+    st = st3
+    dense_layers = d3
+    moe_layers = m3
+    if st1[3] + st1[4] + st1[5] > st[3] + st[4] + st[5]:
+        st = st1
+        dense_layers = d1
+        moe_layers = m1
+    if st2[3] + st2[4] + st2[5] > st[3] + st[4] + st[5]:
+        st = st2
+        dense_layers = d2
+        moe_layers = m2
+    gemm_f = st[0]
+    core_f = st[1]
+    mem_f = st[2]
+    f_compute = st[3]
+    b_compute = st[4]
+    w_compute = st[5]
+    stage_layers = dense_layers + moe_layers
 
-    f_compute = gemm_f + core_f + mem_f + stage_layers * overhead + t_logits
-    b_compute = gemm_f + 2.0 * core_f + 2.0 * mem_f + stage_layers * overhead + t_logits
-    w_compute = gemm_f + t_logits
-
-    # ---- parameters per GPU --------------------------------------------------------------------
+    # ---- parameters per GPU: the largest stage's (data-parallel traffic, optimizer step) -------
     copies = parameter_copies(schedule)
     attn_p = attention_params(h, heads, kv_heads, head_dim)
-    dense_params = (
-        dense_layers * (attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu))
-        + moe_layers * (attn_p + h * experts + shared * mlp_params(h, expert_ffn, swiglu))
-        + embedding_params(vocab, h)
-    ) / tp * copies
-    expert_params = moe_layers * (experts / ep) * mlp_params(h, expert_ffn, swiglu) / tp * copies
+    dense_layer_p = attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
+    moe_layer_p = attn_p + h * experts + shared * mlp_params(h, expert_ffn, swiglu)
+    expert_layer_p = (experts / ep) * mlp_params(h, expert_ffn, swiglu)
+    emb_p = embedding_params(vocab, h)
+    pa = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
+                      emb_p, tp, copies)
+    pb = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False,
+                      emb_p, tp, copies)
+    pc = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
+                      emb_p, tp, copies)
+    dense_params = pc[0]
+    expert_params = pc[1]
+    if pa[0] + pa[1] > dense_params + expert_params:
+        dense_params = pa[0]
+        expert_params = pa[1]
+    if pb[0] + pb[1] > dense_params + expert_params:
+        dense_params = pb[0]
+        expert_params = pb[1]
 
     # ---- FLOPs ----------------------------------------------------------------------------------
     model_flops = model_flops_per_sequence(mdl, seq) * global_batch
@@ -904,12 +1066,12 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     vpp = int(row[ROW_VPP])
     bubble = bubble_time(schedule, pp, int(m), vpp, f_stage, b_stage, w_stage)
 
-    # ---- activation memory ---------------------------------------------------------------------
+    # ---- activation memory of the first, the busiest middle and the last stage ----------------
     b = row[ROW_B]
     act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
                                                row[ROW_SP] > 0.0, recompute)
-    act_stage = row[ROW_DENSE_LAYERS] * act_dense_r + moe_layers * act_moe_r
-    mem_act = act_stage * inflight_activations(schedule, pp, int(m), vpp)
+    mem_act_first, mem_act_mid, mem_act_last = stage_activations(mdl, job, schedule, pp, int(m),
+                                                                 vpp, act_dense_r, act_moe_r)
 
     # ---- hardware FLOPs --------------------------------------------------------------------
     hw_fwd = row[ROW_HW_FWD]
@@ -922,7 +1084,27 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     hw_flops = (3.0 * hw_fwd + hw_recompute) * (job[JOB_GLOBAL_BATCH] / b)
 
     return (f_stage, b_stage, w_stage, m * (f_compute + b_compute + w_compute), m * (tp_f + tp_b),
-            m * (cp_f + cp_b), m * (ep_f + ep_b), bubble, mem_act, hw_flops)
+            m * (cp_f + cp_b), m * (ep_f + ep_b), bubble, mem_act_first, hw_flops, mem_act_mid,
+            mem_act_last)
+
+
+def stage_activations(mdl, job, schedule, pp, m, vpp, act_dense, act_moe):
+    """Stored activation bytes of the first, the busiest middle and the last device: each
+    device's layers (:func:`pipeline_stages`) times the per-layer bytes times the microbatches
+    in flight on its rank (:func:`pipeline.inflight_activations_rank`: rank 0, rank 1 -- the
+    most of any middle rank -- and rank pp-1; the first rank's when it also holds the loss)."""
+    layers = mdl[MDL_LAYERS]
+    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
+    d1, m1 = stage_layer_split(n_first, layers, n_moe)
+    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
+    d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    r_last = 0 if loss_first else pp - 1
+    a1 = (d1 * act_dense + m1 * act_moe) * inflight_activations_rank(schedule, pp, m, vpp, 0)
+    a2 = (d2 * act_dense + m2 * act_moe) * inflight_activations_rank(schedule, pp, m, vpp, 1)
+    a3 = (d3 * act_dense + m3 * act_moe) * inflight_activations_rank(schedule, pp, m, vpp,
+                                                                     r_last)
+    return a1, a2, a3
 
 
 def data_parallel_comm(sys, job, row, ordt, zero):
@@ -990,22 +1172,62 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     bubble = rect[REC_BUBBLE]
     step = compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_time + optimizer
 
-    # ---- memory per GPU (ZeRO paper §5 accounting, Rajbhandari et al. 2020) --------------------
-    w_shard_d = dp_dense if zero == 3 else 1.0
-    w_shard_e = dp_expert if zero == 3 else 1.0
-    g_shard_d = dp_dense if zero >= 2 else 1.0
-    g_shard_e = dp_expert if zero >= 2 else 1.0
-    o_shard_d = dp_dense if zero >= 1 else 1.0
-    o_shard_e = dp_expert if zero >= 1 else 1.0
+    # ---- memory per GPU: the largest of the first, busiest middle and last stage's ------------
+    # (ZeRO paper §5 accounting, Rajbhandari et al. 2020; see stage_memory)
+    h = mdl[MDL_HIDDEN]
+    vocab = mdl[MDL_VOCAB]
+    swiglu = mdl[MDL_SWIGLU] > 0.0
+    layers = mdl[MDL_LAYERS]
+    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, int(row[ROW_SCHEDULE]),
+                                                         row[ROW_PP], row[ROW_VPP])
+    tp = row[ROW_TP]
+    copies = parameter_copies(int(row[ROW_SCHEDULE]))
+    attn_p = attention_params(h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM])
+    dense_layer_p = attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
+    moe_layer_p = attn_p + h * mdl[MDL_EXPERTS] \
+        + mdl[MDL_SHARED_EXPERTS] * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN], swiglu)
+    expert_layer_p = (mdl[MDL_EXPERTS] / row[ROW_EP]) \
+        * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN], swiglu)
+    emb_p = embedding_params(vocab, h)
     param_bytes = job[JOB_PARAM_BYTES]
-    mem_weights = (dense_params / w_shard_d + expert_params / w_shard_e) * param_bytes
-    mem_grads = (dense_params / g_shard_d + expert_params / g_shard_e) * job[JOB_GRAD_BYTES]
-    mem_opt = (dense_params / o_shard_d + expert_params / o_shard_e) * job[JOB_OPTIMIZER_BYTES]
-    mem_act = rect[REC_MEM_ACT]
-    mem_logits = logits_memory_bytes(row[ROW_B], row[ROW_S], mdl[MDL_VOCAB], row[ROW_TP],
-                                     job[JOB_ACTIVATION_BYTES])
+    grad_bytes = job[JOB_GRAD_BYTES]
+    opt_bytes = job[JOB_OPTIMIZER_BYTES]
+    logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES])
+    last_embed = row[ROW_PP] <= 1.0
+    d1, m1 = stage_layer_split(n_first, layers, n_moe)
+    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
+    d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    p1 = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
+                      emb_p, tp, copies)
+    p2 = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False, emb_p,
+                      tp, copies)
+    p3 = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
+                      emb_p, tp, copies)
+    logits_first = logits if loss_first else 0.0
+    s1 = stage_memory(p1[0], p1[1], zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+                      opt_bytes, rect[REC_MEM_ACT], logits_first)
+    s2 = stage_memory(p2[0], p2[1], zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+                      opt_bytes, rect[REC_MEM_ACT_MID], 0.0)
+    s3 = stage_memory(p3[0], p3[1], zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+                      opt_bytes, rect[REC_MEM_ACT_LAST], logits)
+    # the last stage unless another one needs more
+    sm = s3
+    mem_act = rect[REC_MEM_ACT_LAST]
+    mem_logits = logits
+    if s1[3] > sm[3]:
+        sm = s1
+        mem_act = rect[REC_MEM_ACT]
+        mem_logits = logits_first
+    if s2[3] > sm[3]:
+        sm = s2
+        mem_act = rect[REC_MEM_ACT_MID]
+        mem_logits = 0.0
+    mem_weights = sm[0]
+    mem_grads = sm[1]
+    mem_opt = sm[2]
     mem_reserve = reserve_bytes(sys)
-    memory = mem_weights + mem_grads + mem_opt + mem_act + mem_logits + mem_reserve
+    memory = sm[3] + mem_reserve
 
     return write_result(out, i, sys, memory, step, row[ROW_MODEL_FLOPS], rect[REC_HW_FLOPS],
                         gpu_count(sys), job[JOB_SEQ_LEN], job[JOB_GLOBAL_BATCH], compute,

@@ -312,37 +312,130 @@ def bubble_time(schedule, p, m, v, f, b, w):
 
 
 def inflight_activations(schedule, p, m, v):
-    """Peak number of stored microbatch activations on the busiest device, in units of one
-    microbatch through layers/p layers (stored from F to W, or to the fused backward).
+    """Peak number of stored microbatch activations on the busiest device (the first one, rank
+    0), in units of one microbatch through layers/p layers: :func:`inflight_activations_rank`
+    at rank 0."""
+    return inflight_activations_rank(schedule, p, m, v, 0)
 
-    GPipe m (all forwards first); 1F1B min(p, m) (Megatron warm-up p-r-1 plus one); interleaved
-    p + (p-1)/v (Korthikanti et al. 2022 §4.2.3; Megatron warm-up 2(p-1)+(v-1)p chunk forwards
-    plus one, each 1/v) but p when m == p (Megatron then runs all forwards first); ZB-H1
-    min(p, m) and ZB-V min(p, m) (Qi et al.: 1F1B's memory); ZB-H2 min(2p-1, m) (Qi et al.
-    §3.1: 2p-1 warm-up); DualPipe p+1 (README); DualPipeV p + 1/2 (2p+1 chunks of layers/2p, the
-    README's PP+1 with PP = 2p chunks). p == 1: 1 (forward and backward back to back)."""
+
+def inflight_activations_rank(schedule, p, m, v, r):
+    """Peak number of stored microbatch activations on pipeline rank ``r`` (0 = first stage),
+    in units of one microbatch through that device's layers (stored from F to W, or to the
+    fused backward).
+
+    * GPipe: m on every rank (all forwards first; Huang et al. 2019).
+    * 1F1B: ``min(p - r, m)``. Megatron-LM ``megatron/core/pipeline_parallel/schedules.py``
+      ``forward_backward_pipelining_without_interleaving``: ``num_warmup_microbatches =
+      min(p - r - 1, m)`` forwards, then the steady state runs one more forward before its first
+      backward; the last stage holds one microbatch.
+    * ZB-H1: ``min(p, m)`` on every rank (Qi et al., arXiv 2401.10241 §3.1: 1F1B's first-stage
+      peak, ``p M_B``, on every worker -- the later stages defer their W's, which keep the
+      activations until they run).
+    * Interleaved (v > 1): Megatron-LM ``forward_backward_pipelining_with_interleaving``:
+      ``num_warmup_microbatches = (p - r - 1) * 2 + (v - 1) * p`` chunk forwards (capped at
+      ``m * v``: ``get_pp_rank_microbatches``, all of them when the warm-up reaches the total),
+      plus one in the steady state, each chunk 1/v of the device's layers: ``min(warm-up + 1,
+      m v) / v``; rank 0 holds ``p + (p-1)/v`` (Korthikanti et al. 2022 §4.2.3), rank p-1
+      ``p - (p-1)/v``. When m == p every rank runs all its forwards first and holds p (Megatron-LM
+      releases up to core_r0.9 special-case ``num_microbatches == pipeline_parallel_size``; the
+      schedule simulator replays that order, and so does the bubble's closed form).
+    * ZB-H2: ``min(2p - 1, m)`` on every rank (Qi et al. §3.1: ``(2p-1) M_B``, the deferred W's
+      again keep every worker at the first one's peak).
+    * ZB-V: ``min(p, m)`` on every rank (Qi et al. §4, V-shape: every device peaks at 1F1B's
+      first-stage memory, balanced by the V placement of its two chunks; exact for m >= 2p-1,
+      an upper bound below).
+    * DualPipe ``p + 1`` and DualPipeV ``p + 1/2`` on every rank (deepseek-ai/DualPipe README:
+      PP+1 activations; for DualPipeV PP = 2p chunks of layers/2p).
+    ``p == 1``: 1 (forward and backward back to back); ``m < 1``: 0."""
     if m < 1:
         return 0.0
     if p <= 1:
         return 1.0
+    if r < 0:
+        r = 0
+    if r > p - 1:
+        r = p - 1
     fm = m * 1.0
     fp = p * 1.0
+    fr = r * 1.0
     if schedule == SCHED_GPIPE:
         return fm
     if schedule == SCHED_INTERLEAVED:
         if v <= 1:
-            return min(fp, fm)
+            return min(fp - fr, fm)
         if m == p:
             return fp
-        return min(fp + (fp - 1.0) / v, fm)
+        fv = v * 1.0
+        chunks = 2.0 * (fp - fr - 1.0) + (fv - 1.0) * fp + 1.0
+        return min(chunks, fm * fv) / fv
     if schedule == SCHED_ZB_H2:
         return min(2.0 * fp - 1.0, fm)
     if schedule == SCHED_DUALPIPE:
         return fp + 1.0
     if schedule == SCHED_DUALPIPE_V:
         return fp + 0.5
-    # 1F1B, ZB-H1, ZB-V
-    return min(fp, fm)
+    if schedule == SCHED_ZB_V or schedule == SCHED_ZB_H1:
+        return min(fp, fm)
+    # 1F1B
+    return min(fp - fr, fm)
+
+
+def loss_on_first_device(schedule, p):
+    """True when the device of the first stage also holds the last one: no pipeline (p == 1),
+    or a V placement, whose last chunk comes back to device 0 (ZB-V, Qi et al. §4; DualPipeV,
+    deepseek-ai/DualPipe dualpipev.py)."""
+    if p <= 1:
+        return True
+    return schedule == SCHED_ZB_V or schedule == SCHED_DUALPIPE_V
+
+
+def pipeline_stage_layers(schedule, p, v, layers, edge):
+    """Transformer layers ``(first, middle, last)`` per microbatch pass on the first device, on
+    the busiest middle device and on the last device, when ``layers`` are split over the
+    pipeline's model chunks as evenly as possible.
+
+    ``edge`` (k) counts the embedding and the loss as k layers each in the split, so the stage
+    holding the embedding and the stage holding the loss each get k transformer layers fewer:
+    Megatron-LM ``--account-for-embedding-in-pipeline-split`` /
+    ``--account-for-loss-in-pipeline-split`` (k = 1; NeMo 2.0's Llama 3.1 405B recipe on PP8:
+    126 + 2 = 128 layers), Llama 3 (arXiv 2407.21783 §3.3.2: one transformer layer fewer on the
+    first and the last stage); k = 0 is the plain split.
+
+    The ``L + 2k`` layers (edge layers included) are spread over the p devices: no device
+    holds more than ``U = ceil((L + 2k) / p)`` (reachable with the pipeline's ``p*v`` chunks as
+    well: give the ``(L + 2k) mod pv`` larger chunks round-robin over the devices). The first
+    device holds ``U - k`` transformer layers (``U - 2k`` when it also holds the loss, see
+    :func:`loss_on_first_device`), the last ``U - k``, never below 0 nor above an equal share
+    of the layers; the middle devices the rest, the busiest ``ceil(rest / (p - edge devices))``.
+    Without a pipeline the one device holds every layer. DualPipe's two mirrored directions are
+    counted as one: each device runs one p-th of the model per microbatch. When the last stage
+    shares the first device the returned ``last`` equals ``first``."""
+    if p <= 1:
+        return (layers * 1.0, 0.0, layers * 1.0)
+    k = edge
+    if k < 0:
+        k = 0
+    total = layers + 2 * k
+    u = (total + p - 1) // p
+    if loss_on_first_device(schedule, p):
+        ends = 1
+        first = u - 2 * k
+    else:
+        ends = 2
+        first = u - k
+    mids = p - ends
+    if mids <= 0:
+        # two devices, one end each: the layers split in halves (the larger on both, the
+        # slowest end costs ceil)
+        first = (layers + 1) // 2
+        return (first * 1.0, 0.0, first * 1.0)
+    if first < 0:
+        first = 0
+    if first > layers // ends:
+        first = layers // ends
+    rest = layers - ends * first
+    middle = (rest + mids - 1) // mids
+    return (first * 1.0, middle * 1.0, first * 1.0)
 
 
 def parameter_copies(schedule):

@@ -69,7 +69,7 @@ def _powers_of_two_upto(limit: int) -> list[int]:
 
 def default_axes(scenario) -> dict[str, Any]:
     """The space searched when a scenario has no ``[space]``: powers of two for tp (within a
-    node, dividing the heads), pp (up to 32, dividing the layers), cp in {1, 2}, ep over the
+    node, dividing the heads), pp (up to 32 and the layers), cp in {1, 2}, ep over the
     powers of two dividing the experts (MoE), mbs in {1, 2}, the 1F1B / interleaved / ZB-H1
     schedules, every recompute mode, ZeRO 1 and every placement order."""
     m = scenario.model
@@ -78,7 +78,8 @@ def default_axes(scenario) -> dict[str, Any]:
     axes: dict[str, Any] = {
         "tp": [t for t in _powers_of_two_upto(min(node, gpus)) if m.heads % t == 0],
         "cp": [c for c in (1, 2) if gpus % c == 0],
-        "pp": [p for p in _powers_of_two_upto(min(32, gpus)) if m.layers % p == 0],
+        # uneven splits are costed (the slowest stage holds ceil), so any pp up to the layers
+        "pp": [p for p in _powers_of_two_upto(min(32, gpus)) if p <= m.layers],
         "mbs": [1, 2],
         "schedule": ["1f1b", "interleaved", "zb-h1"],
         "recompute": list(L.RECOMPUTE),

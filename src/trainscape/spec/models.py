@@ -137,6 +137,14 @@ class JobSpec(_Spec):
     moe_combine_dtype: Dtype | None = None
     # software-stack profile (presets/stacks.toml): multipliers on the GPU preset's constants
     stack: Literal[STACKS] = DEFAULT_STACK
+    # Transformer layers fewer on the first and on the last pipeline stage: the embedding and
+    # the loss each count as this many layers in the pipeline split (Megatron-LM
+    # --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split: 1;
+    # Llama 3, arXiv 2407.21783 §3.3.2: 1). 0: the plain split.
+    pipeline_edge_layers: NonNegInt = 0
+    # Hidden and attention dropout on (1-byte masks stored, Korthikanti et al. 2022 §4.1).
+    # NeMo's Llama / Mistral / Nemotron / GPT recipes train with dropout 0: set false for them.
+    dropout: bool = True
 
 
 class GpuSpec(_Spec):
@@ -534,6 +542,10 @@ class Scenario(_Spec):
     def _cross_checks(self) -> Scenario:
         if self.space is not None:
             self.space._scenario = self
+        if 2 * self.job.pipeline_edge_layers >= self.model.layers:
+            raise fail("job.pipeline_edge_layers", "must leave transformer layers: "
+                       "2 * pipeline_edge_layers < model.layers", self.job.pipeline_edge_layers,
+                       f"< {self.model.layers / 2:g}")
         if self.cluster.gpu.peak_for(self.job.dtype) is None:
             raise fail("job.dtype", "the GPU has no peak rate for this dtype", self.job.dtype,
                        ", ".join(self.cluster.gpu.peak_tflops))

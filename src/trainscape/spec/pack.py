@@ -201,6 +201,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
         j.moe_dispatch_dtype or default_dispatch_dtype(j.dtype))
     job[L.JOB_COMBINE_BYTES] = moe_combine_bytes(
         j.moe_combine_dtype or default_combine_dtype(j.dtype))
+    job[L.JOB_PIPELINE_EDGE_LAYERS] = j.pipeline_edge_layers
+    job[L.JOB_DROPOUT] = 1.0 if j.dropout else 0.0
     return job
 
 
