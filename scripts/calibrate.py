@@ -215,9 +215,9 @@ def write(table: dict) -> None:
                 provenance[f"{key}_rows"] = n
                 provenance[f"{key}_median_abs_error"] = round(med, 4)
                 provenance[f"{key}_worst_abs_error"] = round(worst, 4)
-            doc = cal.legacy.update_calibrated(doc, gpu, p["fields"], provenance,
+            doc = cal.update_calibrated(doc, gpu, p["fields"], provenance,
                                                None if dclass == "bf16" else dclass)
-    OUT.write_text(cal.legacy.format_calibrated(doc))
+    OUT.write_text(cal.format_calibrated(doc))
     print(f"wrote {OUT}")
 
 

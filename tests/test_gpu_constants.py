@@ -97,16 +97,16 @@ def test_scenario_file_packs_the_presets_gpu_constants(tmp_path, name):
 
 def test_validate_uses_the_same_path():
     # `validate` (calibration.predict) builds its cluster through the scenario path
-    case = cal.fitted_cases()[0]
-    built = cal.selene_cluster(64)
-    assert built["gpu"]["preset"] == cal.GPU
+    case = cal.legacy.fitted_cases()[0]
+    built = cal.legacy.selene_cluster(64)
+    assert built["gpu"]["preset"] == cal.legacy.GPU
     sc = trainscape.load({**case.scenario, "cluster": built})
-    g = presets.gpu(cal.GPU, dtype=case.scenario["job"]["dtype"])
+    g = presets.gpu(cal.legacy.GPU, dtype=case.scenario["job"]["dtype"])
     for key in ("gemm_efficiency_max", "gemm_half_flops", "memory_efficiency",
                 "layer_overhead_us", "attention_efficiency"):
         assert getattr(sc.cluster.gpu, key) == g[key], key
-    stock = trainscape.load({**case.scenario, "cluster": cal.selene_cluster(64, calibrated=False)})
-    assert stock.cluster.gpu.memory_efficiency == presets.gpu(cal.GPU, calibrated=False)[
+    stock = trainscape.load({**case.scenario, "cluster": cal.legacy.selene_cluster(64, calibrated=False)})
+    assert stock.cluster.gpu.memory_efficiency == presets.gpu(cal.legacy.GPU, calibrated=False)[
         "memory_efficiency"]
 
 
@@ -286,3 +286,16 @@ def test_a_loaded_scenario_resolves_afresh_when_its_dtype_changes(data_files):
     assert fp8.cluster.gpu.gemm_efficiency_max == 0.55  # the fp8 fit, not the bf16 value kept
     assert fp8.cluster.gpu.memory_efficiency == 0.9  # the user's field still wins
     assert sc.with_config({"tp": 8}).cluster.gpu == sc.cluster.gpu
+
+
+def test_published_runs_resolve_constants_like_a_scenario_file():
+    # every published run's GPU is resolved by presets.resolve_gpu for its dtype and stack
+    runner = cal.Runner()
+    for stack, dtype in (("megatron-core", "fp8"), ("pytorch-fsdp", "bf16"), ("jax-xla", "bf16")):
+        run = next(r for r in runner.runs if r.stack == stack and r.dtype == dtype
+                   and r.gpu == "h100-sxm-80gb")
+        sc = runner.scenario(run)
+        g = presets.gpu(run.gpu, dtype=dtype, stack=stack)
+        for key in ("gemm_efficiency_max", "gemm_half_flops", "memory_efficiency",
+                    "layer_overhead_us", "attention_efficiency"):
+            assert getattr(sc.cluster.gpu, key) == g.get(key, 0.0), (stack, key)

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import layout as L
 from . import legacy
+from .constants_file import format_calibrated, update_calibrated
 from .legacy import preset_cluster
 from .published import PUBLISHED_FILES, PublishedRun, published_runs
 
@@ -200,7 +201,7 @@ def summarize(results: list[Result]) -> dict[str, dict[str, Any]]:
     return summary
 
 
-__all__ = ["SOURCES", "Result", "Runner", "legacy", "legacy_results", "published_runs",
+__all__ = ["SOURCES", "format_calibrated", "update_calibrated", "Result", "Runner", "legacy", "legacy_results", "published_runs",
            "summarize", "validate", "is_holdout", "np"]
 
 
