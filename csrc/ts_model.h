@@ -125,6 +125,11 @@ typedef struct {
     double inv_hbm;             /* 1 / (hbm_bandwidth * memory_efficiency) */
     double inv_gpus;            /* 1 / gpus */
     double inv_gpus_peak;       /* 1 / (gpus * peak_flops) */
+    double inv_peak_linear;     /* 1 / (linear_peak_flops * linear_efficiency_max) */
+    double linear_half;         /* linear_half_flops */
+    double attn_bwd_factor;     /* attention_backward_factor(flash) */
+    double dense_layer_linear_params; /* attention_linear_params + mlp_params(h, ffn) */
+    double moe_layer_linear_params;   /* attention_linear_params + shared * mlp_params(h, e_ffn) */
 } ts_llm_inv;
 
 /* Everything one batch shares: the blocks, the network view, block-only values of the model
@@ -157,13 +162,14 @@ typedef struct {
     int code;            /* config_error over the core fields (0, 1..8, 12, 13, 15..27, 100+) */
     int schedule, tp_overlap, dualpipe, has_ep_comm, sp;
     double cp, pp, vpp, m;
-    double t_core, gemm_f, stage_layers, f_compute, w_compute;
+    double t_core, t_core_bwd, gemm_f, stage_layers, f_compute, w_compute;
     double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */
     int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
     double mem_act[TS_RECOMPUTE_COUNT];   /* act_stage(recompute) * inflight_activations */
     double hw_flops[TS_RECOMPUTE_COUNT];
     double optimizer[2];                  /* zero == 0, zero >= 1 */
     double dense_params, expert_params, r_dp_dense, r_dp_expert, mem_logits;
+    double dense_linear_params;           /* FP8 linear weights outside the experts, per GPU */
     /* read by ts_ord_init only */
     double tp, dp, ep, b, dpx, moe_layers;
     double dense_layers, inflight;        /* for ts_row_act */

@@ -24,6 +24,11 @@ def system(tiers, gpus=64, peak=1e15):
     sys[L.SYS_GEMM_HALF_FLOPS] = 1e9
     sys[L.SYS_ATTENTION_EFFICIENCY] = 0.5
     sys[L.SYS_MEMORY_EFFICIENCY] = 0.8
+    # a 16-bit job: the linear layers on the same curve; ideal TP / CP overlap unless a test
+    # sets the overlap fields
+    sys[L.SYS_LINEAR_PEAK_FLOPS] = peak
+    sys[L.SYS_LINEAR_EFFICIENCY_MAX] = 0.8
+    sys[L.SYS_LINEAR_HALF_FLOPS] = 1e9
     for i, t in enumerate(tiers):
         sys[L.SYS_TIER_BASE + i * L.N_TIER : L.SYS_TIER_BASE + (i + 1) * L.N_TIER] = t
     return sys

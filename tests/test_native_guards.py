@@ -60,7 +60,7 @@ def test_bad_thread_count(blocks, threads):
 
 def test_block_dtype_shape_contiguity(blocks):
     sys, mdl, job, cfg = blocks
-    with pytest.raises(ValueError, match=r"system block: expected float64 of shape \(41,\)"):
+    with pytest.raises(ValueError, match=rf"system block: expected float64 of shape \({L.N_SYS},\)"):
         native.evaluate_batch(sys.astype(np.float32), mdl, job, cfg)
     with pytest.raises(ValueError, match="model block: expected float64"):
         native.evaluate_batch(sys, mdl[:-1], job, cfg)

@@ -24,6 +24,10 @@ DTYPES = ("bf16", "fp16", "fp8")
 OPTIMIZERS = ("adam", "sgd")
 GRAD_DTYPES = ("fp32", "bf16")
 MLPS = ("swiglu", "gelu")
+#: FP8 scaling recipes (see ``spec.pack.fp8_cast_bytes``): Transformer Engine's delayed and
+#: current ("tensorwise") per-tensor scaling, torchao's rowwise scaling, DeepSeek-V3's 1x128 /
+#: 128x128 blockwise scaling, and MXFP8 (OCP microscaling, 32-element blocks).
+FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "blockwise", "mxfp8")
 ZERO_STAGES = (0, 1, 2, 3)
 #: The default placement: Megatron-LM's rank order (RankGenerator, "tp-cp-ep-dp-pp").
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
@@ -123,6 +127,23 @@ class JobSpec(_Spec):
     optimizer: Literal[OPTIMIZERS] = "adam"
     grad_dtype: Literal[GRAD_DTYPES] = "fp32"  # gradient accumulation (Megatron: fp32)
     flash_attention: bool = True
+    # FP8 scaling recipe (dtype = "fp8" only); default "delayed", Transformer Engine's default
+    # recipe (DelayedScaling)
+    fp8_recipe: Literal[FP8_RECIPES] | None = None
+
+    @model_validator(mode="after")
+    def _check_recipe(self) -> JobSpec:
+        if self.fp8_recipe is not None and self.dtype != "fp8":
+            raise fail("fp8_recipe", "only for FP8 training (job.dtype = \"fp8\")",
+                       self.fp8_recipe, "leave it out, or set job.dtype = \"fp8\"")
+        return self
+
+    @property
+    def recipe(self) -> str | None:
+        """The FP8 recipe in use: ``fp8_recipe`` or "delayed" for an fp8 job, else None."""
+        if self.dtype != "fp8":
+            return None
+        return self.fp8_recipe or "delayed"
 
 
 class GpuSpec(_Spec):
@@ -140,6 +161,15 @@ class GpuSpec(_Spec):
     memory_efficiency: Fraction
     hbm_reserve_gb: NonNegFloat = 0.0
     layer_overhead_us: NonNegFloat = 0.0  # fixed cost per layer per microbatch pass
+    # FP8 GEMMs of the linear layers on their own curve; left out: the BF16 curve's values
+    fp8_gemm_efficiency_max: Fraction | None = None
+    fp8_gemm_half_flops: NonNegFloat | None = None
+    # TP communication overlap (TE userbuffers): fraction that stays exposed, and fractional
+    # slowdown of the overlapped GEMMs. Defaults: the H100 derivation in presets/gpus.toml.
+    tp_overlap_exposed: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.125
+    tp_overlap_slowdown: NonNegFloat = 0.064
+    # slowdown of attention while context parallelism's ring P2P runs beside it
+    cp_overlap_slowdown: NonNegFloat = 0.03
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
@@ -463,6 +493,10 @@ class Scenario(_Spec):
         if self.cluster.gpu.peak_for(self.job.dtype) is None:
             raise fail("job.dtype", "the GPU has no peak rate for this dtype", self.job.dtype,
                        ", ".join(self.cluster.gpu.peak_tflops))
+        if self.job.dtype == "fp8" and self.cluster.gpu.peak_for("bf16") is None:
+            raise fail("cluster.gpu.peak_tflops", "FP8 training runs attention and the output "
+                       "layer in BF16: the GPU needs a bf16 peak too",
+                       dict(self.cluster.gpu.peak_tflops), "a table with bf16 and fp8")
         if self.config is not None:
             try:
                 self.config = self.config.resolved(self.cluster.gpus)
