@@ -807,6 +807,15 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->dpx = dpx;
     R->t_core = t_core;
     R->t_core_bwd = ctx->inv.attn_bwd_factor * t_core;
+    /* one ring step's attention, forward and backward (cp_ring_exposed_*'s t_attn / cp; the
+     * reciprocal of cp from r_split, equal to a few ulps) */
+    if (cp > 1.0) {
+        double r_cp = r_split * tp;
+        R->cp_attn_step_f = t_core * r_cp;
+        R->cp_attn_step_b = R->t_core_bwd * r_cp;
+    } else {
+        R->cp_attn_step_f = R->cp_attn_step_b = 0.0;
+    }
     R->gemm_f = gemm_f;
     R->stage_layers = stage_layers;
     R->f_compute = f_compute;
@@ -967,10 +976,13 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     cp_f = 0.0;
     cp_b = 0.0;
     if (R->cp > 1.0) {
-        double ring_f = ts_cp_ring_exposed_forward(ctx->sys, O->cp_step, t_core, R->cp);
+        /* ts_cp_ring_exposed_forward / _backward with the row's per-step attention times */
+        double sig = ctx->sys[TS_SYS_CP_OVERLAP_SLOWDOWN], step = O->cp_step;
+        double ring_f = (R->cp - 1.0) * ts_overlapped_exposed(step, R->cp_attn_step_f, 0.0, sig);
         cp_f = stage_layers * ring_f;
-        cp_b = stage_layers * ts_cp_ring_exposed_backward(ctx->sys, O->cp_step, R->t_core_bwd,
-                                                          R->cp);
+        cp_b = stage_layers * ((R->cp - 1.0) * ts_overlapped_exposed(2.0 * step,
+                                                                     R->cp_attn_step_b, 0.0, sig)
+                               + step);
         if (full)
             cp_b += stage_layers * ring_f;
     }
@@ -1071,9 +1083,10 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     g_shard_e = zero >= 2 ? R->r_dp_expert : 1.0;
     o_shard_d = zero >= 1 ? R->r_dp_dense : 1.0;
     o_shard_e = zero >= 1 ? R->r_dp_expert : 1.0;
-    mem_weights = (dense_params * w_shard_d + expert_params * w_shard_e) * job[TS_JOB_PARAM_BYTES]
-                  + ts_fp8_weight_cache_bytes(job, R->dense_linear_params * w_shard_d
-                                                   + expert_params * w_shard_e);
+    mem_weights = (dense_params * w_shard_d + expert_params * w_shard_e) * job[TS_JOB_PARAM_BYTES];
+    if (job[TS_JOB_FP8_WEIGHT_CACHE_BYTES] != 0.0) /* else the reference adds exactly 0 */
+        mem_weights += ts_fp8_weight_cache_bytes(job, R->dense_linear_params * w_shard_d
+                                                      + expert_params * w_shard_e);
     mem_grads = (dense_params * g_shard_d + expert_params * g_shard_e) * job[TS_JOB_GRAD_BYTES];
     mem_opt = (dense_params * o_shard_d + expert_params * o_shard_e) * job[TS_JOB_OPTIMIZER_BYTES];
     mem_logits = R->mem_logits;

@@ -163,6 +163,7 @@ typedef struct {
     int schedule, tp_overlap, dualpipe, has_ep_comm, sp;
     double cp, pp, vpp, m;
     double t_core, t_core_bwd, gemm_f, stage_layers, f_compute, w_compute;
+    double cp_attn_step_f, cp_attn_step_b; /* attention of one CP ring step, fwd / bwd */
     double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */
     int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
     double mem_act[TS_RECOMPUTE_COUNT];   /* act_stage(recompute) * inflight_activations */
