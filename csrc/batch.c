@@ -48,7 +48,7 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
     static const int sys_nonneg[] = {TS_SYS_HBM_BYTES, TS_SYS_HBM_RESERVE_BYTES,
                                      TS_SYS_GEMM_HALF_FLOPS, TS_SYS_LAYER_OVERHEAD_S,
                                      TS_SYS_LINEAR_HALF_FLOPS, TS_SYS_TP_OVERLAP_SLOWDOWN,
-                                     TS_SYS_CP_OVERLAP_SLOWDOWN};
+                                     TS_SYS_CP_OVERLAP_SLOWDOWN, TS_SYS_ATTENTION_HALF_SEQ};
     static const int tier_positive[] = {TS_TIER_SIZE, TS_TIER_BANDWIDTH, TS_TIER_EFFICIENCY,
                                         TS_TIER_OVERSUBSCRIPTION};
     static const int mdl_count[] = {TS_MDL_LAYERS, TS_MDL_HIDDEN, TS_MDL_HEADS, TS_MDL_KV_HEADS,

@@ -282,17 +282,25 @@ TS_FN double ts_attention_backward_factor(int flash)
     return flash ? 2.5 : 2.0;
 }
 
-/* llm.py attention_kernel_time: fused attention at a fixed fraction of peak. */
-TS_FN double ts_attention_kernel_time(const double *sys, double flops)
+/* llm.py attention_sequence_efficiency: kv_len / (kv_len + attention_half_seq) (fit to
+ * FlashAttention-3 Fig. 5, Shah et al. 2024). */
+TS_FN double ts_attention_sequence_efficiency(const double *sys, double kv_len)
 {
-    return flops / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]);
+    return kv_len / (kv_len + sys[TS_SYS_ATTENTION_HALF_SEQ]);
+}
+
+/* llm.py attention_kernel_time: fused attention at a fraction of the 16-bit peak. */
+TS_FN double ts_attention_kernel_time(const double *sys, double flops, double kv_len)
+{
+    return flops / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]
+                    * ts_attention_sequence_efficiency(sys, kv_len));
 }
 
 /* llm.py attention_core_time: fused kernel at attention_efficiency, or unfused as two batched
  * GEMMs on the GEMM efficiency curve. (The batch kernel inlines this with reciprocals.) */
-TS_FN double ts_attention_core_time(const double *sys, double flops, int flash)
+TS_FN double ts_attention_core_time(const double *sys, double flops, int flash, double kv_len)
 {
-    return flash ? ts_attention_kernel_time(sys, flops) : ts_gemm_time(sys, flops, 2.0);
+    return flash ? ts_attention_kernel_time(sys, flops, kv_len) : ts_gemm_time(sys, flops, 2.0);
 }
 
 /* llm.py memory_bound_time: bytes over achieved HBM bandwidth (Williams et al. 2009). */
@@ -353,6 +361,7 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->inv_peak_linear = 1.0 / (sys[TS_SYS_LINEAR_PEAK_FLOPS] * sys[TS_SYS_LINEAR_EFFICIENCY_MAX]);
     inv->linear_half = sys[TS_SYS_LINEAR_HALF_FLOPS];
     inv->attn_bwd_factor = ts_attention_backward_factor(job[TS_JOB_FLASH_ATTENTION] > 0.0);
+    inv->attn_half_over_seq = sys[TS_SYS_ATTENTION_HALF_SEQ] / job[TS_JOB_SEQ_LEN];
     {
         double attn_lin = ts_attention_linear_params(h, mdl[TS_MDL_HEADS], mdl[TS_MDL_KV_HEADS],
                                                      mdl[TS_MDL_HEAD_DIM]);
@@ -668,7 +677,10 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         ts_attention_core_flops(b, seq, heads, head_dim) * r_split, flash);
     dense_mlp = ts_mlp_flops(b, seq, h, ffn, swiglu) * r_split;
     t_proj = ts_linear_time_fast(&ctx->inv, proj, 2.0);
-    t_core = flash ? core_hw * ctx->inv.inv_peak_attention /* attention_core_time */
+    /* attention_core_time; 1 / attention_sequence_efficiency(s) = 1 + half / s with
+     * half / s = (half / seq) * cp */
+    t_core = flash ? core_hw * ctx->inv.inv_peak_attention
+                     * (1.0 + ctx->inv.attn_half_over_seq * cp)
                    : ts_gemm_time_fast(&ctx->inv, core_hw, 2.0);
     t_dense_mlp = ts_linear_time_fast(&ctx->inv, dense_mlp, 2.0);
     act_dense = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp, sp,

@@ -21,7 +21,8 @@ enum {
     TS_SYS_TP_OVERLAP_EXPOSED = 14,
     TS_SYS_TP_OVERLAP_SLOWDOWN = 15,
     TS_SYS_CP_OVERLAP_SLOWDOWN = 16,
-    TS_SYS_COUNT = 17
+    TS_SYS_ATTENTION_HALF_SEQ = 17,
+    TS_SYS_COUNT = 18
 };
 
 /* TIER_FIELDS */
@@ -157,10 +158,10 @@ enum {
 };
 
 #define TS_MAX_TIERS 6
-#define TS_N_SYS_SCALARS 17
+#define TS_N_SYS_SCALARS 18
 #define TS_N_TIER 5
-#define TS_SYS_TIER_BASE 17
-#define TS_N_SYS 47
+#define TS_SYS_TIER_BASE 18
+#define TS_N_SYS 48
 #define TS_N_MODEL 13
 #define TS_N_JOB 12
 #define TS_N_CFG 14

@@ -128,6 +128,7 @@ typedef struct {
     double inv_peak_linear;     /* 1 / (linear_peak_flops * linear_efficiency_max) */
     double linear_half;         /* linear_half_flops */
     double attn_bwd_factor;     /* attention_backward_factor(flash) */
+    double attn_half_over_seq;  /* attention_half_seq / seq_len */
     double dense_layer_linear_params; /* attention_linear_params + mlp_params(h, ffn) */
     double moe_layer_linear_params;   /* attention_linear_params + shared * mlp_params(h, e_ffn) */
 } ts_llm_inv;

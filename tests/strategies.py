@@ -110,6 +110,7 @@ def system_blocks(draw, gpus: int | None = None):
                                                    st.floats(0.0, 1.0)))
     sys[L.SYS_TP_OVERLAP_SLOWDOWN] = draw(st.one_of(st.just(0.0), st.floats(0.0, 0.5)))
     sys[L.SYS_CP_OVERLAP_SLOWDOWN] = draw(st.one_of(st.just(0.0), st.floats(0.0, 0.5)))
+    sys[L.SYS_ATTENTION_HALF_SEQ] = draw(st.one_of(st.just(0.0), st.floats(0.0, 4096.0)))
     for i, row in enumerate(rows):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         for f, v in enumerate(row):

@@ -355,3 +355,47 @@ def test_cp_comm_in_the_model_is_the_ring_closed_form():
     assert rect[llm.REC_CP_COMM] == pytest.approx(m * layers * (fwd + bwd), rel=1e-12)
     # the last dK/dV hop alone keeps the ring from ever vanishing
     assert rect[llm.REC_CP_COMM] >= m * layers * step
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention efficiency over the sequence length (FlashAttention-3 Fig. 5 fit)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_attention_sequence_efficiency_closed_form():
+    sys = system([NODE, FABRIC])
+    assert llm.attention_sequence_efficiency(sys, 4096.0) == 1.0  # half 0: no dependence
+    sys[L.SYS_ATTENTION_HALF_SEQ] = 209.0
+    assert llm.attention_sequence_efficiency(sys, 209.0) == 0.5
+    assert llm.attention_sequence_efficiency(sys, 4096.0) == pytest.approx(4096 / 4305)
+    core = 1e12
+    assert llm.attention_core_time(sys, core, True, 4096.0) == pytest.approx(
+        core / (1e15 * 0.5 * 4096 / 4305), rel=1e-14)
+    # the unfused path stays on the GEMM curve
+    assert llm.attention_core_time(sys, core, False, 512.0) == llm.gemm_time(sys, core, 2.0)
+
+
+def test_fa3_sweep_is_reproduced_by_the_h100_preset_curve():
+    # FlashAttention-3 Fig. 5 (H100, head dim 128): TFLOPs/s at 512 .. 16k tokens
+    from trainscape import presets
+
+    g = presets.gpu("h100-sxm-80gb", calibrated=False)
+    half = g["attention_half_seq"]
+    for s, measured in zip((512, 1024, 2048, 4096, 8192, 16384), (467, 565, 625, 638, 646, 648)):
+        fitted = 669.26 * s / (s + half)
+        assert fitted == pytest.approx(measured, rel=0.03)
+    # the preset's long-sequence efficiency is its 4k figure (0.56) lifted by the curve
+    assert g["attention_efficiency"] * 4096 / (4096 + half) == pytest.approx(0.56, abs=5e-4)
+
+
+def test_context_parallelism_shortens_every_attention_kernel():
+    # per GPU the attention FLOPs split by cp, but each ring step's kernel loops over seq / cp
+    sys = system([NODE, FABRIC], gpus=64)
+    sys[L.SYS_ATTENTION_HALF_SEQ] = 209.0
+    mdl = gpt_model(layers=8, h=4096, heads=32)
+    jb = job(seq=8192, batch=64)
+    r1 = row_of(sys, mdl, jb, dp=64)
+    r8 = row_of(sys, mdl, jb, cp=8, dp=8)
+    eff1 = 8192 / (8192 + 209)
+    eff8 = 1024 / (1024 + 209)
+    assert r8[llm.ROW_T_CORE] == pytest.approx(r1[llm.ROW_T_CORE] / 8 * eff1 / eff8, rel=1e-12)

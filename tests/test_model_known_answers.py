@@ -298,9 +298,9 @@ def test_flash_attention_runs_half_the_causal_square_unfused_runs_all_of_it():
     assert llm.executed_attention_core_flops(core, True) == 0.5 * core
     assert llm.executed_attention_core_flops(core, False) == core
     # fused: a fixed fraction of peak; unfused: two batched GEMMs on the GEMM efficiency curve
-    assert llm.attention_core_time(sys, core, True) == pytest.approx(core / (1e15 * 0.5))
+    assert llm.attention_core_time(sys, core, True, 4096) == pytest.approx(core / (1e15 * 0.5))
     eff = 0.8 * (core / 2) / (core / 2 + 1e9)
-    assert llm.attention_core_time(sys, core, False) == pytest.approx(core / (1e15 * eff))
+    assert llm.attention_core_time(sys, core, False, 4096) == pytest.approx(core / (1e15 * eff))
 
 
 def test_selective_recompute_is_free_and_useless_with_flash_attention(backend):

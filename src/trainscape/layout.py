@@ -64,6 +64,7 @@ SYSTEM_FIELDS = (
     "tp_overlap_exposed",  # fraction of TP traffic exposed even when overlapped (0..1)
     "tp_overlap_slowdown",  # fractional slowdown of GEMMs while overlapped TP comm runs
     "cp_overlap_slowdown",  # fractional slowdown of attention while the CP ring's P2P runs
+    "attention_half_seq",  # K/V length per attention kernel at which it reaches half its max
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -189,6 +190,7 @@ SYS_LINEAR_HALF_FLOPS = SYSTEM_FIELDS.index("linear_half_flops")
 SYS_TP_OVERLAP_EXPOSED = SYSTEM_FIELDS.index("tp_overlap_exposed")
 SYS_TP_OVERLAP_SLOWDOWN = SYSTEM_FIELDS.index("tp_overlap_slowdown")
 SYS_CP_OVERLAP_SLOWDOWN = SYSTEM_FIELDS.index("cp_overlap_slowdown")
+SYS_ATTENTION_HALF_SEQ = SYSTEM_FIELDS.index("attention_half_seq")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
     MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \

@@ -112,6 +112,7 @@ from ..layout import (
     SYS_TP_OVERLAP_EXPOSED,
     SYS_TP_OVERLAP_SLOWDOWN,
     SYS_CP_OVERLAP_SLOWDOWN,
+    SYS_ATTENTION_HALF_SEQ,
     JOB_LINEAR_CAST_BYTES,
     JOB_FP8_WEIGHT_CACHE_BYTES,
 )
@@ -434,12 +435,25 @@ def attention_backward_factor(flash):
     return 2.0
 
 
-def attention_kernel_time(sys, flops):
+def attention_sequence_efficiency(sys, kv_len):
+    """Fraction of ``attention_efficiency`` a fused attention kernel reaches when each query
+    block loops over ``kv_len`` keys: ``kv_len / (kv_len + attention_half_seq)``. Each thread
+    block's fixed prologue and epilogue (load Q, rescale and write O) is amortized over the K/V
+    loop, so short sequences run slower: FlashAttention-3 forward on H100 SXM5, head dim 128,
+    16k tokens per batch (Shah et al. 2024, arXiv 2407.08608, Fig. 5): 467, 565, 625, 638, 646,
+    648 TFLOPs/s at 512 .. 16k tokens, fitted by ``669 * s / (s + 209)`` (rms log error 1.8 %).
+    Context parallelism shortens every kernel's K/V loop to ``seq / cp``."""
+    return kv_len / (kv_len + sys[SYS_ATTENTION_HALF_SEQ])
+
+
+def attention_kernel_time(sys, flops, kv_len):
     """Fused attention (FlashAttention) at a fixed fraction of the 16-bit peak: TE's fused
     attention runs in BF16 under FP8 autocast by default. ``attention_efficiency`` is the
     forward+backward rate under the 2.5x backward convention (see the presets), so forward and
-    backward both run at it."""
-    return flops / (sys[SYS_PEAK_FLOPS] * sys[SYS_ATTENTION_EFFICIENCY])
+    backward both run at it, scaled by :func:`attention_sequence_efficiency` of the kernel's K/V
+    length."""
+    return flops / (sys[SYS_PEAK_FLOPS] * sys[SYS_ATTENTION_EFFICIENCY]
+                    * attention_sequence_efficiency(sys, kv_len))
 
 
 def executed_attention_core_flops(core_flops, flash):
@@ -452,12 +466,13 @@ def executed_attention_core_flops(core_flops, flash):
     return core_flops
 
 
-def attention_core_time(sys, flops, flash):
-    """Time of the attention core: a fused kernel at ``attention_efficiency``, or, unfused, two
-    batched GEMMs (``QK^T`` and ``PV``) on the GEMM efficiency curve; the unfused softmax and
-    dropout traffic is in the memory-bound time (the ``5as^2b`` activation terms)."""
+def attention_core_time(sys, flops, flash, kv_len):
+    """Time of the attention core: a fused kernel at ``attention_efficiency`` (over K/V loops of
+    ``kv_len`` keys), or, unfused, two batched GEMMs (``QK^T`` and ``PV``) on the GEMM efficiency
+    curve; the unfused softmax and dropout traffic is in the memory-bound time (the ``5as^2b``
+    activation terms)."""
     if flash:
-        return attention_kernel_time(sys, flops)
+        return attention_kernel_time(sys, flops, kv_len)
     return gemm_time(sys, flops, 2.0)
 
 
@@ -860,7 +875,8 @@ def row_terms(sys, mdl, job, cfg, i):
     expert_mlp = moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) / split
     local_experts = experts / ep + shared
     t_proj = linear_gemm_time(sys, proj, 2.0)
-    t_core = attention_core_time(sys, core_hw, flash)
+    # each attention kernel (one per ring step with CP) loops over the K/V of s = seq / cp tokens
+    t_core = attention_core_time(sys, core_hw, flash, s)
     t_dense_mlp = linear_gemm_time(sys, dense_mlp, 2.0)
     t_moe_mlp = gemm_time(sys, routed, 1.0) + linear_gemm_time(sys, expert_mlp,
                                                                2.0 * local_experts)

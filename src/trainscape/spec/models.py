@@ -170,6 +170,9 @@ class GpuSpec(_Spec):
     tp_overlap_slowdown: NonNegFloat = 0.064
     # slowdown of attention while context parallelism's ring P2P runs beside it
     cp_overlap_slowdown: NonNegFloat = 0.03
+    # K/V length at which a fused attention kernel reaches half of attention_efficiency; 0: no
+    # dependence on the sequence length
+    attention_half_seq: NonNegFloat = 0.0
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
