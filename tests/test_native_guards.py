@@ -127,6 +127,17 @@ BAD_BLOCK_FIELDS = [
     ("job", L.JOB_SEQ_LEN, 0.0, r"job\.seq_len"),
     ("job", L.JOB_GLOBAL_BATCH, -1.0, r"job\.global_batch"),
     ("job", L.JOB_COMM_BYTES, np.nan, r"job\.comm_bytes"),
+    ("sys", L.SYS_LINEAR_PEAK_FLOPS, 0.0,
+     r"system\.linear_peak_flops: got 0\.0, expected a finite number > 0"),
+    ("sys", L.SYS_LINEAR_EFFICIENCY_MAX, -0.5, r"system\.linear_efficiency_max"),
+    ("sys", L.SYS_LINEAR_HALF_FLOPS, np.inf, r"system\.linear_half_flops"),
+    ("sys", L.SYS_TP_OVERLAP_EXPOSED, 1.5,
+     r"system\.tp_overlap_exposed: got 1\.5, expected a finite number in \[0, 1\]"),
+    ("sys", L.SYS_TP_OVERLAP_SLOWDOWN, -0.1, r"system\.tp_overlap_slowdown"),
+    ("sys", L.SYS_CP_OVERLAP_SLOWDOWN, np.nan, r"system\.cp_overlap_slowdown"),
+    ("sys", L.SYS_ATTENTION_HALF_SEQ, -1.0, r"system\.attention_half_seq"),
+    ("job", L.JOB_LINEAR_CAST_BYTES, -4.0, r"job\.linear_cast_bytes"),
+    ("job", L.JOB_FP8_WEIGHT_CACHE_BYTES, np.inf, r"job\.fp8_weight_cache_bytes"),
 ]
 
 
