@@ -428,7 +428,7 @@ def attention_backward_factor(flash):
     ``S = QK^T`` and ``P`` blockwise, then runs ``dV = P^T dO``, ``dP = dO V^T``, ``dQ = dS K``,
     ``dK = dS^T Q``: 5 matmuls against the forward's 2, i.e. 2.5x (Dao 2023, FlashAttention-2 §3.2;
     the ``2.5 * f`` of ``flops(..., mode="bwd")`` in Dao-AILab/flash-attention
-    ``benchmarks/benchmark_flash_attention.py``; Shah et al. 2024, FlashAttention-3 §4.1).
+    ``benchmarks/benchmark_flash_attention.py``, which FlashAttention-3's figures use too).
     Unfused attention keeps ``P`` and runs only the 4 gradient matmuls: 2x."""
     if flash:
         return 2.5
@@ -681,7 +681,8 @@ def overlapped_exposed(comm, window, exposed_fraction, slowdown):
     Decomposing a GEMM and its dependent collective into ``n`` chunks pipelines chunk ``i``'s
     communication with chunk ``i±1``'s compute, but the first (all-gather) or last
     (reduce-scatter) chunk has nothing to hide behind: ``f ≈ 1/n`` (Wang et al., ASPLOS'23,
-    "Overlap Communication with Dependent Computation via Decomposition", §4). While
+    "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning
+    Models"). While
     communication kernels run they hold SMs the GEMM would use (Transformer Engine userbuffers:
     ``num_sm`` = 16 SMs for the ``pipeline``/``bulk`` methods, ``set_sm_margin``;
     ``transformer_engine/pytorch/module/base.py`` ``initialize_ub``), so the overlapped part of
