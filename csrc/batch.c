@@ -43,9 +43,12 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
 {
     static const int sys_positive[] = {TS_SYS_GPUS, TS_SYS_PEAK_FLOPS, TS_SYS_HBM_BANDWIDTH,
                                        TS_SYS_GEMM_EFFICIENCY_MAX, TS_SYS_ATTENTION_EFFICIENCY,
-                                       TS_SYS_MEMORY_EFFICIENCY};
+                                       TS_SYS_MEMORY_EFFICIENCY, TS_SYS_LINEAR_PEAK_FLOPS,
+                                       TS_SYS_LINEAR_EFFICIENCY_MAX};
     static const int sys_nonneg[] = {TS_SYS_HBM_BYTES, TS_SYS_HBM_RESERVE_BYTES,
-                                     TS_SYS_GEMM_HALF_FLOPS, TS_SYS_LAYER_OVERHEAD_S};
+                                     TS_SYS_GEMM_HALF_FLOPS, TS_SYS_LAYER_OVERHEAD_S,
+                                     TS_SYS_LINEAR_HALF_FLOPS, TS_SYS_TP_OVERLAP_SLOWDOWN,
+                                     TS_SYS_CP_OVERLAP_SLOWDOWN, TS_SYS_ATTENTION_HALF_SEQ};
     static const int tier_positive[] = {TS_TIER_SIZE, TS_TIER_BANDWIDTH, TS_TIER_EFFICIENCY,
                                         TS_TIER_OVERSUBSCRIPTION};
     static const int mdl_count[] = {TS_MDL_LAYERS, TS_MDL_HIDDEN, TS_MDL_HEADS, TS_MDL_KV_HEADS,
@@ -60,7 +63,9 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_JOB_OPTIMIZER_TRAFFIC_BYTES, TS_JOB_COMM_BYTES,
                                      TS_JOB_GRAD_COMM_BYTES, TS_JOB_FLASH_ATTENTION,
                                      TS_JOB_DISPATCH_BYTES, TS_JOB_COMBINE_BYTES,
-                                     TS_JOB_DROPOUT};
+                                     TS_JOB_DROPOUT,
+
+                                     TS_JOB_LINEAR_CAST_BYTES, TS_JOB_FP8_WEIGHT_CACHE_BYTES};
     double nt;
     int n;
     if (!sys || !mdl || !job)
@@ -75,6 +80,9 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
     for (unsigned k = 0; k < sizeof sys_nonneg / sizeof *sys_nonneg; k++)
         if (!ts_in_range(sys[sys_nonneg[k]], 0.0, 0, INFINITY))
             return ts_field_error(TS_ERR_BLOCK_SYS, sys_nonneg[k]);
+    /* a fraction of the TP traffic */
+    if (!ts_in_range(sys[TS_SYS_TP_OVERLAP_EXPOSED], 0.0, 0, 1.0))
+        return ts_field_error(TS_ERR_BLOCK_SYS, TS_SYS_TP_OVERLAP_EXPOSED);
     for (int i = 0; i < n; i++) {
         int base = TS_SYS_TIER_BASE + i * TS_N_TIER;
         for (unsigned k = 0; k < sizeof tier_positive / sizeof *tier_positive; k++)

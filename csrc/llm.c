@@ -86,12 +86,18 @@ TS_FN double ts_model_flops_per_sequence(const double *mdl, double s)
 
 /* ===== Parameters ========================================================================= */
 
-/* llm.py attention_params: Q, K, V, output weights and two norm scales. */
-TS_FN double ts_attention_params(double h, double heads, double kv_heads, double head_dim)
+/* llm.py attention_linear_params: Q, K, V and output weights. */
+TS_FN double ts_attention_linear_params(double h, double heads, double kv_heads, double head_dim)
 {
     double q_dim = heads * head_dim;
     double kv_dim = kv_heads * head_dim;
-    return h * (q_dim + 2.0 * kv_dim) + q_dim * h + 2.0 * h;
+    return h * (q_dim + 2.0 * kv_dim) + q_dim * h;
+}
+
+/* llm.py attention_params: Q, K, V, output weights and two norm scales. */
+TS_FN double ts_attention_params(double h, double heads, double kv_heads, double head_dim)
+{
+    return ts_attention_linear_params(h, heads, kv_heads, head_dim) + 2.0 * h;
 }
 
 /* llm.py mlp_params: 2 or 3 h x ffn matrices. */
@@ -248,17 +254,67 @@ TS_FN double ts_executed_attention_core_flops(double core_flops, int flash)
     return flash ? 0.5 * core_flops : core_flops;
 }
 
-/* llm.py attention_kernel_time: fused attention at a fixed fraction of peak. */
-TS_FN double ts_attention_kernel_time(const double *sys, double flops)
+/* llm.py linear_efficiency: the linear layers' own curve (FP8 in an fp8 job). */
+TS_FN double ts_linear_efficiency(const double *sys, double gemm_flops)
 {
-    return flops / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]);
+    if (gemm_flops <= 0.0)
+        return sys[TS_SYS_LINEAR_EFFICIENCY_MAX];
+    return sys[TS_SYS_LINEAR_EFFICIENCY_MAX] * gemm_flops
+           / (gemm_flops + sys[TS_SYS_LINEAR_HALF_FLOPS]);
+}
+
+/* llm.py linear_gemm_time: linear layers at linear_peak_flops (TE FP8 te.Linear). */
+TS_FN double ts_linear_gemm_time(const double *sys, double flops, double gemm_count)
+{
+    if (flops <= 0.0)
+        return 0.0;
+    return flops / (sys[TS_SYS_LINEAR_PEAK_FLOPS] * ts_linear_efficiency(sys, flops / gemm_count));
+}
+
+/* llm.py linear_cast_elements_forward: inputs of the FP8 linear layers of one layer. */
+TS_FN double ts_linear_cast_elements_forward(double b, double s, double h, double q_dim,
+                                             double ffn, double mlp_copies, double t, int sp)
+{
+    double x_in = sp ? b * s * h / t : b * s * h;
+    return (x_in + b * s * q_dim / t) + mlp_copies * (x_in + b * s * ffn / t);
+}
+
+/* llm.py linear_cast_elements_backward: output gradients of the FP8 linear layers. */
+TS_FN double ts_linear_cast_elements_backward(double b, double s, double h, double q_dim,
+                                              double kv_dim, double ffn, int swiglu,
+                                              double mlp_copies, double t, int sp)
+{
+    double x_in = sp ? b * s * h / t : b * s * h;
+    double fc1_out = (swiglu ? 2.0 : 1.0) * ffn;
+    return (b * s * (q_dim + 2.0 * kv_dim) / t + x_in) + mlp_copies * (b * s * fc1_out / t + x_in);
+}
+
+/* llm.py attention_backward_factor: FlashAttention's backward recomputes the scores, 5 matmuls
+ * against 2 (Dao 2023, FlashAttention-2 §3.2): 2.5x; unfused 2x. */
+TS_FN double ts_attention_backward_factor(int flash)
+{
+    return flash ? 2.5 : 2.0;
+}
+
+/* llm.py attention_sequence_efficiency: kv_len / (kv_len + attention_half_seq) (fit to
+ * FlashAttention-3 Fig. 5, Shah et al. 2024). */
+TS_FN double ts_attention_sequence_efficiency(const double *sys, double kv_len)
+{
+    return kv_len / (kv_len + sys[TS_SYS_ATTENTION_HALF_SEQ]);
+}
+
+/* llm.py attention_kernel_time: fused attention at a fraction of the 16-bit peak. */
+TS_FN double ts_attention_kernel_time(const double *sys, double flops, double kv_len)
+{
+    return flops / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]
+                    * ts_attention_sequence_efficiency(sys, kv_len));
 }
 
 /* llm.py attention_core_time: fused kernel at attention_efficiency, or unfused as two batched
  * GEMMs on the GEMM efficiency curve. (The batch kernel inlines this with reciprocals.) */
-TS_FN double ts_attention_core_time(const double *sys, double flops, int flash)
+TS_FN double ts_attention_core_time(const double *sys, double flops, int flash, double kv_len)
 {
-    return flash ? ts_attention_kernel_time(sys, flops) : ts_gemm_time(sys, flops, 2.0);
+    return flash ? ts_attention_kernel_time(sys, flops, kv_len) : ts_gemm_time(sys, flops, 2.0);
 }
 
 /* llm.py memory_bound_time: bytes over achieved HBM bandwidth (Williams et al. 2009). */
@@ -320,6 +376,17 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->inv_gpus_peak = 1.0 / (sys[TS_SYS_GPUS] * sys[TS_SYS_PEAK_FLOPS]);
     inv->top_k = mdl[TS_MDL_TOP_K];
     inv->max_route_nodes = mdl[TS_MDL_MAX_ROUTE_NODES];
+    inv->inv_peak_linear = 1.0 / (sys[TS_SYS_LINEAR_PEAK_FLOPS] * sys[TS_SYS_LINEAR_EFFICIENCY_MAX]);
+    inv->linear_half = sys[TS_SYS_LINEAR_HALF_FLOPS];
+    inv->attn_bwd_factor = ts_attention_backward_factor(job[TS_JOB_FLASH_ATTENTION] > 0.0);
+    inv->attn_half_over_seq = sys[TS_SYS_ATTENTION_HALF_SEQ] / job[TS_JOB_SEQ_LEN];
+    {
+        double attn_lin = ts_attention_linear_params(h, mdl[TS_MDL_HEADS], mdl[TS_MDL_KV_HEADS],
+                                                     mdl[TS_MDL_HEAD_DIM]);
+        inv->dense_layer_linear_params = attn_lin + ts_mlp_params(h, mdl[TS_MDL_FFN_HIDDEN], swiglu);
+        inv->moe_layer_linear_params = attn_lin + mdl[TS_MDL_SHARED_EXPERTS]
+                                       * ts_mlp_params(h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], swiglu);
+    }
 }
 
 /* llm.py gemm_time with gemm_efficiency folded in, for the hot path:
@@ -330,6 +397,14 @@ static inline double ts_gemm_time_fast(const ts_llm_inv *inv, double flops, doub
     if (flops <= 0.0)
         return 0.0;
     return (flops + gemm_count * inv->gemm_half) * inv->inv_peak_gemm;
+}
+
+/* llm.py linear_gemm_time, folded the same way on the linear layers' curve. */
+static inline double ts_linear_time_fast(const ts_llm_inv *inv, double flops, double gemm_count)
+{
+    if (flops <= 0.0)
+        return 0.0;
+    return (flops + gemm_count * inv->linear_half) * inv->inv_peak_linear;
 }
 
 /* llm.py config_error, checks over the core fields (tp cp pp dp ep mbs vpp schedule sp
@@ -451,16 +526,21 @@ TS_FN void ts_stage_layer_split(double stage_layers, double layers, double n_moe
  * embedding on the first stage and the output GEMM + cross-entropy on the last. */
 static inline void ts_stage_pass_times(double dense, double moe, double t_proj,
                                        double t_dense_mlp, double t_moe_mlp, double t_core,
-                                       double t_mem_dense, double t_mem_moe, double overhead,
+                                       double t_mem_dense, double t_mem_moe,
+                                       double c_f_dense, double c_f_moe, double c_b_dense,
+                                       double c_b_moe, double attn_bwd, double overhead,
                                        int embed, int loss, double t_embed, double t_logits,
                                        double t_ce, double st[6])
 {
     double gemm_f = dense * (t_proj + t_dense_mlp) + moe * (t_proj + t_moe_mlp);
     double core_f = (dense + moe) * t_core;
-    double mem_f = dense * t_mem_dense + moe * t_mem_moe;
+    double mem_plain = dense * t_mem_dense + moe * t_mem_moe;
+    double cast_f = dense * c_f_dense + moe * c_f_moe;
+    double cast_b = dense * c_b_dense + moe * c_b_moe;
+    double mem_f = mem_plain + cast_f;
     double n = dense + moe;
     double f = gemm_f + core_f + mem_f + n * overhead;
-    double b = gemm_f + 2.0 * core_f + 2.0 * mem_f + n * overhead;
+    double b = gemm_f + attn_bwd * core_f + 2.0 * mem_plain + cast_b + n * overhead;
     double w = gemm_f;
     if (embed) {
         f += t_embed;
@@ -492,6 +572,53 @@ TS_FN double ts_tp_layer_comm_time(const ts_net *net, double nbytes, int sp, dou
         return 2.0 * (ag + ag);
     }
     return 2.0 * ts_all_reduce_time(net, nbytes, g_tp);
+}
+
+/* llm.py overlapped_exposed: max(f C, C - W) + s min((1 - f) C, W) (Wang et al. ASPLOS'23;
+ * TE userbuffers num_sm). */
+TS_FN double ts_overlapped_exposed(double comm, double window, double exposed_fraction,
+                                   double slowdown)
+{
+    double hidden, a, b;
+    if (comm <= 0.0)
+        return 0.0;
+    hidden = (1.0 - exposed_fraction) * comm;
+    a = exposed_fraction * comm;
+    b = comm - window;
+    return TS_PYMAX(a, b) + slowdown * (window < hidden ? window : hidden);
+}
+
+/* llm.py tp_exposed: TP traffic after overlap (TE userbuffers). */
+TS_FN double ts_tp_exposed(const double *sys, double comm, double window, int overlap)
+{
+    if (!overlap)
+        return comm;
+    return ts_overlapped_exposed(comm, window, sys[TS_SYS_TP_OVERLAP_EXPOSED],
+                                 sys[TS_SYS_TP_OVERLAP_SLOWDOWN]);
+}
+
+/* llm.py cp_ring_exposed_forward: cp - 1 P2P steps each behind one step of attention (TE
+ * AttnFuncWithCPAndKVP2P). */
+TS_FN double ts_cp_ring_exposed_forward(const double *sys, double step, double t_attn, double cp)
+{
+    return (cp - 1.0) * ts_overlapped_exposed(step, t_attn / cp, 0.0,
+                                              sys[TS_SYS_CP_OVERLAP_SLOWDOWN]);
+}
+
+/* llm.py cp_ring_exposed_backward: K/V onwards and dK/dV back per step, and the last dK/dV hop
+ * exposed. */
+TS_FN double ts_cp_ring_exposed_backward(const double *sys, double step, double t_attn_bwd,
+                                         double cp)
+{
+    return (cp - 1.0) * ts_overlapped_exposed(2.0 * step, t_attn_bwd / cp, 0.0,
+                                              sys[TS_SYS_CP_OVERLAP_SLOWDOWN])
+           + step;
+}
+
+/* llm.py fp8_weight_cache_bytes: TE's FP8 weight (+ transpose) copies. */
+TS_FN double ts_fp8_weight_cache_bytes(const double *job, double linear_params)
+{
+    return linear_params * job[TS_JOB_FP8_WEIGHT_CACHE_BYTES];
 }
 
 /* llm.py exposed: communication left after overlap with a compute window. */
@@ -544,6 +671,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     double n_st[3], d_st[3], m_st[3], st_t[3][6], t_embed, t_ce, best_t, x;
     double dense_layer_p, moe_layer_p, expert_layer_p, emb_p;
     int loss_first, last_embed, sel, c;
+    double c_f_dense, c_f_moe, c_b_dense, c_b_moe;
     double f_compute, b_compute, w_compute, copies, dense_params, expert_params;
     double grad_comm, param_bytes, dp_dense, dp_expert, r_tp, r_split, r_dp_dense, r_dp_expert;
     double hw_per_layer_f, hw_fwd, hw_scale;
@@ -607,10 +735,13 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     core_hw = ts_executed_attention_core_flops(
         ts_attention_core_flops(b, seq, heads, head_dim) * r_split, flash);
     dense_mlp = ts_mlp_flops(b, seq, h, ffn, swiglu) * r_split;
-    t_proj = ts_gemm_time_fast(&ctx->inv, proj, 2.0);
-    t_core = flash ? core_hw * ctx->inv.inv_peak_attention /* attention_core_time */
+    t_proj = ts_linear_time_fast(&ctx->inv, proj, 2.0);
+    /* attention_core_time; 1 / attention_sequence_efficiency(s) = 1 + half / s with
+     * half / s = (half / seq) * cp */
+    t_core = flash ? core_hw * ctx->inv.inv_peak_attention
+                     * (1.0 + ctx->inv.attn_half_over_seq * cp)
                    : ts_gemm_time_fast(&ctx->inv, core_hw, 2.0);
-    t_dense_mlp = ts_gemm_time_fast(&ctx->inv, dense_mlp, 2.0);
+    t_dense_mlp = ts_linear_time_fast(&ctx->inv, dense_mlp, 2.0);
     act_dense = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp, sp,
                                           TS_RECOMPUTE_NONE, flash, act_bytes,
                                           ctx->inv.dropout);
@@ -620,7 +751,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         expert_mlp = ts_moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) * r_split;
         local_experts = experts / ep + shared;
         t_moe_mlp = ts_gemm_time_fast(&ctx->inv, routed, 1.0)
-                    + ts_gemm_time_fast(&ctx->inv, expert_mlp, 2.0 * local_experts);
+                    + ts_linear_time_fast(&ctx->inv, expert_mlp, 2.0 * local_experts);
         act_moe = ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn,
                                                 top_k, shared, swiglu, tp, sp, TS_RECOMPUTE_NONE,
                                                 flash, act_bytes, ctx->inv.dropout);
@@ -631,6 +762,22 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     }
     overhead = sys[TS_SYS_LAYER_OVERHEAD_S];
 
+    /* FP8 casts of the linear layers' inputs and output gradients per layer (llm.py
+     * linear_cast_time); a 16-bit job has linear_cast_bytes 0 and the reference's terms are
+     * exactly 0 */
+    c_f_dense = c_f_moe = c_b_dense = c_b_moe = 0.0;
+    if (job[TS_JOB_LINEAR_CAST_BYTES] != 0.0) {
+        double cb = job[TS_JOB_LINEAR_CAST_BYTES], q_dim = heads * head_dim;
+        double kv_dim = kv_heads * head_dim, copies_moe = top_k + shared;
+        c_f_dense = ts_linear_cast_elements_forward(b, s, h, q_dim, ffn, 1.0, tp, sp)
+                    * cb * ctx->inv.inv_hbm;
+        c_b_dense = ts_linear_cast_elements_backward(b, s, h, q_dim, kv_dim, ffn, swiglu, 1.0,
+                                                     tp, sp) * cb * ctx->inv.inv_hbm;
+        c_f_moe = ts_linear_cast_elements_forward(b, s, h, q_dim, expert_ffn, copies_moe, tp, sp)
+                  * cb * ctx->inv.inv_hbm;
+        c_b_moe = ts_linear_cast_elements_backward(b, s, h, q_dim, kv_dim, expert_ffn, swiglu,
+                                                   copies_moe, tp, sp) * cb * ctx->inv.inv_hbm;
+    }
     /* ---- the pipeline's stages: first (embedding), busiest middle, last (output and loss) ---- */
     ts_pipeline_stage_layers(schedule, (int64_t)pp, (int64_t)vpp, ctx->inv.layers, ctx->inv.edge,
                              &n_st[0], &n_st[1], &n_st[2]);
@@ -642,11 +789,14 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     for (c = 0; c < 3; c++)
         ts_stage_layer_split(n_st[c], layers, n_moe, &d_st[c], &m_st[c]);
     ts_stage_pass_times(d_st[0], m_st[0], t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
-                        t_mem_moe, overhead, 1, loss_first, t_embed, t_logits, t_ce, st_t[0]);
+                        t_mem_moe, c_f_dense, c_f_moe, c_b_dense, c_b_moe,
+                        ctx->inv.attn_bwd_factor, overhead, 1, loss_first, t_embed, t_logits, t_ce, st_t[0]);
     ts_stage_pass_times(d_st[1], m_st[1], t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
-                        t_mem_moe, overhead, 0, 0, t_embed, t_logits, t_ce, st_t[1]);
+                        t_mem_moe, c_f_dense, c_f_moe, c_b_dense, c_b_moe,
+                        ctx->inv.attn_bwd_factor, overhead, 0, 0, t_embed, t_logits, t_ce, st_t[1]);
     ts_stage_pass_times(d_st[2], m_st[2], t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
-                        t_mem_moe, overhead, last_embed, 1, t_embed, t_logits, t_ce, st_t[2]);
+                        t_mem_moe, c_f_dense, c_f_moe, c_b_dense, c_b_moe,
+                        ctx->inv.attn_bwd_factor, overhead, last_embed, 1, t_embed, t_logits, t_ce, st_t[2]);
     /* the slowest stage: the last unless another one's F + B + W is larger */
     sel = 2;
     best_t = st_t[2][3] + st_t[2][4] + st_t[2][5];
@@ -706,6 +856,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
             d += emb_p;
         R->st_dparams[c] = d * r_tp * copies;
         R->st_eparams[c] = m_st[c] > 0.0 ? m_st[c] * expert_layer_p * r_tp * copies : 0.0;
+        R->st_lparams[c] = (d_st[c] * ctx->inv.dense_layer_linear_params
+                            + m_st[c] * ctx->inv.moe_layer_linear_params) * r_tp * copies;
         R->st_dense[c] = d_st[c];
         R->st_moe[c] = m_st[c];
     }
@@ -763,11 +915,17 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
              + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
              + ts_logits_flops(b, seq, h, vocab);
     hw_scale = global_batch / b;
-    R->hw_flops[TS_RECOMPUTE_NONE] = (3.0 * hw_fwd + 0.0) * hw_scale;
-    R->hw_flops[TS_RECOMPUTE_FULL] = (3.0 * hw_fwd + (hw_fwd - ts_logits_flops(b, seq, h, vocab)))
-                                     * hw_scale;
-    R->hw_flops[TS_RECOMPUTE_SELECTIVE] = (3.0 * hw_fwd + (flash ? 0.0 : layers * core_hw * split))
-                                          * hw_scale;
+    {
+        /* FlashAttention's backward recomputes the scores: + 0.5 x the executed core */
+        double bwd_extra = (ctx->inv.attn_bwd_factor - 2.0) * layers * core_hw * split;
+        R->hw_flops[TS_RECOMPUTE_NONE] = (3.0 * hw_fwd + bwd_extra + 0.0) * hw_scale;
+        R->hw_flops[TS_RECOMPUTE_FULL] = (3.0 * hw_fwd + bwd_extra
+                                          + (hw_fwd - ts_logits_flops(b, seq, h, vocab)))
+                                         * hw_scale;
+        R->hw_flops[TS_RECOMPUTE_SELECTIVE] = (3.0 * hw_fwd + bwd_extra
+                                               + (flash ? 0.0 : layers * core_hw * split))
+                                              * hw_scale;
+    }
 
     R->tp = tp;
     R->cp = cp;
@@ -779,6 +937,16 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->b = b;
     R->dpx = dpx;
     R->t_core = t_core;
+    R->t_core_bwd = ctx->inv.attn_bwd_factor * t_core;
+    /* one ring step's attention, forward and backward (cp_ring_exposed_*'s t_attn / cp; the
+     * reciprocal of cp from r_split, equal to a few ulps) */
+    if (cp > 1.0) {
+        double r_cp = r_split * tp;
+        R->cp_attn_step_f = t_core * r_cp;
+        R->cp_attn_step_b = R->t_core_bwd * r_cp;
+    } else {
+        R->cp_attn_step_f = R->cp_attn_step_b = 0.0;
+    }
     R->gemm_f = gemm_f;
     R->stage_layers = stage_layers;
     R->f_compute = f_compute;
@@ -933,25 +1101,25 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     int full = recompute == TS_RECOMPUTE_FULL;
 
     /* ---- tensor parallelism ---- */
-    tp_f = ts_exposed(O->tp_pass, window_f, R->tp_overlap);
-    tp_b = ts_exposed(O->tp_pass, window_f, R->tp_overlap);
+    tp_f = ts_tp_exposed(ctx->sys, O->tp_pass, window_f, R->tp_overlap);
+    tp_b = tp_f; /* the same expression with the same inputs */
     if (full)
-        tp_b += ts_exposed(O->tp_pass, window_f, R->tp_overlap);
+        tp_b += tp_f;
 
-    /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023) ---- */
+    /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023; TE
+     * AttnFuncWithCPAndKVP2P) ---- */
     cp_f = 0.0;
     cp_b = 0.0;
     if (R->cp > 1.0) {
-        double cp = R->cp, x;
-        double ring_f = (cp - 1.0) * O->cp_step, ring_b = 2.0 * (cp - 1.0) * O->cp_step;
-        x = ring_f - t_core;
-        cp_f = stage_layers * TS_PYMAX(0.0, x);
-        x = ring_b - 2.0 * t_core;
-        cp_b = stage_layers * TS_PYMAX(0.0, x);
-        if (full) {
-            x = ring_f - t_core;
-            cp_b += stage_layers * TS_PYMAX(0.0, x);
-        }
+        /* ts_cp_ring_exposed_forward / _backward with the row's per-step attention times */
+        double sig = ctx->sys[TS_SYS_CP_OVERLAP_SLOWDOWN], step = O->cp_step;
+        double ring_f = (R->cp - 1.0) * ts_overlapped_exposed(step, R->cp_attn_step_f, 0.0, sig);
+        cp_f = stage_layers * ring_f;
+        cp_b = stage_layers * ((R->cp - 1.0) * ts_overlapped_exposed(2.0 * step,
+                                                                     R->cp_attn_step_b, 0.0, sig)
+                               + step);
+        if (full)
+            cp_b += stage_layers * ring_f;
     }
 
     /* ---- expert parallelism: dispatch + combine (Lepikhin et al. 2020, GShard §2) ---- */
@@ -1062,6 +1230,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
             int c = stage_order[j];
             double dpc = R->st_dparams[c], epc = R->st_eparams[c];
             double mw = (dpc * w_shard_d + epc * w_shard_e) * pb;
+            if (job[TS_JOB_FP8_WEIGHT_CACHE_BYTES] != 0.0) /* else the reference adds exactly 0 */
+                mw += ts_fp8_weight_cache_bytes(job, R->st_lparams[c] * w_shard_d
+                                                         + epc * w_shard_e);
             double mg = (dpc * g_shard_d + epc * g_shard_e) * gb;
             double mo = (dpc * o_shard_d + epc * o_shard_e) * ob;
             double tot = mw + mg + mo + V->mem_act[c] + R->st_logits[c];

@@ -138,6 +138,12 @@ typedef struct {
     double inv_gpus;            /* 1 / gpus */
     double inv_gpus_peak;       /* 1 / (gpus * peak_flops) */
     double top_k, max_route_nodes;  /* moe_all_to_all_pair_time's block fields */
+    double inv_peak_linear;     /* 1 / (linear_peak_flops * linear_efficiency_max) */
+    double linear_half;         /* linear_half_flops */
+    double attn_bwd_factor;     /* attention_backward_factor(flash) */
+    double attn_half_over_seq;  /* attention_half_seq / seq_len */
+    double dense_layer_linear_params; /* attention_linear_params + mlp_params(h, ffn) */
+    double moe_layer_linear_params;   /* attention_linear_params + shared * mlp_params(h, e_ffn) */
 } ts_llm_inv;
 
 /* Everything one batch shares: the blocks, the network view, block-only values of the model
@@ -170,7 +176,8 @@ typedef struct {
     int code;            /* config_error over the core fields (0, 1..8, 12, 13, 15..27, 100+) */
     int schedule, tp_overlap, dualpipe, has_ep_comm, sp;
     double cp, pp, vpp, m;
-    double t_core, gemm_f, stage_layers, f_compute, w_compute;
+    double t_core, t_core_bwd, gemm_f, stage_layers, f_compute, w_compute;
+    double cp_attn_step_f, cp_attn_step_b; /* attention of one CP ring step, fwd / bwd */
     double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */
     int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
     /* per stage c (0 first, 1 busiest middle, 2 last; llm.py stage_activations):
@@ -180,6 +187,7 @@ typedef struct {
     double optimizer[2];                  /* zero == 0, zero >= 1 */
     double dense_params, expert_params, r_dp_dense, r_dp_expert, mem_logits;
     double st_dparams[3], st_eparams[3], st_logits[3]; /* per stage (llm.py stage_params) */
+    double st_lparams[3];                 /* per stage: FP8 linear weights outside the experts */
     /* read by ts_ord_init only */
     double tp, dp, ep, b, dpx, moe_layers;
     double st_dense[3], st_moe[3], st_inflight[3]; /* per stage, for ts_row_act */

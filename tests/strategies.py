@@ -97,6 +97,20 @@ def system_blocks(draw, gpus: int | None = None):
     sys[L.SYS_ATTENTION_EFFICIENCY] = draw(st.floats(0.1, 0.9))
     sys[L.SYS_MEMORY_EFFICIENCY] = draw(st.floats(0.3, 1.0))
     sys[L.SYS_LAYER_OVERHEAD_S] = draw(st.one_of(st.just(0.0), st.floats(0.0, 5e-5)))
+    # the linear layers' curve: the 16-bit one (a bf16 job) or its own (FP8)
+    if draw(st.booleans()):
+        sys[L.SYS_LINEAR_PEAK_FLOPS] = sys[L.SYS_PEAK_FLOPS]
+        sys[L.SYS_LINEAR_EFFICIENCY_MAX] = sys[L.SYS_GEMM_EFFICIENCY_MAX]
+        sys[L.SYS_LINEAR_HALF_FLOPS] = sys[L.SYS_GEMM_HALF_FLOPS]
+    else:
+        sys[L.SYS_LINEAR_PEAK_FLOPS] = sys[L.SYS_PEAK_FLOPS] * draw(st.floats(1.0, 4.0))
+        sys[L.SYS_LINEAR_EFFICIENCY_MAX] = draw(st.floats(0.3, 1.0))
+        sys[L.SYS_LINEAR_HALF_FLOPS] = draw(st.one_of(st.just(0.0), st.floats(0.0, 1e12)))
+    sys[L.SYS_TP_OVERLAP_EXPOSED] = draw(st.one_of(st.just(0.0), st.just(1.0),
+                                                   st.floats(0.0, 1.0)))
+    sys[L.SYS_TP_OVERLAP_SLOWDOWN] = draw(st.one_of(st.just(0.0), st.floats(0.0, 0.5)))
+    sys[L.SYS_CP_OVERLAP_SLOWDOWN] = draw(st.one_of(st.just(0.0), st.floats(0.0, 0.5)))
+    sys[L.SYS_ATTENTION_HALF_SEQ] = draw(st.one_of(st.just(0.0), st.floats(0.0, 4096.0)))
     for i, row in enumerate(rows):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         for f, v in enumerate(row):
@@ -162,6 +176,9 @@ def job_blocks(draw):
     job[L.JOB_COMBINE_BYTES] = draw(st.sampled_from([2.0, 1.03125, act]))
     job[L.JOB_PIPELINE_EDGE_LAYERS] = draw(st.sampled_from([0.0, 0.0, 1.0, 2.0, 5.0]))
     job[L.JOB_DROPOUT] = draw(st.sampled_from([0.0, 1.0]))
+    # FP8 recipes' cast traffic and weight copies (spec.pack.fp8_cast_bytes), or none (bf16)
+    job[L.JOB_LINEAR_CAST_BYTES] = draw(st.sampled_from([0.0, 0.0, 4.0, 6.0, 4.0625]))
+    job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = draw(st.sampled_from([0.0, 0.0, 2.0, 2.0625]))
     return job
 
 

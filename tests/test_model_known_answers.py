@@ -24,6 +24,11 @@ def system(tiers, gpus=64, peak=1e15):
     sys[L.SYS_GEMM_HALF_FLOPS] = 1e9
     sys[L.SYS_ATTENTION_EFFICIENCY] = 0.5
     sys[L.SYS_MEMORY_EFFICIENCY] = 0.8
+    # a 16-bit job: the linear layers on the same curve; ideal TP / CP overlap unless a test
+    # sets the overlap fields
+    sys[L.SYS_LINEAR_PEAK_FLOPS] = peak
+    sys[L.SYS_LINEAR_EFFICIENCY_MAX] = 0.8
+    sys[L.SYS_LINEAR_HALF_FLOPS] = 1e9
     for i, t in enumerate(tiers):
         sys[L.SYS_TIER_BASE + i * L.N_TIER : L.SYS_TIER_BASE + (i + 1) * L.N_TIER] = t
     return sys
@@ -296,9 +301,9 @@ def test_flash_attention_runs_half_the_causal_square_unfused_runs_all_of_it():
     assert llm.executed_attention_core_flops(core, True) == 0.5 * core
     assert llm.executed_attention_core_flops(core, False) == core
     # fused: a fixed fraction of peak; unfused: two batched GEMMs on the GEMM efficiency curve
-    assert llm.attention_core_time(sys, core, True) == pytest.approx(core / (1e15 * 0.5))
+    assert llm.attention_core_time(sys, core, True, 4096) == pytest.approx(core / (1e15 * 0.5))
     eff = 0.8 * (core / 2) / (core / 2 + 1e9)
-    assert llm.attention_core_time(sys, core, False) == pytest.approx(core / (1e15 * eff))
+    assert llm.attention_core_time(sys, core, False, 4096) == pytest.approx(core / (1e15 * eff))
 
 
 def test_selective_recompute_is_free_and_useless_with_flash_attention(backend):

@@ -60,7 +60,7 @@ def test_bad_thread_count(blocks, threads):
 
 def test_block_dtype_shape_contiguity(blocks):
     sys, mdl, job, cfg = blocks
-    with pytest.raises(ValueError, match=r"system block: expected float64 of shape \(41,\)"):
+    with pytest.raises(ValueError, match=rf"system block: expected float64 of shape \({L.N_SYS},\)"):
         native.evaluate_batch(sys.astype(np.float32), mdl, job, cfg)
     with pytest.raises(ValueError, match="model block: expected float64"):
         native.evaluate_batch(sys, mdl[:-1], job, cfg)
@@ -131,6 +131,17 @@ BAD_BLOCK_FIELDS = [
      r"job\.pipeline_edge_layers: got 1e\+30, expected a number in \[0, 2\*\*53\]"),
     ("job", L.JOB_PIPELINE_EDGE_LAYERS, np.nan, r"job\.pipeline_edge_layers"),
     ("job", L.JOB_DROPOUT, -1.0, r"job\.dropout"),
+    ("sys", L.SYS_LINEAR_PEAK_FLOPS, 0.0,
+     r"system\.linear_peak_flops: got 0\.0, expected a finite number > 0"),
+    ("sys", L.SYS_LINEAR_EFFICIENCY_MAX, -0.5, r"system\.linear_efficiency_max"),
+    ("sys", L.SYS_LINEAR_HALF_FLOPS, np.inf, r"system\.linear_half_flops"),
+    ("sys", L.SYS_TP_OVERLAP_EXPOSED, 1.5,
+     r"system\.tp_overlap_exposed: got 1\.5, expected a finite number in \[0, 1\]"),
+    ("sys", L.SYS_TP_OVERLAP_SLOWDOWN, -0.1, r"system\.tp_overlap_slowdown"),
+    ("sys", L.SYS_CP_OVERLAP_SLOWDOWN, np.nan, r"system\.cp_overlap_slowdown"),
+    ("sys", L.SYS_ATTENTION_HALF_SEQ, -1.0, r"system\.attention_half_seq"),
+    ("job", L.JOB_LINEAR_CAST_BYTES, -4.0, r"job\.linear_cast_bytes"),
+    ("job", L.JOB_FP8_WEIGHT_CACHE_BYTES, np.inf, r"job\.fp8_weight_cache_bytes"),
 ]
 
 

@@ -157,9 +157,11 @@ ISOLATED = {"tp": [1, 2, 4, 8], "cp": [1, 2], "pp": [1, 2, 4, 8, 16], "mbs": [1,
 @pytest.fixture(scope="module")
 def isolated():
     """GPT-3 175B on 1,536 A100: the optimum (pp = 1, ZeRO-3, tp = 4, no recomputation,
-    order dp-tp) is 2 points of ~27,000; every configuration within 4.7% of it differs from
+    order dp-tp) is 2 points of ~27,000; every configuration within 1.4% of it differs from
     the runner-up basin (pp >= 2 with ZeRO-1/2) in several axes at once, since a
-    pipeline-free layout only fits in memory with ZeRO-3."""
+    pipeline-free layout only fits in memory with ZeRO-3. (The gap was 4.7% while overlapped TP
+    traffic was free; the optimum's TP groups span nodes and now pay the exposed fraction and the
+    GEMM slowdown of TP overlap. It stays wider than the 1% the searches below must reach.)"""
     import trainscape
 
     root = Path(__file__).resolve().parent.parent
@@ -175,7 +177,7 @@ def isolated():
 def test_the_isolated_optimum_is_isolated(isolated):
     _sc, ds, ex = isolated
     s = ex.top.out[L.OUT_STEP_TIME_S]
-    assert s[2] > s[0] * 1.04
+    assert s[2] > s[0] * 1.012
     top = ds.config_dicts(ex.top.cfg[:, :1])[0]
     assert (top["pp"], top["zero"], top["tp"], top["recompute"]) == (1, 3, 4, "none")
 

@@ -507,7 +507,12 @@ def test_pack_system_units_and_indices():
     sys = pack_system(sc)
     assert sys.dtype == np.float64 and sys.shape == (L.N_SYS,)
     assert sys[L.SYS_GPUS] == 64 and sys[L.SYS_N_TIERS] == 2
-    assert sys[L.SYS_PEAK_FLOPS] == 2000.0e12  # the fp8 peak, TFLOP/s -> FLOP/s
+    # FP8 as Transformer Engine runs it: the linear layers at the fp8 peak, the rest at bf16's
+    assert sys[L.SYS_PEAK_FLOPS] == 1000.0e12  # the bf16 peak, TFLOP/s -> FLOP/s
+    assert sys[L.SYS_LINEAR_PEAK_FLOPS] == 2000.0e12  # the fp8 peak
+    # no fp8 curve in this GPU table: the linear layers keep the bf16 curve's constants
+    assert sys[L.SYS_LINEAR_EFFICIENCY_MAX] == 0.8
+    assert sys[L.SYS_LINEAR_HALF_FLOPS] == 1e9
     assert sys[L.SYS_HBM_BYTES] == 80 * 2**30  # HBM capacity is binary (81920 MiB)
     assert sys[L.SYS_HBM_BANDWIDTH] == 3000e9
     assert sys[L.SYS_HBM_RESERVE_BYTES] == 4 * 2**30

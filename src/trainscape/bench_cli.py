@@ -54,6 +54,14 @@ def llama_blocks() -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
     sys[L.SYS_ATTENTION_EFFICIENCY] = 0.5
     sys[L.SYS_MEMORY_EFFICIENCY] = 0.8
     sys[L.SYS_LAYER_OVERHEAD_S] = 20e-6
+    # a bf16 job: linear layers on the 16-bit curve; the H100 preset's overlap constants
+    sys[L.SYS_LINEAR_PEAK_FLOPS] = 989e12
+    sys[L.SYS_LINEAR_EFFICIENCY_MAX] = 0.8
+    sys[L.SYS_LINEAR_HALF_FLOPS] = 2e9
+    sys[L.SYS_TP_OVERLAP_EXPOSED] = 0.125
+    sys[L.SYS_TP_OVERLAP_SLOWDOWN] = 0.064
+    sys[L.SYS_CP_OVERLAP_SLOWDOWN] = 0.03
+    sys[L.SYS_ATTENTION_HALF_SEQ] = 209.0
     for i, (size, gbps, lat_us, eff, over) in enumerate(
             ((8, 450, 3.4, 0.8, 1), (1024, 50, 14, 0.85, 1), (2, 50, 64, 0.85, 8))):
         base = L.SYS_TIER_BASE + i * L.N_TIER

@@ -55,6 +55,16 @@ SYSTEM_FIELDS = (
     "attention_efficiency",  # fraction of peak reached by the fused attention kernel
     "memory_efficiency",  # fraction of HBM bandwidth reached by memory-bound kernels
     "layer_overhead_s",  # fixed time per layer per microbatch pass (kernel launches, syncs)
+    # the transformer's linear layers (QKV, proj, fc1, fc2, experts): FP8 in an fp8 job
+    # (Transformer Engine), on their own achieved-efficiency curve; equal to peak_flops,
+    # gemm_efficiency_max, gemm_half_flops for a 16-bit job
+    "linear_peak_flops",  # dense peak FLOP/s of the linear layers' dtype
+    "linear_efficiency_max",  # asymptotic efficiency of the linear layers' GEMMs
+    "linear_half_flops",  # linear GEMM size (FLOPs) at which efficiency is half its maximum
+    "tp_overlap_exposed",  # fraction of TP traffic exposed even when overlapped (0..1)
+    "tp_overlap_slowdown",  # fractional slowdown of GEMMs while overlapped TP comm runs
+    "cp_overlap_slowdown",  # fractional slowdown of attention while the CP ring's P2P runs
+    "attention_half_seq",  # K/V length per attention kernel at which it reaches half its max
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -99,6 +109,8 @@ JOB_FIELDS = (
     # k more layers in the split and k transformer layers fewer (embedding / loss counted as
     # k layers each: Megatron-LM --account-for-embedding/loss-in-pipeline-split, k = 1)
     "dropout",  # 1: hidden and attention dropout on (1-byte masks stored), 0: off
+    "linear_cast_bytes",  # HBM bytes per linear-layer input element to quantize it (0: bf16)
+    "fp8_weight_cache_bytes",  # bytes per linear weight of the FP8 weight copies (0: bf16)
 )
 
 CONFIG_FIELDS = (
@@ -178,7 +190,14 @@ N_OUT = len(OUTPUT_FIELDS)
 # Written out (not generated with globals()) so readers, linters and numba all see plain ints.
 SYS_GPUS, SYS_N_TIERS, SYS_PEAK_FLOPS, SYS_HBM_BYTES, SYS_HBM_BANDWIDTH, SYS_HBM_RESERVE_BYTES, \
     SYS_GEMM_EFFICIENCY_MAX, SYS_GEMM_HALF_FLOPS, SYS_ATTENTION_EFFICIENCY, \
-    SYS_MEMORY_EFFICIENCY, SYS_LAYER_OVERHEAD_S = range(N_SYS_SCALARS)
+    SYS_MEMORY_EFFICIENCY, SYS_LAYER_OVERHEAD_S = range(11)
+SYS_LINEAR_PEAK_FLOPS = SYSTEM_FIELDS.index("linear_peak_flops")
+SYS_LINEAR_EFFICIENCY_MAX = SYSTEM_FIELDS.index("linear_efficiency_max")
+SYS_LINEAR_HALF_FLOPS = SYSTEM_FIELDS.index("linear_half_flops")
+SYS_TP_OVERLAP_EXPOSED = SYSTEM_FIELDS.index("tp_overlap_exposed")
+SYS_TP_OVERLAP_SLOWDOWN = SYSTEM_FIELDS.index("tp_overlap_slowdown")
+SYS_CP_OVERLAP_SLOWDOWN = SYSTEM_FIELDS.index("cp_overlap_slowdown")
+SYS_ATTENTION_HALF_SEQ = SYSTEM_FIELDS.index("attention_half_seq")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
     MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \
@@ -186,7 +205,8 @@ MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, M
 JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_BYTES, \
     JOB_OPTIMIZER_BYTES, JOB_OPTIMIZER_TRAFFIC_BYTES, JOB_COMM_BYTES, JOB_GRAD_COMM_BYTES, \
     JOB_FLASH_ATTENTION, JOB_DISPATCH_BYTES, JOB_COMBINE_BYTES, \
-    JOB_PIPELINE_EDGE_LAYERS, JOB_DROPOUT = range(N_JOB)
+    JOB_PIPELINE_EDGE_LAYERS, JOB_DROPOUT, JOB_LINEAR_CAST_BYTES, \
+    JOB_FP8_WEIGHT_CACHE_BYTES = range(N_JOB)
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
 OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \

@@ -82,8 +82,11 @@ def _field_rule(block: int, index: int) -> str:
         return "a finite number >= 0" if field == L.TIER_LATENCY else "a finite number > 0"
     if block == 1:
         if index in (L.SYS_GPUS, L.SYS_PEAK_FLOPS, L.SYS_HBM_BANDWIDTH, L.SYS_GEMM_EFFICIENCY_MAX,
-                     L.SYS_ATTENTION_EFFICIENCY, L.SYS_MEMORY_EFFICIENCY):
+                     L.SYS_ATTENTION_EFFICIENCY, L.SYS_MEMORY_EFFICIENCY,
+                     L.SYS_LINEAR_PEAK_FLOPS, L.SYS_LINEAR_EFFICIENCY_MAX):
             return "a finite number > 0"
+        if index == L.SYS_TP_OVERLAP_EXPOSED:
+            return "a finite number in [0, 1]"
         return "a finite number >= 0"
     if block == 2:
         if index in (L.MDL_LAYERS, L.MDL_HIDDEN, L.MDL_HEADS, L.MDL_KV_HEADS, L.MDL_HEAD_DIM,

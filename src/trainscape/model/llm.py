@@ -11,7 +11,12 @@ Conventions worth knowing:
   recomputation. *Hardware FLOPs* count what runs: causal attention skips the masked half (as
   FlashAttention's causal kernels do) and recomputation is added.
 - Backward = input gradient ``B`` + weight gradient ``W``, each as costly as the forward GEMMs
-  (Qi et al., arXiv 2401.10241 §2); attention's core has no weights, its backward is 2x forward.
+  (Qi et al., arXiv 2401.10241 §2). Attention's core has no weights; unfused, its backward is 2x
+  forward, FlashAttention's is 2.5x (it recomputes the scores, :func:`attention_backward_factor`).
+- Precision as Transformer Engine runs FP8: only the linear layers (QKV, proj, fc1, fc2,
+  experts) run at ``linear_peak_flops`` on their own efficiency curve, plus the cost of casting
+  their inputs; attention, the router, the output layer and memory-bound kernels stay 16-bit
+  (``peak_flops``). For a 16-bit job the linear fields equal the 16-bit ones.
 """
 
 from __future__ import annotations
@@ -106,6 +111,15 @@ from ..layout import (
     SYS_LAYER_OVERHEAD_S,
     SYS_MEMORY_EFFICIENCY,
     SYS_PEAK_FLOPS,
+    SYS_LINEAR_PEAK_FLOPS,
+    SYS_LINEAR_EFFICIENCY_MAX,
+    SYS_LINEAR_HALF_FLOPS,
+    SYS_TP_OVERLAP_EXPOSED,
+    SYS_TP_OVERLAP_SLOWDOWN,
+    SYS_CP_OVERLAP_SLOWDOWN,
+    SYS_ATTENTION_HALF_SEQ,
+    JOB_LINEAR_CAST_BYTES,
+    JOB_FP8_WEIGHT_CACHE_BYTES,
 )
 from .collectives import (
     all_gather_time,
@@ -216,11 +230,16 @@ def model_flops_per_sequence(mdl, s):
 # =============================================================================================
 
 
-def attention_params(h, heads, kv_heads, head_dim):
-    """Q, K, V, output projection weights and the two layer norms' scales."""
+def attention_linear_params(h, heads, kv_heads, head_dim):
+    """Q, K, V and output projection weights (the attention block's linear layers)."""
     q_dim = heads * head_dim
     kv_dim = kv_heads * head_dim
-    return h * (q_dim + 2.0 * kv_dim) + q_dim * h + 2.0 * h
+    return h * (q_dim + 2.0 * kv_dim) + q_dim * h
+
+
+def attention_params(h, heads, kv_heads, head_dim):
+    """Q, K, V, output projection weights and the two layer norms' scales."""
+    return attention_linear_params(h, heads, kv_heads, head_dim) + 2.0 * h
 
 
 def mlp_params(h, ffn, swiglu):
@@ -393,9 +412,83 @@ def gemm_time(sys, flops, gemm_count):
     return flops / (sys[SYS_PEAK_FLOPS] * gemm_efficiency(sys, flops / gemm_count))
 
 
-def attention_kernel_time(sys, flops):
-    """Fused attention (FlashAttention) at a fixed fraction of peak."""
-    return flops / (sys[SYS_PEAK_FLOPS] * sys[SYS_ATTENTION_EFFICIENCY])
+def linear_efficiency(sys, gemm_flops):
+    """:func:`gemm_efficiency` of the transformer's linear layers, on their own curve
+    (``linear_efficiency_max``, ``linear_half_flops``): an FP8 GEMM reaches a different fraction
+    of the FP8 peak than a BF16 one of the BF16 peak (ml-engineering MAMF tables: H100 SXM BF16
+    80.3 %, FP8 70.9 %), and its fixed per-GEMM cost weighs against a twice faster peak."""
+    if gemm_flops <= 0.0:
+        return sys[SYS_LINEAR_EFFICIENCY_MAX]
+    return sys[SYS_LINEAR_EFFICIENCY_MAX] * gemm_flops / (gemm_flops + sys[SYS_LINEAR_HALF_FLOPS])
+
+
+def linear_gemm_time(sys, flops, gemm_count):
+    """Time of a linear layer's ``flops`` over ``gemm_count`` equal GEMMs at the linear layers'
+    precision: Transformer Engine runs the forward, dgrad and wgrad GEMMs of ``te.Linear`` in FP8
+    under ``fp8_autocast`` (TE docs, "Using FP8 with Transformer Engine"), the router, attention
+    and Megatron-Core's ``output_layer`` (a plain ``ColumnParallelLinear``) in BF16."""
+    if flops <= 0.0:
+        return 0.0
+    return flops / (sys[SYS_LINEAR_PEAK_FLOPS] * linear_efficiency(sys, flops / gemm_count))
+
+
+def linear_cast_elements_forward(b, s, h, q_dim, ffn, mlp_copies, t, sp):
+    """Elements one GPU quantizes per layer in forward: the input of every FP8 linear layer
+    (QKV and fc1 read the layer-normed ``bsh``, split over TP ranks with SP; proj reads the
+    ``bs·a·d/t`` attention output, fc2 the ``bs·ffn/t`` activation), with ``mlp_copies`` MLPs per
+    token (``top_k + shared`` in an MoE layer)."""
+    x_in = b * s * h / t if sp else b * s * h
+    return (x_in + b * s * q_dim / t) + mlp_copies * (x_in + b * s * ffn / t)
+
+
+def linear_cast_elements_backward(b, s, h, q_dim, kv_dim, ffn, swiglu, mlp_copies, t, sp):
+    """Elements one GPU quantizes per layer in backward: the output gradient of every FP8
+    linear layer, cast for its dgrad and wgrad GEMMs (TE casts ``grad_output`` to E5M2): QKV's
+    ``bs(a d + 2 a_kv d)/t``, proj's and fc2's ``bsh``, fc1's ``bs·ffn/t`` (two of them for
+    SwiGLU's gate and up projections)."""
+    x_in = b * s * h / t if sp else b * s * h
+    fc1_out = (2.0 if swiglu else 1.0) * ffn
+    return (b * s * (q_dim + 2.0 * kv_dim) / t + x_in) + mlp_copies * (b * s * fc1_out / t + x_in)
+
+
+def linear_cast_time(sys, job, elements):
+    """Memory-bound time of quantizing ``elements`` linear-layer inputs: ``linear_cast_bytes``
+    of HBM traffic each (read the bf16 tensor, write its FP8 copies and scales; 0 in a 16-bit
+    job; see ``spec.pack.fp8_cast_bytes``)."""
+    return memory_bound_time(sys, elements * job[JOB_LINEAR_CAST_BYTES])
+
+
+def attention_backward_factor(flash):
+    """Attention-core backward FLOPs over forward FLOPs. FlashAttention's backward recomputes
+    ``S = QK^T`` and ``P`` blockwise, then runs ``dV = P^T dO``, ``dP = dO V^T``, ``dQ = dS K``,
+    ``dK = dS^T Q``: 5 matmuls against the forward's 2, i.e. 2.5x (Dao 2023, FlashAttention-2 §3.2;
+    the ``2.5 * f`` of ``flops(..., mode="bwd")`` in Dao-AILab/flash-attention
+    ``benchmarks/benchmark_flash_attention.py``, which FlashAttention-3's figures use too).
+    Unfused attention keeps ``P`` and runs only the 4 gradient matmuls: 2x."""
+    if flash:
+        return 2.5
+    return 2.0
+
+
+def attention_sequence_efficiency(sys, kv_len):
+    """Fraction of ``attention_efficiency`` a fused attention kernel reaches when each query
+    block loops over ``kv_len`` keys: ``kv_len / (kv_len + attention_half_seq)``. Each thread
+    block's fixed prologue and epilogue (load Q, rescale and write O) is amortized over the K/V
+    loop, so short sequences run slower: FlashAttention-3 forward on H100 SXM5, head dim 128,
+    16k tokens per batch (Shah et al. 2024, arXiv 2407.08608, Fig. 5): 467, 565, 625, 638, 646,
+    648 TFLOPs/s at 512 .. 16k tokens, fitted by ``669 * s / (s + 209)`` (rms log error 1.8 %).
+    Context parallelism shortens every kernel's K/V loop to ``seq / cp``."""
+    return kv_len / (kv_len + sys[SYS_ATTENTION_HALF_SEQ])
+
+
+def attention_kernel_time(sys, flops, kv_len):
+    """Fused attention (FlashAttention) at a fixed fraction of the 16-bit peak: TE's fused
+    attention runs in BF16 under FP8 autocast by default. ``attention_efficiency`` is the
+    forward+backward rate under the 2.5x backward convention (see the presets), so forward and
+    backward both run at it, scaled by :func:`attention_sequence_efficiency` of the kernel's K/V
+    length."""
+    return flops / (sys[SYS_PEAK_FLOPS] * sys[SYS_ATTENTION_EFFICIENCY]
+                    * attention_sequence_efficiency(sys, kv_len))
 
 
 def executed_attention_core_flops(core_flops, flash):
@@ -408,12 +501,13 @@ def executed_attention_core_flops(core_flops, flash):
     return core_flops
 
 
-def attention_core_time(sys, flops, flash):
-    """Time of the attention core: a fused kernel at ``attention_efficiency``, or, unfused, two
-    batched GEMMs (``QK^T`` and ``PV``) on the GEMM efficiency curve; the unfused softmax and
-    dropout traffic is in the memory-bound time (the ``5as^2b`` activation terms)."""
+def attention_core_time(sys, flops, flash, kv_len):
+    """Time of the attention core: a fused kernel at ``attention_efficiency`` (over K/V loops of
+    ``kv_len`` keys), or, unfused, two batched GEMMs (``QK^T`` and ``PV``) on the GEMM efficiency
+    curve; the unfused softmax and dropout traffic is in the memory-bound time (the ``5as^2b``
+    activation terms)."""
     if flash:
-        return attention_kernel_time(sys, flops)
+        return attention_kernel_time(sys, flops, kv_len)
     return gemm_time(sys, flops, 2.0)
 
 
@@ -616,20 +710,27 @@ def cross_entropy_time(sys, b, s, vocab, t, act_bytes):
 
 
 def stage_pass_times(dense, moe, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense, t_mem_moe,
+                     t_cast_f_dense, t_cast_f_moe, t_cast_b_dense, t_cast_b_moe, attn_bwd,
                      overhead, embed, loss, t_embed, t_logits, t_ce):
     """``(gemm_f, core_f, mem_f, f, b, w)``: one microbatch's forward GEMM, attention-core and
     memory-bound times over a device's ``dense + moe`` layers, and its forward, input-gradient
     and weight-gradient times (Qi et al., arXiv 2401.10241 §2: B and W each as costly as the
-    forward GEMMs, the attention core's backward twice its forward). The first stage adds the
-    embedding (``embed``: :func:`embedding_time`, forward and backward), the last the output
-    projection to the vocabulary (a GEMM in F, B and W) and the cross-entropy (``loss``:
-    :func:`cross_entropy_time`, forward and backward)."""
+    forward GEMMs; the attention core's backward ``attn_bwd`` times its forward,
+    :func:`attention_backward_factor`). ``mem_f`` includes the FP8 casts of the linear layers'
+    inputs (what a recomputed forward runs again); the backward casts the output gradients
+    (:func:`linear_cast_time`). The first stage adds the embedding (``embed``:
+    :func:`embedding_time`, forward and backward), the last the output projection to the
+    vocabulary (a GEMM in F, B and W) and the cross-entropy (``loss``: :func:`cross_entropy_time`,
+    forward and backward)."""
     gemm_f = dense * (t_proj + t_dense_mlp) + moe * (t_proj + t_moe_mlp)
     core_f = (dense + moe) * t_core
-    mem_f = dense * t_mem_dense + moe * t_mem_moe
+    mem_plain = dense * t_mem_dense + moe * t_mem_moe
+    cast_f = dense * t_cast_f_dense + moe * t_cast_f_moe
+    cast_b = dense * t_cast_b_dense + moe * t_cast_b_moe
+    mem_f = mem_plain + cast_f
     n = dense + moe
     f = gemm_f + core_f + mem_f + n * overhead
-    b = gemm_f + 2.0 * core_f + 2.0 * mem_f + n * overhead
+    b = gemm_f + attn_bwd * core_f + 2.0 * mem_plain + cast_b + n * overhead
     w = gemm_f
     if embed:
         f += t_embed
@@ -656,18 +757,21 @@ def stage_params(dense, moe, dense_layer_p, moe_layer_p, expert_layer_p, embed, 
     return d / tp * copies, moe * expert_layer_p / tp * copies
 
 
-def stage_memory(dense_p, expert_p, zero, dp_dense, dp_expert, param_bytes, grad_bytes,
-                 opt_bytes, act, logits):
+def stage_memory(job, dense_p, expert_p, linear_p, zero, dp_dense, dp_expert, param_bytes,
+                 grad_bytes, opt_bytes, act, logits):
     """``(weights, grads, optimizer, total)`` bytes of one device: parameters, gradients and
     optimizer states sharded over the data-parallel ranks by the ZeRO stage (Rajbhandari et al.
-    2020 §5), plus its activations and logits (the ``logits`` of the last stage)."""
+    2020 §5), the FP8 weight copies of its ``linear_p`` dense linear weights and its experts
+    (:func:`fp8_weight_cache_bytes`), plus its activations and logits (the ``logits`` of the
+    last stage)."""
     w_shard_d = dp_dense if zero == 3 else 1.0
     w_shard_e = dp_expert if zero == 3 else 1.0
     g_shard_d = dp_dense if zero >= 2 else 1.0
     g_shard_e = dp_expert if zero >= 2 else 1.0
     o_shard_d = dp_dense if zero >= 1 else 1.0
     o_shard_e = dp_expert if zero >= 1 else 1.0
-    mem_w = (dense_p / w_shard_d + expert_p / w_shard_e) * param_bytes
+    mem_w = (dense_p / w_shard_d + expert_p / w_shard_e) * param_bytes \
+        + fp8_weight_cache_bytes(job, linear_p / w_shard_d + expert_p / w_shard_e)
     mem_g = (dense_p / g_shard_d + expert_p / g_shard_e) * grad_bytes
     mem_o = (dense_p / o_shard_d + expert_p / o_shard_e) * opt_bytes
     return mem_w, mem_g, mem_o, mem_w + mem_g + mem_o + act + logits
@@ -700,6 +804,59 @@ def exposed(comm, window, overlap):
     if not overlap:
         return comm
     return max(0.0, comm - window)
+
+
+def overlapped_exposed(comm, window, exposed_fraction, slowdown):
+    """Time a communication ``comm`` adds to a compute ``window`` it is overlapped with, when a
+    fraction of it cannot overlap and the overlapped compute runs slower:
+
+        max(f·C, C − W) + σ·min((1 − f)·C, W)
+
+    Decomposing a GEMM and its dependent collective into ``n`` chunks pipelines chunk ``i``'s
+    communication with chunk ``i±1``'s compute, but the first (all-gather) or last
+    (reduce-scatter) chunk has nothing to hide behind: ``f ≈ 1/n`` (Wang et al., ASPLOS'23,
+    "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning
+    Models"). While
+    communication kernels run they hold SMs the GEMM would use (Transformer Engine userbuffers:
+    ``num_sm`` = 16 SMs for the ``pipeline``/``bulk`` methods, ``set_sm_margin``;
+    ``transformer_engine/pytorch/module/base.py`` ``initialize_ub``), so the overlapped part of
+    the window stretches by ``σ``. With ``f = σ = 0`` this is :func:`exposed`'s ``max(0, C − W)``.
+    """
+    if comm <= 0.0:
+        return 0.0
+    hidden = (1.0 - exposed_fraction) * comm
+    return max(exposed_fraction * comm, comm - window) + slowdown * min(hidden, window)
+
+
+def tp_exposed(sys, comm, window, overlap):
+    """Tensor-parallel traffic ``comm`` of one stage pass left on the critical path: all of it
+    without overlap, else :func:`overlapped_exposed` with the GPU's ``tp_overlap_exposed`` and
+    ``tp_overlap_slowdown`` (Megatron-LM ``--tp-comm-overlap``: TE userbuffers)."""
+    if not overlap:
+        return comm
+    return overlapped_exposed(comm, window, sys[SYS_TP_OVERLAP_EXPOSED],
+                              sys[SYS_TP_OVERLAP_SLOWDOWN])
+
+
+def cp_ring_exposed_forward(sys, step, t_attn, cp):
+    """Exposed ring-attention communication of one layer's forward. Megatron-Core's context
+    parallelism (TE ``AttnFuncWithCPAndKVP2P``, ``transformer_engine/pytorch/attention.py``)
+    runs ``cp`` attention steps; before step ``i`` computes it posts the P2P of the K/V block
+    step ``i+1`` needs, so ``cp − 1`` transfers of ``step`` seconds each overlap one step of
+    attention. With the load-balanced causal split (each rank holds chunks ``j`` and
+    ``2cp−1−j``) every step computes half a block, ``t_attn / cp``. Per overlapped step:
+    :func:`overlapped_exposed` with nothing unhidable and the P2P kernels' ``cp_overlap_slowdown``.
+    """
+    return (cp - 1.0) * overlapped_exposed(step, t_attn / cp, 0.0, sys[SYS_CP_OVERLAP_SLOWDOWN])
+
+
+def cp_ring_exposed_backward(sys, step, t_attn_bwd, cp):
+    """Exposed ring communication of one layer's backward: each step sends K/V onwards and the
+    partial dK/dV back (twice a forward step's bytes) behind ``t_attn_bwd / cp`` of attention
+    backward, and the last dK/dV hop to its owner follows the last step with nothing to hide
+    behind (TE ``AttnFuncWithCPAndKVP2P.backward``)."""
+    return (cp - 1.0) * overlapped_exposed(2.0 * step, t_attn_bwd / cp, 0.0,
+                                           sys[SYS_CP_OVERLAP_SLOWDOWN]) + step
 
 
 # =============================================================================================
@@ -854,21 +1011,38 @@ def row_terms(sys, mdl, job, cfg, i):
     routed = router_flops(b, seq, h, experts) / split
     expert_mlp = moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) / split
     local_experts = experts / ep + shared
-    t_proj = gemm_time(sys, proj, 2.0)
-    t_core = attention_core_time(sys, core_hw, flash)
-    t_dense_mlp = gemm_time(sys, dense_mlp, 2.0)
-    t_moe_mlp = gemm_time(sys, routed, 1.0) + gemm_time(sys, expert_mlp, 2.0 * local_experts)
+    t_proj = linear_gemm_time(sys, proj, 2.0)
+    # each attention kernel (one per ring step with CP) loops over the K/V of s = seq / cp tokens
+    t_core = attention_core_time(sys, core_hw, flash, s)
+    t_dense_mlp = linear_gemm_time(sys, dense_mlp, 2.0)
+    t_moe_mlp = gemm_time(sys, routed, 1.0) + linear_gemm_time(sys, expert_mlp,
+                                                               2.0 * local_experts)
     act_dense, act_moe = layer_activations(mdl, job, s, b, tp, sp, RECOMPUTE_NONE)
     # elementwise kernels touch about every stored activation once forward, twice backward
     t_mem_dense = memory_bound_time(sys, act_dense)
     t_mem_moe = memory_bound_time(sys, act_moe)
+    # quantizing the FP8 linear layers' inputs (forward) and output gradients (backward)
+    q_dim = heads * head_dim
+    kv_dim = kv_heads * head_dim
+    copies_moe = top_k + shared
+    t_cast_f_dense = linear_cast_time(
+        sys, job, linear_cast_elements_forward(b, s, h, q_dim, mdl[MDL_FFN_HIDDEN], 1.0, tp, sp))
+    t_cast_b_dense = linear_cast_time(
+        sys, job, linear_cast_elements_backward(b, s, h, q_dim, kv_dim, mdl[MDL_FFN_HIDDEN],
+                                                swiglu, 1.0, tp, sp))
+    t_cast_f_moe = linear_cast_time(
+        sys, job, linear_cast_elements_forward(b, s, h, q_dim, expert_ffn, copies_moe, tp, sp))
+    t_cast_b_moe = linear_cast_time(
+        sys, job, linear_cast_elements_backward(b, s, h, q_dim, kv_dim, expert_ffn, swiglu,
+                                                copies_moe, tp, sp))
     overhead = sys[SYS_LAYER_OVERHEAD_S]
+    attn_bwd = attention_backward_factor(flash)
 
     # ---- the pipeline's stages: first (embedding), busiest middle, last (output and loss) ----
     n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
     act_bytes = job[JOB_ACTIVATION_BYTES]
     t_embed = embedding_time(sys, b, s, h, act_bytes)
-    # the last stage also projects to the vocabulary (Megatron places it there)
+    # the last stage also projects to the vocabulary (Megatron places it there, in BF16)
     t_logits = gemm_time(sys, logits_flops(b, s, h, vocab) / tp, 1.0)
     t_ce = cross_entropy_time(sys, b, s, vocab, tp, act_bytes)
     d1, m1 = stage_layer_split(n_first, layers, n_moe)
@@ -876,11 +1050,17 @@ def row_terms(sys, mdl, job, cfg, i):
     d3, m3 = stage_layer_split(n_last, layers, n_moe)
     last_embed = pp <= 1.0
     st1 = stage_pass_times(d1, m1, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
-                           t_mem_moe, overhead, True, loss_first, t_embed, t_logits, t_ce)
+                           t_mem_moe, t_cast_f_dense, t_cast_f_moe, t_cast_b_dense,
+                           t_cast_b_moe, attn_bwd, overhead, True, loss_first, t_embed,
+                           t_logits, t_ce)
     st2 = stage_pass_times(d2, m2, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
-                           t_mem_moe, overhead, False, False, t_embed, t_logits, t_ce)
+                           t_mem_moe, t_cast_f_dense, t_cast_f_moe, t_cast_b_dense,
+                           t_cast_b_moe, attn_bwd, overhead, False, False, t_embed, t_logits,
+                           t_ce)
     st3 = stage_pass_times(d3, m3, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
-                           t_mem_moe, overhead, last_embed, True, t_embed, t_logits, t_ce)
+                           t_mem_moe, t_cast_f_dense, t_cast_f_moe, t_cast_b_dense,
+                           t_cast_b_moe, attn_bwd, overhead, last_embed, True, t_embed,
+                           t_logits, t_ce)
     # the slowest stage sets every device's pace (the schedules' closed forms take one F, B, W):
     # the last unless another one's F + B + W is larger
     st = st3
@@ -1020,23 +1200,24 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     tp_overlap = row[ROW_TP_OVERLAP] > 0.0
     tp_pass = ordt[ORD_TP_PASS]
     window_f = gemm_f
-    tp_f = exposed(tp_pass, window_f, tp_overlap)
-    tp_b = exposed(tp_pass, window_f, tp_overlap)
+    tp_f = tp_exposed(sys, tp_pass, window_f, tp_overlap)
+    tp_b = tp_exposed(sys, tp_pass, window_f, tp_overlap)
     if recompute == RECOMPUTE_FULL:
-        tp_b += exposed(tp_pass, window_f, tp_overlap)
+        tp_b += tp_exposed(sys, tp_pass, window_f, tp_overlap)
 
     # ---- context parallelism: ring exchange of K and V overlapped with attention --------------
+    # (Liu et al. 2023, Ring Attention; Megatron-Core CP through TE AttnFuncWithCPAndKVP2P)
     cp = row[ROW_CP]
     cp_f = 0.0
     cp_b = 0.0
     if cp > 1.0:
         step = ordt[ORD_CP_STEP]
-        ring_f = (cp - 1.0) * step  # Liu et al. 2023, Ring Attention; Megatron-LM CP
-        ring_b = 2.0 * (cp - 1.0) * step  # K, V forwards and dK, dV back
-        cp_f = stage_layers * max(0.0, ring_f - t_core)
-        cp_b = stage_layers * max(0.0, ring_b - 2.0 * t_core)
+        ring_f = cp_ring_exposed_forward(sys, step, t_core, cp)
+        cp_f = stage_layers * ring_f
+        cp_b = stage_layers * cp_ring_exposed_backward(
+            sys, step, attention_backward_factor(flash) * t_core, cp)
         if recompute == RECOMPUTE_FULL:
-            cp_b += stage_layers * max(0.0, ring_f - t_core)
+            cp_b += stage_layers * ring_f
 
     # ---- expert parallelism: dispatch + combine all-to-all per MoE layer ----------------------
     ep_f = 0.0
@@ -1080,8 +1261,12 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN], mdl[MDL_VOCAB])
     elif recompute == RECOMPUTE_SELECTIVE and not flash:
         hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
-    # backward = B + W: GEMMs twice, the attention core twice (no weights): 3 forwards in all
-    hw_flops = (3.0 * hw_fwd + hw_recompute) * (job[JOB_GLOBAL_BATCH] / b)
+    # backward = B + W: GEMMs twice, the attention core attention_backward_factor times (no
+    # weights; FlashAttention recomputes the scores): 3 forwards in all, plus 0.5 x the executed
+    # attention core with FlashAttention
+    bwd_extra = (attention_backward_factor(flash) - 2.0) * mdl[MDL_LAYERS] * row[ROW_HW_CORE] \
+        * (row[ROW_TP] * row[ROW_CP])
+    hw_flops = (3.0 * hw_fwd + bwd_extra + hw_recompute) * (job[JOB_GLOBAL_BATCH] / b)
 
     return (f_stage, b_stage, w_stage, m * (f_compute + b_compute + w_compute), m * (tp_f + tp_b),
             m * (cp_f + cp_b), m * (ep_f + ep_b), bubble, mem_act_first, hw_flops, mem_act_mid,
@@ -1190,6 +1375,11 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     expert_layer_p = (mdl[MDL_EXPERTS] / row[ROW_EP]) \
         * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN], swiglu)
     emb_p = embedding_params(vocab, h)
+    # the FP8 linear layers' weights (the router, norms and embeddings stay 16-bit)
+    attn_lin = attention_linear_params(h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM])
+    dense_lin_p = attn_lin + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
+    moe_lin_p = attn_lin + mdl[MDL_SHARED_EXPERTS] * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN],
+                                                                 swiglu)
     param_bytes = job[JOB_PARAM_BYTES]
     grad_bytes = job[JOB_GRAD_BYTES]
     opt_bytes = job[JOB_OPTIMIZER_BYTES]
@@ -1205,11 +1395,14 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     p3 = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
                       emb_p, tp, copies)
     logits_first = logits if loss_first else 0.0
-    s1 = stage_memory(p1[0], p1[1], zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+    s1 = stage_memory(job, p1[0], p1[1], (d1 * dense_lin_p + m1 * moe_lin_p) / tp * copies,
+                      zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT], logits_first)
-    s2 = stage_memory(p2[0], p2[1], zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+    s2 = stage_memory(job, p2[0], p2[1], (d2 * dense_lin_p + m2 * moe_lin_p) / tp * copies,
+                      zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT_MID], 0.0)
-    s3 = stage_memory(p3[0], p3[1], zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+    s3 = stage_memory(job, p3[0], p3[1], (d3 * dense_lin_p + m3 * moe_lin_p) / tp * copies,
+                      zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT_LAST], logits)
     # the last stage unless another one needs more
     sm = s3
@@ -1238,6 +1431,14 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
 # =============================================================================================
 # Result columns
 # =============================================================================================
+
+
+def fp8_weight_cache_bytes(job, linear_params):
+    """Bytes of the FP8 weight copies Transformer Engine keeps beside the BF16 weights: every FP8
+    linear layer caches its quantized weight (and, for Hopper's TN-only FP8 GEMMs, its transposed
+    copy for dgrad) across microbatches (``is_first_microbatch``; TE docs, FP8 primer), at
+    ``fp8_weight_cache_bytes`` per weight (0 in a 16-bit job)."""
+    return linear_params * job[JOB_FP8_WEIGHT_CACHE_BYTES]
 
 
 def reserve_bytes(sys):

@@ -28,6 +28,10 @@ DEFAULT_STACK = "megatron-core"
 OPTIMIZERS = ("adam", "sgd")
 GRAD_DTYPES = ("fp32", "bf16")
 MLPS = ("swiglu", "gelu")
+#: FP8 scaling recipes (see ``spec.pack.fp8_cast_bytes``): Transformer Engine's delayed and
+#: current ("tensorwise") per-tensor scaling, torchao's rowwise scaling, DeepSeek-V3's 1x128 /
+#: 128x128 blockwise scaling, and MXFP8 (OCP microscaling, 32-element blocks).
+FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "blockwise", "mxfp8")
 ZERO_STAGES = (0, 1, 2, 3)
 #: The default placement: Megatron-LM's rank order (RankGenerator, "tp-cp-ep-dp-pp").
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
@@ -145,6 +149,23 @@ class JobSpec(_Spec):
     # Hidden and attention dropout on (1-byte masks stored, Korthikanti et al. 2022 §4.1).
     # NeMo's Llama / Mistral / Nemotron / GPT recipes train with dropout 0: set false for them.
     dropout: bool = True
+    # FP8 scaling recipe (dtype = "fp8" only); default "delayed", Transformer Engine's default
+    # recipe (DelayedScaling)
+    fp8_recipe: Literal[FP8_RECIPES] | None = None
+
+    @model_validator(mode="after")
+    def _check_recipe(self) -> JobSpec:
+        if self.fp8_recipe is not None and self.dtype != "fp8":
+            raise fail("fp8_recipe", "only for FP8 training (job.dtype = \"fp8\")",
+                       self.fp8_recipe, "leave it out, or set job.dtype = \"fp8\"")
+        return self
+
+    @property
+    def recipe(self) -> str | None:
+        """The FP8 recipe in use: ``fp8_recipe`` or "delayed" for an fp8 job, else None."""
+        if self.dtype != "fp8":
+            return None
+        return self.fp8_recipe or "delayed"
 
 
 class GpuSpec(_Spec):
@@ -164,6 +185,18 @@ class GpuSpec(_Spec):
     layer_overhead_us: NonNegFloat = 0.0  # fixed cost per layer per microbatch pass
     # with ``preset``: apply the constants fitted for this GPU (presets/calibrated.toml)
     calibrated: bool = True
+    # FP8 GEMMs of the linear layers on their own curve; left out: the BF16 curve's values
+    fp8_gemm_efficiency_max: Fraction | None = None
+    fp8_gemm_half_flops: NonNegFloat | None = None
+    # TP communication overlap (TE userbuffers): fraction that stays exposed, and fractional
+    # slowdown of the overlapped GEMMs. Defaults: the H100 derivation in presets/gpus.toml.
+    tp_overlap_exposed: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.125
+    tp_overlap_slowdown: NonNegFloat = 0.064
+    # slowdown of attention while context parallelism's ring P2P runs beside it
+    cp_overlap_slowdown: NonNegFloat = 0.03
+    # K/V length at which a fused attention kernel reaches half of attention_efficiency; 0: no
+    # dependence on the sequence length
+    attention_half_seq: NonNegFloat = 0.0
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
@@ -549,6 +582,10 @@ class Scenario(_Spec):
         if self.cluster.gpu.peak_for(self.job.dtype) is None:
             raise fail("job.dtype", "the GPU has no peak rate for this dtype", self.job.dtype,
                        ", ".join(self.cluster.gpu.peak_tflops))
+        if self.job.dtype == "fp8" and self.cluster.gpu.peak_for("bf16") is None:
+            raise fail("cluster.gpu.peak_tflops", "FP8 training runs attention and the output "
+                       "layer in BF16: the GPU needs a bf16 peak too",
+                       dict(self.cluster.gpu.peak_tflops), "a table with bf16 and fp8")
         if self.config is not None:
             try:
                 self.config = self.config.resolved(self.cluster.gpus)

@@ -117,6 +117,44 @@ def default_combine_dtype(compute_dtype: str) -> str:
     """The combine dtype a job uses unless it says otherwise: 16-bit (bf16 for FP8 training,
     DeepSeek-V3 §3.3.2)."""
     return "bf16" if compute_dtype == "fp8" else compute_dtype
+def fp8_cast_bytes(recipe: str | None) -> float:
+    """HBM bytes moved per element to quantize one FP8 linear layer's input (0 without FP8).
+
+    Every recipe reads the bf16 tensor (2 bytes) and writes two FP8 copies (1 byte each): the
+    rowwise one for the forward / dgrad GEMM and the columnwise (transposed) one the wgrad GEMM
+    needs, Hopper's FP8 tensor cores taking only the TN layout (Transformer Engine's fused
+    ``cast_transpose``; TE docs, "Using FP8 with Transformer Engine"). On top of that:
+
+    - ``delayed`` (TE ``DelayedScaling``): the scale comes from earlier steps' amax history, so
+      one pass: 2 + 2 x 1 = 4.
+    - ``tensorwise`` (TE ``Float8CurrentScaling``, torchao tensorwise): the current tensor's amax
+      first, a second read: 2 + 2 + 2 x 1 = 6.
+    - ``rowwise`` (torchao rowwise): per-row amax and scales for the rowwise copy, per-column
+      ones for the transposed copy, so an amax pass too: 6 (the 4-byte scale per row of
+      thousands of elements is negligible).
+    - ``blockwise`` (DeepSeek-V3 report §3.3.2, arXiv 2412.19437: 1x128 activation tiles, one
+      fp32 scale each; the transposed copy is requantized): 2 + 2 x (1 + 4/128) = 4.0625.
+    - ``mxfp8`` (OCP Microscaling Formats spec v1.0: 32-element blocks, one E8M0 byte each; TE
+      ``MXFP8BlockScaling`` keeps rowwise and columnwise copies): 2 + 2 x (1 + 1/32) = 4.0625.
+    """
+    if recipe is None:
+        return 0.0
+    return {"delayed": 4.0, "tensorwise": 6.0, "rowwise": 6.0,
+            "blockwise": 2.0 + 2.0 * (1.0 + 4.0 / 128.0),
+            "mxfp8": 2.0 + 2.0 * (1.0 + 1.0 / 32.0)}[recipe]
+
+
+def fp8_weight_cache_bytes(recipe: str | None) -> float:
+    """Bytes per linear weight of the FP8 weight copies kept beside the BF16 weights (0 without
+    FP8): Transformer Engine caches each FP8 weight and its transpose across the microbatches of a
+    step (``is_first_microbatch``; TE FP8 primer): 2 bytes for per-tensor recipes; with block
+    scales, plus their scale bytes (``blockwise``: 128x128 weight blocks with an fp32 scale,
+    DeepSeek-V3 §3.3.2; ``mxfp8``: an E8M0 byte per 32 elements, OCP MX spec v1.0)."""
+    if recipe is None:
+        return 0.0
+    return {"delayed": 2.0, "tensorwise": 2.0, "rowwise": 2.0,
+            "blockwise": 2.0 * (1.0 + 4.0 / (128.0 * 128.0)),
+            "mxfp8": 2.0 * (1.0 + 1.0 / 32.0)}[recipe]
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,7 +178,21 @@ def pack_system(scenario: Scenario) -> np.ndarray:
     sys = np.zeros(L.N_SYS, dtype=np.float64)
     sys[L.SYS_GPUS] = c.gpus
     sys[L.SYS_N_TIERS] = len(c.tiers)
-    sys[L.SYS_PEAK_FLOPS] = g.peak_for(scenario.job.dtype) * TFLOPS
+    dtype = scenario.job.dtype
+    # attention, the output layer and the memory-bound kernels run in 16 bits even in an FP8
+    # job (Transformer Engine); only the linear layers run at the FP8 peak
+    sys[L.SYS_PEAK_FLOPS] = g.peak_for("bf16" if dtype == "fp8" else dtype) * TFLOPS
+    sys[L.SYS_LINEAR_PEAK_FLOPS] = g.peak_for(dtype) * TFLOPS
+    fp8 = dtype == "fp8"
+    sys[L.SYS_LINEAR_EFFICIENCY_MAX] = (g.fp8_gemm_efficiency_max if fp8 and
+                                        g.fp8_gemm_efficiency_max is not None
+                                        else g.gemm_efficiency_max)
+    sys[L.SYS_LINEAR_HALF_FLOPS] = (g.fp8_gemm_half_flops if fp8 and
+                                    g.fp8_gemm_half_flops is not None else g.gemm_half_flops)
+    sys[L.SYS_TP_OVERLAP_EXPOSED] = g.tp_overlap_exposed
+    sys[L.SYS_TP_OVERLAP_SLOWDOWN] = g.tp_overlap_slowdown
+    sys[L.SYS_CP_OVERLAP_SLOWDOWN] = g.cp_overlap_slowdown
+    sys[L.SYS_ATTENTION_HALF_SEQ] = g.attention_half_seq
     sys[L.SYS_HBM_BYTES] = hbm_capacity_bytes(g.hbm_gb)
     sys[L.SYS_HBM_BANDWIDTH] = g.hbm_bandwidth_GBps * GB
     sys[L.SYS_HBM_RESERVE_BYTES] = hbm_capacity_bytes(g.hbm_reserve_gb)
@@ -203,6 +255,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
         j.moe_combine_dtype or default_combine_dtype(j.dtype))
     job[L.JOB_PIPELINE_EDGE_LAYERS] = j.pipeline_edge_layers
     job[L.JOB_DROPOUT] = 1.0 if j.dropout else 0.0
+    job[L.JOB_LINEAR_CAST_BYTES] = fp8_cast_bytes(j.recipe)
+    job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_weight_cache_bytes(j.recipe)
     return job
 
 
