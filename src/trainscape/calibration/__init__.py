@@ -212,17 +212,18 @@ FITTED_FIELDS = {
     "bf16": {
         "gemm_efficiency_max": (0.3, 0.95),
         "gemm_half_flops": (1e7, 1e12),
-        "attention_efficiency": (0.15, 0.9),
-        "memory_efficiency": (0.15, 0.95),
-        "layer_overhead_us": (0.0, 2000.0),
+        "attention_efficiency": (0.25, 0.8),
+        "memory_efficiency": (0.5, 0.95),
+        "layer_overhead_us": (0.0, 1000.0),
     },
     "fp8": {
-        "gemm_efficiency_max": (0.2, 0.95),
+        "fp8_gemm_efficiency_max": (0.2, 0.95),
     },
 }
 #: multipliers a software-stack profile fits (stacks.toml), relative to Megatron-Core
 STACK_FITTED_FIELDS = {
     "gemm_efficiency_max": (0.7, 1.2),
+    "attention_efficiency": (0.4, 2.0),
     "memory_efficiency": (0.5, 2.0),
 }
 #: fitted on a log scale
