@@ -223,7 +223,7 @@ FITTED_FIELDS = {
 #: multipliers a software-stack profile fits (stacks.toml), relative to Megatron-Core
 STACK_FITTED_FIELDS = {
     "gemm_efficiency_max": (0.7, 1.2),
-    "attention_efficiency": (0.4, 2.0),
+    "attention_efficiency": (0.5, 1.5),
     "memory_efficiency": (0.5, 2.0),
 }
 #: fitted on a log scale
