@@ -153,7 +153,17 @@ def test_no_kernel_caches_next_to_its_source():
     assert "with caching_in(" in (SRC / "space" / "kernels.py").read_text()
 
 
-def test_a_compiled_kernel_lands_in_its_keyed_directory():
-    assert incremental.rec_cols(0) == incremental.rec_cols.py_func(0)
-    index = [p for p in Path(incremental._njit.cache_dir).rglob("*.nbi") if "rec_cols" in p.name]
-    assert index, "rec_cols was not cached in its keyed directory"
+def test_a_compiled_kernel_lands_in_its_keyed_directory(tmp_path, monkeypatch):
+    """End to end, in a private root (the shared one may be cleared by other processes): a
+    function compiled through the helper saves its index and code in the keyed directory."""
+    monkeypatch.setenv("TRAINSCAPE_CACHE_DIR", str(tmp_path))
+    njit = numba_cache.njit_for([incremental])
+    assert njit.cache_dir == os.path.join(str(tmp_path), "numba",
+                                          os.path.basename(incremental._njit.cache_dir))
+    f = incremental.rec_cols.py_func
+    twin = type(f)(f.__code__, f.__globals__, f.__name__)
+    twin.__module__, twin.__qualname__ = f.__module__, f.__qualname__
+    compiled = njit(twin)
+    assert compiled(0) == f(0)
+    saved = sorted(p.suffix for p in Path(njit.cache_dir).rglob("incremental.rec_cols-*"))
+    assert saved == [".nbc", ".nbi"], saved
