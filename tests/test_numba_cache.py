@@ -111,6 +111,18 @@ def test_source_is_the_text_read_at_import_not_the_file_now(tmp_path, monkeypatc
     assert not private.startswith(numba_cache.cache_root())
 
 
+def test_cache_root_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRAINSCAPE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert numba_cache.cache_root() == str(tmp_path / "xdg" / "trainscape")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "nb"))
+    assert numba_cache.cache_root() == str(tmp_path / "nb" / "trainscape")
+    monkeypatch.setenv("TRAINSCAPE_CACHE_DIR", str(tmp_path / "ts"))
+    assert numba_cache.cache_root() == str(tmp_path / "ts")
+    assert numba_cache.cache_dir([dk]).startswith(str(tmp_path / "ts" / "numba") + os.sep)
+
+
 def _dispatchers(mod):
     return {k: v for k, v in vars(mod).items() if isinstance(v, numba.core.registry.CPUDispatcher)}
 

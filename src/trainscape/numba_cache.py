@@ -164,10 +164,15 @@ def cache_key(modules, sources=None) -> str:
 
 
 def cache_root() -> str:
-    """Root of the caches (``TRAINSCAPE_CACHE_DIR``, or ``$XDG_CACHE_HOME/trainscape``)."""
-    return os.environ.get("TRAINSCAPE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"), "trainscape"
-    )
+    """Root of the caches: ``TRAINSCAPE_CACHE_DIR``; else ``$NUMBA_CACHE_DIR/trainscape`` when
+    numba's cache is pointed somewhere (a read-only home, say); else
+    ``$XDG_CACHE_HOME/trainscape`` (``~/.cache/trainscape``)."""
+    if os.environ.get("TRAINSCAPE_CACHE_DIR"):
+        return os.environ["TRAINSCAPE_CACHE_DIR"]
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return os.path.join(os.environ["NUMBA_CACHE_DIR"], "trainscape")
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"),
+                        "trainscape")
 
 
 def _private_dir() -> str:
