@@ -6,6 +6,7 @@ scored from the entries they change (see the section comment below). Used by
 from __future__ import annotations
 
 import math
+import sys as _sys
 
 import numba
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from .. import layout as L
 from ..model.collectives import all_reduce_time
 from ..model.network import tier_link_bandwidth
+from ..numba_cache import njit_for
 from . import layout as D
 from .reference import (
     dense_bwd_time,
@@ -27,6 +29,8 @@ from .bounds import _collective_slope, _node_domains
 from .estimates import _cols, hbm_budget, table_state
 from .numba_kernel import JIT
 from .spec import DlrmScenario
+
+_njit = njit_for([_sys.modules[__name__]])  # cached under a key of every source it reads
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,7 +82,7 @@ _ag_time = JIT["all_gather_time"]
 _rs_time = JIT["reduce_scatter_time"]
 
 
-@numba.njit(cache=True)
+@_njit
 def _footprint(kind, k, stride, base, w, node, out):
     """Ranks holding the shards of a placed form at ``base`` into ``out``; returns (count,
     variant), variant 1 for a table-row-wise form on a partial last node."""
@@ -98,7 +102,7 @@ def _footprint(kind, k, stride, base, w, node, out):
     return 0, 0
 
 
-@numba.njit(cache=True)
+@_njit
 def _uniform_costs(sys, g, bp):
     """The row-wise reduce-scatter / all-gather and the data-parallel all-reduce of ``g``."""
     w = bp[BP_W]
@@ -110,13 +114,13 @@ def _uniform_costs(sys, g, bp):
     g[G_DPAR] = _ar_time(sys, dpe * bp[BP_GCB], w, 1.0, 1.0, 1.0, 1.0, 1.0)
 
 
-@numba.njit(cache=True)
+@_njit
 def _snap(x, v):
     """``x`` after adding ``v``, 0 when only rounding is left (a sum back to empty)."""
     return 0.0 if abs(x) <= 1e-9 * abs(v) else x
 
 
-@numba.njit(cache=True)
+@_njit
 def _apply(st, twn, dsp, dsi, did, g, itl, fkind, fk, fstride, t, f, base, sgn, node, w, fp):
     """Add (``sgn`` 1) or remove (-1) item ``t`` in form ``f`` at ``base``; returns the
     footprint count (0 for a uniform form)."""
@@ -153,7 +157,7 @@ def _apply(st, twn, dsp, dsi, did, g, itl, fkind, fk, fstride, t, f, base, sgn, 
     return cnt
 
 
-@numba.njit(cache=True)
+@_njit
 def _node_min(st, row, lo, hi):
     v = st[row, lo]
     for r in range(lo + 1, hi):
@@ -167,7 +171,7 @@ def _node_min(st, row, lo, hi):
 # entries (``ecn``): 0 / 1 the most a rank of the node receives over tier 0 (pooled / index),
 # 2 the node's table-row-wise dims.
 
-@numba.njit(cache=True)
+@_njit
 def _rank_entry(st, fac, ibw, g, s, r, ntop):
     if s == 0:
         return RS_LF, st[BS_LF, r]
@@ -178,14 +182,14 @@ def _rank_entry(st, fac, ibw, g, s, r, ntop):
     return RS_IDX, (st[BS_IX, r] + g[G_ADD]) * fac[i, r] * ibw[i]
 
 
-@numba.njit(cache=True)
+@_njit
 def _dom_entry(dsp, dsi, dsz, ibw, g, q, i, d):
     if q == 0:
         return RS_POOL, (g[G_TOTP] - dsp[i, d]) * ibw[i]
     return RS_IDX, (g[G_TOTI] - dsi[i, d] - g[G_ADD] * dsz[i, d]) * ibw[i]
 
 
-@numba.njit(cache=True)
+@_njit
 def _node_entry(st, twn, dsp, dsi, dsz, dlo, ibw, g, q, n):
     if q == 2:
         return RS_TR, twn[n]
@@ -196,24 +200,24 @@ def _node_entry(st, twn, dsp, dsi, dsz, dlo, ibw, g, q, n):
     return RS_IDX, (dsi[0, n] + g[G_ADD] * (hi - lo - 1.0) - _node_min(st, BS_IX, lo, hi)) * ibw[0]
 
 
-@numba.njit(cache=True)
+@_njit
 def _node_q_on(q, top, with_tr):
     """Whether node entry ``q`` exists (tier-0 receives need a tier; the table-row-wise
     dims are left out of candidates that move no table-row-wise item)."""
     return with_tr if q == 2 else top >= 0
 
 
-@numba.njit(cache=True)
+@_njit
 def _rank_res(s, ntop):
     return RS_LF if s == 0 else (RS_POOL if s <= ntop else RS_IDX)
 
 
-@numba.njit(cache=True)
+@_njit
 def _ex(beta, ref, k, v):
     return math.exp(beta[k] * (v - ref[k]))
 
 
-@numba.njit(cache=True)
+@_njit
 def _fill(st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, beta, ref, acc, ecr, ecd, ecn):
     """Every entry's ``exp`` relative to ``ref`` into the caches ``ecr``, ``ecd``, ``ecn`` and
     their sums (plus a constant zero entry per resource, so no sum is empty) into ``acc``."""
@@ -247,7 +251,7 @@ def _fill(st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, beta, ref, acc, ecr
             acc[k] += e
 
 
-@numba.njit(cache=True)
+@_njit
 def _all_sums(st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, beta, ref, acc, ecr, ecd,
               ecn):
     """``ref`` reset to the maxima of the entries (plus headroom), then :func:`_fill`; returns
@@ -282,14 +286,14 @@ def _all_sums(st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, beta, ref, acc,
     return p
 
 
-@numba.njit(cache=True)
+@_njit
 def _rank_penalty(st, bp, g, r):
     """Memory over the capacities of rank ``r``, relative."""
     return (max(0.0, st[BS_HBM, r] + g[G_UHBM] - bp[BP_USABLE]) / bp[BP_USABLE]
             + max(0.0, st[BS_DDR, r] + g[G_UDDR] - bp[BP_DDR]) / max(bp[BP_DDR], 1.0))
 
 
-@numba.njit(cache=True)
+@_njit
 def _smax(s, beta, ref, k):
     """The log-sum-exp maximum of resource ``k`` (inf for an empty or broken sum)."""
     if not s[k] > 0.0:
@@ -297,7 +301,7 @@ def _smax(s, beta, ref, k):
     return ref[k] + math.log(s[k]) / beta[k]
 
 
-@numba.njit(cache=True)
+@_njit
 def _objective(s, beta, ref, pen, bp, g):
     """The smoothed step (the dense part left out) from the log-sum-exp sums ``s``."""
     m_lf = _smax(s, beta, ref, RS_LF)
@@ -310,7 +314,7 @@ def _objective(s, beta, ref, pen, bp, g):
             + g[G_RSRW] + max(bwd, bp[BP_AR]) + bp[BP_PEN] * pen)
 
 
-@numba.njit(cache=True)
+@_njit
 def exact_step(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g):
     """The reference's step of the state (``evaluate_plan``'s last lines from the maxima) and
     whether it fits memory."""
@@ -361,7 +365,7 @@ def exact_step(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g):
     return step, ok
 
 
-@numba.njit(cache=True)
+@_njit
 def _collect(fp, cnt, did, top, w, tick, st_r, st_d, st_n, ranks, n_r, doms, n_d, nodes, n_n,
              all_doms):
     """Add the ranks ``fp[:cnt]``, their nodes and (unless ``all_doms``) their domains on
@@ -388,7 +392,7 @@ def _collect(fp, cnt, did, top, w, tick, st_r, st_d, st_n, ranks, n_r, doms, n_d
     return n_r, n_d, n_n
 
 
-@numba.njit(cache=True)
+@_njit
 def _relist(lists, lcnt, fp, cnt, t, sgn):
     for m in range(cnt):
         r = fp[m]
@@ -404,7 +408,7 @@ def _relist(lists, lcnt, fp, cnt, t, sgn):
                     break
 
 
-@numba.njit(cache=True)
+@_njit
 def _move(st, twn, dsp, dsi, did, g, itl, fkind, fk, fstride, t, f0, b0, f1, b1, t2, f2,
           sgn, node, w, fp):
     """Apply (``sgn`` 1) or undo (-1) a candidate: item ``t`` from form ``f0`` at ``b0`` to
@@ -418,7 +422,7 @@ def _move(st, twn, dsp, dsi, did, g, itl, fkind, fk, fstride, t, f0, b0, f1, b1,
                fp)
 
 
-@numba.njit(cache=True)
+@_njit
 def _resum(k, new_k, beta, ref, ecr, ecd, ecn, did, bp, st_r, st_d, st_n, tick, all_doms,
            with_tr):
     """Sum of resource ``k`` from the cached entries the candidate left alone (``tick``
@@ -450,7 +454,7 @@ def _resum(k, new_k, beta, ref, ecr, ecd, ecn, did, bp, st_r, st_d, st_n, tick, 
     return tot
 
 
-@numba.njit(cache=True)
+@_njit
 def _score(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, itl, fkind, fk, fstride,
            t, f0, b0, f1, b1, t2, f2, beta, ref, acc, err, pen, ecr, ecd, ecn, wk, iw, dw, tmp,
            tick):
@@ -594,7 +598,7 @@ def _score(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, itl, fkind, f
     return _objective(new, beta, ref, pen + dp, bp, g), 0, dp
 
 
-@numba.njit(cache=True)
+@_njit
 def _undo(st, twn, dsp, dsi, did, bp, g, itl, fkind, fk, fstride, t, f0, b0, f1, b1, t2, f2,
           wk, iw):
     _move(st, twn, dsp, dsi, did, g, itl, fkind, fk, fstride, t, f0, b0, f1, b1, t2, f2, -1.0,
@@ -602,7 +606,7 @@ def _undo(st, twn, dsp, dsi, did, bp, g, itl, fkind, fk, fstride, t, f0, b0, f1,
     g[:] = wk[4, : g.shape[0]]
 
 
-@numba.njit(cache=True)
+@_njit
 def _track(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, cform, cbase, best_form,
            best_base, best):
     """Keep the state if its exact step is the best seen (feasible states first)."""
@@ -614,7 +618,7 @@ def _track(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, cform, cbase,
         best_base[:] = cbase
 
 
-@numba.njit(cache=True)
+@_njit
 def _random_base(kind, k, stride, w, node, n_nodes):
     if kind == IK_TWRW:
         return np.random.randint(n_nodes) * node
@@ -623,7 +627,7 @@ def _random_base(kind, k, stride, w, node, n_nodes):
     return np.random.randint(w)
 
 
-@numba.njit(cache=True)
+@_njit
 def balance_phase(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, itl, fkind, fk,
                   fstride, nform, cform, cbase, best_form, best_base, best, n_cand, seed, beta,
                   hot_frac, swap_frac, form_frac, n_scan):

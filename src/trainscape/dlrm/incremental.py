@@ -21,13 +21,17 @@ two ranks and rebuilds the top-3 lists in O(W x tiers).
 from __future__ import annotations
 
 import math
+import sys as _sys
 
 import numba
 import numpy as np
 
 from ..layout import SYS_HBM_BYTES, SYS_HBM_RESERVE_BYTES, SYS_N_TIERS
+from ..numba_cache import njit_for
 from . import layout as D
 from .numba_kernel import JIT
+
+_njit = njit_for([_sys.modules[__name__]])  # cached under a key of every source it reads
 
 lookup_bytes = JIT["lookup_bytes"]
 lookup_seconds_per_byte = JIT["lookup_seconds_per_byte"]
@@ -77,13 +81,13 @@ B_RECV = B_SEND + 2 * MAXT
 B_NB = B_RECV + 2 * MAXT
 
 
-@numba.njit(cache=True)
+@_njit
 def rec_cols(top):
     """Columns of the per-rank record for top tier ``top``."""
     return F_G0 + N_G * 2 * (top + 1)
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _push_top(tv, ti, s, v, i):
     if v > tv[s, 2]:
         if v > tv[s, 1]:
@@ -102,7 +106,7 @@ def _push_top(tv, ti, s, v, i):
             ti[s, 2] = i
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _excl2(tv, ti, s, e1, e2):
     """Largest entry of list ``s`` whose index is neither ``e1`` nor ``e2``."""
     i0 = ti[s, 0]
@@ -117,7 +121,7 @@ def _excl2(tv, ti, s, e1, e2):
     return NEG
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _min_excl2(nb_v, nb_i, q, n, e1, e2):
     """Smallest owned weight in node ``n`` among ranks other than ``e1``, ``e2``."""
     for k in range(3):
@@ -127,7 +131,7 @@ def _min_excl2(nb_v, nb_i, q, n, e1, e2):
     return POS
 
 
-@numba.njit(cache=True)
+@_njit
 def rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, rec, rmask):
     """Domain sums, every top-3 list and the per-rank records from the per-rank rows
     (O(W x tiers))."""
@@ -135,7 +139,7 @@ def rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, rec, rmask):
     _records(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, rec, rmask)
 
 
-@numba.njit(cache=True)
+@_njit
 def _records(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, rec, rmask):
     """The per-rank records ``rec`` and position masks ``rmask`` (see ``F_*``, ``G_*``)."""
     world = int(c[C_WORLD])
@@ -185,7 +189,7 @@ def _records(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, rec, rmask):
         rmask[r, 1] = p1
 
 
-@numba.njit(cache=True)
+@_njit
 def _rebuild_lists(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i):
     """Domain sums and every top-3 list from the per-rank rows (O(W x tiers))."""
     world = int(c[C_WORLD])
@@ -235,7 +239,7 @@ def _rebuild_lists(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i):
                     _push_top(tv, ti, S_RECV + q * MAXT + i, tot - dsum[q, i, n], n)
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _x_pair(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, q, a, b, w):
     """Busiest rank's all-to-all (seconds per unit byte) after weight ``w`` of kind ``q``
     (0 pooled dims, 1 indices) moves from rank ``a`` to rank ``b != a``."""
@@ -273,7 +277,7 @@ def _x_pair(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, q, a, b, w):
     return worst
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _x_now(c, tv, q):
     """Current busiest rank's all-to-all (seconds per unit byte) of kind ``q``."""
     top = int(c[C_TOP])
@@ -285,7 +289,7 @@ def _x_now(c, tv, q):
     return worst
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _step(c, lf, lb, xp, xi):
     """The reference's step from the maxima (``evaluate_plan``'s last lines)."""
     lat = c[C_LAT]
@@ -301,7 +305,7 @@ def _step(c, lf, lb, xp, xi):
     return idx + lf + af + c[C_CONST_FWD] + emb_bwd + max(0.0, c[C_DENSE_AR] - emb_bwd)
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def score_pair(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, a, b, dlf, dlb, dh, dd, wp, wi):
     """Step after rank ``a`` loses and rank ``b != a`` gains ``dlf, dlb, dh, dd`` (lookup
     seconds fwd / bwd, HBM / DDR bytes) and owned weights ``wp`` (pooled dims) and ``wi``
@@ -324,7 +328,7 @@ def score_pair(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, a, b, dlf, dlb, dh, dd
     return _step(c, max(0.0, lf), max(0.0, lb), xp, xi)
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def score_self(c, rk, tv, ti, a, dlf, dlb, dh, dd):
     """Step after rank ``a``'s values change by ``dlf, dlb, dh, dd`` (a memory-tier change)."""
     h = rk[R_HBM, a] + dh
@@ -337,7 +341,7 @@ def score_self(c, rk, tv, ti, a, dlf, dlb, dh, dd):
     return _step(c, max(0.0, lf), max(0.0, lb), _x_now(c, tv, 0), _x_now(c, tv, 1))
 
 
-@numba.njit(cache=True)
+@_njit
 def table_terms(sys, job, tables, t, tier):
     """(fwd lookup s, bwd lookup s, HBM bytes, DDR bytes) a table-wise table adds to its rank,
     as :func:`reference.evaluate_plan` accumulates them."""
@@ -360,7 +364,7 @@ def table_terms(sys, job, tables, t, tier):
     return fwd, job[D.DJOB_BWD_MULTIPLIER] * fwd, buf, state
 
 
-@numba.njit(cache=True)
+@_njit
 def init_state(sys, job, tables, plan):
     """Evaluate ``plan`` fully and build the incremental state (once per planning run, and
     after a structural change). Returns (c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt,
@@ -445,7 +449,7 @@ def init_state(sys, job, tables, plan):
     return c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, status
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _score_one(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier,
                t, b, u, tier):
     """Score one candidate: move table ``t`` to rank ``b`` (``u < 0``, ``tier`` its tier: a
@@ -493,7 +497,7 @@ def _score_one(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank
     return _step(c, max(0.0, lf), max(0.0, lb), xp, xi)
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _ex2(v0, i0, v1, i1, v2, i2, e1, e2):
     """Largest of a top-3 list (values ``v``, indices ``i``) whose index is not ``e1``, ``e2``
     (scalars only, so the compiled loop keeps no array references per call)."""
@@ -506,18 +510,18 @@ def _ex2(v0, i0, v1, i1, v2, i2, e1, e2):
     return NEG
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _mx(a, b):
     """``max`` as one select (``b`` on ties, as the reference's ``max`` keeps the first)."""
     return a if a > b else b
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _mn(a, b):
     return a if a < b else b
 
 
-@numba.njit(cache=True)
+@_njit
 def score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier,
                 cand, out):
     """Score candidates ``cand`` (int64 ``(n, 4)``: table, rank, partner table or -1, tier)
@@ -665,7 +669,7 @@ def score_batch(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, pran
         out[k] = _step(c, _mx(0.0, lf), _mx(0.0, lb), xq0, xq1)
 
 
-@numba.njit(cache=True)
+@_njit
 def apply_candidate(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask, tdim,
                     tpool, plan, prank, ptier, t, b, u, tier, step):
     """Apply a scored candidate to the plan and the state (O(W x tiers))."""
@@ -694,7 +698,7 @@ def apply_candidate(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, tt, rec, r
     rebuild(c, rk, fac, did, n_dom, dsum, tv, ti, nb_v, nb_i, rec, rmask)
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _shift(rk, tt, tdim, tpool, t, r, tier, sgn):
     rk[R_LF, r] += sgn * tt[t, tier, TT_FWD]
     rk[R_LB, r] += sgn * tt[t, tier, TT_BWD]
@@ -746,7 +750,7 @@ def score_moves(sys, job, tables, plan, moves, backend="numba"):
     return score_candidates(sys, job, tables, plan, cand, backend)
 
 
-@numba.njit(cache=True)
+@_njit
 def _load(rk, r):
     return rk[R_LF, r] + rk[R_LB, r]
 
@@ -788,7 +792,7 @@ def evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, s
                    swap_frac, hot_frac, cfn, use_c)
 
 
-@numba.njit(cache=True)
+@_njit
 def _evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, swap_frac,
             hot_frac, cfn, use_c):
     """Batched hill climbing over table-wise tables (``movable``): each round draws ``batch``
@@ -891,7 +895,7 @@ def _evolve(sys, job, tables, plan, movable, n_scores, seed, batch, tier_moves, 
     return c[C_STEP], scored, accepted
 
 
-@numba.njit(cache=True, inline="always")
+@_njit(inline="always")
 def _draw(cand, k, movable, lists, cnt, prank, ptier, ti, top, world, tier_moves, swap_frac,
           hot_frac):
     """Draw :func:`_evolve`'s next ``k`` candidates into ``cand`` (numba's global RNG):
@@ -929,7 +933,7 @@ def _draw(cand, k, movable, lists, cnt, prank, ptier, ti, top, world, tier_moves
             cand[j, 1] = b
 
 
-@numba.njit(cache=True)
+@_njit
 def planner_candidates(ti, c, plan, movable, n, seed, tier_moves=True, swap_frac=0.25,
                        hot_frac=0.5):
     """``n`` candidates drawn as :func:`_evolve` draws them (its defaults: the planner's
@@ -960,7 +964,7 @@ def planner_candidates(ti, c, plan, movable, n, seed, tier_moves=True, swap_frac
     return cand
 
 
-@numba.njit(cache=True)
+@_njit
 def _relist(lists, cnt, pos, t, a, b):
     p = pos[t]
     last = lists[a, cnt[a] - 1]
@@ -972,7 +976,7 @@ def _relist(lists, cnt, pos, t, a, b):
     cnt[b] += 1
 
 
-@numba.njit(cache=True)
+@_njit
 def score_random(c, rk, fac, did, dsum, tv, ti, nb_v, nb_i, tt, tdim, tpool, prank, ptier,
                  cand, out, reps):
     """Bench helper: score the candidate batch ``reps`` times; returns the sum of the finite

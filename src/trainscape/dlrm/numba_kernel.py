@@ -1,19 +1,23 @@
 """The DLRM reference compiled by numba: the very functions of :mod:`trainscape.dlrm.reference`
 (and the network / collective functions it calls), re-bound so every call between them goes to
-a jitted twin, then batched over plans with ``prange``."""
+a jitted twin, then batched over plans with ``prange``. Compiled code is cached in a directory
+keyed by every source it reads (:mod:`trainscape.numba_cache`), not next to this file."""
 
 from __future__ import annotations
 
+import sys as _sys
 import types
 
 import numba
 import numpy as np
 
 from ..model import collectives, network
+from ..numba_cache import njit_for
 from . import layout as D
 from . import reference
 
 _MODULES = (network, collectives, reference)
+_njit = njit_for([_sys.modules[__name__], *_MODULES])
 
 
 def _jit_all():
@@ -30,7 +34,7 @@ def _jit_all():
                                           v.__closure__)
                 copy.__qualname__ = v.__qualname__
                 copy.__module__ = v.__module__
-                jitted[k] = numba.njit(cache=True)(copy)
+                jitted[k] = _njit(copy)
     shared.update(jitted)
     return jitted
 
@@ -43,7 +47,7 @@ DJOB_WORLD = D.DJOB_WORLD
 CHUNK = 64
 
 
-@numba.njit(parallel=True, cache=True)
+@_njit(parallel=True)
 def _evaluate_batch(sys, job, tables, plans, out):
     n = plans.shape[0]
     world = int(job[DJOB_WORLD])

@@ -39,11 +39,14 @@ from ..layout import (
     STATUS_OK,
     STATUS_OUT_OF_MEMORY,
 )
+from ..numba_cache import njit_for
 from ..space.kernels import model_njit
 from .reduce import ST_EVALUATED, ST_INVALID, ST_MIN_MEM, ST_OK, ST_OOM
 
+_njit = njit_for([_sys.modules[__name__]])  # cached under a key of every source it reads
 
-@numba.njit(cache=True, nogil=True)
+
+@_njit(nogil=True)
 def topk_insert(keys, idx, key, g):
     """Keep the K smallest ``(key, g)`` in the unsorted slots ``keys``/``idx`` (1-D)."""
     k = keys.shape[0]
@@ -58,7 +61,7 @@ def topk_insert(keys, idx, key, g):
     return False
 
 
-@numba.njit(cache=True, nogil=True)
+@_njit(nogil=True)
 def pareto_insert(fs, fm, fi, n, s, m, g):
     """Insert ``(s, m, g)`` into the front held in ``fs/fm/fi[:n]`` (sorted by step, memory
     strictly decreasing). Returns the new length, or ``-1`` when the capacity is exceeded."""

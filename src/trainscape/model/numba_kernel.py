@@ -5,23 +5,22 @@ with a namespace in which its callees are their jitted twins, then ``numba.njit`
 driver runs :func:`trainscape.model.llm.evaluate_config` over configurations with ``prange``.
 Compiled code is cached on disk (``cache=True``) so a second process does not recompile. numba
 invalidates a cached function only when *its own* file changes, while the batch driver embeds
-code from every reference module; so the cache lives in a directory keyed by a hash of all of
-their sources (and numba's version), and any edit to the model compiles afresh.
+code from every reference module and constants of :mod:`trainscape.layout`; so the cache lives
+in a directory keyed by a hash of all of their sources, read once at import, and numba's
+version (:mod:`trainscape.numba_cache`), and any edit to the model compiles afresh.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import os
+import sys as _sys
 import types
-from pathlib import Path
 
 import numba
 import numpy as np
 
 from .. import layout
 from ..layout import N_OUT
+from ..numba_cache import njit_for
 from . import collectives, llm, network, pipeline
 from .reference import check_blocks
 
@@ -198,29 +197,13 @@ DRIVER_NAMES = ("np", "layout", "llm", "MEMO_ROW_CAP", "MEMO_ROW_SLOTS", "MEMO_P
                 "PAIR_WIDTH", "PAIR_HAVE_AR", "PAIR_HAVE_AG", "CORE_FIELDS", "N_CORE")
 
 
-def cache_dir(modules) -> str:
-    """Per-source-version numba cache directory (``TRAINSCAPE_CACHE_DIR`` overrides the root)."""
-    digest = hashlib.sha256(numba.__version__.encode())
-    for mod in (layout, *modules):
-        digest.update(inspect.getsource(mod).encode())
-    # this module too: its compile options (error model, parallelism) shape the machine code
-    digest.update(Path(__file__).read_bytes())
-    root = os.environ.get("TRAINSCAPE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"), "trainscape"
-    )
-    return os.path.join(root, "numba", digest.hexdigest()[:16])
+#: ``numba.njit(cache=True, ...)`` cached under a key of this module and of every source it
+#: imports (the reference modules, :mod:`trainscape.layout`), computed now, at import
+_njit = njit_for([_sys.modules[__name__], *REFERENCE_MODULES])
+CACHE_DIR = _njit.cache_dir
 
 
 def _build_namespace():
-    previous = numba.config.CACHE_DIR
-    numba.config.CACHE_DIR = cache_dir(REFERENCE_MODULES)
-    try:
-        return _build_namespace_in_cache()
-    finally:
-        numba.config.CACHE_DIR = previous
-
-
-def _build_namespace_in_cache():
     ns: dict = {}
     owners: dict = {}
     for mod in REFERENCE_MODULES:
@@ -237,7 +220,7 @@ def _build_namespace_in_cache():
         twin = types.FunctionType(f.__code__, ns, name, f.__defaults__, f.__closure__)
         twin.__module__ = f.__module__
         twin.__qualname__ = f.__qualname__
-        ns[name] = numba.njit(cache=True, nogil=True, error_model="numpy")(twin)
+        ns[name] = _njit(twin, nogil=True, error_model="numpy")
     ns["prange"] = numba.prange
     for name in DRIVER_NAMES:
         ns[name] = globals()[name]
@@ -245,8 +228,8 @@ def _build_namespace_in_cache():
         twin = types.FunctionType(f.__code__, ns, f.__name__)
         twin.__module__ = __name__
         twin.__qualname__ = f.__name__
-        ns[f.__name__] = numba.njit(cache=True, parallel=f is _evaluate_batch, nogil=True,
-                                    error_model="numpy")(twin)
+        ns[f.__name__] = _njit(twin, parallel=f is _evaluate_batch, nogil=True,
+                               error_model="numpy")
     return ns
 
 

@@ -5,17 +5,22 @@ its numba twin (``trainscape.model.numba_kernel.jitted``) over a batch.
 
 :func:`model_njit` compiles a plain function whose globals name reference-model functions
 (``config_error``, ``evaluate_config`` ...) against their jitted twins, cached on disk in a
-directory keyed by the sources of the model *and* of the calling module (numba alone would
-only notice a change to the caller's own file and could run a stale model).
+directory keyed by the sources of the model *and* of the calling module and all they import
+(:mod:`trainscape.numba_cache`; numba alone would only notice a change to the caller's own file
+and could run a stale model).
 """
 
 from __future__ import annotations
 
+import sys as _sys
 import types
 
 import numpy as np
 
+from ..numba_cache import cache_dir, caching_in, source_text
+
 _COMPILED: dict = {}
+source_text(_sys.modules[__name__])  # the text compiled is the text imported: read it now
 
 
 def model_njit(fn, owner_module, **options):
@@ -34,12 +39,8 @@ def model_njit(fn, owner_module, **options):
     twin = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
     twin.__module__ = fn.__module__
     twin.__qualname__ = fn.__qualname__
-    previous = numba.config.CACHE_DIR
-    numba.config.CACHE_DIR = nk.cache_dir((*nk.REFERENCE_MODULES, owner_module))
-    try:
+    with caching_in(cache_dir((nk, owner_module))):
         compiled = numba.njit(cache=True, nogil=True, **options)(twin)
-    finally:
-        numba.config.CACHE_DIR = previous
     # helpers the twin calls by name must be compiled twins too
     _COMPILED[key] = compiled
     return compiled
@@ -52,8 +53,6 @@ def _codes_kernel(sys, mdl, job, cfg, codes):
 
 def config_codes(sys, mdl, job, cfg) -> np.ndarray:
     """``int32 (n,)``: :func:`~trainscape.model.llm.config_error` of every config column."""
-    import sys as _sys
-
     cfg = np.ascontiguousarray(cfg, dtype=np.int32)
     codes = np.zeros(cfg.shape[1], dtype=np.int32)
     kernel = model_njit(_codes_kernel, _sys.modules[__name__])
