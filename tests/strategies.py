@@ -179,6 +179,9 @@ def job_blocks(draw):
     # FP8 recipes' cast traffic and weight copies (spec.pack.fp8_cast_bytes), or none (bf16)
     job[L.JOB_LINEAR_CAST_BYTES] = draw(st.sampled_from([0.0, 0.0, 4.0, 6.0, 4.0625]))
     job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = draw(st.sampled_from([0.0, 0.0, 2.0, 2.0625]))
+    # saved linear-layer inputs: the activation width (16-bit) or the FP8 copy with its scales
+    # (spec.pack.saved_linear_input_bytes)
+    job[L.JOB_LINEAR_INPUT_BYTES] = draw(st.sampled_from([act, act, 1.0, 1.03125]))
     return job
 
 

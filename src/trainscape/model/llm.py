@@ -16,7 +16,10 @@ Conventions worth knowing:
 - Precision as Transformer Engine runs FP8: only the linear layers (QKV, proj, fc1, fc2,
   experts) run at ``linear_peak_flops`` on their own efficiency curve, plus the cost of casting
   their inputs; attention, the router, the output layer and memory-bound kernels stay 16-bit
-  (``peak_flops``). For a 16-bit job the linear fields equal the 16-bit ones.
+  (``peak_flops``). For a 16-bit job the linear fields equal the 16-bit ones. The linear
+  layers' inputs are saved for backward as their FP8 copies (``linear_input_bytes``,
+  :func:`linear_input_saved_bytes`); every other stored activation stays 16-bit, and the
+  memory-bound kernels' time is costed from the 16-bit sizes.
 """
 
 from __future__ import annotations
@@ -120,6 +123,7 @@ from ..layout import (
     SYS_ATTENTION_HALF_SEQ,
     JOB_LINEAR_CAST_BYTES,
     JOB_FP8_WEIGHT_CACHE_BYTES,
+    JOB_LINEAR_INPUT_BYTES,
 )
 from .collectives import (
     all_gather_time,
@@ -270,7 +274,7 @@ def dropout_mask_bytes(dropout):
 
 
 def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                               store_scores, dropout):
+                               store_scores, dropout, lin_bytes):
     """Bytes one attention block keeps for backward (Korthikanti et al. §4.1).
 
     Korthikanti's ``11sbh + 5as^2b`` at 2-byte activations: layer-norm output fed to QKV
@@ -281,13 +285,17 @@ def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_by
     mask stay replicated across the ``t`` tensor-parallel ranks; the rest is split. Without
     dropout (:func:`dropout_mask_bytes` 0) neither mask is kept and the unfused scores keep only
     the softmax output (``2as^2b``: it is the input of ``PV`` itself).
+
+    The two linear-layer inputs (the QKV input and the projection input) are kept at
+    ``lin_bytes`` (:func:`linear_input_saved_bytes`: the FP8 copy in an fp8 job); Q, K, V and the
+    scores stay at ``act_bytes``.
     """
     sbh = s * b * h
     q_dim = heads * head_dim
     kv_dim = kv_heads * head_dim
     mask = dropout_mask_bytes(dropout)
-    replicated = act_bytes * sbh + mask * sbh  # QKV input, dropout mask
-    split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + act_bytes * s * b * q_dim
+    replicated = lin_bytes * sbh + mask * sbh  # QKV input, dropout mask
+    split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + lin_bytes * s * b * q_dim
     if store_scores and not flash:
         if dropout:
             split += (2.0 * act_bytes + mask) * heads * s * s * b
@@ -300,7 +308,7 @@ def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_by
     return replicated + split / t
 
 
-def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout):
+def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout, lin_bytes):
     """Bytes one dense MLP block keeps (Korthikanti et al. §4.1: ``19sbh`` for a ``4h`` GeLU MLP
     at 2-byte activations): input (``2sbh``), activation-function input and output
     (``2 x 2sb·ffn``; SwiGLU keeps gate, up and product, ``3 x 2sb·ffn``), dropout mask (``sbh``,
@@ -313,21 +321,31 @@ def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout):
     The norm fused into ``LayerNormLinear`` saves its input and its output (the GEMM input),
     Korthikanti's layer-norm input (:func:`layernorm_activation_bytes`) and MLP input: no term
     is counted twice.
+
+    The fc1 input (the MLP input) and the fc2 input (the activation function's output) are
+    linear-layer inputs, kept at ``lin_bytes`` (:func:`linear_input_saved_bytes`); the fc1
+    output (the activation function's input: ``2·ffn`` for SwiGLU, ``ffn`` for GeLU) stays at
+    ``act_bytes``.
     """
-    replicated = act_bytes * s * b * h + dropout_mask_bytes(dropout) * s * b * h
-    split = (3.0 if swiglu else 2.0) * act_bytes * s * b * ffn
+    replicated = lin_bytes * s * b * h + dropout_mask_bytes(dropout) * s * b * h
+    split = (2.0 if swiglu else 1.0) * act_bytes * s * b * ffn + lin_bytes * s * b * ffn
     if sp:
         return (replicated + split) / t
     return replicated + split / t
 
 
-def moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes, dropout):
+def moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes, dropout,
+                         lin_bytes):
     """An MoE block: the MLP block's input and mask (with dropout), then every routed copy of a
     token keeps its dispatched input and its expert's activation-function tensors
-    (``top_k + shared`` copies)."""
+    (``top_k + shared`` copies). The block input is the router's input (a 16-bit GEMM) and stays
+    at ``act_bytes``; each copy's expert fc1 input and fc2 input are linear-layer inputs, kept at
+    ``lin_bytes`` (:func:`linear_input_saved_bytes`; TE ``GroupedLinear`` saves its FP8
+    ``inputmats``), its fc1 output at ``act_bytes``."""
     replicated = act_bytes * s * b * h + dropout_mask_bytes(dropout) * s * b * h
     copies = top_k + shared
-    split = copies * (act_bytes * s * b * h + (3.0 if swiglu else 2.0) * act_bytes * s * b * expert_ffn)
+    split = copies * (lin_bytes * s * b * h + (2.0 if swiglu else 1.0) * act_bytes * s * b
+                      * expert_ffn + lin_bytes * s * b * expert_ffn)
     if sp:
         return (replicated + split) / t
     return replicated + split / t
@@ -341,6 +359,15 @@ def layernorm_activation_bytes(s, b, h, t, sp, act_bytes):
     return ln
 
 
+def linear_input_saved_bytes(job):
+    """Bytes per element of a linear layer's input as saved for its weight-gradient GEMM: the
+    job's ``linear_input_bytes`` -- under FP8, Transformer Engine saves the quantized copy
+    (``LayerNormLinear``'s FP8 ``ln_out``, ``Linear``'s FP8 ``inputmat``;
+    ``transformer_engine/pytorch/module/layernorm_linear.py``, ``linear.py``), 1 byte plus
+    scales (``spec.pack.saved_linear_input_bytes``); in a 16-bit job ``activation_bytes``."""
+    return job[JOB_LINEAR_INPUT_BYTES]
+
+
 def layer_input_bytes(s, b, h, t, sp, act_bytes):
     """What full recomputation keeps of a layer: its input, ``2sbh`` at 2-byte activations
     (Korthikanti et al. §5), split over the TP ranks with sequence parallelism."""
@@ -350,36 +377,38 @@ def layer_input_bytes(s, b, h, t, sp, act_bytes):
 
 
 def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, sp, recompute,
-                           flash, act_bytes, dropout):
+                           flash, act_bytes, dropout, lin_bytes):
     """Bytes one dense transformer layer keeps for backward for one microbatch.
 
     Korthikanti et al. Table 2: no parallelism ``sbh(34 + 5as/h)``; tensor parallel
     ``sbh(10 + 24/t + 5as/(ht))``; with sequence parallelism ``sbh/t (34 + 5as/h)``; selective
     recomputation drops the ``5as/h`` term; full recomputation keeps only the layer input
     ``2sbh`` (``/t`` with SP). ``dropout`` 0 drops the 1-byte masks (:func:`dropout_mask_bytes`).
+    ``lin_bytes``: bytes per element of the saved linear-layer inputs
+    (:func:`linear_input_saved_bytes`; ``act_bytes`` in a 16-bit job).
     """
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                                   store_scores, dropout)
-        + mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout)
+                                   store_scores, dropout, lin_bytes)
+        + mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout, lin_bytes)
         + layernorm_activation_bytes(s, b, h, t, sp, act_bytes)
     )
 
 
 def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, top_k, shared,
-                               swiglu, t, sp, recompute, flash, act_bytes, dropout):
+                               swiglu, t, sp, recompute, flash, act_bytes, dropout, lin_bytes):
     """Bytes one MoE transformer layer keeps (attention + MoE block + norms)."""
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                                   store_scores, dropout)
+                                   store_scores, dropout, lin_bytes)
         + moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
-                               dropout)
+                               dropout, lin_bytes)
         + layernorm_activation_bytes(s, b, h, t, sp, act_bytes)
     )
 
@@ -933,9 +962,10 @@ REC_MEM_ACT_LAST = 11
 N_REC = 12
 
 
-def layer_activations(mdl, job, s, b, tp, sp, recompute):
-    """Stored activation bytes of one dense and of one MoE layer, per microbatch on one GPU
-    (:func:`layer_activation_bytes`, :func:`moe_layer_activation_bytes`)."""
+def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
+    """Activation bytes of one dense and of one MoE layer, per microbatch on one GPU
+    (:func:`layer_activation_bytes`, :func:`moe_layer_activation_bytes`), with the linear-layer
+    inputs at ``lin_bytes`` per element."""
     h = mdl[MDL_HIDDEN]
     heads = mdl[MDL_HEADS]
     kv_heads = mdl[MDL_KV_HEADS]
@@ -945,11 +975,12 @@ def layer_activations(mdl, job, s, b, tp, sp, recompute):
     act_bytes = job[JOB_ACTIVATION_BYTES]
     dropout = job[JOB_DROPOUT] > 0.0
     dense = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
-                                   swiglu, tp, sp, recompute, flash, act_bytes, dropout)
+                                   swiglu, tp, sp, recompute, flash, act_bytes, dropout,
+                                   lin_bytes)
     moe = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
                                      mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
                                      mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, recompute, flash,
-                                     act_bytes, dropout)
+                                     act_bytes, dropout, lin_bytes)
     return dense, moe
 
 
@@ -1017,8 +1048,11 @@ def row_terms(sys, mdl, job, cfg, i):
     t_dense_mlp = linear_gemm_time(sys, dense_mlp, 2.0)
     t_moe_mlp = gemm_time(sys, routed, 1.0) + linear_gemm_time(sys, expert_mlp,
                                                                2.0 * local_experts)
-    act_dense, act_moe = layer_activations(mdl, job, s, b, tp, sp, RECOMPUTE_NONE)
-    # elementwise kernels touch about every stored activation once forward, twice backward
+    # elementwise kernels touch about every stored activation once forward, twice backward; they
+    # read and write the 16-bit tensors, so the linear-layer inputs count at activation_bytes
+    # here even in an fp8 job (the FP8 copies are written by the casts, linear_cast_time)
+    act_dense, act_moe = layer_activations(mdl, job, s, b, tp, sp, RECOMPUTE_NONE,
+                                           job[JOB_ACTIVATION_BYTES])
     t_mem_dense = memory_bound_time(sys, act_dense)
     t_mem_moe = memory_bound_time(sys, act_moe)
     # quantizing the FP8 linear layers' inputs (forward) and output gradients (backward)
@@ -1250,7 +1284,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     # ---- activation memory of the first, the busiest middle and the last stage ----------------
     b = row[ROW_B]
     act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
-                                               row[ROW_SP] > 0.0, recompute)
+                                               row[ROW_SP] > 0.0, recompute,
+                                               linear_input_saved_bytes(job))
     mem_act_first, mem_act_mid, mem_act_last = stage_activations(mdl, job, schedule, pp, int(m),
                                                                  vpp, act_dense_r, act_moe_r)
 
