@@ -190,6 +190,49 @@ TS_FN double ts_layer_input_bytes(double s, double b, double h, double t, int sp
     return sp ? act_bytes * s * b * h / t : act_bytes * s * b * h;
 }
 
+/* llm.py dots_attention_bytes: Q, K, V (split) and the output projection's output (sbh,
+ * replicated without SP) under the "dots" policy. */
+TS_FN double ts_dots_attention_bytes(double s, double b, double h, double heads, double kv_heads,
+                                     double head_dim, double t, int sp, double act_bytes)
+{
+    double q_dim = heads * head_dim;
+    double kv_dim = kv_heads * head_dim;
+    double replicated = act_bytes * s * b * h;
+    double split = act_bytes * s * b * (q_dim + 2.0 * kv_dim);
+    if (sp)
+        return (replicated + split) / t;
+    return replicated + split / t;
+}
+
+/* llm.py dots_mlp_bytes: fc1 output (2 ffn for SwiGLU, split) and fc2 output (sbh). */
+TS_FN double ts_dots_mlp_bytes(double s, double b, double h, double ffn, int swiglu, double t,
+                               int sp, double act_bytes)
+{
+    double replicated = act_bytes * s * b * h;
+    double split = (swiglu ? 2.0 : 1.0) * act_bytes * s * b * ffn;
+    if (sp)
+        return (replicated + split) / t;
+    return replicated + split / t;
+}
+
+/* llm.py dots_moe_bytes: per routed copy, the dispatched input, fc1 and fc2 outputs. */
+TS_FN double ts_dots_moe_bytes(double s, double b, double h, double expert_ffn, double top_k,
+                               double shared, int swiglu, double t, double act_bytes)
+{
+    double copies = top_k + shared;
+    double split = copies * (act_bytes * s * b * h + (swiglu ? 2.0 : 1.0) * act_bytes * s * b
+                             * expert_ffn + act_bytes * s * b * h);
+    return split / t;
+}
+
+/* llm.py dots_layer_bytes: the layer input plus the linear GEMMs' outputs (JAX
+ * checkpoint_dots_with_no_batch_dims, MaxText remat_policy "minimal"). */
+TS_FN double ts_dots_layer_bytes(double attention, double block, double s, double b, double h,
+                                 double t, int sp, double act_bytes)
+{
+    return ts_layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block;
+}
+
 /* llm.py layer_activation_bytes: Korthikanti et al. Table 2 forms for a dense layer. */
 TS_FN double ts_layer_activation_bytes(double s, double b, double h, double heads,
                                        double kv_heads, double head_dim, double ffn, int swiglu,
@@ -199,6 +242,10 @@ TS_FN double ts_layer_activation_bytes(double s, double b, double h, double head
     int store_scores;
     if (recompute == TS_RECOMPUTE_FULL)
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
+    if (recompute == TS_RECOMPUTE_DOTS)
+        return ts_dots_layer_bytes(
+            ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
+            ts_dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes), s, b, h, t, sp, act_bytes);
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
                                          flash, store_scores, dropout, lin_bytes)
@@ -216,6 +263,11 @@ TS_FN double ts_moe_layer_activation_bytes(double s, double b, double h, double 
     int store_scores;
     if (recompute == TS_RECOMPUTE_FULL)
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
+    if (recompute == TS_RECOMPUTE_DOTS)
+        return ts_dots_layer_bytes(
+            ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
+            ts_dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, act_bytes),
+            s, b, h, t, sp, act_bytes);
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
                                          flash, store_scores, dropout, lin_bytes)
@@ -477,7 +529,7 @@ TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, i
 /* llm.py config_error, range checks of the free fields (recompute, zero, order, dp_overlap). */
 TS_FN int ts_free_error(int64_t recompute, int64_t zero, int64_t order, int64_t dp_overlap)
 {
-    if (recompute < 0 || recompute > TS_RECOMPUTE_FULL)
+    if (recompute < 0 || recompute > TS_RECOMPUTE_DOTS)
         return 9;
     if (zero < 0 || zero > 3)
         return 10;
@@ -822,6 +874,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->b_compute[TS_RECOMPUTE_NONE] = b_compute;
     R->b_compute[TS_RECOMPUTE_FULL] = b_compute + (gemm_f + core_f + mem_f + stage_layers * overhead);
     R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;
+    /* llm.py dots_recompute_time: the memory-bound kernels and the attention core, no GEMM */
+    R->b_compute[TS_RECOMPUTE_DOTS] = b_compute + (core_f + mem_f);
 
     /* ---- message sizes of the parallel dimensions ---- */
     R->tp_bytes = b * s * h * comm_bytes;
@@ -932,6 +986,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         R->hw_flops[TS_RECOMPUTE_SELECTIVE] = (3.0 * hw_fwd + bwd_extra
                                                + (flash ? 0.0 : layers * core_hw * split))
                                               * hw_scale;
+        R->hw_flops[TS_RECOMPUTE_DOTS] = (3.0 * hw_fwd + bwd_extra + layers * core_hw * split)
+                                         * hw_scale;
     }
 
     R->tp = tp;
@@ -1126,7 +1182,7 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
         cp_b = stage_layers * ((R->cp - 1.0) * ts_overlapped_exposed(2.0 * step,
                                                                      R->cp_attn_step_b, 0.0, sig)
                                + step);
-        if (full)
+        if (full || recompute == TS_RECOMPUTE_DOTS) /* the recomputed attention's ring */
             cp_b += stage_layers * ring_f;
     }
 

@@ -202,7 +202,7 @@ def scenarios(draw, moe: bool | None = None):
 #: Config fields with an index range, and values outside it.
 _BAD_VALUES = {
     L.CFG_SCHEDULE: [-1, L.N_SCHEDULES, 99, INT32_MIN, INT32_MAX],
-    L.CFG_RECOMPUTE: [-1, 3, INT32_MAX],
+    L.CFG_RECOMPUTE: [-1, len(L.RECOMPUTE), INT32_MAX],
     L.CFG_ZERO: [-1, 4, INT32_MIN],
     L.CFG_ORDER: [-1, L.N_ORDERS, 1000, INT32_MAX],
     L.CFG_SP: [-1, 2, INT32_MAX],
@@ -264,7 +264,7 @@ def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
     col[L.CFG_MBS] = mbs
     col[L.CFG_VPP] = vpp
     col[L.CFG_SCHEDULE] = schedule
-    col[L.CFG_RECOMPUTE] = draw(st.integers(0, 2))
+    col[L.CFG_RECOMPUTE] = draw(st.integers(0, len(L.RECOMPUTE) - 1))
     col[L.CFG_ZERO] = draw(st.integers(0, 3))
     col[L.CFG_SP] = draw(st.integers(0, 1))
     col[L.CFG_ORDER] = draw(st.integers(0, L.N_ORDERS - 1))

@@ -482,3 +482,108 @@ def test_pack_saved_linear_input_bytes_per_recipe():
     assert jbm[L.JOB_LINEAR_INPUT_BYTES] == 1.0 + 1.0 / 32.0
     assert saved_linear_input_bytes("blockwise", 2) == 1.0 + 4.0 / 128.0
     assert saved_linear_input_bytes(None, 2) == 2.0
+
+
+# ---------------------------------------------------------------------------------------------
+# F. Recompute "dots": keep the linear GEMMs' outputs and the layer input (JAX
+#    checkpoint_dots_with_no_batch_dims, MaxText remat_policy "minimal", per-op SAC)
+# ---------------------------------------------------------------------------------------------
+
+KS, KB, KH, KA, KT = 2048, 1, 12288, 96, 8  # Korthikanti et al.'s GPT-3 175B shape
+
+
+def dots_dense(t, sp, flash=False, dropout=True, lin=2.0):
+    return llm.layer_activation_bytes(KS, KB, KH, KA, KA, KH // KA, 4 * KH, False, t, sp,
+                                      L.RECOMPUTE_DOTS, flash, 2.0, dropout, lin)
+
+
+def test_dots_keeps_the_layer_input_and_the_gemm_outputs_gpt3():
+    sbh = KS * KB * KH
+    # input 2sbh, Q K V 6sbh, projection output 2sbh, fc1 output 8sbh, fc2 output 2sbh
+    assert dots_dense(1, False) == pytest.approx(20 * sbh, rel=1e-12)
+    assert dots_dense(KT, True) == pytest.approx(20 * sbh / KT, rel=1e-12)
+    # without SP the input and the two row-parallel outputs are replicated over the TP ranks
+    assert dots_dense(KT, False) == pytest.approx(6 * sbh + 14 * sbh / KT, rel=1e-12)
+    # no scores, masks or log-sum-exp are kept; FP8 changes nothing (GEMM outputs are 16-bit)
+    assert dots_dense(KT, True, flash=True, dropout=False, lin=1.0) == dots_dense(KT, True)
+    # between selective (34 sbh / t) and full (2 sbh / t)
+    sel = llm.layer_activation_bytes(KS, KB, KH, KA, KA, KH // KA, 4 * KH, False, KT, True,
+                                     L.RECOMPUTE_SELECTIVE, False, 2.0, True, 2.0)
+    full = llm.layer_activation_bytes(KS, KB, KH, KA, KA, KH // KA, 4 * KH, False, KT, True,
+                                      L.RECOMPUTE_FULL, False, 2.0, True, 2.0)
+    assert full < dots_dense(KT, True) < sel
+
+
+def test_dots_llama_swiglu_gqa_closed_form():
+    s, b, h, a, kv, d, ffn, t = 8192, 1, 4096, 32, 8, 128, 14336, 8
+    got = llm.layer_activation_bytes(s, b, h, a, kv, d, ffn, True, t, True, L.RECOMPUTE_DOTS,
+                                     True, 2.0, False, 1.0)
+    want = 2 * (s * b * h + s * b * (a * d + 2 * kv * d) + s * b * h + 2 * s * b * ffn
+                + s * b * h) / t
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_dots_moe_layer_closed_form():
+    s, b, h, a, effn, k, shared, t = 4096, 2, 2048, 16, 1024, 6, 2, 4
+    got = llm.moe_layer_activation_bytes(s, b, h, a, a, h // a, effn, k, shared, True, t, True,
+                                         L.RECOMPUTE_DOTS, True, 2.0, True, 1.0)
+    attn = 2 * (s * b * h + 3 * s * b * h + s * b * h) / t  # input, Q K V, projection output
+    per_copy = 2 * (s * b * h + 2 * s * b * effn + s * b * h)  # dispatched in, fc1, fc2 outputs
+    assert got == pytest.approx(attn + (k + shared) * per_copy / t, rel=1e-12)
+
+
+def _rec(sys, mdl, jb, rc, **kw):
+    cfg = one_config(**kw)
+    row = llm.row_terms(sys, mdl, jb, cfg, 0)
+    ordt = llm.order_terms(sys, mdl, jb, row, cfg[L.CFG_ORDER, 0])
+    return row, llm.recompute_terms(sys, mdl, jb, row, ordt, rc)
+
+
+@pytest.mark.parametrize("flash", [0, 1])
+def test_dots_backward_reruns_memory_bound_kernels_and_attention_core_not_gemms(flash):
+    sys = system([NODE, FABRIC], gpus=1)
+    mdl = gpt_model(layers=4, h=2048, heads=16)
+    jb = job(seq=4096, batch=4)
+    jb[L.JOB_FLASH_ATTENTION] = flash
+    row, none = _rec(sys, mdl, jb, L.RECOMPUTE_NONE)
+    _, dots = _rec(sys, mdl, jb, L.RECOMPUTE_DOTS)
+    _, full = _rec(sys, mdl, jb, L.RECOMPUTE_FULL)
+    assert dots[llm.REC_B_STAGE] - none[llm.REC_B_STAGE] == pytest.approx(
+        row[llm.ROW_CORE_F] + row[llm.ROW_MEM_F], rel=1e-12)
+    assert dots[llm.REC_F_STAGE] == none[llm.REC_F_STAGE]
+    assert dots[llm.REC_W_STAGE] == none[llm.REC_W_STAGE]
+    # full recomputation also re-runs the GEMMs and pays the pass overhead
+    assert full[llm.REC_B_STAGE] - dots[llm.REC_B_STAGE] == pytest.approx(
+        row[llm.ROW_GEMM_F] + 4 * sys[L.SYS_LAYER_OVERHEAD_S], rel=1e-9)
+    # hardware FLOPs: + the executed attention core of every layer, every microbatch
+    assert dots[llm.REC_HW_FLOPS] - none[llm.REC_HW_FLOPS] == pytest.approx(
+        4 * row[llm.ROW_HW_CORE] * 4, rel=1e-12)
+
+
+def test_dots_replays_the_context_parallel_ring_in_every_backend(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = gpt_model(layers=8, h=4096, heads=32)
+    jb = job(seq=16384, batch=8)
+    outs = {rc: evaluate_blocks(sys, mdl, jb, one_config(cp=8, recompute=rc), backend=backend)
+            for rc in (L.RECOMPUTE_NONE, L.RECOMPUTE_FULL, L.RECOMPUTE_DOTS)}
+    cp = L.OUT_CP_COMM_S
+    assert outs[L.RECOMPUTE_DOTS][cp, 0] == outs[L.RECOMPUTE_FULL][cp, 0]
+    assert outs[L.RECOMPUTE_DOTS][cp, 0] > outs[L.RECOMPUTE_NONE][cp, 0]
+    # no TP traffic to replay (tp = 1 here) and no GEMM: faster than full, slower than none
+    step = L.OUT_STEP_TIME_S
+    assert outs[L.RECOMPUTE_NONE][step, 0] < outs[L.RECOMPUTE_DOTS][step, 0] \
+        < outs[L.RECOMPUTE_FULL][step, 0]
+    # the memory: 8 layers x the closed form, one microbatch in flight
+    s, h = 16384 // 8, 4096
+    per_layer = 2 * (s * h + 3 * s * h + s * h + 4 * s * h + s * h)
+    assert outs[L.RECOMPUTE_DOTS][L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(
+        8 * per_layer, rel=1e-9)
+
+
+def test_dots_is_a_recompute_value_of_the_spec():
+    from trainscape.spec.pack import encode_value
+
+    assert L.RECOMPUTE[:3] == ("none", "selective", "full")  # existing codes keep their values
+    assert encode_value("recompute", "dots") == L.RECOMPUTE_DOTS == 3

@@ -26,8 +26,10 @@ SCHEDULES = (
     "dualpipe",
     "dualpipe-v",
 )
-#: Activation recomputation modes.
-RECOMPUTE = ("none", "selective", "full")
+#: Activation recomputation modes (codes are positions: new modes are appended). "dots": keep
+#: only the linear layers' GEMM outputs and the layer input, recompute everything else (JAX
+#: ``checkpoint_policies.dots_saveable``, MaxText ``remat_policy``, per-op SAC).
+RECOMPUTE = ("none", "selective", "full", "dots")
 #: The parallel dimensions a rank index is decomposed into. ``dp`` here is the part of data
 #: parallelism *outside* expert parallelism (the expert-data-parallel degree ``dp / ep``); the
 #: user-facing ``dp`` degree is ``ep * (dp / ep)``.
@@ -220,7 +222,7 @@ OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
 
 SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_H2, SCHED_ZB_V, \
     SCHED_DUALPIPE, SCHED_DUALPIPE_V = range(len(SCHEDULES))
-RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = range(len(RECOMPUTE))
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_DOTS = range(len(RECOMPUTE))
 DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP = range(len(DIMS))
 N_DIMS = len(DIMS)
 N_SCHEDULES = len(SCHEDULES)

@@ -94,6 +94,7 @@ from ..layout import (
     OUT_STEP_TIME_S,
     OUT_TOKENS_PER_S,
     OUT_TP_COMM_S,
+    RECOMPUTE_DOTS,
     RECOMPUTE_FULL,
     RECOMPUTE_NONE,
     RECOMPUTE_SELECTIVE,
@@ -376,6 +377,64 @@ def layer_input_bytes(s, b, h, t, sp, act_bytes):
     return act_bytes * s * b * h
 
 
+def dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes):
+    """What an attention block keeps under the "dots" policy (:func:`dots_layer_bytes`): the
+    outputs of its linear GEMMs -- Q, K, V (``sb(a d + 2 a_kv d)``, split over the TP ranks)
+    and the output projection's (``sbh``, replicated over the TP ranks without sequence
+    parallelism, like Korthikanti's layer-norm output) -- at ``act_bytes`` (GEMM outputs are
+    16-bit, FP8 job or not)."""
+    q_dim = heads * head_dim
+    kv_dim = kv_heads * head_dim
+    replicated = act_bytes * s * b * h
+    split = act_bytes * s * b * (q_dim + 2.0 * kv_dim)
+    if sp:
+        return (replicated + split) / t
+    return replicated + split / t
+
+
+def dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes):
+    """What a dense MLP keeps under the "dots" policy: fc1's output (``2·ffn`` wide for
+    SwiGLU's gate and up projections, MaxText ``mlpwi_0`` and ``mlpwi_1``; ``ffn`` for GeLU),
+    split over the TP ranks, and fc2's (``sbh``, replicated without SP)."""
+    replicated = act_bytes * s * b * h
+    split = (2.0 if swiglu else 1.0) * act_bytes * s * b * ffn
+    if sp:
+        return (replicated + split) / t
+    return replicated + split / t
+
+
+def dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes):
+    """What an MoE block keeps under the "dots" policy, per routed copy (``top_k + shared``):
+    the expert's fc1 output (``2·ffn`` or ``ffn``) and fc2 output (``sbh``), and its dispatched
+    input -- a modelling choice: kept so that the backward replays no dispatch all-to-all
+    (the expert fc1 weight gradient needs it); the router's ``sb·E`` logits are neglected
+    (``E << h``)."""
+    copies = top_k + shared
+    split = copies * (act_bytes * s * b * h + (2.0 if swiglu else 1.0) * act_bytes * s * b
+                      * expert_ffn + act_bytes * s * b * h)
+    return split / t
+
+
+def dots_layer_bytes(attention, block, s, b, h, t, sp, act_bytes):
+    """Bytes one layer keeps under the "dots" recompute policy: the layer input
+    (:func:`layer_input_bytes`) plus the outputs of its linear GEMMs (``attention``:
+    :func:`dots_attention_bytes`, ``block``: :func:`dots_mlp_bytes` or :func:`dots_moe_bytes`);
+    norms, activation functions, dropout and the attention core are recomputed in the backward.
+
+    MaxText's ``remat_policy = "minimal"`` is exactly this: ``Decoder.get_remat_policy``
+    (MaxText ``layers/decoders.py``) maps it to
+    ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` -- the projections' dots are
+    saved, attention's batched ``QK^T`` and ``PV`` dots are not; its named subsets
+    (``save_dot_except_mlpwi``: ``query_proj``, ``key_proj``, ``value_proj``, ``out_proj``,
+    ``mlpwo`` through ``jax.checkpoint_policies.save_only_these_names``; ``save_dot_except_mlp``,
+    ``save_qkv_proj``) keep fewer. JAX's ``jax.checkpoint_policies.dots_saveable`` and
+    ``save_only_these_names`` (JAX docs, "Gradient checkpointing with jax.checkpoint"), PaxML's
+    ``checkpoint_policy`` ``SAVE_DOT_ONLY`` / ``SAVE_QKV_OUT_PROJ`` and torchtitan's per-op
+    selective activation checkpointing (``ac_mode = "selective"`` with the op policy, matmul
+    outputs saved) are the same kind of policy."""
+    return layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block
+
+
 def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, sp, recompute,
                            flash, act_bytes, dropout, lin_bytes):
     """Bytes one dense transformer layer keeps for backward for one microbatch.
@@ -389,6 +448,10 @@ def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, s
     """
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
+    if recompute == RECOMPUTE_DOTS:
+        return dots_layer_bytes(
+            dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
+            dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes), s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
@@ -403,6 +466,11 @@ def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, t
     """Bytes one MoE transformer layer keeps (attention + MoE block + norms)."""
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
+    if recompute == RECOMPUTE_DOTS:
+        return dots_layer_bytes(
+            dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
+            dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes),
+            s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
@@ -613,7 +681,7 @@ def first_config_error(core, free):
 
 def free_config_error(cfg, i):
     """Checks of the free fields (recompute, zero, order, dp_overlap): codes 9, 10, 11, 14."""
-    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_FULL:
+    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_DOTS:
         return 9
     if cfg[CFG_ZERO, i] < 0 or cfg[CFG_ZERO, i] > 3:
         return 10
@@ -962,6 +1030,20 @@ REC_MEM_ACT_LAST = 11
 N_REC = 12
 
 
+def dots_recompute_time(core_f, mem_f):
+    """Backward time the "dots" policy adds to a stage pass (:func:`dots_layer_bytes`): it
+    re-runs what it did not save -- the memory-bound kernels (norms, activation functions,
+    residual adds, and the FP8 casts of the linear inputs the weight gradients need: ``mem_f``)
+    and the attention core's forward (``core_f``; its output and log-sum-exp feed the
+    attention backward) -- but no GEMM, since their outputs are kept (JAX
+    ``checkpoint_policies.dots_saveable``). The recomputation runs inside the backward pass
+    (XLA fuses the rematerialized ops into the backward program), so no extra per-layer pass
+    overhead is charged, and no TP or EP collective is replayed: the saved GEMM outputs are the
+    reduced ones; the attention forward's context-parallel ring is (see
+    :func:`recompute_terms`)."""
+    return core_f + mem_f
+
+
 def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
     """Activation bytes of one dense and of one MoE layer, per microbatch on one GPU
     (:func:`layer_activation_bytes`, :func:`moe_layer_activation_bytes`), with the linear-layer
@@ -1229,6 +1311,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         b_compute += gemm_f + core_f + row[ROW_MEM_F] + stage_layers * sys[SYS_LAYER_OVERHEAD_S]
     elif recompute == RECOMPUTE_SELECTIVE and not flash:
         b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
+    elif recompute == RECOMPUTE_DOTS:
+        b_compute += dots_recompute_time(core_f, row[ROW_MEM_F])
 
     # ---- tensor parallelism -------------------------------------------------------------------
     tp_overlap = row[ROW_TP_OVERLAP] > 0.0
@@ -1250,7 +1334,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         cp_f = stage_layers * ring_f
         cp_b = stage_layers * cp_ring_exposed_backward(
             sys, step, attention_backward_factor(flash) * t_core, cp)
-        if recompute == RECOMPUTE_FULL:
+        if recompute == RECOMPUTE_FULL or recompute == RECOMPUTE_DOTS:
+            # the recomputed attention forward runs its ring again
             cp_b += stage_layers * ring_f
 
     # ---- expert parallelism: dispatch + combine all-to-all per MoE layer ----------------------
@@ -1294,7 +1379,7 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     hw_recompute = 0.0
     if recompute == RECOMPUTE_FULL:
         hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN], mdl[MDL_VOCAB])
-    elif recompute == RECOMPUTE_SELECTIVE and not flash:
+    elif recompute == RECOMPUTE_DOTS or (recompute == RECOMPUTE_SELECTIVE and not flash):
         hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
     # backward = B + W: GEMMs twice, the attention core attention_backward_factor times (no
     # weights; FlashAttention recomputes the scores): 3 forwards in all, plus 0.5 x the executed
