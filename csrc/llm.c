@@ -124,14 +124,14 @@ TS_FN double ts_dropout_mask_bytes(int dropout)
 TS_FN double ts_attention_activation_bytes(double s, double b, double h, double heads,
                                            double kv_heads, double head_dim, double t, int sp,
                                            double act_bytes, int flash, int store_scores,
-                                           int dropout)
+                                           int dropout, double lin_bytes)
 {
     double sbh = s * b * h;
     double q_dim = heads * head_dim;
     double kv_dim = kv_heads * head_dim;
     double mask = ts_dropout_mask_bytes(dropout);
-    double replicated = act_bytes * sbh + mask * sbh;
-    double split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + act_bytes * s * b * q_dim;
+    double replicated = lin_bytes * sbh + mask * sbh;
+    double split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + lin_bytes * s * b * q_dim;
     if (store_scores && !flash) {
         if (dropout)
             split += (2.0 * act_bytes + mask) * heads * s * s * b;
@@ -145,12 +145,14 @@ TS_FN double ts_attention_activation_bytes(double s, double b, double h, double 
     return replicated + split / t;
 }
 
-/* llm.py mlp_activation_bytes: Korthikanti et al. §4.1 (19sbh for a 4h GeLU MLP). */
+/* llm.py mlp_activation_bytes: Korthikanti et al. §4.1 (19sbh for a 4h GeLU MLP); fc1 and fc2
+ * inputs at lin_bytes. */
 TS_FN double ts_mlp_activation_bytes(double s, double b, double h, double ffn, int swiglu,
-                                     double t, int sp, double act_bytes, int dropout)
+                                     double t, int sp, double act_bytes, int dropout,
+                                     double lin_bytes)
 {
-    double replicated = act_bytes * s * b * h + ts_dropout_mask_bytes(dropout) * s * b * h;
-    double split = (swiglu ? 3.0 : 2.0) * act_bytes * s * b * ffn;
+    double replicated = lin_bytes * s * b * h + ts_dropout_mask_bytes(dropout) * s * b * h;
+    double split = (swiglu ? 2.0 : 1.0) * act_bytes * s * b * ffn + lin_bytes * s * b * ffn;
     if (sp)
         return (replicated + split) / t;
     return replicated + split / t;
@@ -159,12 +161,12 @@ TS_FN double ts_mlp_activation_bytes(double s, double b, double h, double ffn, i
 /* llm.py moe_activation_bytes: MoE block, top_k + shared routed copies. */
 TS_FN double ts_moe_activation_bytes(double s, double b, double h, double expert_ffn,
                                      double top_k, double shared, int swiglu, double t, int sp,
-                                     double act_bytes, int dropout)
+                                     double act_bytes, int dropout, double lin_bytes)
 {
     double replicated = act_bytes * s * b * h + ts_dropout_mask_bytes(dropout) * s * b * h;
     double copies = top_k + shared;
-    double split = copies * (act_bytes * s * b * h
-                             + (swiglu ? 3.0 : 2.0) * act_bytes * s * b * expert_ffn);
+    double split = copies * (lin_bytes * s * b * h + (swiglu ? 2.0 : 1.0) * act_bytes * s * b
+                             * expert_ffn + lin_bytes * s * b * expert_ffn);
     if (sp)
         return (replicated + split) / t;
     return replicated + split / t;
@@ -188,19 +190,66 @@ TS_FN double ts_layer_input_bytes(double s, double b, double h, double t, int sp
     return sp ? act_bytes * s * b * h / t : act_bytes * s * b * h;
 }
 
+/* llm.py dots_attention_bytes: Q, K, V (split) and the output projection's output (sbh,
+ * replicated without SP) under the "dots" policy. */
+TS_FN double ts_dots_attention_bytes(double s, double b, double h, double heads, double kv_heads,
+                                     double head_dim, double t, int sp, double act_bytes)
+{
+    double q_dim = heads * head_dim;
+    double kv_dim = kv_heads * head_dim;
+    double replicated = act_bytes * s * b * h;
+    double split = act_bytes * s * b * (q_dim + 2.0 * kv_dim);
+    if (sp)
+        return (replicated + split) / t;
+    return replicated + split / t;
+}
+
+/* llm.py dots_mlp_bytes: fc1 output (2 ffn for SwiGLU, split) and fc2 output (sbh). */
+TS_FN double ts_dots_mlp_bytes(double s, double b, double h, double ffn, int swiglu, double t,
+                               int sp, double act_bytes)
+{
+    double replicated = act_bytes * s * b * h;
+    double split = (swiglu ? 2.0 : 1.0) * act_bytes * s * b * ffn;
+    if (sp)
+        return (replicated + split) / t;
+    return replicated + split / t;
+}
+
+/* llm.py dots_moe_bytes: per routed copy, the dispatched input, fc1 and fc2 outputs. */
+TS_FN double ts_dots_moe_bytes(double s, double b, double h, double expert_ffn, double top_k,
+                               double shared, int swiglu, double t, double act_bytes)
+{
+    double copies = top_k + shared;
+    double split = copies * (act_bytes * s * b * h + (swiglu ? 2.0 : 1.0) * act_bytes * s * b
+                             * expert_ffn + act_bytes * s * b * h);
+    return split / t;
+}
+
+/* llm.py dots_layer_bytes: the layer input plus the linear GEMMs' outputs (JAX
+ * checkpoint_dots_with_no_batch_dims, MaxText remat_policy "minimal"). */
+TS_FN double ts_dots_layer_bytes(double attention, double block, double s, double b, double h,
+                                 double t, int sp, double act_bytes)
+{
+    return ts_layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block;
+}
+
 /* llm.py layer_activation_bytes: Korthikanti et al. Table 2 forms for a dense layer. */
 TS_FN double ts_layer_activation_bytes(double s, double b, double h, double heads,
                                        double kv_heads, double head_dim, double ffn, int swiglu,
                                        double t, int sp, int recompute, int flash,
-                                       double act_bytes, int dropout)
+                                       double act_bytes, int dropout, double lin_bytes)
 {
     int store_scores;
     if (recompute == TS_RECOMPUTE_FULL)
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
+    if (recompute == TS_RECOMPUTE_DOTS)
+        return ts_dots_layer_bytes(
+            ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
+            ts_dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes), s, b, h, t, sp, act_bytes);
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
-                                         flash, store_scores, dropout)
-           + ts_mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout)
+                                         flash, store_scores, dropout, lin_bytes)
+           + ts_mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout, lin_bytes)
            + ts_layernorm_activation_bytes(s, b, h, t, sp, act_bytes);
 }
 
@@ -209,16 +258,21 @@ TS_FN double ts_moe_layer_activation_bytes(double s, double b, double h, double 
                                            double kv_heads, double head_dim, double expert_ffn,
                                            double top_k, double shared, int swiglu, double t,
                                            int sp, int recompute, int flash, double act_bytes,
-                                           int dropout)
+                                           int dropout, double lin_bytes)
 {
     int store_scores;
     if (recompute == TS_RECOMPUTE_FULL)
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
+    if (recompute == TS_RECOMPUTE_DOTS)
+        return ts_dots_layer_bytes(
+            ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
+            ts_dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, act_bytes),
+            s, b, h, t, sp, act_bytes);
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
-                                         flash, store_scores, dropout)
+                                         flash, store_scores, dropout, lin_bytes)
            + ts_moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
-                                     dropout)
+                                     dropout, lin_bytes)
            + ts_layernorm_activation_bytes(s, b, h, t, sp, act_bytes);
 }
 
@@ -475,7 +529,7 @@ TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, i
 /* llm.py config_error, range checks of the free fields (recompute, zero, order, dp_overlap). */
 TS_FN int ts_free_error(int64_t recompute, int64_t zero, int64_t order, int64_t dp_overlap)
 {
-    if (recompute < 0 || recompute > TS_RECOMPUTE_FULL)
+    if (recompute < 0 || recompute > TS_RECOMPUTE_DOTS)
         return 9;
     if (zero < 0 || zero > 3)
         return 10;
@@ -744,7 +798,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     t_dense_mlp = ts_linear_time_fast(&ctx->inv, dense_mlp, 2.0);
     act_dense = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp, sp,
                                           TS_RECOMPUTE_NONE, flash, act_bytes,
-                                          ctx->inv.dropout);
+                                          ctx->inv.dropout, act_bytes);
     t_mem_dense = act_dense * ctx->inv.inv_hbm; /* memory_bound_time */
     if (n_moe > 0.0) {
         routed = ts_router_flops(b, seq, h, experts) * r_split;
@@ -754,7 +808,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                     + ts_linear_time_fast(&ctx->inv, expert_mlp, 2.0 * local_experts);
         act_moe = ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn,
                                                 top_k, shared, swiglu, tp, sp, TS_RECOMPUTE_NONE,
-                                                flash, act_bytes, ctx->inv.dropout);
+                                                flash, act_bytes, ctx->inv.dropout, act_bytes);
         t_mem_moe = act_moe * ctx->inv.inv_hbm;
     } else {
         /* dense model: every MoE term below is multiplied by 0 MoE layers */
@@ -820,6 +874,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->b_compute[TS_RECOMPUTE_NONE] = b_compute;
     R->b_compute[TS_RECOMPUTE_FULL] = b_compute + (gemm_f + core_f + mem_f + stage_layers * overhead);
     R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;
+    /* llm.py dots_recompute_time: the memory-bound kernels and the attention core, no GEMM */
+    R->b_compute[TS_RECOMPUTE_DOTS] = b_compute + (core_f + mem_f);
 
     /* ---- message sizes of the parallel dimensions ---- */
     R->tp_bytes = b * s * h * comm_bytes;
@@ -900,10 +956,15 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->st_inflight[2] = ts_inflight_activations_rank(schedule, (int64_t)pp, (int64_t)m,
                                                      (int64_t)vpp,
                                                      loss_first ? 0 : (int64_t)pp - 1);
-    for (c = 0; c < 3; c++)
-        R->mem_act[TS_RECOMPUTE_NONE][c] = (d_st[c] * act_dense + m_st[c] * act_moe)
-                                           * R->st_inflight[c];
-    R->act_have = 1 << TS_RECOMPUTE_NONE;
+    if (job[TS_JOB_LINEAR_INPUT_BYTES] == act_bytes) {
+        /* the stored sizes are the 16-bit ones the memory-bound time read */
+        for (c = 0; c < 3; c++)
+            R->mem_act[TS_RECOMPUTE_NONE][c] = (d_st[c] * act_dense + m_st[c] * act_moe)
+                                               * R->st_inflight[c];
+        R->act_have = 1 << TS_RECOMPUTE_NONE;
+    } else {
+        R->act_have = 0; /* FP8-saved linear inputs: ts_row_act on first use */
+    }
     R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes);
     R->st_logits[0] = loss_first ? R->mem_logits : 0.0;
     R->st_logits[1] = 0.0;
@@ -925,6 +986,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         R->hw_flops[TS_RECOMPUTE_SELECTIVE] = (3.0 * hw_fwd + bwd_extra
                                                + (flash ? 0.0 : layers * core_hw * split))
                                               * hw_scale;
+        R->hw_flops[TS_RECOMPUTE_DOTS] = (3.0 * hw_fwd + bwd_extra + layers * core_hw * split)
+                                         * hw_scale;
     }
 
     R->tp = tp;
@@ -969,18 +1032,19 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
     const double *mdl = ctx->mdl, *job = ctx->job;
     double h = mdl[TS_MDL_HIDDEN], heads = mdl[TS_MDL_HEADS], kv_heads = mdl[TS_MDL_KV_HEADS];
     double head_dim = mdl[TS_MDL_HEAD_DIM], ffn = mdl[TS_MDL_FFN_HIDDEN];
-    double act_bytes = job[TS_JOB_ACTIVATION_BYTES];
+    double act_bytes = job[TS_JOB_ACTIVATION_BYTES], lin_bytes = job[TS_JOB_LINEAR_INPUT_BYTES];
     double s = job[TS_JOB_SEQ_LEN] / R->cp, b = R->b, tp = R->tp;
     int swiglu = mdl[TS_MDL_SWIGLU] > 0.0, flash = job[TS_JOB_FLASH_ATTENTION] > 0.0;
     int sp = R->sp;
     double act_dense_r, act_moe_r;
     act_dense_r = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp,
-                                            sp, rc, flash, act_bytes, ctx->inv.dropout);
+                                            sp, rc, flash, act_bytes, ctx->inv.dropout,
+                                            lin_bytes);
     act_moe_r = ctx->inv.n_moe > 0.0
                 ? ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
                                                 mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
                                                 mdl[TS_MDL_SHARED_EXPERTS], swiglu, tp, sp, rc,
-                                                flash, act_bytes, ctx->inv.dropout)
+                                                flash, act_bytes, ctx->inv.dropout, lin_bytes)
                 : 0.0;
     for (int c = 0; c < 3; c++)
         R->mem_act[rc][c] = (R->st_dense[c] * act_dense_r + R->st_moe[c] * act_moe_r)
@@ -1118,7 +1182,7 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
         cp_b = stage_layers * ((R->cp - 1.0) * ts_overlapped_exposed(2.0 * step,
                                                                      R->cp_attn_step_b, 0.0, sig)
                                + step);
-        if (full)
+        if (full || recompute == TS_RECOMPUTE_DOTS) /* the recomputed attention's ring */
             cp_b += stage_layers * ring_f;
     }
 

@@ -72,7 +72,8 @@ enum {
     TS_JOB_DROPOUT = 13,
     TS_JOB_LINEAR_CAST_BYTES = 14,
     TS_JOB_FP8_WEIGHT_CACHE_BYTES = 15,
-    TS_JOB_COUNT = 16
+    TS_JOB_LINEAR_INPUT_BYTES = 16,
+    TS_JOB_COUNT = 17
 };
 
 /* CONFIG_FIELDS */
@@ -140,7 +141,8 @@ enum {
     TS_RECOMPUTE_NONE = 0,
     TS_RECOMPUTE_SELECTIVE = 1,
     TS_RECOMPUTE_FULL = 2,
-    TS_RECOMPUTE_COUNT = 3
+    TS_RECOMPUTE_DOTS = 3,
+    TS_RECOMPUTE_COUNT = 4
 };
 
 /* DIMS */
@@ -168,7 +170,7 @@ enum {
 #define TS_SYS_TIER_BASE 18
 #define TS_N_SYS 48
 #define TS_N_MODEL 14
-#define TS_N_JOB 16
+#define TS_N_JOB 17
 #define TS_N_CFG 14
 #define TS_N_OUT 23
 #define TS_N_DIMS 5

@@ -179,6 +179,9 @@ def job_blocks(draw):
     # FP8 recipes' cast traffic and weight copies (spec.pack.fp8_cast_bytes), or none (bf16)
     job[L.JOB_LINEAR_CAST_BYTES] = draw(st.sampled_from([0.0, 0.0, 4.0, 6.0, 4.0625]))
     job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = draw(st.sampled_from([0.0, 0.0, 2.0, 2.0625]))
+    # saved linear-layer inputs: the activation width (16-bit) or the FP8 copy with its scales
+    # (spec.pack.saved_linear_input_bytes)
+    job[L.JOB_LINEAR_INPUT_BYTES] = draw(st.sampled_from([act, act, 1.0, 1.03125]))
     return job
 
 
@@ -199,7 +202,7 @@ def scenarios(draw, moe: bool | None = None):
 #: Config fields with an index range, and values outside it.
 _BAD_VALUES = {
     L.CFG_SCHEDULE: [-1, L.N_SCHEDULES, 99, INT32_MIN, INT32_MAX],
-    L.CFG_RECOMPUTE: [-1, 3, INT32_MAX],
+    L.CFG_RECOMPUTE: [-1, len(L.RECOMPUTE), INT32_MAX],
     L.CFG_ZERO: [-1, 4, INT32_MIN],
     L.CFG_ORDER: [-1, L.N_ORDERS, 1000, INT32_MAX],
     L.CFG_SP: [-1, 2, INT32_MAX],
@@ -261,7 +264,7 @@ def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
     col[L.CFG_MBS] = mbs
     col[L.CFG_VPP] = vpp
     col[L.CFG_SCHEDULE] = schedule
-    col[L.CFG_RECOMPUTE] = draw(st.integers(0, 2))
+    col[L.CFG_RECOMPUTE] = draw(st.integers(0, len(L.RECOMPUTE) - 1))
     col[L.CFG_ZERO] = draw(st.integers(0, 3))
     col[L.CFG_SP] = draw(st.integers(0, 1))
     col[L.CFG_ORDER] = draw(st.integers(0, L.N_ORDERS - 1))

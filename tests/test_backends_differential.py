@@ -99,7 +99,8 @@ def test_every_order_and_schedule(name, warm_backends, llama_example):  # noqa: 
     cols = []
     for order in range(L.N_ORDERS):
         for schedule in range(L.N_SCHEDULES):
-            for recompute, zero, ep_sp in ((0, 0, 0), (1, 1, 1), (2, 3, 1), (0, 2, 0)):
+            for recompute, zero, ep_sp in ((0, 0, 0), (1, 1, 1), (2, 3, 1), (0, 2, 0),
+                                           (L.RECOMPUTE_DOTS, 1, 1)):
                 c = base.copy()
                 c[L.CFG_ORDER] = order
                 c[L.CFG_SCHEDULE] = schedule

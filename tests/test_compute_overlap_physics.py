@@ -400,3 +400,191 @@ def test_context_parallelism_shortens_every_attention_kernel():
     eff1 = 8192 / (8192 + 209)
     eff8 = 1024 / (1024 + 209)
     assert r8[llm.ROW_T_CORE] == pytest.approx(r1[llm.ROW_T_CORE] / 8 * eff1 / eff8, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# E. FP8-saved activations: the linear layers' inputs kept as their FP8 copies (TE)
+# ---------------------------------------------------------------------------------------------
+
+
+def llama_model(layers=4, h=4096, heads=32, kv_heads=8, ffn=14336):
+    mdl = gpt_model(layers=layers, h=h, heads=heads, vocab=32000)
+    mdl[L.MDL_KV_HEADS] = kv_heads
+    mdl[L.MDL_FFN_HIDDEN] = ffn
+    mdl[L.MDL_SWIGLU] = 1
+    return mdl
+
+
+def test_fp8_saved_linear_inputs_shrink_a_llama_layer_by_exactly_their_share():
+    # Llama-3-8B-like layer, TP = SP = 8, FlashAttention, no dropout: the four linear inputs
+    # (QKV input sbh, projection input sb·a·d, fc1 input sbh, fc2 input sb·ffn) drop from 2 bytes
+    # to 1; Q, K, V, the fc1 output (2·ffn wide) and the norms' inputs stay 2 bytes
+    s, b, h, a, kv, d, ffn, t = 8192, 1, 4096, 32, 8, 128, 14336, 8
+
+    def per_layer(lin, rc=L.RECOMPUTE_NONE):
+        return llm.layer_activation_bytes(s, b, h, a, kv, d, ffn, True, t, True, rc, True, 2.0,
+                                          False, lin)
+
+    share = (s * b * h + s * b * a * d + s * b * h + s * b * ffn) / t
+    assert per_layer(2.0) - per_layer(1.0) == pytest.approx(share, rel=1e-12)
+    # closed form of what stays: Q, K, V (2 sb(ad + 2 kv d)), fc1 output (2 x 2 sb ffn), two
+    # norm inputs (2 x 2 sbh), the log-sum-exp (4 a s b), plus the FP8 linear inputs
+    kept16 = 2 * s * b * (a * d + 2 * kv * d) + 2 * 2 * s * b * ffn + 2 * 2 * s * b * h \
+        + 4 * a * s * b
+    assert per_layer(1.0) == pytest.approx(kept16 / t + share, rel=1e-12)
+    # full recomputation keeps the 16-bit layer input only: unchanged
+    assert per_layer(1.0, L.RECOMPUTE_FULL) == per_layer(2.0, L.RECOMPUTE_FULL)
+
+
+def test_fp8_saved_linear_inputs_of_an_moe_block():
+    # every routed copy keeps its expert's fc1 input (sbh) and fc2 input (sb·ffn) in FP8; the
+    # block input (the router's 16-bit input) and the fc1 outputs stay 16-bit
+    s, b, h, effn, k, shared, t = 4096, 2, 2048, 1024, 6, 2, 4
+    lo = llm.moe_activation_bytes(s, b, h, effn, k, shared, True, t, True, 2.0, False, 1.0)
+    hi = llm.moe_activation_bytes(s, b, h, effn, k, shared, True, t, True, 2.0, False, 2.0)
+    assert hi - lo == pytest.approx((k + shared) * (s * b * h + s * b * effn) / t, rel=1e-12)
+    assert lo == pytest.approx((2 * s * b * h + (k + shared) * (s * b * h + 2 * 2 * s * b * effn
+                                                                 + s * b * effn)) / t, rel=1e-12)
+
+
+def test_fp8_saved_inputs_shrink_memory_not_time_in_every_backend(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = fp8_system(system([NODE, FABRIC], gpus=8))
+    mdl = llama_model()
+    j16 = job(seq=8192, batch=8)
+    j16[L.JOB_DROPOUT] = 0
+    j16[L.JOB_LINEAR_CAST_BYTES] = 4.0
+    j8 = j16.copy()
+    j8[L.JOB_LINEAR_INPUT_BYTES] = 1.0
+    cfg = one_config(tp=8, sp=1)
+    o16 = evaluate_blocks(sys, mdl, j16, cfg, backend=backend)
+    o8 = evaluate_blocks(sys, mdl, j8, cfg, backend=backend)
+    s, h, a, d, ffn, t = 8192, 4096, 32, 128, 14336, 8
+    share = (2 * s * h + s * a * d + s * ffn) / t
+    # 4 layers x 1 microbatch in flight (no pipeline)
+    drop = (o16[L.OUT_MEM_ACTIVATIONS_GIB, 0] - o8[L.OUT_MEM_ACTIVATIONS_GIB, 0]) * llm.GIB
+    assert drop == pytest.approx(4 * share, rel=1e-9)
+    # the elementwise kernels still move the 16-bit tensors (the FP8 copies are the casts'
+    # output, already costed): every time column is unchanged
+    for col in L.BREAKDOWN_FIELDS + ("step_time_s",):
+        k = L.OUTPUT_FIELDS.index(col)
+        assert o8[k, 0] == o16[k, 0]
+
+
+def test_pack_saved_linear_input_bytes_per_recipe():
+    from trainscape.spec.pack import saved_linear_input_bytes
+
+    _, _, jb = pack(load_scenario(_h100_scenario("fp8")))
+    assert jb[L.JOB_LINEAR_INPUT_BYTES] == 1.0
+    _, _, jb16 = pack(load_scenario(_h100_scenario("bf16")))
+    assert jb16[L.JOB_LINEAR_INPUT_BYTES] == jb16[L.JOB_ACTIVATION_BYTES] == 2.0
+    _, _, jbm = pack(load_scenario(_h100_scenario("fp8", "mxfp8")))
+    assert jbm[L.JOB_LINEAR_INPUT_BYTES] == 1.0 + 1.0 / 32.0
+    assert saved_linear_input_bytes("blockwise", 2) == 1.0 + 4.0 / 128.0
+    assert saved_linear_input_bytes(None, 2) == 2.0
+
+
+# ---------------------------------------------------------------------------------------------
+# F. Recompute "dots": keep the linear GEMMs' outputs and the layer input (JAX
+#    checkpoint_dots_with_no_batch_dims, MaxText remat_policy "minimal", per-op SAC)
+# ---------------------------------------------------------------------------------------------
+
+KS, KB, KH, KA, KT = 2048, 1, 12288, 96, 8  # Korthikanti et al.'s GPT-3 175B shape
+
+
+def dots_dense(t, sp, flash=False, dropout=True, lin=2.0):
+    return llm.layer_activation_bytes(KS, KB, KH, KA, KA, KH // KA, 4 * KH, False, t, sp,
+                                      L.RECOMPUTE_DOTS, flash, 2.0, dropout, lin)
+
+
+def test_dots_keeps_the_layer_input_and_the_gemm_outputs_gpt3():
+    sbh = KS * KB * KH
+    # input 2sbh, Q K V 6sbh, projection output 2sbh, fc1 output 8sbh, fc2 output 2sbh
+    assert dots_dense(1, False) == pytest.approx(20 * sbh, rel=1e-12)
+    assert dots_dense(KT, True) == pytest.approx(20 * sbh / KT, rel=1e-12)
+    # without SP the input and the two row-parallel outputs are replicated over the TP ranks
+    assert dots_dense(KT, False) == pytest.approx(6 * sbh + 14 * sbh / KT, rel=1e-12)
+    # no scores, masks or log-sum-exp are kept; FP8 changes nothing (GEMM outputs are 16-bit)
+    assert dots_dense(KT, True, flash=True, dropout=False, lin=1.0) == dots_dense(KT, True)
+    # between selective (34 sbh / t) and full (2 sbh / t)
+    sel = llm.layer_activation_bytes(KS, KB, KH, KA, KA, KH // KA, 4 * KH, False, KT, True,
+                                     L.RECOMPUTE_SELECTIVE, False, 2.0, True, 2.0)
+    full = llm.layer_activation_bytes(KS, KB, KH, KA, KA, KH // KA, 4 * KH, False, KT, True,
+                                      L.RECOMPUTE_FULL, False, 2.0, True, 2.0)
+    assert full < dots_dense(KT, True) < sel
+
+
+def test_dots_llama_swiglu_gqa_closed_form():
+    s, b, h, a, kv, d, ffn, t = 8192, 1, 4096, 32, 8, 128, 14336, 8
+    got = llm.layer_activation_bytes(s, b, h, a, kv, d, ffn, True, t, True, L.RECOMPUTE_DOTS,
+                                     True, 2.0, False, 1.0)
+    want = 2 * (s * b * h + s * b * (a * d + 2 * kv * d) + s * b * h + 2 * s * b * ffn
+                + s * b * h) / t
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_dots_moe_layer_closed_form():
+    s, b, h, a, effn, k, shared, t = 4096, 2, 2048, 16, 1024, 6, 2, 4
+    got = llm.moe_layer_activation_bytes(s, b, h, a, a, h // a, effn, k, shared, True, t, True,
+                                         L.RECOMPUTE_DOTS, True, 2.0, True, 1.0)
+    attn = 2 * (s * b * h + 3 * s * b * h + s * b * h) / t  # input, Q K V, projection output
+    per_copy = 2 * (s * b * h + 2 * s * b * effn + s * b * h)  # dispatched in, fc1, fc2 outputs
+    assert got == pytest.approx(attn + (k + shared) * per_copy / t, rel=1e-12)
+
+
+def _rec(sys, mdl, jb, rc, **kw):
+    cfg = one_config(**kw)
+    row = llm.row_terms(sys, mdl, jb, cfg, 0)
+    ordt = llm.order_terms(sys, mdl, jb, row, cfg[L.CFG_ORDER, 0])
+    return row, llm.recompute_terms(sys, mdl, jb, row, ordt, rc)
+
+
+@pytest.mark.parametrize("flash", [0, 1])
+def test_dots_backward_reruns_memory_bound_kernels_and_attention_core_not_gemms(flash):
+    sys = system([NODE, FABRIC], gpus=1)
+    mdl = gpt_model(layers=4, h=2048, heads=16)
+    jb = job(seq=4096, batch=4)
+    jb[L.JOB_FLASH_ATTENTION] = flash
+    row, none = _rec(sys, mdl, jb, L.RECOMPUTE_NONE)
+    _, dots = _rec(sys, mdl, jb, L.RECOMPUTE_DOTS)
+    _, full = _rec(sys, mdl, jb, L.RECOMPUTE_FULL)
+    assert dots[llm.REC_B_STAGE] - none[llm.REC_B_STAGE] == pytest.approx(
+        row[llm.ROW_CORE_F] + row[llm.ROW_MEM_F], rel=1e-12)
+    assert dots[llm.REC_F_STAGE] == none[llm.REC_F_STAGE]
+    assert dots[llm.REC_W_STAGE] == none[llm.REC_W_STAGE]
+    # full recomputation also re-runs the GEMMs and pays the pass overhead
+    assert full[llm.REC_B_STAGE] - dots[llm.REC_B_STAGE] == pytest.approx(
+        row[llm.ROW_GEMM_F] + 4 * sys[L.SYS_LAYER_OVERHEAD_S], rel=1e-9)
+    # hardware FLOPs: + the executed attention core of every layer, every microbatch
+    assert dots[llm.REC_HW_FLOPS] - none[llm.REC_HW_FLOPS] == pytest.approx(
+        4 * row[llm.ROW_HW_CORE] * 4, rel=1e-12)
+
+
+def test_dots_replays_the_context_parallel_ring_in_every_backend(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = gpt_model(layers=8, h=4096, heads=32)
+    jb = job(seq=16384, batch=8)
+    outs = {rc: evaluate_blocks(sys, mdl, jb, one_config(cp=8, recompute=rc), backend=backend)
+            for rc in (L.RECOMPUTE_NONE, L.RECOMPUTE_FULL, L.RECOMPUTE_DOTS)}
+    cp = L.OUT_CP_COMM_S
+    assert outs[L.RECOMPUTE_DOTS][cp, 0] == outs[L.RECOMPUTE_FULL][cp, 0]
+    assert outs[L.RECOMPUTE_DOTS][cp, 0] > outs[L.RECOMPUTE_NONE][cp, 0]
+    # no TP traffic to replay (tp = 1 here) and no GEMM: faster than full, slower than none
+    step = L.OUT_STEP_TIME_S
+    assert outs[L.RECOMPUTE_NONE][step, 0] < outs[L.RECOMPUTE_DOTS][step, 0] \
+        < outs[L.RECOMPUTE_FULL][step, 0]
+    # the memory: 8 layers x the closed form, one microbatch in flight
+    s, h = 16384 // 8, 4096
+    per_layer = 2 * (s * h + 3 * s * h + s * h + 4 * s * h + s * h)
+    assert outs[L.RECOMPUTE_DOTS][L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(
+        8 * per_layer, rel=1e-9)
+
+
+def test_dots_is_a_recompute_value_of_the_spec():
+    from trainscape.spec.pack import encode_value
+
+    assert L.RECOMPUTE[:3] == ("none", "selective", "full")  # existing codes keep their values
+    assert encode_value("recompute", "dots") == L.RECOMPUTE_DOTS == 3

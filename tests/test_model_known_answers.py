@@ -127,7 +127,7 @@ S, B, H, A, T = 2048, 1, 12288, 96, 8
 
 def act(t, sp, recompute, dropout=True):
     return llm.layer_activation_bytes(
-        S, B, H, A, A, H // A, 4 * H, False, t, sp, recompute, False, 2.0, dropout
+        S, B, H, A, A, H // A, 4 * H, False, t, sp, recompute, False, 2.0, dropout, 2.0
     )
 
 
@@ -158,7 +158,7 @@ def test_korthikanti_full_recompute():
 def test_flash_attention_stores_no_scores():
     with_scores = act(T, True, L.RECOMPUTE_NONE)
     flash = llm.layer_activation_bytes(S, B, H, A, A, H // A, 4 * H, False, T, True,
-                                       L.RECOMPUTE_NONE, True, 2.0, True)
+                                       L.RECOMPUTE_NONE, True, 2.0, True, 2.0)
     assert flash == pytest.approx(34 * S * B * H / T + 4 * A * S * B / T)
     assert flash < with_scores
 
@@ -225,6 +225,7 @@ def job(seq=2048, batch=64):
     j[L.JOB_DISPATCH_BYTES] = 2
     j[L.JOB_COMBINE_BYTES] = 2
     j[L.JOB_DROPOUT] = 1
+    j[L.JOB_LINEAR_INPUT_BYTES] = 2
     return j
 
 
@@ -441,7 +442,7 @@ def test_dropout_off_shrinks_activations_and_memory_bound_time_in_every_backend(
     s, h = 2048, 4096
     # FlashAttention, TP = SP = 8, no pipeline: 8 layers x one microbatch, 2 masks of sbh/t less
     per_layer = llm.layer_activation_bytes(s, 1, h, 32, 32, 128, 4 * h, False, 8, True,
-                                           L.RECOMPUTE_NONE, True, 2.0, False)
+                                           L.RECOMPUTE_NONE, True, 2.0, False, 2.0)
     assert off[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(8 * per_layer, rel=1e-9)
     assert (on[L.OUT_MEM_ACTIVATIONS_GIB, 0] - off[L.OUT_MEM_ACTIVATIONS_GIB, 0]) * llm.GIB \
         == pytest.approx(8 * 2 * s * h / 8, rel=1e-9)
@@ -527,7 +528,7 @@ def test_memory_is_the_largest_stage_first_stage_under_1f1b():
     cfg = one_config(tp=1, pp=16, dp=1, schedule=L.SCHED_1F1B)
     out = evaluate_batch(sys, mdl, j, cfg)
     act_layer = llm.layer_activation_bytes(2048, 1, 4096, 32, 32, 128, 4 * 4096, False, 1, False,
-                                           L.RECOMPUTE_NONE, True, 2.0, True)
+                                           L.RECOMPUTE_NONE, True, 2.0, True, 2.0)
     assert out[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(2 * 16 * act_layer,
                                                                          rel=1e-12)
     assert out[L.OUT_MEM_LOGITS_GIB, 0] == 0.0  # the first stage holds no logits
@@ -548,7 +549,7 @@ def test_interleaved_first_stage_holds_p_plus_p_minus_1_over_v(backend):
     cfg = one_config(tp=1, pp=4, dp=1, vpp=2, schedule=L.SCHED_INTERLEAVED)
     out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
     act_layer = llm.layer_activation_bytes(2048, 1, 4096, 32, 32, 128, 4 * 4096, False, 1, False,
-                                           L.RECOMPUTE_NONE, True, 2.0, True)
+                                           L.RECOMPUTE_NONE, True, 2.0, True, 2.0)
     assert out[L.OUT_MEM_ACTIVATIONS_GIB, 0] * llm.GIB == pytest.approx(8 * 5.5 * act_layer,
                                                                          rel=1e-9)
     assert out[L.OUT_MEM_LOGITS_GIB, 0] == 0.0
@@ -575,7 +576,7 @@ def test_v_schedules_keep_embedding_loss_and_logits_on_the_first_device(backend)
     weights_mid = 9 * (llm.attention_params(4096, 32, 32, 128)
                        + llm.mlp_params(4096, 4 * 4096, False)) * 2.0
     act_layer = llm.layer_activation_bytes(2048, 1, 4096, 32, 32, 128, 4 * 4096, False, 1, False,
-                                           L.RECOMPUTE_NONE, True, 2.0, True)
+                                           L.RECOMPUTE_NONE, True, 2.0, True, 2.0)
     per_param = 2.0 + 4.0 + 12.0  # weights, fp32 gradients, Adam states (ZeRO 0)
     first_total = weights_first / 2.0 * per_param + 7 * 4 * act_layer + logits
     mid_total = weights_mid / 2.0 * per_param + 9 * 4 * act_layer  # ZB-V: p in flight everywhere

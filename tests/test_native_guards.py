@@ -142,6 +142,7 @@ BAD_BLOCK_FIELDS = [
     ("sys", L.SYS_ATTENTION_HALF_SEQ, -1.0, r"system\.attention_half_seq"),
     ("job", L.JOB_LINEAR_CAST_BYTES, -4.0, r"job\.linear_cast_bytes"),
     ("job", L.JOB_FP8_WEIGHT_CACHE_BYTES, np.inf, r"job\.fp8_weight_cache_bytes"),
+    ("job", L.JOB_LINEAR_INPUT_BYTES, -1.0, r"job\.linear_input_bytes"),
 ]
 
 
@@ -196,7 +197,7 @@ def test_out_of_range_config_values_match_reference(data):
     (L.CFG_SCHEDULE, -1, L.STATUS_BAD_INDEX),
     (L.CFG_ORDER, L.N_ORDERS, L.STATUS_BAD_INDEX),
     (L.CFG_ORDER, INT32_MAX, L.STATUS_BAD_INDEX),
-    (L.CFG_RECOMPUTE, 3, L.STATUS_BAD_INDEX),
+    (L.CFG_RECOMPUTE, len(L.RECOMPUTE), L.STATUS_BAD_INDEX),
     (L.CFG_ZERO, 4, L.STATUS_BAD_INDEX),
     (L.CFG_SP, 2, L.STATUS_BAD_INDEX),
     (L.CFG_TP, 0, L.STATUS_INVALID_CONFIG),

@@ -26,8 +26,10 @@ SCHEDULES = (
     "dualpipe",
     "dualpipe-v",
 )
-#: Activation recomputation modes.
-RECOMPUTE = ("none", "selective", "full")
+#: Activation recomputation modes (codes are positions: new modes are appended). "dots": keep
+#: only the linear layers' GEMM outputs and the layer input, recompute everything else (JAX
+#: ``checkpoint_policies.dots_saveable``, MaxText ``remat_policy``, per-op SAC).
+RECOMPUTE = ("none", "selective", "full", "dots")
 #: The parallel dimensions a rank index is decomposed into. ``dp`` here is the part of data
 #: parallelism *outside* expert parallelism (the expert-data-parallel degree ``dp / ep``); the
 #: user-facing ``dp`` degree is ``ep * (dp / ep)``.
@@ -111,6 +113,8 @@ JOB_FIELDS = (
     "dropout",  # 1: hidden and attention dropout on (1-byte masks stored), 0: off
     "linear_cast_bytes",  # HBM bytes per linear-layer input element to quantize it (0: bf16)
     "fp8_weight_cache_bytes",  # bytes per linear weight of the FP8 weight copies (0: bf16)
+    "linear_input_bytes",  # bytes per element of a linear layer's input saved for its wgrad
+    # GEMM: 1 in an fp8 job (Transformer Engine saves the FP8 copy), else activation_bytes
 )
 
 CONFIG_FIELDS = (
@@ -206,7 +210,7 @@ JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_B
     JOB_OPTIMIZER_BYTES, JOB_OPTIMIZER_TRAFFIC_BYTES, JOB_COMM_BYTES, JOB_GRAD_COMM_BYTES, \
     JOB_FLASH_ATTENTION, JOB_DISPATCH_BYTES, JOB_COMBINE_BYTES, \
     JOB_PIPELINE_EDGE_LAYERS, JOB_DROPOUT, JOB_LINEAR_CAST_BYTES, \
-    JOB_FP8_WEIGHT_CACHE_BYTES = range(N_JOB)
+    JOB_FP8_WEIGHT_CACHE_BYTES, JOB_LINEAR_INPUT_BYTES = range(N_JOB)
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
 OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
@@ -218,7 +222,7 @@ OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
 
 SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_H2, SCHED_ZB_V, \
     SCHED_DUALPIPE, SCHED_DUALPIPE_V = range(len(SCHEDULES))
-RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = range(len(RECOMPUTE))
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_DOTS = range(len(RECOMPUTE))
 DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP = range(len(DIMS))
 N_DIMS = len(DIMS)
 N_SCHEDULES = len(SCHEDULES)

@@ -16,7 +16,10 @@ Conventions worth knowing:
 - Precision as Transformer Engine runs FP8: only the linear layers (QKV, proj, fc1, fc2,
   experts) run at ``linear_peak_flops`` on their own efficiency curve, plus the cost of casting
   their inputs; attention, the router, the output layer and memory-bound kernels stay 16-bit
-  (``peak_flops``). For a 16-bit job the linear fields equal the 16-bit ones.
+  (``peak_flops``). For a 16-bit job the linear fields equal the 16-bit ones. The linear
+  layers' inputs are saved for backward as their FP8 copies (``linear_input_bytes``,
+  :func:`linear_input_saved_bytes`); every other stored activation stays 16-bit, and the
+  memory-bound kernels' time is costed from the 16-bit sizes.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ from ..layout import (
     OUT_STEP_TIME_S,
     OUT_TOKENS_PER_S,
     OUT_TP_COMM_S,
+    RECOMPUTE_DOTS,
     RECOMPUTE_FULL,
     RECOMPUTE_NONE,
     RECOMPUTE_SELECTIVE,
@@ -120,6 +124,7 @@ from ..layout import (
     SYS_ATTENTION_HALF_SEQ,
     JOB_LINEAR_CAST_BYTES,
     JOB_FP8_WEIGHT_CACHE_BYTES,
+    JOB_LINEAR_INPUT_BYTES,
 )
 from .collectives import (
     all_gather_time,
@@ -270,7 +275,7 @@ def dropout_mask_bytes(dropout):
 
 
 def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                               store_scores, dropout):
+                               store_scores, dropout, lin_bytes):
     """Bytes one attention block keeps for backward (Korthikanti et al. §4.1).
 
     Korthikanti's ``11sbh + 5as^2b`` at 2-byte activations: layer-norm output fed to QKV
@@ -281,13 +286,17 @@ def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_by
     mask stay replicated across the ``t`` tensor-parallel ranks; the rest is split. Without
     dropout (:func:`dropout_mask_bytes` 0) neither mask is kept and the unfused scores keep only
     the softmax output (``2as^2b``: it is the input of ``PV`` itself).
+
+    The two linear-layer inputs (the QKV input and the projection input) are kept at
+    ``lin_bytes`` (:func:`linear_input_saved_bytes`: the FP8 copy in an fp8 job); Q, K, V and the
+    scores stay at ``act_bytes``.
     """
     sbh = s * b * h
     q_dim = heads * head_dim
     kv_dim = kv_heads * head_dim
     mask = dropout_mask_bytes(dropout)
-    replicated = act_bytes * sbh + mask * sbh  # QKV input, dropout mask
-    split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + act_bytes * s * b * q_dim
+    replicated = lin_bytes * sbh + mask * sbh  # QKV input, dropout mask
+    split = act_bytes * s * b * (q_dim + 2.0 * kv_dim) + lin_bytes * s * b * q_dim
     if store_scores and not flash:
         if dropout:
             split += (2.0 * act_bytes + mask) * heads * s * s * b
@@ -300,7 +309,7 @@ def attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_by
     return replicated + split / t
 
 
-def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout):
+def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout, lin_bytes):
     """Bytes one dense MLP block keeps (Korthikanti et al. §4.1: ``19sbh`` for a ``4h`` GeLU MLP
     at 2-byte activations): input (``2sbh``), activation-function input and output
     (``2 x 2sb·ffn``; SwiGLU keeps gate, up and product, ``3 x 2sb·ffn``), dropout mask (``sbh``,
@@ -313,21 +322,31 @@ def mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout):
     The norm fused into ``LayerNormLinear`` saves its input and its output (the GEMM input),
     Korthikanti's layer-norm input (:func:`layernorm_activation_bytes`) and MLP input: no term
     is counted twice.
+
+    The fc1 input (the MLP input) and the fc2 input (the activation function's output) are
+    linear-layer inputs, kept at ``lin_bytes`` (:func:`linear_input_saved_bytes`); the fc1
+    output (the activation function's input: ``2·ffn`` for SwiGLU, ``ffn`` for GeLU) stays at
+    ``act_bytes``.
     """
-    replicated = act_bytes * s * b * h + dropout_mask_bytes(dropout) * s * b * h
-    split = (3.0 if swiglu else 2.0) * act_bytes * s * b * ffn
+    replicated = lin_bytes * s * b * h + dropout_mask_bytes(dropout) * s * b * h
+    split = (2.0 if swiglu else 1.0) * act_bytes * s * b * ffn + lin_bytes * s * b * ffn
     if sp:
         return (replicated + split) / t
     return replicated + split / t
 
 
-def moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes, dropout):
+def moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes, dropout,
+                         lin_bytes):
     """An MoE block: the MLP block's input and mask (with dropout), then every routed copy of a
     token keeps its dispatched input and its expert's activation-function tensors
-    (``top_k + shared`` copies)."""
+    (``top_k + shared`` copies). The block input is the router's input (a 16-bit GEMM) and stays
+    at ``act_bytes``; each copy's expert fc1 input and fc2 input are linear-layer inputs, kept at
+    ``lin_bytes`` (:func:`linear_input_saved_bytes`; TE ``GroupedLinear`` saves its FP8
+    ``inputmats``), its fc1 output at ``act_bytes``."""
     replicated = act_bytes * s * b * h + dropout_mask_bytes(dropout) * s * b * h
     copies = top_k + shared
-    split = copies * (act_bytes * s * b * h + (3.0 if swiglu else 2.0) * act_bytes * s * b * expert_ffn)
+    split = copies * (lin_bytes * s * b * h + (2.0 if swiglu else 1.0) * act_bytes * s * b
+                      * expert_ffn + lin_bytes * s * b * expert_ffn)
     if sp:
         return (replicated + split) / t
     return replicated + split / t
@@ -341,6 +360,15 @@ def layernorm_activation_bytes(s, b, h, t, sp, act_bytes):
     return ln
 
 
+def linear_input_saved_bytes(job):
+    """Bytes per element of a linear layer's input as saved for its weight-gradient GEMM: the
+    job's ``linear_input_bytes`` -- under FP8, Transformer Engine saves the quantized copy
+    (``LayerNormLinear``'s FP8 ``ln_out``, ``Linear``'s FP8 ``inputmat``;
+    ``transformer_engine/pytorch/module/layernorm_linear.py``, ``linear.py``), 1 byte plus
+    scales (``spec.pack.saved_linear_input_bytes``); in a 16-bit job ``activation_bytes``."""
+    return job[JOB_LINEAR_INPUT_BYTES]
+
+
 def layer_input_bytes(s, b, h, t, sp, act_bytes):
     """What full recomputation keeps of a layer: its input, ``2sbh`` at 2-byte activations
     (Korthikanti et al. §5), split over the TP ranks with sequence parallelism."""
@@ -349,37 +377,106 @@ def layer_input_bytes(s, b, h, t, sp, act_bytes):
     return act_bytes * s * b * h
 
 
+def dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes):
+    """What an attention block keeps under the "dots" policy (:func:`dots_layer_bytes`): the
+    outputs of its linear GEMMs -- Q, K, V (``sb(a d + 2 a_kv d)``, split over the TP ranks)
+    and the output projection's (``sbh``, replicated over the TP ranks without sequence
+    parallelism, like Korthikanti's layer-norm output) -- at ``act_bytes`` (GEMM outputs are
+    16-bit, FP8 job or not)."""
+    q_dim = heads * head_dim
+    kv_dim = kv_heads * head_dim
+    replicated = act_bytes * s * b * h
+    split = act_bytes * s * b * (q_dim + 2.0 * kv_dim)
+    if sp:
+        return (replicated + split) / t
+    return replicated + split / t
+
+
+def dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes):
+    """What a dense MLP keeps under the "dots" policy: fc1's output (``2·ffn`` wide for
+    SwiGLU's gate and up projections, MaxText ``mlpwi_0`` and ``mlpwi_1``; ``ffn`` for GeLU),
+    split over the TP ranks, and fc2's (``sbh``, replicated without SP)."""
+    replicated = act_bytes * s * b * h
+    split = (2.0 if swiglu else 1.0) * act_bytes * s * b * ffn
+    if sp:
+        return (replicated + split) / t
+    return replicated + split / t
+
+
+def dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes):
+    """What an MoE block keeps under the "dots" policy, per routed copy (``top_k + shared``):
+    the expert's fc1 output (``2·ffn`` or ``ffn``) and fc2 output (``sbh``), and its dispatched
+    input -- a modelling choice: kept so that the backward replays no dispatch all-to-all
+    (the expert fc1 weight gradient needs it); the router's ``sb·E`` logits are neglected
+    (``E << h``)."""
+    copies = top_k + shared
+    split = copies * (act_bytes * s * b * h + (2.0 if swiglu else 1.0) * act_bytes * s * b
+                      * expert_ffn + act_bytes * s * b * h)
+    return split / t
+
+
+def dots_layer_bytes(attention, block, s, b, h, t, sp, act_bytes):
+    """Bytes one layer keeps under the "dots" recompute policy: the layer input
+    (:func:`layer_input_bytes`) plus the outputs of its linear GEMMs (``attention``:
+    :func:`dots_attention_bytes`, ``block``: :func:`dots_mlp_bytes` or :func:`dots_moe_bytes`);
+    norms, activation functions, dropout and the attention core are recomputed in the backward.
+
+    MaxText's ``remat_policy = "minimal"`` is exactly this: ``Decoder.get_remat_policy``
+    (MaxText ``layers/decoders.py``) maps it to
+    ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims`` -- the projections' dots are
+    saved, attention's batched ``QK^T`` and ``PV`` dots are not; its named subsets
+    (``save_dot_except_mlpwi``: ``query_proj``, ``key_proj``, ``value_proj``, ``out_proj``,
+    ``mlpwo`` through ``jax.checkpoint_policies.save_only_these_names``; ``save_dot_except_mlp``,
+    ``save_qkv_proj``) keep fewer. JAX's ``jax.checkpoint_policies.dots_saveable`` and
+    ``save_only_these_names`` (JAX docs, "Gradient checkpointing with jax.checkpoint"), PaxML's
+    ``checkpoint_policy`` ``SAVE_DOT_ONLY`` / ``SAVE_QKV_OUT_PROJ`` and torchtitan's per-op
+    selective activation checkpointing (``ac_mode = "selective"`` with the op policy, matmul
+    outputs saved) are the same kind of policy."""
+    return layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block
+
+
 def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, sp, recompute,
-                           flash, act_bytes, dropout):
+                           flash, act_bytes, dropout, lin_bytes):
     """Bytes one dense transformer layer keeps for backward for one microbatch.
 
     Korthikanti et al. Table 2: no parallelism ``sbh(34 + 5as/h)``; tensor parallel
     ``sbh(10 + 24/t + 5as/(ht))``; with sequence parallelism ``sbh/t (34 + 5as/h)``; selective
     recomputation drops the ``5as/h`` term; full recomputation keeps only the layer input
     ``2sbh`` (``/t`` with SP). ``dropout`` 0 drops the 1-byte masks (:func:`dropout_mask_bytes`).
+    ``lin_bytes``: bytes per element of the saved linear-layer inputs
+    (:func:`linear_input_saved_bytes`; ``act_bytes`` in a 16-bit job).
     """
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
+    if recompute == RECOMPUTE_DOTS:
+        return dots_layer_bytes(
+            dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
+            dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes), s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                                   store_scores, dropout)
-        + mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout)
+                                   store_scores, dropout, lin_bytes)
+        + mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout, lin_bytes)
         + layernorm_activation_bytes(s, b, h, t, sp, act_bytes)
     )
 
 
 def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, top_k, shared,
-                               swiglu, t, sp, recompute, flash, act_bytes, dropout):
+                               swiglu, t, sp, recompute, flash, act_bytes, dropout, lin_bytes):
     """Bytes one MoE transformer layer keeps (attention + MoE block + norms)."""
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
+    if recompute == RECOMPUTE_DOTS:
+        return dots_layer_bytes(
+            dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
+            dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes),
+            s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
-                                   store_scores, dropout)
+                                   store_scores, dropout, lin_bytes)
         + moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
-                               dropout)
+                               dropout, lin_bytes)
         + layernorm_activation_bytes(s, b, h, t, sp, act_bytes)
     )
 
@@ -584,7 +681,7 @@ def first_config_error(core, free):
 
 def free_config_error(cfg, i):
     """Checks of the free fields (recompute, zero, order, dp_overlap): codes 9, 10, 11, 14."""
-    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_FULL:
+    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_DOTS:
         return 9
     if cfg[CFG_ZERO, i] < 0 or cfg[CFG_ZERO, i] > 3:
         return 10
@@ -933,9 +1030,24 @@ REC_MEM_ACT_LAST = 11
 N_REC = 12
 
 
-def layer_activations(mdl, job, s, b, tp, sp, recompute):
-    """Stored activation bytes of one dense and of one MoE layer, per microbatch on one GPU
-    (:func:`layer_activation_bytes`, :func:`moe_layer_activation_bytes`)."""
+def dots_recompute_time(core_f, mem_f):
+    """Backward time the "dots" policy adds to a stage pass (:func:`dots_layer_bytes`): it
+    re-runs what it did not save -- the memory-bound kernels (norms, activation functions,
+    residual adds, and the FP8 casts of the linear inputs the weight gradients need: ``mem_f``)
+    and the attention core's forward (``core_f``; its output and log-sum-exp feed the
+    attention backward) -- but no GEMM, since their outputs are kept (JAX
+    ``checkpoint_policies.dots_saveable``). The recomputation runs inside the backward pass
+    (XLA fuses the rematerialized ops into the backward program), so no extra per-layer pass
+    overhead is charged, and no TP or EP collective is replayed: the saved GEMM outputs are the
+    reduced ones; the attention forward's context-parallel ring is (see
+    :func:`recompute_terms`)."""
+    return core_f + mem_f
+
+
+def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
+    """Activation bytes of one dense and of one MoE layer, per microbatch on one GPU
+    (:func:`layer_activation_bytes`, :func:`moe_layer_activation_bytes`), with the linear-layer
+    inputs at ``lin_bytes`` per element."""
     h = mdl[MDL_HIDDEN]
     heads = mdl[MDL_HEADS]
     kv_heads = mdl[MDL_KV_HEADS]
@@ -945,11 +1057,12 @@ def layer_activations(mdl, job, s, b, tp, sp, recompute):
     act_bytes = job[JOB_ACTIVATION_BYTES]
     dropout = job[JOB_DROPOUT] > 0.0
     dense = layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, mdl[MDL_FFN_HIDDEN],
-                                   swiglu, tp, sp, recompute, flash, act_bytes, dropout)
+                                   swiglu, tp, sp, recompute, flash, act_bytes, dropout,
+                                   lin_bytes)
     moe = moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim,
                                      mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
                                      mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, recompute, flash,
-                                     act_bytes, dropout)
+                                     act_bytes, dropout, lin_bytes)
     return dense, moe
 
 
@@ -1017,8 +1130,11 @@ def row_terms(sys, mdl, job, cfg, i):
     t_dense_mlp = linear_gemm_time(sys, dense_mlp, 2.0)
     t_moe_mlp = gemm_time(sys, routed, 1.0) + linear_gemm_time(sys, expert_mlp,
                                                                2.0 * local_experts)
-    act_dense, act_moe = layer_activations(mdl, job, s, b, tp, sp, RECOMPUTE_NONE)
-    # elementwise kernels touch about every stored activation once forward, twice backward
+    # elementwise kernels touch about every stored activation once forward, twice backward; they
+    # read and write the 16-bit tensors, so the linear-layer inputs count at activation_bytes
+    # here even in an fp8 job (the FP8 copies are written by the casts, linear_cast_time)
+    act_dense, act_moe = layer_activations(mdl, job, s, b, tp, sp, RECOMPUTE_NONE,
+                                           job[JOB_ACTIVATION_BYTES])
     t_mem_dense = memory_bound_time(sys, act_dense)
     t_mem_moe = memory_bound_time(sys, act_moe)
     # quantizing the FP8 linear layers' inputs (forward) and output gradients (backward)
@@ -1195,6 +1311,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         b_compute += gemm_f + core_f + row[ROW_MEM_F] + stage_layers * sys[SYS_LAYER_OVERHEAD_S]
     elif recompute == RECOMPUTE_SELECTIVE and not flash:
         b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
+    elif recompute == RECOMPUTE_DOTS:
+        b_compute += dots_recompute_time(core_f, row[ROW_MEM_F])
 
     # ---- tensor parallelism -------------------------------------------------------------------
     tp_overlap = row[ROW_TP_OVERLAP] > 0.0
@@ -1216,7 +1334,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         cp_f = stage_layers * ring_f
         cp_b = stage_layers * cp_ring_exposed_backward(
             sys, step, attention_backward_factor(flash) * t_core, cp)
-        if recompute == RECOMPUTE_FULL:
+        if recompute == RECOMPUTE_FULL or recompute == RECOMPUTE_DOTS:
+            # the recomputed attention forward runs its ring again
             cp_b += stage_layers * ring_f
 
     # ---- expert parallelism: dispatch + combine all-to-all per MoE layer ----------------------
@@ -1250,7 +1369,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     # ---- activation memory of the first, the busiest middle and the last stage ----------------
     b = row[ROW_B]
     act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
-                                               row[ROW_SP] > 0.0, recompute)
+                                               row[ROW_SP] > 0.0, recompute,
+                                               linear_input_saved_bytes(job))
     mem_act_first, mem_act_mid, mem_act_last = stage_activations(mdl, job, schedule, pp, int(m),
                                                                  vpp, act_dense_r, act_moe_r)
 
@@ -1259,7 +1379,7 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     hw_recompute = 0.0
     if recompute == RECOMPUTE_FULL:
         hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN], mdl[MDL_VOCAB])
-    elif recompute == RECOMPUTE_SELECTIVE and not flash:
+    elif recompute == RECOMPUTE_DOTS or (recompute == RECOMPUTE_SELECTIVE and not flash):
         hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
     # backward = B + W: GEMMs twice, the attention core attention_backward_factor times (no
     # weights; FlashAttention recomputes the scores): 3 forwards in all, plus 0.5 x the executed

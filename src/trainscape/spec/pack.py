@@ -157,6 +157,24 @@ def fp8_weight_cache_bytes(recipe: str | None) -> float:
             "mxfp8": 2.0 * (1.0 + 1.0 / 32.0)}[recipe]
 
 
+def saved_linear_input_bytes(recipe: str | None, activation_bytes_: float) -> float:
+    """Bytes per element of a linear layer's input saved for its weight-gradient GEMM.
+
+    Under FP8, Transformer Engine saves the *quantized* input, not the BF16 tensor:
+    ``LayerNormLinear`` saves its FP8 ``ln_out`` (QKV and fc1 inputs), ``Linear`` its FP8
+    ``inputmat`` (the attention output projection's and fc2's inputs), ``GroupedLinear`` the
+    experts' FP8 ``inputmats`` (``transformer_engine/pytorch/module/layernorm_linear.py``,
+    ``linear.py``, ``grouped_linear.py``): one byte per element plus the recipe's scales --
+    negligible per tensor or per row (``delayed``, ``tensorwise``, ``rowwise``), one fp32 per
+    1x128 tile for ``blockwise`` (DeepSeek-V3 §3.3.2), one E8M0 byte per 32 elements for
+    ``mxfp8`` (OCP MX spec v1.0). Without FP8 the input is saved at ``activation_bytes``."""
+    if recipe is None:
+        return float(activation_bytes_)
+    return {"delayed": 1.0, "tensorwise": 1.0, "rowwise": 1.0,
+            "blockwise": 1.0 + 4.0 / 128.0,
+            "mxfp8": 1.0 + 1.0 / 32.0}[recipe]
+
+
 # --------------------------------------------------------------------------------------------
 # Blocks
 # --------------------------------------------------------------------------------------------
@@ -257,6 +275,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_DROPOUT] = 1.0 if j.dropout else 0.0
     job[L.JOB_LINEAR_CAST_BYTES] = fp8_cast_bytes(j.recipe)
     job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_weight_cache_bytes(j.recipe)
+    job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
     return job
 
 
