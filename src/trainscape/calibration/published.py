@@ -260,22 +260,25 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
                 tp_overlap=stack == "megatron-core", dp_overlap=True)
 
 
-#: why a JAX remat policy maps to a Megatron recompute mode
+#: why a JAX remat policy maps to a recompute mode of the model
 JAX_REMAT_REASON = {
-    "full": "the policy saves only the Q/K/V (and output) projections: every other tensor, the "
-            "MLP included, is recomputed in backward, as with full recomputation",
-    "selective": "the policy saves the matmul outputs and recomputes the element-wise ops and "
-                 "the attention core, as Megatron's selective recomputation does",
+    "full": "the policy saves only the Q/K/V (and output) projections: the MLP GEMMs and every "
+            "other tensor are recomputed in backward, as with full recomputation",
+    "dots": "the policy saves the matmul outputs and recomputes the element-wise ops and the "
+            "attention core (recompute mode 'dots'); a policy that also drops some matmul "
+            "outputs (save_dot_except_mlp*) recomputes those GEMMs too, which 'dots' does not "
+            "charge",
 }
 
 
 def jax_remat_policy(policy: str) -> str:
-    """The Megatron recompute mode closest to a MaxText / PaxML remat policy
-    (MaxText ``remat_policy``, PaxML ``checkpoint_policy``; JAX ``jax.checkpoint_policies``)."""
+    """The recompute mode closest to a MaxText ``remat_policy`` / PaxML ``checkpoint_policy``
+    (JAX ``jax.checkpoint_policies``: ``save_only_these_names`` of the projections, or
+    ``dots_saveable``-style policies)."""
     p = policy.lower()
     if "qkv" in p:
         return "full"
-    return "selective"
+    return "dots"
 
 
 def experts_of(row: dict[str, str]) -> int:
