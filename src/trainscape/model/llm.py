@@ -1301,7 +1301,7 @@ def fsdp_units(row):
     §3.2-3.3; ``transformer_auto_wrap_policy``); DeepSpeed ZeRO-3 gathers per submodule and
     JAX/MaxText FSDP per scanned layer alike. The device's other parameters (embedding, output
     layer: FSDP's root unit) are spread over the units with the rest."""
-    return max(1.0, math.floor(row[ROW_STAGE_LAYERS] + 0.5))
+    return max(1.0, float(math.floor(row[ROW_STAGE_LAYERS] + 0.5)))
 
 
 def fsdp_exposed(unit_gather, comm, window, overlap):
