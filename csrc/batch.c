@@ -207,15 +207,22 @@ typedef union {
     char pad[(sizeof(ts_row_entry) + 63) / 64 * 64];
 } ts_row_memo;
 
-/* 64 bytes: one cache line. flags: bit 1 ar, bit 0 rs and ag computed */
+/* 64 bytes: one cache line. flags: bit 1 ar, bit 0 rs and ag, bit 2 the ZeRO-3 pair (kept
+ * beside, in ts_pair3_memo: only zero == 3 configurations touch it) computed */
 typedef struct {
     double tp_pass, cp_step, ep_pass, pp_comm, ar, rs, ag;
     int32_t flags, pad_;
 } ts_pair_memo;
 
+/* one FSDP unit's reduce-scatter and all-gather of a pair (ts_ord rs3, ag3) */
+typedef struct {
+    double rs3, ag3;
+} ts_pair3_memo;
+
 typedef struct {
     ts_row_memo row[TS_ROW_CAP];
     ts_pair_memo pair[TS_PAIR_CAP];
+    ts_pair3_memo pair3[TS_PAIR_CAP];
     uint32_t slot[1 << TS_ROW_SLOT_BITS];
     int n_rows, n_pairs;
 } ts_memo;
@@ -283,13 +290,16 @@ static inline void ts_prefetch_row(const ts_memo *M, const ts_row_key *K, int or
     }
 }
 
-static inline void ts_prefetch_pair(const ts_memo *M, const ts_row_key *K, int order)
+static inline void ts_prefetch_pair(const ts_memo *M, const ts_row_key *K, int order, int zero)
 {
     uint32_t v = M->slot[K->slot];
     if (v != 0 && (v & 0xffff0000u) == K->tag && order >= 0 && order < TS_N_ORDERS) {
         unsigned p = M->row[(v & 0xffffu) - 1].e.pair[order];
-        if (p != 0)
+        if (p != 0) {
             TS_PREFETCH(&M->pair[p - 1]);
+            if (zero == 3)
+                TS_PREFETCH(&M->pair3[p - 1]);
+        }
     }
 }
 
@@ -377,7 +387,8 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
         if (i + 2 < hi)
             ts_prefetch_row(M, &ring[(i + 2) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 2]);
         if (i + 1 < hi)
-            ts_prefetch_pair(M, &ring[(i + 1) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 1]);
+            ts_prefetch_pair(M, &ring[(i + 1) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 1],
+                             c[TS_CFG_ZERO * n + 1]);
 
         e = ts_memo_row(M, ctx, c, n, K, &hit);
         row_hits += hit;
@@ -404,6 +415,12 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
             O.ag = pm->ag;
             O.have_ar = pm->flags >> 1 & 1;
             O.have_ag = pm->flags & 1;
+            O.have_ag3 = pm->flags >> 2 & 1;
+            if (O.have_ag3) {
+                const ts_pair3_memo *p3 = &M->pair3[pm - M->pair];
+                O.rs3 = p3->rs3;
+                O.ag3 = p3->ag3;
+            }
             O.order = order;
             O.groups_ok = 0;
         } else {
@@ -431,6 +448,12 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
                 pm->rs = O.rs;
                 pm->ag = O.ag;
                 pm->flags |= 1;
+            }
+            if (O.have_ag3 && !(pm->flags & 4)) {
+                ts_pair3_memo *p3 = &M->pair3[pm - M->pair];
+                p3->rs3 = O.rs3;
+                p3->ag3 = O.ag3;
+                pm->flags |= 4;
             }
         }
         if (M->n_pairs == TS_PAIR_CAP) /* e and pm are not used again */

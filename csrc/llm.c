@@ -685,6 +685,25 @@ TS_FN double ts_exposed(double comm, double window, int overlap)
     return TS_PYMAX(0.0, r);
 }
 
+/* llm.py fsdp_units: one FSDP unit per transformer layer of the device (Zhao et al., VLDB 2023,
+ * PyTorch FSDP §3.2-3.3), a whole count, at least 1. */
+TS_FN double ts_fsdp_units(double stage_layers)
+{
+    double u = floor(stage_layers + 0.5);
+    return TS_PYMAX(1.0, u);
+}
+
+/* llm.py fsdp_exposed: the first unit's all-gather has no compute to hide under (Zhao et al.,
+ * VLDB 2023 §3.3: prefetching hides the others). */
+TS_FN double ts_fsdp_exposed(double unit_gather, double comm, double window, int overlap)
+{
+    double r;
+    if (!overlap)
+        return comm;
+    r = comm - window;
+    return TS_PYMAX(unit_gather, r);
+}
+
 /* ===== Result columns ===================================================================== */
 
 /* llm.py reserve_bytes. */
@@ -1012,6 +1031,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     }
     R->gemm_f = gemm_f;
     R->stage_layers = stage_layers;
+    R->fsdp_units = ts_fsdp_units(stage_layers);
     R->f_compute = f_compute;
     R->w_compute = w_compute;
     R->moe_layers = moe_layers;
@@ -1108,7 +1128,9 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
     O->order = order;
     O->have_ar = 0;
     O->have_ag = 0;
-    O->ar = O->rs = O->ag = 0.0; /* set by ts_final before it reads them (have_ar / have_ag) */
+    O->have_ag3 = 0;
+    /* set by ts_final before it reads them (have_ar / have_ag / have_ag3) */
+    O->ar = O->rs = O->ag = O->rs3 = O->ag3 = 0.0;
     ts_ord_dp_groups_at(ctx, R, O, strides);
 }
 
@@ -1248,13 +1270,22 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     double global_batch = job[TS_JOB_GLOBAL_BATCH], seq = job[TS_JOB_SEQ_LEN];
     int fits, status;
 
-    if (!O->groups_ok && (zero == 0 ? !O->have_ar : !O->have_ag))
+    if (!O->groups_ok && (zero == 0 ? !O->have_ar : zero == 3 ? !O->have_ag3 : !O->have_ag))
         ts_ord_dp_groups(ctx, R, O);
     if (zero == 0) {
         if (!O->have_ar) {
             O->ar = ts_all_reduce_time(net, R->ar_dense_bytes, &O->g_dp_dense)
                     + ts_all_reduce_time(net, R->ar_expert_bytes, &O->g_dp_expert);
             O->have_ar = 1;
+        }
+    } else if (zero == 3) {
+        if (!O->have_ag3) { /* one FSDP unit's share of the parameters */
+            double units = R->fsdp_units;
+            O->rs3 = ts_reduce_scatter_time(net, R->ar_dense_bytes / units, &O->g_dp_dense)
+                     + ts_reduce_scatter_time(net, R->ar_expert_bytes / units, &O->g_dp_expert);
+            O->ag3 = ts_all_gather_time(net, R->ag_dense_bytes / units, &O->g_dp_dense)
+                     + ts_all_gather_time(net, R->ag_expert_bytes / units, &O->g_dp_expert);
+            O->have_ag3 = 1;
         }
     } else if (!O->have_ag) {
         O->rs = ts_reduce_scatter_time(net, R->ar_dense_bytes, &O->g_dp_dense)
@@ -1269,8 +1300,11 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
         dp_time = ts_exposed(O->rs, V->bw_stage, dp_overlap)
                   + ts_exposed(O->ag, V->f_stage, dp_overlap);
     } else {
-        /* ZeRO-3 / FSDP (Rajbhandari et al. 2020 §5; Zhao et al. 2023 §3.3) */
-        dp_time = R->m * ts_exposed(2.0 * O->ag + O->rs, V->fbw_stage, dp_overlap);
+        /* ZeRO-3 / FSDP, unit by unit (Rajbhandari et al. 2020 §5; Zhao et al. VLDB 2023
+         * §3.2-3.3) */
+        double ag3 = O->ag3;
+        dp_time = R->m * ts_fsdp_exposed(ag3, R->fsdp_units * (2.0 * ag3 + O->rs3),
+                                         V->fbw_stage, dp_overlap);
     }
     optimizer = R->optimizer[zero >= 1];
     step = V->step_pre + dp_time + optimizer;

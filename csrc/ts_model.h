@@ -176,6 +176,7 @@ typedef struct {
     int code;            /* config_error over the core fields (0, 1..8, 12, 13, 15..27, 100+) */
     int schedule, tp_overlap, dualpipe, has_ep_comm, sp;
     double cp, pp, vpp, m;
+    double fsdp_units;   /* llm.py fsdp_units: ZeRO-3 collectives per microbatch pass */
     double t_core, t_core_bwd, gemm_f, stage_layers, f_compute, w_compute;
     double cp_attn_step_f, cp_attn_step_b; /* attention of one CP ring step, fwd / bwd */
     double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */
@@ -200,8 +201,9 @@ typedef struct {
     double tp_pass, cp_step, ep_pass, pp_comm;
     /* the data-parallel collectives, computed when a zero stage first needs them (from the
      * groups, rebuilt for the order when a copied-in ts_ord lacks them: groups_ok 0) */
-    int have_ar, have_ag, groups_ok, order;
-    double ar, rs, ag;
+    int have_ar, have_ag, have_ag3, groups_ok, order;
+    double ar, rs, ag; /* zero == 0: ar; zero 1 or 2: rs, ag of all the device's parameters */
+    double rs3, ag3;   /* zero == 3: one FSDP unit's (llm.py data_parallel_comm) */
     ts_group g_dp_dense, g_dp_expert;
 } ts_ord;
 

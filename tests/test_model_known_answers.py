@@ -592,3 +592,166 @@ def test_v_schedules_keep_embedding_loss_and_logits_on_the_first_device(backend)
     weights0 = (8 * (llm.attention_params(4096, 32, 32, 128) + llm.mlp_params(4096, 4 * 4096, False))
                 + 2 * llm.embedding_params(51200, 4096)) * 2.0
     assert out[L.OUT_MEM_WEIGHTS_GIB, 0] * llm.GIB == pytest.approx(weights0, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# ZeRO-3 / FSDP: collectives per FSDP unit (Zhao et al., PyTorch FSDP, VLDB 2023 §3.2-3.3)
+# ---------------------------------------------------------------------------------------------
+
+
+def staged(sys, mdl, j, cfg):
+    """The reference's row, order and recompute stages of configuration column 0."""
+    row = llm.row_terms(sys, mdl, j, cfg, 0)
+    ordt = llm.order_terms(sys, mdl, j, row, cfg[L.CFG_ORDER, 0])
+    rect = llm.recompute_terms(sys, mdl, j, row, ordt, cfg[L.CFG_RECOMPUTE, 0])
+    return row, ordt, rect
+
+
+def fsdp_dp_comm(backend, sys, mdl, j, cfg):
+    from trainscape.backends import evaluate_blocks
+
+    out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
+    assert out[L.OUT_STATUS, 0] in (L.STATUS_OK, L.STATUS_OUT_OF_MEMORY)
+    return out[L.OUT_DP_COMM_S, 0]
+
+
+@pytest.mark.parametrize("layers,pp,dp", [(1, 1, 64), (4, 4, 16)])
+@pytest.mark.parametrize("dp_overlap", [0, 1])
+def test_fsdp_with_one_unit_is_the_bulk_formula(backend, layers, pp, dp, dp_overlap):
+    # one layer per device: one FSDP unit, whose collectives are ZeRO-1/2's bulk ones
+    sys = system([NODE, FABRIC], gpus=64)
+    mdl = gpt_model(layers=layers, h=256, heads=4, vocab=1024)
+    j = job(seq=1024, batch=64)
+    cfg = one_config(pp=pp, dp=dp, zero=3, dp_overlap=dp_overlap)
+    row, ordt, rect = staged(sys, mdl, j, cfg)
+    assert llm.fsdp_units(row) == 1.0
+    rs, ag = llm.data_parallel_comm(sys, j, row, ordt, 1)
+    assert llm.data_parallel_comm(sys, j, row, ordt, 3) == (rs, ag)
+    window = rect[llm.REC_F_STAGE] + rect[llm.REC_B_STAGE] + rect[llm.REC_W_STAGE]
+    bulk = row[llm.ROW_M] * llm.exposed(2.0 * ag + rs, window, dp_overlap == 1)
+    # communication-bound: what is left after overlap exceeds one all-gather, so the exposed
+    # first gather adds nothing here
+    assert 2.0 * ag + rs - window > ag
+    got = fsdp_dp_comm(backend, sys, mdl, j, cfg)
+    if backend == "python":
+        assert got == bulk
+    else:
+        assert got == pytest.approx(bulk, rel=1e-12)
+
+
+@pytest.mark.parametrize("dp_overlap", [0, 1])
+def test_fsdp_latency_dominated_pays_three_collective_latencies_per_unit(backend, dp_overlap):
+    # a tiny model of 64 layers, FSDP over 64 ranks on 8 nodes: every unit's all-gather (x2)
+    # and reduce-scatter pays the hierarchical collective's latency, (8-1) hops of 2 us in
+    # the node plus (8-1) of 10 us across nodes; the bandwidth terms sum to the bulk ones
+    sys = system([NODE, FABRIC], gpus=64)
+    mdl = gpt_model(layers=64, h=256, heads=4, vocab=1024)
+    j = job(seq=1024, batch=64)
+    cfg = one_config(dp=64, zero=3, dp_overlap=dp_overlap)
+    row, ordt, rect = staged(sys, mdl, j, cfg)
+    units, m = llm.fsdp_units(row), row[llm.ROW_M]
+    assert units == 64.0
+    latency = 7 * 2e-6 + 7 * 10e-6
+    rs, ag = llm.data_parallel_comm(sys, j, row, ordt, 1)
+    rs_u, ag_u = llm.data_parallel_comm(sys, j, row, ordt, 3)
+    # one unit's collective: the latency plus 1/units of the bulk collective's bandwidth term
+    assert ag_u == pytest.approx(latency + (ag - latency) / units, rel=1e-9)
+    assert rs_u == pytest.approx(latency + (rs - latency) / units, rel=1e-9)
+    assert ag_u < 1.2 * latency  # latency-dominated
+    got = fsdp_dp_comm(backend, sys, mdl, j, cfg)
+    no_overlap = m * units * (2.0 * ag_u + rs_u)
+    # units - 1 more units than the bulk collectives, three latencies each
+    assert no_overlap - m * (2.0 * ag + rs) == pytest.approx(m * (units - 1) * 3 * latency,
+                                                             rel=1e-9)
+    window = rect[llm.REC_F_STAGE] + rect[llm.REC_B_STAGE] + rect[llm.REC_W_STAGE]
+    want = no_overlap - m * window if dp_overlap else no_overlap
+    assert got == pytest.approx(want, rel=1e-12)
+    assert got > 5 * m * (2.0 * ag + rs)  # ~units x the bulk collectives' latency
+
+
+def test_fsdp_overlapped_never_hides_the_first_units_all_gather(backend):
+    # compute-bound: 32 layers of h = 4096 on 8 ranks in one node. The bulk formula hid all
+    # of it; per unit the first all-gather of every microbatch stays exposed
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = gpt_model(layers=32, h=4096, heads=32)
+    j = job(seq=4096, batch=32)
+    cfg = one_config(dp=8, mbs=2, zero=3, dp_overlap=1)
+    row, ordt, rect = staged(sys, mdl, j, cfg)
+    units, m = llm.fsdp_units(row), row[llm.ROW_M]
+    assert (units, m) == (32.0, 2.0)
+    rs_u, ag_u = llm.data_parallel_comm(sys, j, row, ordt, 3)
+    window = rect[llm.REC_F_STAGE] + rect[llm.REC_B_STAGE] + rect[llm.REC_W_STAGE]
+    assert units * (2.0 * ag_u + rs_u) < window
+    got = fsdp_dp_comm(backend, sys, mdl, j, cfg)
+    assert got > 0.0
+    if backend == "python":
+        assert got == m * ag_u
+    else:
+        assert got == pytest.approx(m * ag_u, rel=1e-12)
+
+
+@pytest.mark.parametrize("layers,h,dp,batch", [(1, 256, 64, 64), (64, 256, 64, 64),
+                                               (32, 4096, 8, 16), (32, 4096, 64, 64),
+                                               (7, 1024, 16, 32)])
+def test_fsdp_overlapped_is_at_least_one_unit_all_gather_per_microbatch(backend, layers, h, dp,
+                                                                        batch):
+    sys = system([NODE, FABRIC], gpus=dp)
+    mdl = gpt_model(layers=layers, h=h, heads=h // 64, vocab=1024)
+    j = job(seq=1024, batch=batch)
+    cfg = one_config(dp=dp, zero=3, dp_overlap=1)
+    row, ordt, _ = staged(sys, mdl, j, cfg)
+    _, ag_u = llm.data_parallel_comm(sys, j, row, ordt, 3)
+    off = fsdp_dp_comm(backend, sys, mdl, j, one_config(dp=dp, zero=3, dp_overlap=0))
+    got = fsdp_dp_comm(backend, sys, mdl, j, cfg)
+    assert got >= row[llm.ROW_M] * ag_u * (1.0 - 1e-12)
+    assert got <= off
+
+
+# The same configurations costed by main before FSDP units (d99d344): dp_comm_s and step time,
+# bit for bit, for every ZeRO stage below 3, with and without overlap.
+ZERO_BELOW_3_BEFORE = {
+    "gpt3-175b-a100.toml": (
+        dict(tp=4, cp=1, pp=16, dp=24, ep=1, mbs=1, vpp=1, schedule=1, recompute=0, sp=1,
+             order=16, tp_overlap=1),
+        [(0, 0, "0x1.16b58c0f4f718p-1", "0x1.c610771eaa377p+3"),
+         (0, 1, "0x1.b8a7169b93b85p-2", "0x1.c26a571291de2p+3"),
+         (1, 0, "0x1.a224f38eab96cp-2", "0x1.bf000712fcceep+3"),
+         (1, 1, "0x1.e5509b7ae1344p-3", "0x1.b98421e472f70p+3"),
+         (2, 0, "0x1.a224f38eab96cp-2", "0x1.bf000712fcceep+3"),
+         (2, 1, "0x1.e5509b7ae1344p-3", "0x1.b98421e472f70p+3")]),
+    "llama3-405b-2bldg.toml": (
+        dict(tp=8, cp=1, pp=16, dp=128, ep=1, mbs=1, vpp=2, schedule=2, recompute=0, sp=1,
+             order=4, tp_overlap=1),
+        [(0, 0, "0x1.4296da3437493p-1", "0x1.7d96cf0a5864ap+2"),
+         (0, 1, "0x1.ed52b156d63c2p-2", "0x1.74191ed93edf4p+2"),
+         (1, 0, "0x1.e45e45cc72ae6p-2", "0x1.71863aac4d7c1p+2"),
+         (1, 1, "0x1.ff23f4402216fp-3", "0x1.633975f18761ep+2"),
+         (2, 0, "0x1.e45e45cc72ae6p-2", "0x1.71863aac4d7c1p+2"),
+         (2, 1, "0x1.ff23f4402216fp-3", "0x1.633975f18761ep+2")]),
+    "mixtral-8x7b-moe.toml": (
+        dict(tp=2, cp=1, pp=4, dp=32, ep=8, mbs=1, vpp=1, schedule=1, recompute=1, sp=1,
+             order=0, tp_overlap=1),
+        [(0, 0, "0x1.d0031123938b5p-4", "0x1.574b4865f838dp+1"),
+         (0, 1, "0x1.11599f2df9343p-4", "0x1.5155fcd64b661p+1"),
+         (1, 0, "0x1.5c510c5b62980p-4", "0x1.52b7a9dfb78a1p+1"),
+         (1, 1, "0x1.88ad535cdda76p-7", "0x1.495dced03952fp+1"),
+         (2, 0, "0x1.5c510c5b62980p-4", "0x1.52b7a9dfb78a1p+1"),
+         (2, 1, "0x1.88ad535cdda76p-7", "0x1.495dced03952fp+1")]),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(ZERO_BELOW_3_BEFORE))
+def test_zero_below_3_is_unchanged_by_fsdp_units(scenario):
+    from pathlib import Path
+
+    import trainscape
+    from trainscape.spec import pack
+
+    base, cases = ZERO_BELOW_3_BEFORE[scenario]
+    sys, mdl, j = pack(trainscape.load(Path(__file__).resolve().parents[1] / "examples"
+                                       / scenario))
+    for zero, dp_overlap, dp_hex, step_hex in cases:
+        cfg = one_config(**base, zero=zero, dp_overlap=dp_overlap)
+        out = evaluate_batch(sys, mdl, j, cfg)
+        assert out[L.OUT_DP_COMM_S, 0] == float.fromhex(dp_hex), (zero, dp_overlap)
+        assert out[L.OUT_STEP_TIME_S, 0] == float.fromhex(step_hex), (zero, dp_overlap)

@@ -150,9 +150,11 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
         ordt = order_terms(sys, mdl, job, row, 0)  # noqa: F821
         rect = recompute_terms(sys, mdl, job, row, ordt, 0)  # noqa: F821
         dp_ar = data_parallel_comm(sys, job, row, ordt, 0)  # noqa: F821 -- zero == 0
-        dp_rs_ag = data_parallel_comm(sys, job, row, ordt, 1)  # noqa: F821 -- zero >= 1
+        dp_rs_ag = data_parallel_comm(sys, job, row, ordt, 1)  # noqa: F821 -- zero 1 or 2
+        dp_fsdp = data_parallel_comm(sys, job, row, ordt, 3)  # noqa: F821 -- zero 3: per unit
         have_ar = False
         have_rs_ag = False
+        have_fsdp = False
         for g in range(lo, hi):
             mrow = mask[row_i]
             order = order_flat[order_off[mrow] + slot]
@@ -182,6 +184,7 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
                     ordt = order_terms(sys, mdl, job, row, order)  # noqa: F821
                     have_ar = False
                     have_rs_ag = False
+                    have_fsdp = False
                 if fresh >= 1:
                     rect = recompute_terms(sys, mdl, job, row, ordt, rec[r])  # noqa: F821
                 # the data-parallel collectives of this (row, order), per ZeRO kind
@@ -190,6 +193,11 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
                         dp_ar = data_parallel_comm(sys, job, row, ordt, zer[z])  # noqa: F821
                         have_ar = True
                     dpc = dp_ar
+                elif zer[z] == 3:
+                    if not have_fsdp:
+                        dp_fsdp = data_parallel_comm(sys, job, row, ordt, zer[z])  # noqa: F821
+                        have_fsdp = True
+                    dpc = dp_fsdp
                 else:
                     if not have_rs_ag:
                         dp_rs_ag = data_parallel_comm(sys, job, row, ordt, zer[z])  # noqa: F821

@@ -1412,10 +1412,38 @@ def stage_activations(mdl, job, schedule, pp, m, vpp, act_dense, act_moe):
     return a1, a2, a3
 
 
+def fsdp_units(row):
+    """FSDP units of a device: one per transformer layer it holds (the row's stage layers,
+    rounded to a whole count -- the dense + MoE split may leave an ulp -- and at least 1).
+
+    PyTorch FSDP wraps each transformer block as its own unit with one ``FlatParameter``
+    (Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel", VLDB 2023,
+    §3.2-3.3; ``transformer_auto_wrap_policy``); DeepSpeed ZeRO-3 gathers per submodule and
+    JAX/MaxText FSDP per scanned layer alike. The device's other parameters (embedding, output
+    layer: FSDP's root unit) are spread over the units with the rest."""
+    return max(1.0, float(math.floor(row[ROW_STAGE_LAYERS] + 0.5)))
+
+
+def fsdp_exposed(unit_gather, comm, window, overlap):
+    """ZeRO-3 / FSDP collectives of one microbatch left on the critical path: ``comm`` (every
+    unit's all-gathers and reduce-scatter) after overlapping with ``window`` of compute.
+
+    With prefetching (FSDP ``forward_prefetch`` / ``BackwardPrefetch.BACKWARD_PRE``, Zhao et
+    al. VLDB 2023 §3.3) unit ``k+1``'s all-gather runs under unit ``k``'s compute, but the first
+    unit's all-gather (``unit_gather``) has no compute before it: ``max(unit_gather, C - W)``.
+    Without overlap all of ``comm``."""
+    if not overlap:
+        return comm
+    return max(unit_gather, comm - window)
+
+
 def data_parallel_comm(sys, job, row, ordt, zero):
     """The data-parallel collectives of one step before overlap: ``(all-reduce, 0)`` of the
-    gradients without ZeRO, else ``(reduce-scatter of gradients, all-gather of weights)``.
-    Dense weights are replicated over cp x ep x dp/ep, expert weights over cp x dp/ep."""
+    gradients without ZeRO; with ZeRO-1/2 ``(reduce-scatter of gradients, all-gather of
+    weights)`` of all the device's parameters at once; with ZeRO-3 the same pair for one FSDP
+    unit, ``1 / fsdp_units`` of the parameters (Zhao et al. VLDB 2023 §3.2: one collective per
+    unit's ``FlatParameter``, so each pays the collective's latency). Dense weights are
+    replicated over cp x ep x dp/ep, expert weights over cp x dp/ep."""
     cp = row[ROW_CP]
     ep = row[ROW_EP]
     dpx = row[ROW_DPX]
@@ -1430,6 +1458,17 @@ def data_parallel_comm(sys, job, row, ordt, zero):
             + all_reduce_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
         return (red, 0.0)
     param_bytes = job[JOB_PARAM_BYTES]
+    if zero == 3:
+        units = fsdp_units(row)
+        rs = reduce_scatter_time(sys, dense_params * grad_comm / units, cp, s_cp, ep, s_ep, dpx,
+                                 s_dp) \
+            + reduce_scatter_time(sys, expert_params * grad_comm / units, cp, s_cp, dpx, s_dp,
+                                  1.0, 1.0)
+        ag = all_gather_time(sys, dense_params * param_bytes / units, cp, s_cp, ep, s_ep, dpx,
+                             s_dp) \
+            + all_gather_time(sys, expert_params * param_bytes / units, cp, s_cp, dpx, s_dp,
+                              1.0, 1.0)
+        return (rs, ag)
     rs = reduce_scatter_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
         + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
     ag = all_gather_time(sys, dense_params * param_bytes, cp, s_cp, ep, s_ep, dpx, s_dp) \
@@ -1440,7 +1479,8 @@ def data_parallel_comm(sys, job, row, ordt, zero):
 def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_overlap, out, i):
     """Data-parallel time after overlap, the optimizer step, the step time and memory per GPU
     of a staged configuration; writes result column ``i`` of ``out`` and returns its status.
-    ``dp_first, dp_second`` are :func:`data_parallel_comm` of the same row, order and zero."""
+    ``dp_first, dp_second`` are :func:`data_parallel_comm` of the same row, order and zero
+    (with ZeRO-3 one FSDP unit's collectives)."""
     m = row[ROW_M]
     dense_params = row[ROW_DENSE_PARAMS]
     expert_params = row[ROW_EXPERT_PARAMS]
@@ -1456,10 +1496,12 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
         dp_time = exposed(dp_first, b_stage + w_stage, dp_overlap) \
             + exposed(dp_second, f_stage, dp_overlap)
     else:
-        # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter gradients, for
-        # every microbatch (Rajbhandari et al. 2020 §5; Zhao et al. 2023, PyTorch FSDP §3.3)
-        dp_time = m * exposed(2.0 * dp_second + dp_first, f_stage + b_stage + w_stage,
-                              dp_overlap)
+        # ZeRO-3 / FSDP: every unit gathers its weights for forward and again for backward and
+        # reduce-scatters its gradients, for every microbatch (Rajbhandari et al. 2020 §5; Zhao
+        # et al. VLDB 2023, PyTorch FSDP §3.2-3.3); dp_first, dp_second are one unit's
+        units = fsdp_units(row)
+        dp_time = m * fsdp_exposed(dp_second, units * (2.0 * dp_second + dp_first),
+                                   f_stage + b_stage + w_stage, dp_overlap)
 
     # ---- optimizer step (memory-bound over the shard this GPU owns) ---------------------------
     dp_dense = row[ROW_CP] * row[ROW_DP]

@@ -34,7 +34,8 @@ REFERENCE_MODULES = (network, collectives, pipeline, llm)
 # keeps them in a memo, the twin of csrc/batch.c's: rows in an open-addressing hash table (linear
 # probing, at most half full) over a dense store filled in order of first sight; each row holds
 # the index of its (row, order) pairs; a pair holds its order terms, its recompute terms per
-# recompute choice and its data-parallel collectives per ZeRO kind, each filled on first use. A
+# recompute choice and its data-parallel collectives per ZeRO kind (the all-reduce; ZeRO-1/2's
+# bulk reduce-scatter and all-gather; ZeRO-3's per-FSDP-unit pair), each filled on first use. A
 # hit reuses what the same stage function computed from the same inputs, so no bit changes. When
 # a store is full both start over; a range whose rows rarely repeat is costed from scratch.
 MEMO_ROW_CAP = 1024  # rows held before a fresh start
@@ -45,11 +46,14 @@ MEMO_WINDOW = 8192  # configurations per hit-rate check
 MEMO_MIN_HITS = 512  # fewer row hits than this in a window: the memo goes off
 PAIR_REC = llm.N_ORD  # recompute_terms of recompute choice rc at PAIR_REC + rc * N_REC
 PAIR_AR = PAIR_REC + len(layout.RECOMPUTE) * llm.N_REC  # data_parallel_comm, zero == 0
-PAIR_RS = PAIR_AR + 1  # data_parallel_comm, zero >= 1: reduce-scatter, then all-gather
+PAIR_RS = PAIR_AR + 1  # data_parallel_comm, zero 1 or 2: reduce-scatter, then all-gather
 PAIR_AG = PAIR_AR + 2
-PAIR_WIDTH = PAIR_AR + 3
+PAIR_RS3 = PAIR_AR + 3  # data_parallel_comm, zero == 3: one FSDP unit's reduce-scatter, all-gather
+PAIR_AG3 = PAIR_AR + 4
+PAIR_WIDTH = PAIR_AR + 5
 PAIR_HAVE_AR = 1 << len(layout.RECOMPUTE)  # flag bits: one per recompute choice, then these
 PAIR_HAVE_AG = PAIR_HAVE_AR << 1
+PAIR_HAVE_AG3 = PAIR_HAVE_AR << 2
 CORE_FIELDS = (layout.CFG_TP, layout.CFG_CP, layout.CFG_PP, layout.CFG_DP, layout.CFG_EP,
                layout.CFG_MBS, layout.CFG_VPP, layout.CFG_SCHEDULE, layout.CFG_SP,
                layout.CFG_TP_OVERLAP)
@@ -160,6 +164,14 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
                 pair_flags[p] |= PAIR_HAVE_AR
             first = pair[PAIR_AR]
             second = 0.0
+        elif zero == 3:
+            if pair_flags[p] & PAIR_HAVE_AG3 == 0:
+                dpc = data_parallel_comm(sys, job, row, pair, zero)
+                pair[PAIR_RS3] = dpc[0]
+                pair[PAIR_AG3] = dpc[1]
+                pair_flags[p] |= PAIR_HAVE_AG3
+            first = pair[PAIR_RS3]
+            second = pair[PAIR_AG3]
         else:
             if pair_flags[p] & PAIR_HAVE_AG == 0:
                 dpc = data_parallel_comm(sys, job, row, pair, zero)
@@ -194,7 +206,8 @@ def _evaluate_batch(sys, mdl, job, cfg, out, workers):
 #: module-level names the batch driver reads (compile-time constants in the jitted namespace)
 DRIVER_NAMES = ("np", "layout", "llm", "MEMO_ROW_CAP", "MEMO_ROW_SLOTS", "MEMO_PAIR_CAP", "MEMO_MIN",
                 "MEMO_WINDOW", "MEMO_MIN_HITS", "PAIR_REC", "PAIR_AR", "PAIR_RS", "PAIR_AG",
-                "PAIR_WIDTH", "PAIR_HAVE_AR", "PAIR_HAVE_AG", "CORE_FIELDS", "N_CORE")
+                "PAIR_RS3", "PAIR_AG3", "PAIR_WIDTH", "PAIR_HAVE_AR", "PAIR_HAVE_AG",
+                "PAIR_HAVE_AG3", "CORE_FIELDS", "N_CORE")
 
 
 #: ``numba.njit(cache=True, ...)`` cached under a key of this module and of every source it
