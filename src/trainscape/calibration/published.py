@@ -246,6 +246,13 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
             zero = 1
             notes.append("ZeRO stage not printed: Megatron distributed optimizer (ZeRO-1) "
                          "assumed")
+    if zero == 1 and stack == "megatron-core" and () < release_of(row) <= (24, 5):
+        # NeMo 1.0 recipes of these releases name the optimizer distributed_fused_adam: Apex's
+        # DistributedFusedAdam, which "implements the ZeRO-2 algorithm" (its docstring,
+        # NVIDIA/apex apex/contrib/optimizers/distributed_fused_adam.py): gradients sharded too
+        zero = 2
+        notes.append("NeMo <= 24.05 distributed optimizer assumed to be Apex "
+                     "DistributedFusedAdam (ZeRO-2: optimizer states and gradients sharded)")
     sp_text = row["sp"].lower()
     if sp_text in ("true", "false"):
         sp = sp_text == "true"
