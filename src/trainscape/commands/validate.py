@@ -102,7 +102,7 @@ def row_table(rows: list[dict], title: str):
     for col in ("source", "case", "published s", "predicted s", "error", "status", "counted",
                 "assumed"):
         table.add_column(col, justify="right" if col in ("published s", "predicted s", "error")
-                         else "left")
+                         else "left", no_wrap=col == "case")
     for r in rows:
         err = r["error_pct"]
         colour = "red" if err is None or abs(err) > 100 * TARGET_WORST else (
