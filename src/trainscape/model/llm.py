@@ -483,7 +483,9 @@ def dots_layer_bytes(attention, block, s, b, h, t, sp, act_bytes):
     saved, attention's batched ``QK^T`` and ``PV`` dots are not; its named subsets
     (``save_dot_except_mlpwi``: ``query_proj``, ``key_proj``, ``value_proj``, ``out_proj``,
     ``mlpwo`` through ``jax.checkpoint_policies.save_only_these_names``; ``save_dot_except_mlp``,
-    ``save_qkv_proj``) keep fewer. JAX's ``jax.checkpoint_policies.dots_saveable`` and
+    ``save_qkv_proj``) keep fewer: the recompute values "dots_no_mlp_in", "dots_attn" and
+    "qkv_proj", whose ``attention`` and ``block`` drop the outputs :func:`named_dots_policy`
+    drops. JAX's ``jax.checkpoint_policies.dots_saveable`` and
     ``save_only_these_names`` (JAX docs, "Gradient checkpointing with jax.checkpoint"), PaxML's
     ``checkpoint_policy`` ``SAVE_DOT_ONLY`` / ``SAVE_QKV_OUT_PROJ`` and torchtitan's per-op
     selective activation checkpointing (``ac_mode = "selective"`` with the op policy, matmul
@@ -1106,7 +1108,10 @@ def dots_recompute_time(core_f, mem_f, gemm_redo):
     reduced ones; the attention forward's context-parallel ring is (see
     :func:`recompute_terms`). The named-dot subsets (:func:`named_dots_policy`) also re-run the
     GEMMs whose outputs they drop, ``gemm_redo`` (:func:`named_dots_gemm_redo`; 0 under
-    "dots")."""
+    "dots"). Neglected there: the TP collectives around a re-run GEMM (with SP the all-gather
+    of fc1's input, the reduce-scatter of the output projection's and fc2's outputs) and an
+    MoE combine replayed for a re-run expert fc2 -- no collective is replayed under any
+    dot-saving policy."""
     return core_f + mem_f + gemm_redo
 
 
