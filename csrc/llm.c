@@ -237,6 +237,17 @@ TS_FN double ts_named_dots_redo_flops(const double *mdl, double b, double seq, d
                                    recompute);
 }
 
+/* llm.py named_dots_tp_replay: the share of a layer pass's TP traffic replayed for the re-run
+ * GEMMs (SP: four equal collectives; else the two all-reduces after out proj and fc2). */
+TS_FN double ts_named_dots_tp_replay(int recompute, int sp)
+{
+    double keep[4];
+    ts_named_dots_policy(recompute, keep);
+    if (sp)
+        return 0.25 * ((1.0 - keep[0]) + (1.0 - keep[1]) + (1.0 - keep[2]) + (1.0 - keep[3]));
+    return 0.5 * ((1.0 - keep[1]) + (1.0 - keep[3]));
+}
+
 /* llm.py dots_attention_bytes: Q, K, V (split) and the output projection's output (sbh,
  * replicated without SP) under the "dots" policy, where kept. */
 TS_FN double ts_dots_attention_bytes(double s, double b, double h, double heads, double kv_heads,
@@ -960,11 +971,13 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         double attn_gemm_f = stage_layers * t_proj;
         double mlp_gemm_f = dense_layers * t_dense_mlp + moe_layers * t_expert_mlp;
         double q_dim = heads * head_dim, kv_dim = kv_heads * head_dim;
-        for (c = TS_RECOMPUTE_DOTS + 1; c < TS_RECOMPUTE_COUNT; c++)
-            R->b_compute[c] = b_compute
-                              + (core_f + mem_f
-                                 + ts_named_dots_gemm_redo(attn_gemm_f, mlp_gemm_f, q_dim, kv_dim,
-                                                           swiglu, c));
+        for (c = 0; c <= TS_RECOMPUTE_DOTS; c++)
+            R->gemm_redo[c] = 0.0;
+        for (c = TS_RECOMPUTE_DOTS + 1; c < TS_RECOMPUTE_COUNT; c++) {
+            R->gemm_redo[c] = ts_named_dots_gemm_redo(attn_gemm_f, mlp_gemm_f, q_dim, kv_dim,
+                                                      swiglu, c);
+            R->b_compute[c] = b_compute + (core_f + mem_f + R->gemm_redo[c]);
+        }
     }
 
     /* ---- message sizes of the parallel dimensions ---- */
@@ -1267,6 +1280,9 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     tp_b = tp_f; /* the same expression with the same inputs */
     if (full)
         tp_b += tp_f;
+    else if (recompute > TS_RECOMPUTE_DOTS) /* llm.py named_dots_tp_replay */
+        tp_b += ts_tp_exposed(ctx->sys, ts_named_dots_tp_replay(recompute, R->sp) * O->tp_pass,
+                              R->gemm_redo[recompute], R->tp_overlap);
 
     /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023; TE
      * AttnFuncWithCPAndKVP2P) ---- */

@@ -839,7 +839,7 @@ def named_rec(sys, mdl, jb, rc, **kw):
     cfg = one_config(**kw)
     row = llm.row_terms(sys, mdl, jb, cfg, 0)
     ordt = llm.order_terms(sys, mdl, jb, row, cfg[L.CFG_ORDER, 0])
-    return llm.recompute_terms(sys, mdl, jb, row, ordt, rc)
+    return llm.recompute_terms(sys, mdl, jb, row, ordt, rc), row[llm.ROW_M]
 
 
 @pytest.mark.parametrize("tp", [1, 4])
@@ -857,14 +857,16 @@ def test_named_dot_policies_rerun_the_dropped_gemms_llama(tp):
         sys, llm.attention_projection_flops(1, seq, LH, LA, LKV, LD) / split, 2.0)
     t_mlp = layers * llm.linear_gemm_time(sys, llm.mlp_flops(1, seq, LH, LFFN, True) / split,
                                           2.0)
-    rec = {rc: named_rec(sys, mdl, jb, rc, **kw) for rc in NAMED}
-    dots_b = rec[L.RECOMPUTE_DOTS][llm.REC_B_STAGE]
+    rec = {rc: named_rec(sys, mdl, jb, rc, **kw)[0] for rc in NAMED}
+    m = named_rec(sys, mdl, jb, L.RECOMPUTE_DOTS, **kw)[1]
+    # compute per microbatch (F + B + W, no communication)
+    dots_b = rec[L.RECOMPUTE_DOTS][llm.REC_COMPUTE] / m
     out_share = 4096 / 10240
     extra = {L.RECOMPUTE_DOTS_NO_MLP_IN: 2 / 3 * t_mlp,
              L.RECOMPUTE_DOTS_ATTN: t_mlp,
              L.RECOMPUTE_QKV_PROJ: out_share * t_attn + t_mlp}
     for rc, want in extra.items():
-        assert rec[rc][llm.REC_B_STAGE] - dots_b == pytest.approx(want, rel=1e-9)
+        assert rec[rc][llm.REC_COMPUTE] / m - dots_b == pytest.approx(want, rel=1e-9)
         # forward and weight-gradient passes unchanged
         assert rec[rc][llm.REC_F_STAGE] == rec[L.RECOMPUTE_DOTS][llm.REC_F_STAGE]
         assert rec[rc][llm.REC_W_STAGE] == rec[L.RECOMPUTE_DOTS][llm.REC_W_STAGE]
@@ -878,8 +880,9 @@ def test_named_dot_policies_rerun_the_dropped_gemms_llama(tp):
         got = rec[rc][llm.REC_HW_FLOPS] - rec[L.RECOMPUTE_DOTS][llm.REC_HW_FLOPS]
         assert got == pytest.approx(want * batch, rel=1e-9)
     # between "dots" (no GEMM re-run) and full recomputation (every GEMM, the pass overhead)
-    full_b = named_rec(sys, mdl, jb, L.RECOMPUTE_FULL, **kw)[llm.REC_B_STAGE]
-    assert dots_b < rec[L.RECOMPUTE_QKV_PROJ][llm.REC_B_STAGE] < full_b
+    full_b = named_rec(sys, mdl, jb, L.RECOMPUTE_FULL, **kw)[0][llm.REC_B_STAGE]
+    assert rec[L.RECOMPUTE_DOTS][llm.REC_B_STAGE] < rec[L.RECOMPUTE_QKV_PROJ][llm.REC_B_STAGE] \
+        < full_b
 
 
 def test_named_dot_policies_in_every_backend(backend):
@@ -896,10 +899,35 @@ def test_named_dot_policies_in_every_backend(backend):
     assert mem == sorted(mem, reverse=True) and len(set(mem)) == 4
     assert step == sorted(step) and len(set(step)) == 4
     assert step[-1] < outs[L.RECOMPUTE_FULL][L.OUT_STEP_TIME_S, 0]
-    # every named policy replays the attention forward's ring like "dots" (cp = 1 here: none)
-    # and no collective: the same TP time as "dots"
-    for rc in NAMED:
-        assert outs[rc][L.OUT_TP_COMM_S, 0] == outs[L.RECOMPUTE_DOTS][L.OUT_TP_COMM_S, 0]
+    # TP with SP, no overlap: "dots" pays one pass forward and one backward; the named subsets
+    # replay the collectives around their re-run GEMMs, a quarter pass each (fc1's input
+    # all-gather; + fc2's reduce-scatter; + the output projection's reduce-scatter)
+    tp_dots = outs[L.RECOMPUTE_DOTS][L.OUT_TP_COMM_S, 0]
+    assert tp_dots > 0.0
+    for rc, quarters in ((L.RECOMPUTE_DOTS_NO_MLP_IN, 1), (L.RECOMPUTE_DOTS_ATTN, 2),
+                         (L.RECOMPUTE_QKV_PROJ, 3)):
+        assert outs[rc][L.OUT_TP_COMM_S, 0] / tp_dots == pytest.approx(
+            (2 + quarters / 4) / 2, rel=1e-12), L.RECOMPUTE[rc]
+
+
+def test_named_dot_policies_tp_replay_without_sp():
+    # two all-reduces per layer pass, after the output projection and after fc2: fc1's re-run
+    # needs none, fc2's one, the output projection's the other
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, False) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, True) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_NO_MLP_IN, False) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_ATTN, False) == 0.5
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_QKV_PROJ, False) == 1.0
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = named_llama_model(4)
+    jb = job(seq=4096, batch=8)
+    rec = {rc: named_rec(sys, mdl, jb, rc, tp=8, sp=0)[0] for rc in NAMED}
+    tp_dots = rec[L.RECOMPUTE_DOTS][llm.REC_TP_COMM]
+    assert tp_dots > 0.0
+    for rc, halves in ((L.RECOMPUTE_DOTS_NO_MLP_IN, 0), (L.RECOMPUTE_DOTS_ATTN, 1),
+                       (L.RECOMPUTE_QKV_PROJ, 2)):
+        assert rec[rc][llm.REC_TP_COMM] / tp_dots == pytest.approx((2 + halves / 2) / 2,
+                                                                    rel=1e-12)
 
 
 def test_named_dot_policies_are_appended_recompute_values():

@@ -428,6 +428,21 @@ def named_dots_gemm_redo(attn_gemm, mlp_gemm, q_dim, kv_dim, swiglu, recompute):
     return attn_gemm * attn_redo + mlp_gemm * mlp_redo
 
 
+def named_dots_tp_replay(recompute, sp):
+    """Fraction of a layer pass's tensor-parallel traffic (:func:`tp_layer_comm_time`) that a
+    dot-saving policy replays in the backward for the GEMMs it re-runs
+    (:func:`named_dots_gemm_redo`): with sequence parallelism four equal collectives -- the
+    all-gathers of the Q/K/V and fc1 inputs, the reduce-scatters of the output projection's and
+    fc2's outputs -- each replayed when its GEMM is re-run; without SP the two all-reduces,
+    after the output projection and after fc2 (Korthikanti et al. §4.2.2, Shoeybi et al. 2019
+    §3: the column-parallel GEMMs' forward ``f`` is the identity). 0 under "dots" (the saved
+    outputs are the reduced ones)."""
+    keep = named_dots_policy(recompute)
+    if sp:
+        return 0.25 * ((1.0 - keep[0]) + (1.0 - keep[1]) + (1.0 - keep[2]) + (1.0 - keep[3]))
+    return 0.5 * ((1.0 - keep[1]) + (1.0 - keep[3]))
+
+
 def dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep_qkv,
                          keep_out):
     """What an attention block keeps under the "dots" policy (:func:`dots_layer_bytes`): the
@@ -1108,10 +1123,8 @@ def dots_recompute_time(core_f, mem_f, gemm_redo):
     reduced ones; the attention forward's context-parallel ring is (see
     :func:`recompute_terms`). The named-dot subsets (:func:`named_dots_policy`) also re-run the
     GEMMs whose outputs they drop, ``gemm_redo`` (:func:`named_dots_gemm_redo`; 0 under
-    "dots"). Neglected there: the TP collectives around a re-run GEMM (with SP the all-gather
-    of fc1's input, the reduce-scatter of the output projection's and fc2's outputs) and an
-    MoE combine replayed for a re-run expert fc2 -- no collective is replayed under any
-    dot-saving policy."""
+    "dots"), and replay the TP collectives around them (:func:`named_dots_tp_replay`); an MoE
+    combine replayed for a re-run expert fc2 is neglected (no EP all-to-all is replayed)."""
     return core_f + mem_f + gemm_redo
 
 
@@ -1398,17 +1411,18 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     f_compute = row[ROW_F_COMPUTE]
     w_compute = row[ROW_W_COMPUTE]
     b_compute = row[ROW_B_COMPUTE]
+    gemm_redo = 0.0
+    if recompute >= RECOMPUTE_DOTS:
+        gemm_redo = named_dots_gemm_redo(row[ROW_ATTN_GEMM_F], row[ROW_MLP_GEMM_F],
+                                         mdl[MDL_HEADS] * mdl[MDL_HEAD_DIM],
+                                         mdl[MDL_KV_HEADS] * mdl[MDL_HEAD_DIM],
+                                         mdl[MDL_SWIGLU] > 0.0, recompute)
     if recompute == RECOMPUTE_FULL:
         b_compute += gemm_f + core_f + row[ROW_MEM_F] + stage_layers * sys[SYS_LAYER_OVERHEAD_S]
     elif recompute == RECOMPUTE_SELECTIVE and not flash:
         b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
     elif recompute >= RECOMPUTE_DOTS:
-        b_compute += dots_recompute_time(
-            core_f, row[ROW_MEM_F],
-            named_dots_gemm_redo(row[ROW_ATTN_GEMM_F], row[ROW_MLP_GEMM_F],
-                                 mdl[MDL_HEADS] * mdl[MDL_HEAD_DIM],
-                                 mdl[MDL_KV_HEADS] * mdl[MDL_HEAD_DIM], mdl[MDL_SWIGLU] > 0.0,
-                                 recompute))
+        b_compute += dots_recompute_time(core_f, row[ROW_MEM_F], gemm_redo)
 
     # ---- tensor parallelism -------------------------------------------------------------------
     tp_overlap = row[ROW_TP_OVERLAP] > 0.0
@@ -1418,6 +1432,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     tp_b = tp_exposed(sys, tp_pass, window_f, tp_overlap)
     if recompute == RECOMPUTE_FULL:
         tp_b += tp_exposed(sys, tp_pass, window_f, tp_overlap)
+    elif recompute > RECOMPUTE_DOTS:
+        # the collectives around the re-run GEMMs, overlapped with those GEMMs
+        tp_b += tp_exposed(sys, named_dots_tp_replay(recompute, row[ROW_SP] > 0.0) * tp_pass,
+                           gemm_redo, tp_overlap)
 
     # ---- context parallelism: ring exchange of K and V overlapped with attention --------------
     # (Liu et al. 2023, Ring Attention; Megatron-Core CP through TE AttnFuncWithCPAndKVP2P)
