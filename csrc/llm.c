@@ -190,15 +190,74 @@ TS_FN double ts_layer_input_bytes(double s, double b, double h, double t, int sp
     return sp ? act_bytes * s * b * h / t : act_bytes * s * b * h;
 }
 
+/* llm.py named_dots_policy: keep[0..3] = Q/K/V, output projection, fc1, fc2 outputs kept (1)
+ * or dropped (0) (MaxText remat_policy via jax.checkpoint_policies.save_only_these_names). */
+TS_FN void ts_named_dots_policy(int recompute, double *keep)
+{
+    keep[0] = keep[1] = keep[2] = keep[3] = 1.0;
+    if (recompute == TS_RECOMPUTE_DOTS_NO_MLP_IN) {
+        keep[2] = 0.0;
+    } else if (recompute == TS_RECOMPUTE_DOTS_ATTN) {
+        keep[2] = keep[3] = 0.0;
+    } else if (recompute == TS_RECOMPUTE_QKV_PROJ) {
+        keep[1] = keep[2] = keep[3] = 0.0;
+    }
+}
+
+/* llm.py named_dots_gemm_redo: the dropped GEMMs' share of attn_gemm (Q/K/V + out proj) and
+ * mlp_gemm (fc1 + fc2), by FLOP share. */
+TS_FN double ts_named_dots_gemm_redo(double attn_gemm, double mlp_gemm, double q_dim,
+                                     double kv_dim, int swiglu, int recompute)
+{
+    double keep[4];
+    double out_share, fc1_share, attn_redo, mlp_redo;
+    ts_named_dots_policy(recompute, keep);
+    out_share = q_dim / (2.0 * q_dim + 2.0 * kv_dim);
+    fc1_share = swiglu ? 2.0 / 3.0 : 0.5;
+    attn_redo = (1.0 - keep[0]) * (1.0 - out_share) + (1.0 - keep[1]) * out_share;
+    mlp_redo = (1.0 - keep[2]) * fc1_share + (1.0 - keep[3]) * (1.0 - fc1_share);
+    return attn_gemm * attn_redo + mlp_gemm * mlp_redo;
+}
+
+/* llm.py named_dots_redo_flops: the dropped GEMMs' FLOPs of one microbatch's forward, whole
+ * model (every layer's attention projections, the dense and MoE layers' MLPs). */
+TS_FN double ts_named_dots_redo_flops(const double *mdl, double b, double seq, double n_moe,
+                                      int recompute)
+{
+    double h = mdl[TS_MDL_HIDDEN], layers = mdl[TS_MDL_LAYERS];
+    double heads = mdl[TS_MDL_HEADS], kv_heads = mdl[TS_MDL_KV_HEADS];
+    double head_dim = mdl[TS_MDL_HEAD_DIM];
+    int swiglu = mdl[TS_MDL_SWIGLU] > 0.0;
+    double attn = layers * ts_attention_projection_flops(b, seq, h, heads, kv_heads, head_dim);
+    double mlp = (layers - n_moe) * ts_mlp_flops(b, seq, h, mdl[TS_MDL_FFN_HIDDEN], swiglu)
+                 + n_moe * ts_moe_mlp_flops(b, seq, h, mdl[TS_MDL_EXPERT_FFN_HIDDEN],
+                                            mdl[TS_MDL_TOP_K], mdl[TS_MDL_SHARED_EXPERTS],
+                                            swiglu);
+    return ts_named_dots_gemm_redo(attn, mlp, heads * head_dim, kv_heads * head_dim, swiglu,
+                                   recompute);
+}
+
+/* llm.py named_dots_tp_replay: the share of a layer pass's TP traffic replayed for the re-run
+ * GEMMs (SP: four equal collectives; else the two all-reduces after out proj and fc2). */
+TS_FN double ts_named_dots_tp_replay(int recompute, int sp)
+{
+    double keep[4];
+    ts_named_dots_policy(recompute, keep);
+    if (sp)
+        return 0.25 * ((1.0 - keep[0]) + (1.0 - keep[1]) + (1.0 - keep[2]) + (1.0 - keep[3]));
+    return 0.5 * ((1.0 - keep[1]) + (1.0 - keep[3]));
+}
+
 /* llm.py dots_attention_bytes: Q, K, V (split) and the output projection's output (sbh,
- * replicated without SP) under the "dots" policy. */
+ * replicated without SP) under the "dots" policy, where kept. */
 TS_FN double ts_dots_attention_bytes(double s, double b, double h, double heads, double kv_heads,
-                                     double head_dim, double t, int sp, double act_bytes)
+                                     double head_dim, double t, int sp, double act_bytes,
+                                     double keep_qkv, double keep_out)
 {
     double q_dim = heads * head_dim;
     double kv_dim = kv_heads * head_dim;
-    double replicated = act_bytes * s * b * h;
-    double split = act_bytes * s * b * (q_dim + 2.0 * kv_dim);
+    double replicated = keep_out * act_bytes * s * b * h;
+    double split = keep_qkv * act_bytes * s * b * (q_dim + 2.0 * kv_dim);
     if (sp)
         return (replicated + split) / t;
     return replicated + split / t;
@@ -206,10 +265,10 @@ TS_FN double ts_dots_attention_bytes(double s, double b, double h, double heads,
 
 /* llm.py dots_mlp_bytes: fc1 output (2 ffn for SwiGLU, split) and fc2 output (sbh). */
 TS_FN double ts_dots_mlp_bytes(double s, double b, double h, double ffn, int swiglu, double t,
-                               int sp, double act_bytes)
+                               int sp, double act_bytes, double keep_fc1, double keep_fc2)
 {
-    double replicated = act_bytes * s * b * h;
-    double split = (swiglu ? 2.0 : 1.0) * act_bytes * s * b * ffn;
+    double replicated = keep_fc2 * act_bytes * s * b * h;
+    double split = keep_fc1 * (swiglu ? 2.0 : 1.0) * act_bytes * s * b * ffn;
     if (sp)
         return (replicated + split) / t;
     return replicated + split / t;
@@ -217,11 +276,12 @@ TS_FN double ts_dots_mlp_bytes(double s, double b, double h, double ffn, int swi
 
 /* llm.py dots_moe_bytes: per routed copy, the dispatched input, fc1 and fc2 outputs. */
 TS_FN double ts_dots_moe_bytes(double s, double b, double h, double expert_ffn, double top_k,
-                               double shared, int swiglu, double t, double act_bytes)
+                               double shared, int swiglu, double t, double act_bytes,
+                               double keep_fc1, double keep_fc2)
 {
     double copies = top_k + shared;
-    double split = copies * (act_bytes * s * b * h + (swiglu ? 2.0 : 1.0) * act_bytes * s * b
-                             * expert_ffn + act_bytes * s * b * h);
+    double split = copies * (act_bytes * s * b * h + keep_fc1 * (swiglu ? 2.0 : 1.0) * act_bytes
+                             * s * b * expert_ffn + keep_fc2 * act_bytes * s * b * h);
     return split / t;
 }
 
@@ -242,10 +302,15 @@ TS_FN double ts_layer_activation_bytes(double s, double b, double h, double head
     int store_scores;
     if (recompute == TS_RECOMPUTE_FULL)
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
-    if (recompute == TS_RECOMPUTE_DOTS)
+    if (recompute >= TS_RECOMPUTE_DOTS) {
+        double keep[4];
+        ts_named_dots_policy(recompute, keep);
         return ts_dots_layer_bytes(
-            ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
-            ts_dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes), s, b, h, t, sp, act_bytes);
+            ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep[0],
+                                    keep[1]),
+            ts_dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, keep[2], keep[3]),
+            s, b, h, t, sp, act_bytes);
+    }
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
                                          flash, store_scores, dropout, lin_bytes)
@@ -263,11 +328,16 @@ TS_FN double ts_moe_layer_activation_bytes(double s, double b, double h, double 
     int store_scores;
     if (recompute == TS_RECOMPUTE_FULL)
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
-    if (recompute == TS_RECOMPUTE_DOTS)
+    if (recompute >= TS_RECOMPUTE_DOTS) {
+        double keep[4];
+        ts_named_dots_policy(recompute, keep);
         return ts_dots_layer_bytes(
-            ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
-            ts_dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, act_bytes),
+            ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep[0],
+                                    keep[1]),
+            ts_dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, act_bytes, keep[2],
+                              keep[3]),
             s, b, h, t, sp, act_bytes);
+    }
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
                                          flash, store_scores, dropout, lin_bytes)
@@ -529,7 +599,7 @@ TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, i
 /* llm.py config_error, range checks of the free fields (recompute, zero, order, dp_overlap). */
 TS_FN int ts_free_error(int64_t recompute, int64_t zero, int64_t order, int64_t dp_overlap)
 {
-    if (recompute < 0 || recompute > TS_RECOMPUTE_DOTS)
+    if (recompute < 0 || recompute >= TS_RECOMPUTE_COUNT)
         return 9;
     if (zero < 0 || zero > 3)
         return 10;
@@ -739,7 +809,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     double ffn, seq, global_batch, act_bytes, comm_bytes, m, s, b, dpx;
     int swiglu, flash;
     double split, proj, core_hw, dense_mlp, routed, expert_mlp, local_experts;
-    double t_proj, t_core, t_dense_mlp, t_moe_mlp, act_dense, act_moe, t_mem_dense, t_mem_moe;
+    double t_proj, t_core, t_dense_mlp, t_moe_mlp, t_expert_mlp, act_dense, act_moe, t_mem_dense, t_mem_moe;
     double overhead, dense_layers, moe_layers, gemm_f, core_f, mem_f, stage_layers, t_logits;
     double n_st[3], d_st[3], m_st[3], st_t[3][6], t_embed, t_ce, best_t, x;
     double dense_layer_p, moe_layer_p, expert_layer_p, emb_p;
@@ -823,15 +893,15 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         routed = ts_router_flops(b, seq, h, experts) * r_split;
         expert_mlp = ts_moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) * r_split;
         local_experts = experts / ep + shared;
-        t_moe_mlp = ts_gemm_time_fast(&ctx->inv, routed, 1.0)
-                    + ts_linear_time_fast(&ctx->inv, expert_mlp, 2.0 * local_experts);
+        t_expert_mlp = ts_linear_time_fast(&ctx->inv, expert_mlp, 2.0 * local_experts);
+        t_moe_mlp = ts_gemm_time_fast(&ctx->inv, routed, 1.0) + t_expert_mlp;
         act_moe = ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn,
                                                 top_k, shared, swiglu, tp, sp, TS_RECOMPUTE_NONE,
                                                 flash, act_bytes, ctx->inv.dropout, act_bytes);
         t_mem_moe = act_moe * ctx->inv.inv_hbm;
     } else {
         /* dense model: every MoE term below is multiplied by 0 MoE layers */
-        routed = expert_mlp = t_moe_mlp = act_moe = t_mem_moe = 0.0;
+        routed = expert_mlp = t_moe_mlp = t_expert_mlp = act_moe = t_mem_moe = 0.0;
     }
     overhead = sys[TS_SYS_LAYER_OVERHEAD_S];
 
@@ -894,7 +964,21 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->b_compute[TS_RECOMPUTE_FULL] = b_compute + (gemm_f + core_f + mem_f + stage_layers * overhead);
     R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;
     /* llm.py dots_recompute_time: the memory-bound kernels and the attention core, no GEMM */
-    R->b_compute[TS_RECOMPUTE_DOTS] = b_compute + (core_f + mem_f);
+    R->b_compute[TS_RECOMPUTE_DOTS] = b_compute + (core_f + mem_f + 0.0);
+    {
+        /* the named-dot subsets also re-run the GEMMs they drop (llm.py named_dots_gemm_redo
+         * of the stage's attention and MLP GEMM times) */
+        double attn_gemm_f = stage_layers * t_proj;
+        double mlp_gemm_f = dense_layers * t_dense_mlp + moe_layers * t_expert_mlp;
+        double q_dim = heads * head_dim, kv_dim = kv_heads * head_dim;
+        for (c = 0; c <= TS_RECOMPUTE_DOTS; c++)
+            R->gemm_redo[c] = 0.0;
+        for (c = TS_RECOMPUTE_DOTS + 1; c < TS_RECOMPUTE_COUNT; c++) {
+            R->gemm_redo[c] = ts_named_dots_gemm_redo(attn_gemm_f, mlp_gemm_f, q_dim, kv_dim,
+                                                      swiglu, c);
+            R->b_compute[c] = b_compute + (core_f + mem_f + R->gemm_redo[c]);
+        }
+    }
 
     /* ---- message sizes of the parallel dimensions ---- */
     R->tp_bytes = b * s * h * comm_bytes;
@@ -1007,6 +1091,11 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                                               * hw_scale;
         R->hw_flops[TS_RECOMPUTE_DOTS] = (3.0 * hw_fwd + bwd_extra + layers * core_hw * split)
                                          * hw_scale;
+        for (c = TS_RECOMPUTE_DOTS + 1; c < TS_RECOMPUTE_COUNT; c++)
+            R->hw_flops[c] = (3.0 * hw_fwd + bwd_extra
+                              + (layers * core_hw * split
+                                 + ts_named_dots_redo_flops(mdl, b, seq, n_moe, c)))
+                             * hw_scale;
     }
 
     R->tp = tp;
@@ -1191,6 +1280,9 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     tp_b = tp_f; /* the same expression with the same inputs */
     if (full)
         tp_b += tp_f;
+    else if (recompute > TS_RECOMPUTE_DOTS) /* llm.py named_dots_tp_replay */
+        tp_b += ts_tp_exposed(ctx->sys, ts_named_dots_tp_replay(recompute, R->sp) * O->tp_pass,
+                              R->gemm_redo[recompute], R->tp_overlap);
 
     /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023; TE
      * AttnFuncWithCPAndKVP2P) ---- */
@@ -1204,7 +1296,7 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
         cp_b = stage_layers * ((R->cp - 1.0) * ts_overlapped_exposed(2.0 * step,
                                                                      R->cp_attn_step_b, 0.0, sig)
                                + step);
-        if (full || recompute == TS_RECOMPUTE_DOTS) /* the recomputed attention's ring */
+        if (full || recompute >= TS_RECOMPUTE_DOTS) /* the recomputed attention's ring */
             cp_b += stage_layers * ring_f;
     }
 

@@ -171,7 +171,7 @@ static void ts_sweep_worker(ts_sweep_job *J)
         }
         if (level >= 1) {
             int32_t rc = J->rec[r];
-            rec_bad = ord_bad || rc < 0 || rc > TS_RECOMPUTE_DOTS;
+            rec_bad = ord_bad || rc < 0 || rc >= TS_RECOMPUTE_COUNT;
             if (!rec_bad)
                 ts_rec_init(ctx, &R, &O, rc, &V);
         }

@@ -100,7 +100,10 @@ def test_every_order_and_schedule(name, warm_backends, llama_example):  # noqa: 
     for order in range(L.N_ORDERS):
         for schedule in range(L.N_SCHEDULES):
             for recompute, zero, ep_sp in ((0, 0, 0), (1, 1, 1), (2, 3, 1), (0, 2, 0),
-                                           (L.RECOMPUTE_DOTS, 1, 1)):
+                                           (L.RECOMPUTE_DOTS, 1, 1),
+                                           (L.RECOMPUTE_DOTS_NO_MLP_IN, 0, 1),
+                                           (L.RECOMPUTE_DOTS_ATTN, 3, 0),
+                                           (L.RECOMPUTE_QKV_PROJ, 2, 1)):
                 c = base.copy()
                 c[L.CFG_ORDER] = order
                 c[L.CFG_SCHEDULE] = schedule

@@ -757,3 +757,186 @@ def test_zero_below_3_is_unchanged_by_fsdp_units(scenario):
         out = evaluate_batch(sys, mdl, j, cfg)
         assert out[L.OUT_DP_COMM_S, 0] == float.fromhex(dp_hex), (zero, dp_overlap)
         assert out[L.OUT_STEP_TIME_S, 0] == float.fromhex(step_hex), (zero, dp_overlap)
+
+
+# ---------------------------------------------------------------------------------------------
+# Named-dot recompute policies (MaxText remat_policy through
+# jax.checkpoint_policies.save_only_these_names): which GEMM outputs are kept, which re-run
+# ---------------------------------------------------------------------------------------------
+
+# Llama-3-8B-like layer: s, b, h, a, a_kv, d, ffn, t
+LS, LB, LH, LA, LKV, LD, LFFN, LT = 8192, 1, 4096, 32, 8, 128, 14336, 8
+NAMED = (L.RECOMPUTE_DOTS, L.RECOMPUTE_DOTS_NO_MLP_IN, L.RECOMPUTE_DOTS_ATTN,
+         L.RECOMPUTE_QKV_PROJ)
+
+
+def llama_layer_bytes(rc, sp=True):
+    return llm.layer_activation_bytes(LS, LB, LH, LA, LKV, LD, LFFN, True, LT, sp, rc, True,
+                                      2.0, False, 1.0)
+
+
+def test_named_dot_policies_keep_their_tensors_llama_layer():
+    sb = LS * LB
+    inp = 2 * sb * LH  # layer input
+    qkv = 2 * sb * (LA * LD + 2 * LKV * LD)  # query_proj, key_proj, value_proj
+    out = 2 * sb * LH  # out_proj
+    fc1 = 2 * sb * 2 * LFFN  # mlpwi_0 + mlpwi_1 (SwiGLU)
+    fc2 = 2 * sb * LH  # mlpwo
+    want = {
+        L.RECOMPUTE_DOTS: inp + qkv + out + fc1 + fc2,
+        L.RECOMPUTE_DOTS_NO_MLP_IN: inp + qkv + out + fc2,  # save_dot_except_mlpwi
+        L.RECOMPUTE_DOTS_ATTN: inp + qkv + out,  # save_dot_except_mlp
+        L.RECOMPUTE_QKV_PROJ: inp + qkv,  # save_qkv_proj
+    }
+    for rc, w in want.items():
+        assert llama_layer_bytes(rc) == pytest.approx(w / LT, rel=1e-12), L.RECOMPUTE[rc]
+    # without SP the layer input and the row-parallel outputs (out_proj, mlpwo) are replicated
+    assert llama_layer_bytes(L.RECOMPUTE_DOTS_NO_MLP_IN, sp=False) == pytest.approx(
+        inp + out + fc2 + qkv / LT, rel=1e-12)
+    assert llama_layer_bytes(L.RECOMPUTE_QKV_PROJ, sp=False) == pytest.approx(
+        inp + qkv / LT, rel=1e-12)
+    # strictly fewer bytes down the list, all above full recomputation
+    sizes = [llama_layer_bytes(rc) for rc in NAMED]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 4
+    assert sizes[-1] > llama_layer_bytes(L.RECOMPUTE_FULL)
+    # "dots" unchanged by the table: exactly the sum of its per-tensor functions
+    assert llama_layer_bytes(L.RECOMPUTE_DOTS) == llm.dots_layer_bytes(
+        llm.dots_attention_bytes(LS, LB, LH, LA, LKV, LD, LT, True, 2.0, 1.0, 1.0),
+        llm.dots_mlp_bytes(LS, LB, LH, LFFN, True, LT, True, 2.0, 1.0, 1.0),
+        LS, LB, LH, LT, True, 2.0)
+
+
+def test_named_dot_policies_moe_drop_the_expert_outputs_keep_the_dispatched_input():
+    s, b, h, a, effn, k, shared, t = 4096, 2, 2048, 16, 1024, 6, 2, 4
+    sbh = s * b * h
+
+    def moe(rc):
+        return llm.moe_layer_activation_bytes(s, b, h, a, a, h // a, effn, k, shared, True, t,
+                                              True, rc, True, 2.0, True, 1.0)
+
+    copies = k + shared
+    inp, qkv, out = 2 * sbh, 2 * 3 * sbh, 2 * sbh
+    disp, fc1, fc2 = 2 * sbh, 2 * 2 * s * b * effn, 2 * sbh
+    assert moe(L.RECOMPUTE_DOTS_NO_MLP_IN) == pytest.approx(
+        (inp + qkv + out + copies * (disp + fc2)) / t, rel=1e-12)
+    assert moe(L.RECOMPUTE_DOTS_ATTN) == pytest.approx(
+        (inp + qkv + out + copies * disp) / t, rel=1e-12)
+    assert moe(L.RECOMPUTE_QKV_PROJ) == pytest.approx((inp + qkv + copies * disp) / t,
+                                                      rel=1e-12)
+    assert moe(L.RECOMPUTE_DOTS) - moe(L.RECOMPUTE_DOTS_NO_MLP_IN) == pytest.approx(
+        copies * fc1 / t, rel=1e-12)
+
+
+def named_llama_model(layers=4):
+    mdl = gpt_model(layers=layers, h=LH, heads=LA, vocab=32000)
+    mdl[L.MDL_KV_HEADS] = LKV
+    mdl[L.MDL_FFN_HIDDEN] = LFFN
+    mdl[L.MDL_SWIGLU] = 1
+    return mdl
+
+
+def named_rec(sys, mdl, jb, rc, **kw):
+    cfg = one_config(**kw)
+    row = llm.row_terms(sys, mdl, jb, cfg, 0)
+    ordt = llm.order_terms(sys, mdl, jb, row, cfg[L.CFG_ORDER, 0])
+    return llm.recompute_terms(sys, mdl, jb, row, ordt, rc), row[llm.ROW_M]
+
+
+@pytest.mark.parametrize("tp", [1, 4])
+def test_named_dot_policies_rerun_the_dropped_gemms_llama(tp):
+    # backward extra over "dots" = the dropped GEMMs' forward time: fc1 is 2 of SwiGLU's 3
+    # matrices; the output projection is a d / (2 a d + 2 a_kv d) = 4096 / 10240 of the
+    # attention projections' FLOPs
+    layers, seq, batch = 4, 4096, 8
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = named_llama_model(layers)
+    jb = job(seq=seq, batch=batch)
+    kw = dict(tp=tp, dp=8 // tp, sp=1 if tp > 1 else 0)
+    split = tp
+    t_attn = layers * llm.linear_gemm_time(
+        sys, llm.attention_projection_flops(1, seq, LH, LA, LKV, LD) / split, 2.0)
+    t_mlp = layers * llm.linear_gemm_time(sys, llm.mlp_flops(1, seq, LH, LFFN, True) / split,
+                                          2.0)
+    rec = {rc: named_rec(sys, mdl, jb, rc, **kw)[0] for rc in NAMED}
+    m = named_rec(sys, mdl, jb, L.RECOMPUTE_DOTS, **kw)[1]
+    # compute per microbatch (F + B + W, no communication)
+    dots_b = rec[L.RECOMPUTE_DOTS][llm.REC_COMPUTE] / m
+    out_share = 4096 / 10240
+    extra = {L.RECOMPUTE_DOTS_NO_MLP_IN: 2 / 3 * t_mlp,
+             L.RECOMPUTE_DOTS_ATTN: t_mlp,
+             L.RECOMPUTE_QKV_PROJ: out_share * t_attn + t_mlp}
+    for rc, want in extra.items():
+        assert rec[rc][llm.REC_COMPUTE] / m - dots_b == pytest.approx(want, rel=1e-9)
+        # forward and weight-gradient passes unchanged
+        assert rec[rc][llm.REC_F_STAGE] == rec[L.RECOMPUTE_DOTS][llm.REC_F_STAGE]
+        assert rec[rc][llm.REC_W_STAGE] == rec[L.RECOMPUTE_DOTS][llm.REC_W_STAGE]
+    # hardware FLOPs: + the re-run GEMMs' FLOPs of every layer, every microbatch
+    attn_f = layers * llm.attention_projection_flops(1, seq, LH, LA, LKV, LD)
+    mlp_f = layers * llm.mlp_flops(1, seq, LH, LFFN, True)
+    flops_extra = {L.RECOMPUTE_DOTS_NO_MLP_IN: 2 / 3 * mlp_f,
+                   L.RECOMPUTE_DOTS_ATTN: mlp_f,
+                   L.RECOMPUTE_QKV_PROJ: out_share * attn_f + mlp_f}
+    for rc, want in flops_extra.items():
+        got = rec[rc][llm.REC_HW_FLOPS] - rec[L.RECOMPUTE_DOTS][llm.REC_HW_FLOPS]
+        assert got == pytest.approx(want * batch, rel=1e-9)
+    # between "dots" (no GEMM re-run) and full recomputation (every GEMM, the pass overhead)
+    full_b = named_rec(sys, mdl, jb, L.RECOMPUTE_FULL, **kw)[0][llm.REC_B_STAGE]
+    assert rec[L.RECOMPUTE_DOTS][llm.REC_B_STAGE] < rec[L.RECOMPUTE_QKV_PROJ][llm.REC_B_STAGE] \
+        < full_b
+
+
+def test_named_dot_policies_in_every_backend(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = named_llama_model(8)
+    jb = job(seq=8192, batch=16)
+    outs = {rc: evaluate_blocks(sys, mdl, jb, one_config(tp=8, sp=1, recompute=rc),
+                                backend=backend)
+            for rc in NAMED + (L.RECOMPUTE_FULL,)}
+    mem = [outs[rc][L.OUT_MEM_ACTIVATIONS_GIB, 0] for rc in NAMED]
+    step = [outs[rc][L.OUT_STEP_TIME_S, 0] for rc in NAMED]
+    assert mem == sorted(mem, reverse=True) and len(set(mem)) == 4
+    assert step == sorted(step) and len(set(step)) == 4
+    assert step[-1] < outs[L.RECOMPUTE_FULL][L.OUT_STEP_TIME_S, 0]
+    # TP with SP, no overlap: "dots" pays one pass forward and one backward; the named subsets
+    # replay the collectives around their re-run GEMMs, a quarter pass each (fc1's input
+    # all-gather; + fc2's reduce-scatter; + the output projection's reduce-scatter)
+    tp_dots = outs[L.RECOMPUTE_DOTS][L.OUT_TP_COMM_S, 0]
+    assert tp_dots > 0.0
+    for rc, quarters in ((L.RECOMPUTE_DOTS_NO_MLP_IN, 1), (L.RECOMPUTE_DOTS_ATTN, 2),
+                         (L.RECOMPUTE_QKV_PROJ, 3)):
+        assert outs[rc][L.OUT_TP_COMM_S, 0] / tp_dots == pytest.approx(
+            (2 + quarters / 4) / 2, rel=1e-12), L.RECOMPUTE[rc]
+
+
+def test_named_dot_policies_tp_replay_without_sp():
+    # two all-reduces per layer pass, after the output projection and after fc2: fc1's re-run
+    # needs none, fc2's one, the output projection's the other
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, False) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, True) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_NO_MLP_IN, False) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_ATTN, False) == 0.5
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_QKV_PROJ, False) == 1.0
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = named_llama_model(4)
+    jb = job(seq=4096, batch=8)
+    rec = {rc: named_rec(sys, mdl, jb, rc, tp=8, sp=0)[0] for rc in NAMED}
+    tp_dots = rec[L.RECOMPUTE_DOTS][llm.REC_TP_COMM]
+    assert tp_dots > 0.0
+    for rc, halves in ((L.RECOMPUTE_DOTS_NO_MLP_IN, 0), (L.RECOMPUTE_DOTS_ATTN, 1),
+                       (L.RECOMPUTE_QKV_PROJ, 2)):
+        assert rec[rc][llm.REC_TP_COMM] / tp_dots == pytest.approx((2 + halves / 2) / 2,
+                                                                    rel=1e-12)
+
+
+def test_named_dot_policies_are_appended_recompute_values():
+    from trainscape.spec.pack import encode_value
+
+    assert L.RECOMPUTE[:4] == ("none", "selective", "full", "dots")  # codes keep their values
+    for name in ("dots_no_mlp_in", "dots_attn", "qkv_proj"):
+        assert encode_value("recompute", name) == L.RECOMPUTE.index(name) > L.RECOMPUTE_DOTS
+    assert llm.named_dots_policy(L.RECOMPUTE_DOTS) == (1.0, 1.0, 1.0, 1.0)
+    assert llm.named_dots_policy(L.RECOMPUTE_DOTS_NO_MLP_IN) == (1.0, 1.0, 0.0, 1.0)
+    assert llm.named_dots_policy(L.RECOMPUTE_DOTS_ATTN) == (1.0, 1.0, 0.0, 0.0)
+    assert llm.named_dots_policy(L.RECOMPUTE_QKV_PROJ) == (1.0, 0.0, 0.0, 0.0)

@@ -95,8 +95,11 @@ from ..layout import (
     OUT_TOKENS_PER_S,
     OUT_TP_COMM_S,
     RECOMPUTE_DOTS,
+    RECOMPUTE_DOTS_ATTN,
+    RECOMPUTE_DOTS_NO_MLP_IN,
     RECOMPUTE_FULL,
     RECOMPUTE_NONE,
+    RECOMPUTE_QKV_PROJ,
     RECOMPUTE_SELECTIVE,
     SCHED_DUALPIPE,
     SCHED_DUALPIPE_V,
@@ -377,41 +380,109 @@ def layer_input_bytes(s, b, h, t, sp, act_bytes):
     return act_bytes * s * b * h
 
 
-def dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes):
+def named_dots_policy(recompute):
+    """``(keep_qkv, keep_out, keep_fc1, keep_fc2)``: which linear GEMM outputs a dot-saving
+    recompute policy keeps (1.0) or drops (0.0) -- Q/K/V, the attention output projection, fc1
+    (SwiGLU's gate and up projections, MaxText ``mlpwi_0``/``mlpwi_1``), fc2 (``mlpwo``). What
+    is dropped is recomputed in the backward (:func:`named_dots_gemm_redo`); the layer input is
+    always kept (:func:`dots_layer_bytes`).
+
+    JAX ``jax.checkpoint_policies.save_only_these_names(*names)`` saves exactly the values
+    tagged with ``jax.ad_checkpoint.checkpoint_name`` under those names (JAX docs, "Gradient
+    checkpointing with jax.checkpoint", custom policies). MaxText ``Decoder.get_remat_policy``
+    (``src/MaxText/layers/decoders.py``) builds its ``remat_policy`` options from it:
+
+    * "dots" -- ``minimal`` (``checkpoint_dots_with_no_batch_dims``): every projection's dot;
+    * "dots_no_mlp_in" -- ``save_dot_except_mlpwi``: ``query_proj``, ``key_proj``,
+      ``value_proj``, ``qkv_proj``, ``out_proj``, ``mlpwo``;
+    * "dots_attn" -- ``save_dot_except_mlp``: ``query_proj``, ``key_proj``, ``value_proj``,
+      ``qkv_proj``, ``out_proj`` (PaxML ``AutodiffCheckpointType.SAVE_QKV_OUT_PROJ`` keeps the
+      same tensors);
+    * "qkv_proj" -- ``save_qkv_proj``: ``query_proj``, ``key_proj``, ``value_proj``,
+      ``qkv_proj``.
+    """
+    if recompute == RECOMPUTE_DOTS_NO_MLP_IN:
+        return (1.0, 1.0, 0.0, 1.0)
+    if recompute == RECOMPUTE_DOTS_ATTN:
+        return (1.0, 1.0, 0.0, 0.0)
+    if recompute == RECOMPUTE_QKV_PROJ:
+        return (1.0, 0.0, 0.0, 0.0)
+    return (1.0, 1.0, 1.0, 1.0)
+
+
+def named_dots_gemm_redo(attn_gemm, mlp_gemm, q_dim, kv_dim, swiglu, recompute):
+    """The part of the linear GEMMs a dot-saving policy (:func:`named_dots_policy`) re-runs in
+    the backward because their outputs were not kept: ``attn_gemm`` (Q/K/V and output
+    projection together) and ``mlp_gemm`` (fc1 and fc2, the routed and shared experts' in an
+    MoE layer) -- times or FLOPs -- split by FLOP share (:func:`attention_projection_flops`:
+    Q/K/V ``(a d + 2 a_kv d)``, output projection ``a d`` of ``2 a d + 2 a_kv d``;
+    :func:`mlp_flops`: fc1 2 of 3 matrices with SwiGLU, 1 of 2 with GeLU, fc2 the rest). A
+    dropped output is re-run even where only its consumer's backward needs it (fc1 for the
+    activation and fc2's weight gradient; fc2 for an MoE combine's gate gradient), so a dense
+    fc2 re-run is an upper bound where the compiler can drop it. 0 under "dots"."""
+    keep = named_dots_policy(recompute)
+    out_share = q_dim / (2.0 * q_dim + 2.0 * kv_dim)
+    fc1_share = 2.0 / 3.0 if swiglu else 0.5
+    attn_redo = (1.0 - keep[0]) * (1.0 - out_share) + (1.0 - keep[1]) * out_share
+    mlp_redo = (1.0 - keep[2]) * fc1_share + (1.0 - keep[3]) * (1.0 - fc1_share)
+    return attn_gemm * attn_redo + mlp_gemm * mlp_redo
+
+
+def named_dots_tp_replay(recompute, sp):
+    """Fraction of a layer pass's tensor-parallel traffic (:func:`tp_layer_comm_time`) that a
+    dot-saving policy replays in the backward for the GEMMs it re-runs
+    (:func:`named_dots_gemm_redo`): with sequence parallelism four equal collectives -- the
+    all-gathers of the Q/K/V and fc1 inputs, the reduce-scatters of the output projection's and
+    fc2's outputs -- each replayed when its GEMM is re-run; without SP the two all-reduces,
+    after the output projection and after fc2 (Korthikanti et al. §4.2.2, Shoeybi et al. 2019
+    §3: the column-parallel GEMMs' forward ``f`` is the identity). 0 under "dots" (the saved
+    outputs are the reduced ones)."""
+    keep = named_dots_policy(recompute)
+    if sp:
+        return 0.25 * ((1.0 - keep[0]) + (1.0 - keep[1]) + (1.0 - keep[2]) + (1.0 - keep[3]))
+    return 0.5 * ((1.0 - keep[1]) + (1.0 - keep[3]))
+
+
+def dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep_qkv,
+                         keep_out):
     """What an attention block keeps under the "dots" policy (:func:`dots_layer_bytes`): the
     outputs of its linear GEMMs -- Q, K, V (``sb(a d + 2 a_kv d)``, split over the TP ranks)
     and the output projection's (``sbh``, replicated over the TP ranks without sequence
     parallelism, like Korthikanti's layer-norm output) -- at ``act_bytes`` (GEMM outputs are
-    16-bit, FP8 job or not)."""
+    16-bit, FP8 job or not). ``keep_qkv``, ``keep_out``: 1.0 or 0.0, whether a named-dot
+    policy keeps each (:func:`named_dots_policy`)."""
     q_dim = heads * head_dim
     kv_dim = kv_heads * head_dim
-    replicated = act_bytes * s * b * h
-    split = act_bytes * s * b * (q_dim + 2.0 * kv_dim)
+    replicated = keep_out * act_bytes * s * b * h
+    split = keep_qkv * act_bytes * s * b * (q_dim + 2.0 * kv_dim)
     if sp:
         return (replicated + split) / t
     return replicated + split / t
 
 
-def dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes):
+def dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, keep_fc1, keep_fc2):
     """What a dense MLP keeps under the "dots" policy: fc1's output (``2·ffn`` wide for
     SwiGLU's gate and up projections, MaxText ``mlpwi_0`` and ``mlpwi_1``; ``ffn`` for GeLU),
-    split over the TP ranks, and fc2's (``sbh``, replicated without SP)."""
-    replicated = act_bytes * s * b * h
-    split = (2.0 if swiglu else 1.0) * act_bytes * s * b * ffn
+    split over the TP ranks, and fc2's (``sbh``, replicated without SP); each only where the
+    policy keeps it (``keep_fc1``, ``keep_fc2``: :func:`named_dots_policy`)."""
+    replicated = keep_fc2 * act_bytes * s * b * h
+    split = keep_fc1 * (2.0 if swiglu else 1.0) * act_bytes * s * b * ffn
     if sp:
         return (replicated + split) / t
     return replicated + split / t
 
 
-def dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes):
+def dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes, keep_fc1,
+                   keep_fc2):
     """What an MoE block keeps under the "dots" policy, per routed copy (``top_k + shared``):
-    the expert's fc1 output (``2·ffn`` or ``ffn``) and fc2 output (``sbh``), and its dispatched
-    input -- a modelling choice: kept so that the backward replays no dispatch all-to-all
-    (the expert fc1 weight gradient needs it); the router's ``sb·E`` logits are neglected
-    (``E << h``)."""
+    the expert's fc1 output (``2·ffn`` or ``ffn``) and fc2 output (``sbh``), each where the
+    policy keeps it (``keep_fc1``, ``keep_fc2``: :func:`named_dots_policy`), and its dispatched
+    input -- a modelling choice, under every dot-saving policy: kept so that the backward
+    replays no dispatch all-to-all (the expert fc1 weight gradient needs it); the router's
+    ``sb·E`` logits are neglected (``E << h``)."""
     copies = top_k + shared
-    split = copies * (act_bytes * s * b * h + (2.0 if swiglu else 1.0) * act_bytes * s * b
-                      * expert_ffn + act_bytes * s * b * h)
+    split = copies * (act_bytes * s * b * h + keep_fc1 * (2.0 if swiglu else 1.0) * act_bytes
+                      * s * b * expert_ffn + keep_fc2 * act_bytes * s * b * h)
     return split / t
 
 
@@ -427,7 +498,9 @@ def dots_layer_bytes(attention, block, s, b, h, t, sp, act_bytes):
     saved, attention's batched ``QK^T`` and ``PV`` dots are not; its named subsets
     (``save_dot_except_mlpwi``: ``query_proj``, ``key_proj``, ``value_proj``, ``out_proj``,
     ``mlpwo`` through ``jax.checkpoint_policies.save_only_these_names``; ``save_dot_except_mlp``,
-    ``save_qkv_proj``) keep fewer. JAX's ``jax.checkpoint_policies.dots_saveable`` and
+    ``save_qkv_proj``) keep fewer: the recompute values "dots_no_mlp_in", "dots_attn" and
+    "qkv_proj", whose ``attention`` and ``block`` drop the outputs :func:`named_dots_policy`
+    drops. JAX's ``jax.checkpoint_policies.dots_saveable`` and
     ``save_only_these_names`` (JAX docs, "Gradient checkpointing with jax.checkpoint"), PaxML's
     ``checkpoint_policy`` ``SAVE_DOT_ONLY`` / ``SAVE_QKV_OUT_PROJ`` and torchtitan's per-op
     selective activation checkpointing (``ac_mode = "selective"`` with the op policy, matmul
@@ -448,10 +521,13 @@ def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, s
     """
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
-    if recompute == RECOMPUTE_DOTS:
+    if recompute >= RECOMPUTE_DOTS:
+        keep = named_dots_policy(recompute)
         return dots_layer_bytes(
-            dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
-            dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes), s, b, h, t, sp, act_bytes)
+            dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep[0],
+                                 keep[1]),
+            dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, keep[2], keep[3]),
+            s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
@@ -466,10 +542,13 @@ def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, t
     """Bytes one MoE transformer layer keeps (attention + MoE block + norms)."""
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
-    if recompute == RECOMPUTE_DOTS:
+    if recompute >= RECOMPUTE_DOTS:
+        keep = named_dots_policy(recompute)
         return dots_layer_bytes(
-            dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes),
-            dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes),
+            dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep[0],
+                                 keep[1]),
+            dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
+                           keep[2], keep[3]),
             s, b, h, t, sp, act_bytes)
     store_scores = recompute == RECOMPUTE_NONE
     return (
@@ -681,7 +760,7 @@ def first_config_error(core, free):
 
 def free_config_error(cfg, i):
     """Checks of the free fields (recompute, zero, order, dp_overlap): codes 9, 10, 11, 14."""
-    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_DOTS:
+    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_QKV_PROJ:
         return 9
     if cfg[CFG_ZERO, i] < 0 or cfg[CFG_ZERO, i] > 3:
         return 10
@@ -1000,7 +1079,9 @@ ROW_EXPERT_PARAMS = 24
 ROW_HW_FWD = 25  # hardware FLOPs of one microbatch's forward, whole model
 ROW_HW_CORE = 26  # executed attention core FLOPs of one layer on one GPU
 ROW_MODEL_FLOPS = 27  # per step
-N_ROW = 28
+ROW_ATTN_GEMM_F = 28  # Q/K/V + output projection GEMM time of a stage's forward
+ROW_MLP_GEMM_F = 29  # dense MLP + expert MLP GEMM time of a stage's forward (no router)
+N_ROW = 30
 
 # order_terms
 ORD_S_TP = 0  # placement strides
@@ -1030,7 +1111,7 @@ REC_MEM_ACT_LAST = 11
 N_REC = 12
 
 
-def dots_recompute_time(core_f, mem_f):
+def dots_recompute_time(core_f, mem_f, gemm_redo):
     """Backward time the "dots" policy adds to a stage pass (:func:`dots_layer_bytes`): it
     re-runs what it did not save -- the memory-bound kernels (norms, activation functions,
     residual adds, and the FP8 casts of the linear inputs the weight gradients need: ``mem_f``)
@@ -1040,8 +1121,29 @@ def dots_recompute_time(core_f, mem_f):
     (XLA fuses the rematerialized ops into the backward program), so no extra per-layer pass
     overhead is charged, and no TP or EP collective is replayed: the saved GEMM outputs are the
     reduced ones; the attention forward's context-parallel ring is (see
-    :func:`recompute_terms`)."""
-    return core_f + mem_f
+    :func:`recompute_terms`). The named-dot subsets (:func:`named_dots_policy`) also re-run the
+    GEMMs whose outputs they drop, ``gemm_redo`` (:func:`named_dots_gemm_redo`; 0 under
+    "dots"), and replay the TP collectives around them (:func:`named_dots_tp_replay`); an MoE
+    combine replayed for a re-run expert fc2 is neglected (no EP all-to-all is replayed)."""
+    return core_f + mem_f + gemm_redo
+
+
+def named_dots_redo_flops(mdl, b, seq, recompute):
+    """Hardware FLOPs of one microbatch's forward GEMMs, whole model, that a named-dot policy
+    re-runs (:func:`named_dots_gemm_redo` of the attention projections of every layer and the
+    MLPs of the dense and MoE layers: :func:`attention_projection_flops`, :func:`mlp_flops`,
+    :func:`moe_mlp_flops`)."""
+    h = mdl[MDL_HIDDEN]
+    layers = mdl[MDL_LAYERS]
+    swiglu = mdl[MDL_SWIGLU] > 0.0
+    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    attn = layers * attention_projection_flops(b, seq, h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS],
+                                               mdl[MDL_HEAD_DIM])
+    mlp = (layers - n_moe) * mlp_flops(b, seq, h, mdl[MDL_FFN_HIDDEN], swiglu) \
+        + n_moe * moe_mlp_flops(b, seq, h, mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
+                                mdl[MDL_SHARED_EXPERTS], swiglu)
+    return named_dots_gemm_redo(attn, mlp, mdl[MDL_HEADS] * mdl[MDL_HEAD_DIM],
+                                mdl[MDL_KV_HEADS] * mdl[MDL_HEAD_DIM], swiglu, recompute)
 
 
 def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
@@ -1128,8 +1230,8 @@ def row_terms(sys, mdl, job, cfg, i):
     # each attention kernel (one per ring step with CP) loops over the K/V of s = seq / cp tokens
     t_core = attention_core_time(sys, core_hw, flash, s)
     t_dense_mlp = linear_gemm_time(sys, dense_mlp, 2.0)
-    t_moe_mlp = gemm_time(sys, routed, 1.0) + linear_gemm_time(sys, expert_mlp,
-                                                               2.0 * local_experts)
+    t_expert_mlp = linear_gemm_time(sys, expert_mlp, 2.0 * local_experts)
+    t_moe_mlp = gemm_time(sys, routed, 1.0) + t_expert_mlp
     # elementwise kernels touch about every stored activation once forward, twice backward; they
     # read and write the 16-bit tensors, so the linear-layer inputs count at activation_bytes
     # here even in an fp8 job (the FP8 copies are written by the casts, linear_cast_time)
@@ -1197,6 +1299,8 @@ def row_terms(sys, mdl, job, cfg, i):
     b_compute = st[4]
     w_compute = st[5]
     stage_layers = dense_layers + moe_layers
+    attn_gemm_f = stage_layers * t_proj
+    mlp_gemm_f = dense_layers * t_dense_mlp + moe_layers * t_expert_mlp
 
     # ---- parameters per GPU: the largest stage's (data-parallel traffic, optimizer step) -------
     copies = parameter_copies(schedule)
@@ -1232,7 +1336,7 @@ def row_terms(sys, mdl, job, cfg, i):
     return (tp, cp, pp, dp, ep, dp / ep, b, vpp, float(schedule), 1.0 if sp else 0.0,
             1.0 if cfg[CFG_TP_OVERLAP, i] == 1 else 0.0, m, s, dense_layers, moe_layers,
             stage_layers, t_core, gemm_f, core_f, mem_f, f_compute, b_compute, w_compute,
-            dense_params, expert_params, hw_fwd, core_hw, model_flops)
+            dense_params, expert_params, hw_fwd, core_hw, model_flops, attn_gemm_f, mlp_gemm_f)
 
 
 def moe_all_to_all_pair_time(sys, mdl, job, tokens, ep, s_ep):
@@ -1307,12 +1411,18 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     f_compute = row[ROW_F_COMPUTE]
     w_compute = row[ROW_W_COMPUTE]
     b_compute = row[ROW_B_COMPUTE]
+    gemm_redo = 0.0
+    if recompute >= RECOMPUTE_DOTS:
+        gemm_redo = named_dots_gemm_redo(row[ROW_ATTN_GEMM_F], row[ROW_MLP_GEMM_F],
+                                         mdl[MDL_HEADS] * mdl[MDL_HEAD_DIM],
+                                         mdl[MDL_KV_HEADS] * mdl[MDL_HEAD_DIM],
+                                         mdl[MDL_SWIGLU] > 0.0, recompute)
     if recompute == RECOMPUTE_FULL:
         b_compute += gemm_f + core_f + row[ROW_MEM_F] + stage_layers * sys[SYS_LAYER_OVERHEAD_S]
     elif recompute == RECOMPUTE_SELECTIVE and not flash:
         b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
-    elif recompute == RECOMPUTE_DOTS:
-        b_compute += dots_recompute_time(core_f, row[ROW_MEM_F])
+    elif recompute >= RECOMPUTE_DOTS:
+        b_compute += dots_recompute_time(core_f, row[ROW_MEM_F], gemm_redo)
 
     # ---- tensor parallelism -------------------------------------------------------------------
     tp_overlap = row[ROW_TP_OVERLAP] > 0.0
@@ -1322,6 +1432,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     tp_b = tp_exposed(sys, tp_pass, window_f, tp_overlap)
     if recompute == RECOMPUTE_FULL:
         tp_b += tp_exposed(sys, tp_pass, window_f, tp_overlap)
+    elif recompute > RECOMPUTE_DOTS:
+        # the collectives around the re-run GEMMs, overlapped with those GEMMs
+        tp_b += tp_exposed(sys, named_dots_tp_replay(recompute, row[ROW_SP] > 0.0) * tp_pass,
+                           gemm_redo, tp_overlap)
 
     # ---- context parallelism: ring exchange of K and V overlapped with attention --------------
     # (Liu et al. 2023, Ring Attention; Megatron-Core CP through TE AttnFuncWithCPAndKVP2P)
@@ -1334,7 +1448,7 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         cp_f = stage_layers * ring_f
         cp_b = stage_layers * cp_ring_exposed_backward(
             sys, step, attention_backward_factor(flash) * t_core, cp)
-        if recompute == RECOMPUTE_FULL or recompute == RECOMPUTE_DOTS:
+        if recompute == RECOMPUTE_FULL or recompute >= RECOMPUTE_DOTS:
             # the recomputed attention forward runs its ring again
             cp_b += stage_layers * ring_f
 
@@ -1379,8 +1493,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     hw_recompute = 0.0
     if recompute == RECOMPUTE_FULL:
         hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN], mdl[MDL_VOCAB])
-    elif recompute == RECOMPUTE_DOTS or (recompute == RECOMPUTE_SELECTIVE and not flash):
+    elif recompute >= RECOMPUTE_DOTS or (recompute == RECOMPUTE_SELECTIVE and not flash):
         hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
+        if recompute > RECOMPUTE_DOTS:
+            hw_recompute += named_dots_redo_flops(mdl, b, job[JOB_SEQ_LEN], recompute)
     # backward = B + W: GEMMs twice, the attention core attention_backward_factor times (no
     # weights; FlashAttention recomputes the scores): 3 forwards in all, plus 0.5 x the executed
     # attention core with FlashAttention
