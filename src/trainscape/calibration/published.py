@@ -269,22 +269,36 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
 
 #: why a JAX remat policy maps to a recompute mode of the model
 JAX_REMAT_REASON = {
-    "full": "the policy saves only the Q/K/V (and output) projections: the MLP GEMMs and every "
-            "other tensor are recomputed in backward, as with full recomputation",
-    "dots": "the policy saves the matmul outputs and recomputes the element-wise ops and the "
-            "attention core (recompute mode 'dots'); a policy that also drops some matmul "
-            "outputs (save_dot_except_mlp*) recomputes those GEMMs too, which 'dots' does not "
-            "charge",
+    "dots": "every matmul output saved; element-wise ops and the attention core recomputed",
+    "dots_no_mlp_in": "every matmul output but the MLP's input projections (wi) saved; those "
+                      "GEMMs, element-wise ops and the attention core recomputed",
+    "dots_attn": "only the attention projections' outputs (Q/K/V, output projection) saved; the "
+                 "MLP GEMMs, element-wise ops and the attention core recomputed",
+    "qkv_proj": "only the Q/K/V projections saved; every other GEMM, element-wise op and the "
+                "attention core recomputed",
 }
+
+#: MaxText ``remat_policy`` / PaxML ``checkpoint_policy`` names -> recompute mode: the names each
+#: policy saves (``jax.checkpoint_policies.save_only_these_names``; MaxText
+#: ``Decoder.get_remat_policy``). PaxML's SAVE_QKV_OUT_PROJ keeps what save_dot_except_mlp does;
+#: SAVE_DOT_ONLY / dots_saveable keep every dot output.
+JAX_REMAT_POLICIES = (
+    ("save_dot_except_mlpwi", "dots_no_mlp_in"),
+    ("save_dot_except_mlp", "dots_attn"),
+    ("save_qkv_out_proj", "dots_attn"),
+    ("save_qkv_proj", "qkv_proj"),
+    ("save_dot_only", "dots"),
+    ("minimal", "dots"),
+)
 
 
 def jax_remat_policy(policy: str) -> str:
-    """The recompute mode closest to a MaxText ``remat_policy`` / PaxML ``checkpoint_policy``
-    (JAX ``jax.checkpoint_policies``: ``save_only_these_names`` of the projections, or
-    ``dots_saveable``-style policies)."""
+    """The recompute mode matching a MaxText / PaxML remat policy (``JAX_REMAT_POLICIES``;
+    an unknown policy that saves dots falls back to ``dots``)."""
     p = policy.lower()
-    if "qkv" in p:
-        return "full"
+    for name, mode in JAX_REMAT_POLICIES:
+        if name in p:
+            return mode
     return "dots"
 
 
