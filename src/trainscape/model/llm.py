@@ -1654,7 +1654,10 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     weights)`` of all the device's parameters at once; with ZeRO-3 the same pair for one FSDP
     unit, ``1 / fsdp_units`` of the parameters (Zhao et al. VLDB 2023 §3.2: one collective per
     unit's ``FlatParameter``, so each pays the collective's latency). Dense weights are
-    replicated over cp x ep x dp/ep, expert weights over cp x dp/ep."""
+    replicated over cp x ep x dp/ep, expert weights over cp x dp/ep; folded
+    (:func:`moe_folded`) dense weights over cp x dp and expert weights over cp and the
+    expert-data-parallel complement of the EP group in the TP x DP ranks
+    (:func:`folded_ep_groups`, ``tp * dp / ep`` of them)."""
     cp = row[ROW_CP]
     ep = row[ROW_EP]
     dpx = row[ROW_DPX]
