@@ -572,7 +572,7 @@ TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, i
         return 18;
     if (inv->layers + 2 * inv->edge < ts_schedule_layer_divisor((int)schedule, pp, vpp))
         return 19;
-    if (ts_mod(dp, ep) != 0)
+    if (ts_mod(dp, ep) != 0 && ts_mod(tp * dp, ep) != 0)
         return 20;
     if (ep > 1 && (inv->experts <= 0 || ts_mod(inv->experts, ep) != 0))
         return 21;
@@ -865,7 +865,9 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     m = global_batch / (dp * mbs);
     s = seq / cp;
     b = mbs;
-    dpx = dp / ep;
+    /* llm.py moe_folded / expert_data_parallel_degree */
+    R->fold = fmod(dp, ep) != 0.0;
+    dpx = R->fold ? tp * dp / ep : dp / ep;
 
     /* per-config reciprocals: the hot path multiplies (equal to the reference's divisions to
      * a few ulps) */
@@ -990,10 +992,13 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     /* expert parallelism: dispatch + combine (Lepikhin et al. 2020, GShard §2) */
     R->has_ep_comm = moe_layers > 0.0 && ep > 1.0;
     {
-        double tokens = sp ? b * s * r_tp : b * s;
+        /* folded: every rank dispatches its 1 / tp share (llm.py
+         * folded_moe_all_to_all_pair_time), without SP then all-gathering the output */
+        double tokens = (sp || R->fold) ? b * s * r_tp : b * s;
         double copies_bytes = tokens * top_k * h; /* llm.py moe_all_to_all_pair_time */
         R->a2a_dispatch_bytes = copies_bytes * job[TS_JOB_DISPATCH_BYTES];
         R->a2a_combine_bytes = copies_bytes * job[TS_JOB_COMBINE_BYTES];
+        R->fold_gather_bytes = R->fold && !sp ? b * s * h * comm_bytes : 0.0;
     }
     R->pp_bytes = b * s * h * comm_bytes * r_tp;
     R->pp_crit = pp > 1.0 ? ts_p2p_critical_transfers(schedule, pp, vpp) : 0.0;
@@ -1014,7 +1019,9 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         if (loss)
             d += emb_p;
         R->st_dparams[c] = d * r_tp * copies;
-        R->st_eparams[c] = m_st[c] > 0.0 ? m_st[c] * expert_layer_p * r_tp * copies : 0.0;
+        /* expert TP: the attention's, or 1 when folded (llm.py expert_tp_degree) */
+        R->st_eparams[c] = m_st[c] > 0.0
+            ? m_st[c] * expert_layer_p * (R->fold ? 1.0 : r_tp) * copies : 0.0;
         R->st_lparams[c] = (d_st[c] * ctx->inv.dense_layer_linear_params
                             + m_st[c] * ctx->inv.moe_layer_linear_params) * r_tp * copies;
         R->st_dense[c] = d_st[c];
@@ -1161,6 +1168,46 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
     R->act_have |= 1 << rc;
 }
 
+/* llm.py folded_ep_groups: out[0..3] the EP group (n_a, s_a, n_b, s_b), out[4..7] its
+ * expert-data-parallel complement in the TP x DP ranks. */
+TS_FN void ts_folded_ep_groups(double tp, double s_tp, double dp, double s_dp, double ep,
+                               double out[8])
+{
+    double n_in, s_in, n_out, s_out, g, e_out;
+    int64_t a, b2, r;
+    if (s_tp <= s_dp) {
+        n_in = tp; s_in = s_tp; n_out = dp; s_out = s_dp;
+    } else {
+        n_in = dp; s_in = s_dp; n_out = tp; s_out = s_tp;
+    }
+    a = (int64_t)n_in; /* llm.py whole_gcd */
+    b2 = (int64_t)ep;
+    while (b2 != 0) {
+        r = a % b2;
+        a = b2;
+        b2 = r;
+    }
+    g = (double)a;
+    e_out = ep / g;
+    out[0] = g;
+    out[1] = s_in;
+    out[2] = e_out;
+    out[3] = s_out;
+    out[4] = n_in / g;
+    out[5] = s_in * g;
+    out[6] = n_out / e_out;
+    out[7] = s_out * e_out;
+}
+
+/* llm.py order_terms' strides: the attention's grid tp x cp x dp x pp when folded. */
+TS_FN void ts_row_strides(const ts_row *R, const int8_t *perm, double strides[TS_N_DIMS])
+{
+    if (R->fold)
+        ts_placement_strides(perm, R->tp, R->cp, 1.0, R->dp, R->pp, strides);
+    else
+        ts_placement_strides(perm, R->tp, R->cp, R->ep, R->dpx, R->pp, strides);
+}
+
 /* llm.py evaluate_config, the placement order's part: the strides of every dimension, the
  * communication groups and the per-pass communication times of tp, cp, ep and pp. */
 TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
@@ -1178,7 +1225,7 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
         ts_order_permutation(order, perm_local);
         perm = perm_local;
     }
-    ts_placement_strides(perm, tp, cp, ep, dpx, pp, strides);
+    ts_row_strides(R, perm, strides);
 
     /* ---- tensor parallelism ---- */
     O->tp_pass = 0.0;
@@ -1200,10 +1247,20 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
     O->ep_pass = 0.0;
     if (R->has_ep_comm) {
         double a2a;
-        ts_group_init1(&g, net, ep, strides[TS_DIM_EP]);
+        if (R->fold) {
+            double fg[8];
+            ts_folded_ep_groups(tp, strides[TS_DIM_TP], R->dp, strides[TS_DIM_DP], ep, fg);
+            ts_group_init(&g, net, fg[0], fg[1], fg[2], fg[3], 1.0, 1.0);
+        } else {
+            ts_group_init1(&g, net, ep, strides[TS_DIM_EP]);
+        }
         /* moe_all_to_all_pair_time: dispatch + combine (forward, and backward likewise) */
         a2a = ts_routed_all_to_all_pair_time(net, R->a2a_dispatch_bytes, R->a2a_combine_bytes,
                                              ctx->inv.top_k, ctx->inv.max_route_nodes, &g);
+        if (R->fold_gather_bytes > 0.0) {
+            ts_group_init1(&g, net, tp, strides[TS_DIM_TP]);
+            a2a += ts_all_gather_time(net, R->fold_gather_bytes, &g);
+        }
         O->ep_pass = R->moe_layers * a2a;
     }
 
@@ -1236,7 +1293,7 @@ TS_FN void ts_ord_dp_groups(const ts_ctx *ctx, const ts_row *R, ts_ord *O)
         ts_order_permutation(O->order, perm_local);
         perm = perm_local;
     }
-    ts_placement_strides(perm, R->tp, R->cp, R->ep, R->dpx, R->pp, strides);
+    ts_row_strides(R, perm, strides);
     ts_ord_dp_groups_at(ctx, R, O, strides);
 }
 
@@ -1246,6 +1303,22 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
 {
     const ts_net *net = &ctx->net;
     double cp = R->cp, ep = R->ep, dpx = R->dpx;
+    if (R->fold) { /* llm.py data_parallel_comm, folded */
+        double fg[8];
+        ts_folded_ep_groups(R->tp, strides[TS_DIM_TP], R->dp, strides[TS_DIM_DP], ep, fg);
+        ts_group_init(&O->g_dp_dense, net, cp, strides[TS_DIM_CP], 1.0, strides[TS_DIM_EP],
+                      R->dp, strides[TS_DIM_DP]);
+        if (R->expert_params > 0.0) {
+            ts_group_init(&O->g_dp_expert, net, cp, strides[TS_DIM_CP], fg[4], fg[5], fg[6],
+                          fg[7]);
+        } else {
+            O->g_dp_expert.n = 1.0;
+            O->g_dp_expert.top = -1;
+            O->g_dp_expert.crossings = 0;
+        }
+        O->groups_ok = 1;
+        return;
+    }
     ts_group_init(&O->g_dp_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP], dpx,
                   strides[TS_DIM_DP]);
     if (R->expert_params > 0.0) {

@@ -192,6 +192,8 @@ typedef struct {
     double st_lparams[3];                 /* per stage: FP8 linear weights outside the experts */
     /* read by ts_ord_init only */
     double tp, dp, ep, b, dpx, moe_layers;
+    int fold;                /* llm.py moe_folded: EP folded over TP x DP, expert TP 1 */
+    double fold_gather_bytes; /* folded without SP: the combine output all-gathered over TP */
     double st_dense[3], st_moe[3], st_inflight[3]; /* per stage, for ts_row_act */
     double tp_bytes, kv_chunk, a2a_dispatch_bytes, a2a_combine_bytes, pp_bytes, pp_crit;
     double dp_dense, dp_expert;

@@ -219,9 +219,11 @@ _BAD_VALUES = {
 
 
 @st.composite
-def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
+def config_column(draw, sys, mdl, job, invalid_rate: int = 10, folded: bool = False):
     """One config column (``int32 (N_CFG,)``) for these blocks; mostly plausible, about
-    1 in ``invalid_rate`` with a field replaced by an invalid or out-of-range value."""
+    1 in ``invalid_rate`` with a field replaced by an invalid or out-of-range value. ``folded``:
+    ep drawn from the divisors of tp * dp that do not divide dp where there are any (MoE
+    parallel folding, llm.moe_folded)."""
     gpus = int(sys[L.SYS_GPUS])
     if draw(st.integers(0, 3)) == 0:
         # the GPU count's prime factors dealt out at random (often invalid for the model)
@@ -246,7 +248,10 @@ def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
         cp = draw(st.sampled_from(_divisors(math.gcd(rest, seq // 2)))) if seq >= 2 else 1
         dp = rest // cp
     experts = int(mdl[L.MDL_EXPERTS])
-    ep_choices = [d for d in _divisors(dp) if experts > 0 and experts % d == 0] or [1]
+    # ep | dp (experts at TP degree tp), or ep | tp * dp only: MoE parallel folding, expert TP 1
+    ep_choices = [d for d in _divisors(tp * dp) if experts > 0 and experts % d == 0] or [1]
+    if folded:
+        ep_choices = [d for d in ep_choices if dp % d != 0] or ep_choices
     ep = draw(st.sampled_from(ep_choices))
     gb = int(job[L.JOB_GLOBAL_BATCH])
     mbs_choices = [d for d in _divisors(gb // dp)] if gb % dp == 0 else [1]
@@ -277,16 +282,18 @@ def config_column(draw, sys, mdl, job, invalid_rate: int = 10):
 
 
 @st.composite
-def config_columns(draw, sys, mdl, job, min_size: int = 1, max_size: int = 48):
+def config_columns(draw, sys, mdl, job, min_size: int = 1, max_size: int = 48,
+                   folded: bool = False):
     """A batch ``int32 (N_CFG, n)``, C-contiguous."""
     n = draw(st.integers(min_size, max_size))
-    cols = [draw(config_column(sys, mdl, job)) for _ in range(n)]
+    cols = [draw(config_column(sys, mdl, job, folded=folded)) for _ in range(n)]
     return np.ascontiguousarray(np.stack(cols, axis=1))
 
 
 @st.composite
-def batches(draw, moe: bool | None = None, max_size: int = 48):
-    """``(sys, mdl, job, cfg)``: drawn blocks and a batch of configs for them."""
+def batches(draw, moe: bool | None = None, max_size: int = 48, folded: bool = False):
+    """``(sys, mdl, job, cfg)``: drawn blocks and a batch of configs for them (``folded``: see
+    :func:`config_column`)."""
     sys, mdl, job = draw(scenarios(moe))
-    cfg = draw(config_columns(sys, mdl, job, max_size=max_size))
+    cfg = draw(config_columns(sys, mdl, job, max_size=max_size, folded=folded))
     return sys, mdl, job, cfg

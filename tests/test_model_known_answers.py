@@ -940,3 +940,92 @@ def test_named_dot_policies_are_appended_recompute_values():
     assert llm.named_dots_policy(L.RECOMPUTE_DOTS_NO_MLP_IN) == (1.0, 1.0, 0.0, 1.0)
     assert llm.named_dots_policy(L.RECOMPUTE_DOTS_ATTN) == (1.0, 1.0, 0.0, 0.0)
     assert llm.named_dots_policy(L.RECOMPUTE_QKV_PROJ) == (1.0, 0.0, 0.0, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# MoE parallel folding (Liu et al. 2025, arXiv 2504.14960; Megatron-Core expert TP 1)
+# ---------------------------------------------------------------------------------------------
+
+
+def qwen3_like(layers=8):
+    """Qwen3-235B-A22B's MoE shape (h 4096, 64 heads of 128, 4 KV heads, 128 experts, top-8,
+    expert FFN 1536, SwiGLU, every layer MoE), ``layers`` deep."""
+    mdl = gpt_model(layers=layers, h=4096, heads=64, vocab=151936)
+    mdl[L.MDL_KV_HEADS] = 4
+    mdl[L.MDL_HEAD_DIM] = 128
+    mdl[L.MDL_SWIGLU] = 1
+    mdl[L.MDL_EXPERTS] = 128
+    mdl[L.MDL_TOP_K] = 8
+    mdl[L.MDL_EXPERT_FFN_HIDDEN] = 1536
+    mdl[L.MDL_MOE_EVERY] = 1
+    return mdl
+
+
+def test_folding_is_valid_only_when_ep_divides_tp_times_dp():
+    sys = system([NODE, FABRIC], gpus=256)
+    j = job(seq=4096, batch=512)
+    mdl = qwen3_like()
+    # the NeMo Qwen3-235B-A22B layout: TP 2, PP 8, DP 16, EP 32 (ETP 1)
+    assert llm.config_error(sys, mdl, j, one_config(tp=2, pp=8, dp=16, ep=32), 0) == 0
+    assert llm.config_error(sys, mdl, j, one_config(tp=2, pp=8, dp=16, ep=64), 0) == 20
+    assert llm.config_error_message(20) == (
+        "ep", "must divide dp, or tp*dp with expert TP 1 (MoE parallel folding)")
+    assert not llm.moe_folded(2.0, 16.0, 16.0) and llm.moe_folded(2.0, 16.0, 32.0)
+
+
+def test_folded_qwen3_layout_whole_experts_per_gpu_and_expert_dp_degree():
+    sys = system([NODE, FABRIC], gpus=256)
+    j = job(seq=4096, batch=512)
+    mdl = qwen3_like(layers=16)  # 2 MoE layers per stage
+    expert_mlp = 3 * 4096 * 1536  # SwiGLU: gate, up, down
+    folded = llm.row_terms(sys, mdl, j, one_config(tp=2, pp=8, dp=16, ep=32), 0)
+    # 128 / 32 = 4 whole experts per MoE layer, not split over TP; expert DP 2 * 16 / 32 = 1
+    assert folded[llm.ROW_EXPERT_PARAMS] == 2 * 4 * expert_mlp
+    assert folded[llm.ROW_DPX] == 1.0
+    # unfolded (ep | dp): 8 experts per layer at the attention's TP 2, expert DP 16 / 16
+    plain = llm.row_terms(sys, mdl, j, one_config(tp=2, pp=8, dp=16, ep=16), 0)
+    assert plain[llm.ROW_EXPERT_PARAMS] == 2 * 8 * expert_mlp / 2
+    # TP 4, DP 8, EP 16: expert DP 4 * 8 / 16 = 2 (times CP 2 for the gradient reduction)
+    sys128 = system([NODE, FABRIC], gpus=128)
+    row = llm.row_terms(sys128, mdl, j, one_config(tp=4, cp=2, pp=2, dp=8, ep=16), 0)
+    assert row[llm.ROW_DPX] == 2.0
+    assert row[llm.ROW_EXPERT_PARAMS] == 8 * 8 * expert_mlp
+
+
+def test_folded_ep_group_spans_the_tp_and_dp_ranks():
+    # TP inner (stride 1), DP stride 2: EP 32 = the 2 TP ranks x 16 DP ranks, no expert DP left
+    assert llm.folded_ep_groups(2.0, 1.0, 16.0, 2.0, 32.0) == (2.0, 1.0, 16.0, 2.0,
+                                                                1.0, 2.0, 1.0, 32.0)
+    # TP 4 inner, DP 8, EP 16: the 4 TP ranks x 4 DP ranks; expert DP: the other 2 DP ranks
+    assert llm.folded_ep_groups(4.0, 1.0, 8.0, 4.0, 16.0) == (4.0, 1.0, 4.0, 4.0,
+                                                               1.0, 4.0, 2.0, 16.0)
+    # DP inner: TP 4 at stride 8 (outer), DP 8 inner, EP 16: 8 DP ranks x 2 TP ranks
+    assert llm.folded_ep_groups(4.0, 8.0, 8.0, 1.0, 16.0) == (8.0, 1.0, 2.0, 8.0,
+                                                               1.0, 8.0, 2.0, 16.0)
+    # gcd split: TP 4, DP 3, EP 6 -> 2 TP ranks x 3 DP ranks; expert DP 2 over TP
+    assert llm.folded_ep_groups(4.0, 1.0, 3.0, 4.0, 6.0) == (2.0, 1.0, 3.0, 4.0,
+                                                              2.0, 2.0, 1.0, 12.0)
+
+
+@pytest.mark.parametrize("sp", [1, 0])
+def test_folded_all_to_all_over_32_ranks_of_tp_and_dp(backend, sp):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=256)
+    seq, batch = 4096, 512
+    j = job(seq=seq, batch=batch)
+    # order 0 (tp-cp-ep-dp-pp): the stage's 32 TP x DP ranks are consecutive, 4 nodes of 8
+    cfg = one_config(tp=2, pp=8, dp=16, ep=32, mbs=1, sp=sp)
+    out = evaluate_blocks(sys, qwen3_like(layers=8), j, cfg, backend=backend)
+    assert out[L.OUT_STATUS, 0] != L.STATUS_INVALID_CONFIG
+    # each rank dispatches its b s / tp tokens, top-8 copies of h = 4096, BF16 both ways
+    nbytes = seq / 2 * 8 * 4096 * 2.0
+    a2a = 10e-6 + max(7 / 32 * nbytes / (400e9 * 0.9), 24 / 32 * nbytes / (50e9 * 0.8))
+    pair = 2 * a2a
+    if not sp:
+        # without SP every TP rank holds all tokens: the combined output is all-gathered over
+        # TP (2 ranks in a node, ring)
+        pair += 2e-6 + 0.5 * seq * 4096 * 2.0 / (400e9 * 0.9)
+    microbatches = batch / 16
+    # one MoE layer per stage; forward and backward each one pair
+    assert out[L.OUT_EP_COMM_S, 0] == pytest.approx(microbatches * 2 * pair, rel=1e-9)

@@ -726,7 +726,7 @@ CONFIG_ERRORS = (
     ("mbs", "global batch must be divisible by dp * mbs"),
     ("pp", "fewer layers (+ 2 x job.pipeline_edge_layers) than the pipeline's model chunks "
            "(pp, x vpp or x 2 by schedule)"),
-    ("ep", "must divide dp"),
+    ("ep", "must divide dp, or tp*dp with expert TP 1 (MoE parallel folding)"),
     ("ep", "must divide the number of experts (and be 1 for a dense model)"),
     ("cp", "sequence length must be divisible by 2 * cp (load-balanced ring attention)"),
     ("sp", "sequence length / cp must be divisible by tp with sequence parallelism"),
@@ -820,7 +820,7 @@ def core_config_error(sys, mdl, job, cfg, i):
     # pipeline_edge_layers each (a first or last chunk may hold only them)
     if layers + 2 * int(job[JOB_PIPELINE_EDGE_LAYERS]) < schedule_layer_divisor(schedule, pp, vpp):
         return 19
-    if dp % ep != 0:
+    if dp % ep != 0 and (tp * dp) % ep != 0:
         return 20
     experts = int(mdl[MDL_EXPERTS])
     if ep > 1 and (experts <= 0 or experts % ep != 0):
@@ -918,19 +918,78 @@ def stage_pass_times(dense, moe, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_d
     return gemm_f, core_f, mem_f, f, b, w
 
 
+def whole_gcd(a, b):
+    """Greatest common divisor of two positive whole numbers (Euclid)."""
+    while b != 0:
+        a, b = b, a % b
+    return a
+
+
+def moe_folded(tp, dp, ep):
+    """Whether expert parallelism is *folded* over the attention's TP x DP ranks: ``ep`` does not
+    divide ``dp`` (the config check admits it then only when ``ep`` divides ``tp * dp``).
+
+    MoE Parallel Folding (Liu et al. 2025, arXiv 2504.14960 §3; Megatron-Core
+    ``--expert-tensor-parallel-size``, ``parallel_state.initialize_model_parallel`` building the
+    expert groups over the same ranks as TP x CP x DP) lets the MoE layers use their own grid
+    (ETP x EP x EDP) over a stage's ranks. The model keeps the original layout (experts at the
+    attention's TP degree, EP inside DP) whenever ``ep | dp`` and folds with expert TP 1
+    otherwise."""
+    return dp % ep != 0
+
+
+def expert_tp_degree(tp, dp, ep):
+    """Tensor-parallel degree of the expert GEMMs: the attention's ``tp``, or 1 when folded
+    (:func:`moe_folded`; Megatron-Core ``expert_tensor_parallel_size`` 1, the NeMo recipes'
+    setting for Qwen3-235B-A22B: TP 2, EP 32, ETP 1)."""
+    if moe_folded(tp, dp, ep):
+        return 1.0
+    return tp
+
+
+def expert_data_parallel_degree(tp, dp, ep):
+    """Data-parallel degree of the expert weights outside context parallelism: ``dp / ep``, or
+    ``tp * dp / ep`` when folded (the expert grid ETP 1 x EP x EDP covers the stage's TP x DP
+    ranks; Megatron-Core's expert-data-parallel group, arXiv 2504.14960 §3)."""
+    if moe_folded(tp, dp, ep):
+        return tp * dp / ep
+    return dp / ep
+
+
+def folded_ep_groups(tp, s_tp, dp, s_dp, ep):
+    """``(n_a, s_a, n_b, s_b, x_a, sx_a, x_b, sx_b)``: the folded expert-parallel group (``n_a``
+    ranks ``s_a`` apart times ``n_b`` ranks ``s_b`` apart) and, over the rest of the TP x DP
+    ranks, its expert-data-parallel complement (``x_a, sx_a, x_b, sx_b``).
+
+    Megatron-Core's expert rank generator takes the EP group from the innermost ranks of the
+    TP x DP block (``RankGenerator(tp=etp, ep=ep, dp=edp, order="tp-ep-dp-pp")``): here the
+    inner of TP and DP (smaller placement stride) contributes ``g = gcd(inner, ep)`` consecutive
+    ranks and the outer ``ep / g`` (which divides it since ``ep | tp * dp``). The approximation:
+    the real group interleaves the TP and DP ranks in rank order whatever this model's placement
+    order calls them; the two-level (degree, stride) pair prices the same span of the network."""
+    if s_tp <= s_dp:
+        n_in, s_in, n_out, s_out = tp, s_tp, dp, s_dp
+    else:
+        n_in, s_in, n_out, s_out = dp, s_dp, tp, s_tp
+    g = float(whole_gcd(int(n_in), int(ep)))
+    e_out = ep / g
+    return (g, s_in, e_out, s_out, n_in / g, s_in * g, n_out / e_out, s_out * e_out)
+
+
 def stage_params(dense, moe, dense_layer_p, moe_layer_p, expert_layer_p, embed, loss, emb_p,
-                 tp, copies):
+                 tp, etp, copies):
     """``(dense, expert)`` parameters a device holds for its ``dense + moe`` layers, the input
     embedding on the first stage and the (untied) output projection on the last (Megatron-LM
     keeps a copy of the word embeddings on the last stage even when they are tied,
     ``LanguageModule.setup_embeddings_and_output_layer``), split over ``tp`` and times the
-    schedule's parameter copies."""
+    schedule's parameter copies; the experts split over the expert tensor-parallel degree ``etp``
+    (:func:`expert_tp_degree`)."""
     d = dense * dense_layer_p + moe * moe_layer_p
     if embed:
         d += emb_p
     if loss:
         d += emb_p
-    return d / tp * copies, moe * expert_layer_p / tp * copies
+    return d / tp * copies, moe * expert_layer_p / etp * copies
 
 
 def stage_memory(job, dense_p, expert_p, linear_p, zero, dp_dense, dp_expert, param_bytes,
@@ -1056,7 +1115,7 @@ ROW_CP = 1
 ROW_PP = 2
 ROW_DP = 3
 ROW_EP = 4
-ROW_DPX = 5  # data parallelism outside expert parallelism, dp / ep
+ROW_DPX = 5  # expert data parallelism outside CP: dp / ep (folded: tp * dp / ep)
 ROW_B = 6  # sequences per microbatch (mbs)
 ROW_VPP = 7
 ROW_SCHEDULE = 8
@@ -1216,6 +1275,10 @@ def row_terms(sys, mdl, job, cfg, i):
     m = global_batch / (dp * mbs)
     s = seq / cp  # tokens of a sequence on one context-parallel rank
     b = mbs
+    # expert GEMMs at the attention's TP or, folded, unsplit: a rank's experts then see the
+    # tokens of the stage's tp x dp attention ranks spread over ep ranks, b x s x top_k / tp
+    # copies per microbatch -- the same FLOPs per rank as the TP-split experts (expert_mlp)
+    etp = expert_tp_degree(tp, dp, ep)
 
     # ---- compute per layer, per microbatch, on one GPU ----------------------------------------
     split = tp * cp
@@ -1310,11 +1373,11 @@ def row_terms(sys, mdl, job, cfg, i):
     expert_layer_p = (experts / ep) * mlp_params(h, expert_ffn, swiglu)
     emb_p = embedding_params(vocab, h)
     pa = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
-                      emb_p, tp, copies)
+                      emb_p, tp, etp, copies)
     pb = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False,
-                      emb_p, tp, copies)
+                      emb_p, tp, etp, copies)
     pc = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
-                      emb_p, tp, copies)
+                      emb_p, tp, etp, copies)
     dense_params = pc[0]
     expert_params = pc[1]
     if pa[0] + pa[1] > dense_params + expert_params:
@@ -1333,7 +1396,7 @@ def row_terms(sys, mdl, job, cfg, i):
         + logits_flops(b, seq, h, vocab)
     )
 
-    return (tp, cp, pp, dp, ep, dp / ep, b, vpp, float(schedule), 1.0 if sp else 0.0,
+    return (tp, cp, pp, dp, ep, expert_data_parallel_degree(tp, dp, ep), b, vpp, float(schedule), 1.0 if sp else 0.0,
             1.0 if cfg[CFG_TP_OVERLAP, i] == 1 else 0.0, m, s, dense_layers, moe_layers,
             stage_layers, t_core, gemm_f, core_f, mem_f, f_compute, b_compute, w_compute,
             dense_params, expert_params, hw_fwd, core_hw, model_flops, attn_gemm_f, mlp_gemm_f)
@@ -1360,6 +1423,31 @@ def moe_all_to_all_pair_time(sys, mdl, job, tokens, ep, s_ep):
     return dispatch + combine
 
 
+def folded_moe_all_to_all_pair_time(sys, mdl, job, b, s, tp, s_tp, dp, s_dp, ep, sp):
+    """:func:`moe_all_to_all_pair_time` of a folded layer (:func:`moe_folded`, expert TP 1): each
+    rank dispatches its ``b * s / tp`` share of the microbatch's tokens over the EP group of
+    :func:`folded_ep_groups`.
+
+    With sequence parallelism the tokens are already split over TP after the attention's
+    reduce-scatter (Megatron-Core requires SP for MoE with TP > 1 and EP > 1,
+    ``arguments.py``); without it every TP rank holds all ``b * s`` tokens, dispatches a
+    ``1 / tp`` slice (no traffic) and all-gathers the combined output over TP
+    (``comm_bytes`` per element), counted here once per pass like the pair."""
+    g = folded_ep_groups(tp, s_tp, dp, s_dp, ep)
+    copies_bytes = b * s / tp * mdl[MDL_TOP_K] * mdl[MDL_HIDDEN]
+    top_k = mdl[MDL_TOP_K]
+    limit = mdl[MDL_MAX_ROUTE_NODES]
+    dispatch = routed_all_to_all_time(sys, copies_bytes * job[JOB_DISPATCH_BYTES], top_k, limit,
+                                      g[0], g[1], g[2], g[3], 1.0, 1.0)
+    combine = routed_all_to_all_time(sys, copies_bytes * job[JOB_COMBINE_BYTES], top_k, limit,
+                                     g[0], g[1], g[2], g[3], 1.0, 1.0)
+    gather = 0.0
+    if not sp:
+        gather = all_gather_time(sys, b * s * mdl[MDL_HIDDEN] * job[JOB_COMM_BYTES], tp, s_tp,
+                                 1.0, 1.0, 1.0, 1.0)
+    return dispatch + combine + gather
+
+
 def order_terms(sys, mdl, job, row, order):
     """Every communication time of a row that depends on the placement ``order`` but not on
     recompute, zero or dp_overlap (see ORD_*)."""
@@ -1371,8 +1459,13 @@ def order_terms(sys, mdl, job, row, order):
     h = mdl[MDL_HIDDEN]
     kv_heads = mdl[MDL_KV_HEADS]
     comm_bytes = job[JOB_COMM_BYTES]
-    s_tp, s_cp, s_ep, s_dp, s_pp = placement_strides(order, tp, cp, row[ROW_EP], row[ROW_DPX],
-                                                     pp)
+    ep = row[ROW_EP]
+    fold = moe_folded(tp, row[ROW_DP], ep)
+    if fold:
+        # the attention's grid: tp x cp x dp x pp (EP folds over the TP x DP ranks)
+        s_tp, s_cp, s_ep, s_dp, s_pp = placement_strides(order, tp, cp, 1.0, row[ROW_DP], pp)
+    else:
+        s_tp, s_cp, s_ep, s_dp, s_pp = placement_strides(order, tp, cp, ep, row[ROW_DPX], pp)
     # tensor parallelism: every layer of the stage, one pass
     sp = row[ROW_SP] > 0.0
     tp_bytes = b * s * h * comm_bytes
@@ -1385,9 +1478,11 @@ def order_terms(sys, mdl, job, row, order):
         cp_step = p2p_time(sys, kv_chunk, cp, s_cp, 1.0, 1.0, 1.0, 1.0)
     # expert parallelism: one dispatch and one combine all-to-all
     a2a = 0.0
-    if row[ROW_MOE_LAYERS] > 0.0 and row[ROW_EP] > 1.0:
-        a2a = moe_all_to_all_pair_time(sys, mdl, job, b * s / tp if sp else b * s,
-                                       row[ROW_EP], s_ep)
+    if row[ROW_MOE_LAYERS] > 0.0 and ep > 1.0 and fold:
+        a2a = folded_moe_all_to_all_pair_time(sys, mdl, job, b, s, tp, s_tp, row[ROW_DP], s_dp,
+                                              ep, sp)
+    elif row[ROW_MOE_LAYERS] > 0.0 and ep > 1.0:
+        a2a = moe_all_to_all_pair_time(sys, mdl, job, b * s / tp if sp else b * s, ep, s_ep)
     # pipeline: stage-to-stage transfers on the critical path
     pp_comm = 0.0
     if pp > 1.0:
@@ -1559,7 +1654,10 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     weights)`` of all the device's parameters at once; with ZeRO-3 the same pair for one FSDP
     unit, ``1 / fsdp_units`` of the parameters (Zhao et al. VLDB 2023 §3.2: one collective per
     unit's ``FlatParameter``, so each pays the collective's latency). Dense weights are
-    replicated over cp x ep x dp/ep, expert weights over cp x dp/ep."""
+    replicated over cp x ep x dp/ep, expert weights over cp x dp/ep; folded
+    (:func:`moe_folded`) dense weights over cp x dp and expert weights over cp and the
+    expert-data-parallel complement of the EP group in the TP x DP ranks
+    (:func:`folded_ep_groups`, ``tp * dp / ep`` of them)."""
     cp = row[ROW_CP]
     ep = row[ROW_EP]
     dpx = row[ROW_DPX]
@@ -1569,26 +1667,40 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     dense_params = row[ROW_DENSE_PARAMS]
     expert_params = row[ROW_EXPERT_PARAMS]
     grad_comm = job[JOB_GRAD_COMM_BYTES]
+    # folded (moe_folded): dense weights replicated over cp x dp, expert weights over cp and
+    # the expert-data-parallel complement of the EP group in the TP x DP ranks
+    e_a = dpx
+    se_a = s_dp
+    e_b = 1.0
+    se_b = 1.0
+    if moe_folded(row[ROW_TP], row[ROW_DP], ep):
+        g = folded_ep_groups(row[ROW_TP], ordt[ORD_S_TP], row[ROW_DP], s_dp, ep)
+        e_a = g[4]
+        se_a = g[5]
+        e_b = g[6]
+        se_b = g[7]
+        ep = 1.0
+        dpx = row[ROW_DP]
     if zero == 0:
         red = all_reduce_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
-            + all_reduce_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+            + all_reduce_time(sys, expert_params * grad_comm, cp, s_cp, e_a, se_a, e_b, se_b)
         return (red, 0.0)
     param_bytes = job[JOB_PARAM_BYTES]
     if zero == 3:
         units = fsdp_units(row)
         rs = reduce_scatter_time(sys, dense_params * grad_comm / units, cp, s_cp, ep, s_ep, dpx,
                                  s_dp) \
-            + reduce_scatter_time(sys, expert_params * grad_comm / units, cp, s_cp, dpx, s_dp,
-                                  1.0, 1.0)
+            + reduce_scatter_time(sys, expert_params * grad_comm / units, cp, s_cp, e_a, se_a,
+                                  e_b, se_b)
         ag = all_gather_time(sys, dense_params * param_bytes / units, cp, s_cp, ep, s_ep, dpx,
                              s_dp) \
-            + all_gather_time(sys, expert_params * param_bytes / units, cp, s_cp, dpx, s_dp,
-                              1.0, 1.0)
+            + all_gather_time(sys, expert_params * param_bytes / units, cp, s_cp, e_a, se_a,
+                              e_b, se_b)
         return (rs, ag)
     rs = reduce_scatter_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
-        + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+        + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, e_a, se_a, e_b, se_b)
     ag = all_gather_time(sys, dense_params * param_bytes, cp, s_cp, ep, s_ep, dpx, s_dp) \
-        + all_gather_time(sys, expert_params * param_bytes, cp, s_cp, dpx, s_dp, 1.0, 1.0)
+        + all_gather_time(sys, expert_params * param_bytes, cp, s_cp, e_a, se_a, e_b, se_b)
     return (rs, ag)
 
 
@@ -1645,6 +1757,7 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, int(row[ROW_SCHEDULE]),
                                                          row[ROW_PP], row[ROW_VPP])
     tp = row[ROW_TP]
+    etp = expert_tp_degree(tp, row[ROW_DP], row[ROW_EP])
     copies = parameter_copies(int(row[ROW_SCHEDULE]))
     attn_p = attention_params(h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM])
     dense_layer_p = attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
@@ -1667,11 +1780,11 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     d2, m2 = stage_layer_split(n_mid, layers, n_moe)
     d3, m3 = stage_layer_split(n_last, layers, n_moe)
     p1 = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
-                      emb_p, tp, copies)
+                      emb_p, tp, etp, copies)
     p2 = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False, emb_p,
-                      tp, copies)
+                      tp, etp, copies)
     p3 = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
-                      emb_p, tp, copies)
+                      emb_p, tp, etp, copies)
     logits_first = logits if loss_first else 0.0
     s1 = stage_memory(job, p1[0], p1[1], (d1 * dense_lin_p + m1 * moe_lin_p) / tp * copies,
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,

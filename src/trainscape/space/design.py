@@ -462,6 +462,11 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
         cfg[L.CFG_ZERO] = 0
         cfg[L.CFG_DP_OVERLAP] = 0
         codes = _config_error_codes(sys, mdl, job, cfg)
+        # the search keeps expert parallelism inside data parallelism (ep | dp): a folded
+        # layout (llm.moe_folded, ep | tp * dp only) is costed when given as a config, not
+        # searched, so the spaces and their samples stay those of the unfolded model
+        codes = np.where((codes == 0) & (cols[C_DP] % np.maximum(cols[C_EP], 1) != 0),
+                         20, codes).astype(codes.dtype)
         bad = codes != 0
         if bad.any():
             u, c = np.unique(codes[bad], return_counts=True)
