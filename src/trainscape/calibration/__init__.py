@@ -23,8 +23,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from .. import layout as L
 from . import legacy
 from .constants_file import format_calibrated, update_calibrated
@@ -202,7 +200,7 @@ def summarize(results: list[Result]) -> dict[str, dict[str, Any]]:
 
 
 __all__ = ["SOURCES", "format_calibrated", "update_calibrated", "Result", "Runner", "legacy", "legacy_results", "published_runs",
-           "summarize", "validate", "is_holdout", "np"]
+           "summarize", "validate", "is_holdout"]
 
 
 #: dtype classes fitted separately, and the dtypes of each

@@ -333,7 +333,7 @@ def published_step(row: dict[str, str], model_flops: float, notes: list[str]) ->
     raise ValueError(f"calibration row {row['case']}: no step time, tokens/s or TFLOP/s")
 
 
-def _bool_grad_dtype(row: dict[str, str], stack: str, release: tuple[int, ...],
+def grad_dtype_of(row: dict[str, str], stack: str, release: tuple[int, ...],
                      notes: list[str]) -> str:
     """Gradient buffer dtype. NeMo 2.0 performance recipes reduce gradients in BF16
     (``grad_reduce_in_fp32 = False`` in NeMo ``scripts/performance`` helpers); Megatron-LM,
@@ -371,12 +371,12 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     release = release_of(row)
     model = model_of(row, notes)
     config = config_of(row, stack, notes)
-    seq, batch, gpus = _int(row, "seq_len"), _int(row, "global_batch"), _int(row, "gpus")
+    seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
     dtype = row["dtype"]
     flash = source_id != "bloom_176b_a100"  # BLOOM (2022) ran Megatron's unfused attention
     job = {"seq_len": seq, "global_batch": batch, "dtype": dtype, "flash_attention": flash,
            "stack": stack,
-           "grad_dtype": _bool_grad_dtype(row, stack, release, notes)}
+           "grad_dtype": grad_dtype_of(row, stack, release, notes)}
     job["dropout"] = dropout_of(model["name"], notes)
     chunks = config["pp"] * config["vpp"]
     if chunks > 1 and model["layers"] % chunks and (model["layers"] + 2) % chunks == 0:
