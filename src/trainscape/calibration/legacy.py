@@ -24,7 +24,6 @@ every row.
 from __future__ import annotations
 
 import csv
-import statistics
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -54,22 +53,11 @@ SOURCES = {
         "2022, Table 5",
     ),
 }
-#: sources the constants are fitted to (A100 80GB); the others are out-of-sample checks
-FITTED_SOURCES = ("megatron_sc21_table1", "korthikanti_table5")
-
-#: the constants fitted per GPU type, with the bounds the fit keeps them in
-FITTED_FIELDS = {
-    "gemm_efficiency_max": (0.4, 0.95),
-    "gemm_half_flops": (1e7, 1e11),
-    "memory_efficiency": (0.2, 0.95),
-    "layer_overhead_us": (0.0, 2000.0),
-}
-
 
 @dataclass
 class Case:
     """One published measurement and the scenario that reproduces it (``scenario`` without
-    its cluster, which ``cluster(gpus, gpu_overrides, calibrated)`` builds)."""
+    its cluster, which :func:`selene_cluster` builds)."""
 
     source: str
     label: str
@@ -78,14 +66,12 @@ class Case:
     published_step_s: float
     published_tflops: float | None  # per GPU, Megatron eq. (3) counting; None if not given
     flops: float  # FLOPs of one iteration as the source counts them
-    cluster: Any = None  # (gpus, gpu_overrides, calibrated) -> cluster dict; Selene if None
 
 
 @dataclass
 class Prediction:
     case: Case
     step_s: float
-    tflops: float
     config: dict[str, Any]
     breakdown: dict[str, float] = field(default_factory=dict)
     feasible: bool = True
@@ -207,10 +193,6 @@ def fitted_cases() -> list[Case]:
     return megatron_cases() + korthikanti_cases()
 
 
-def all_cases() -> list[Case]:
-    return fitted_cases()
-
-
 def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
             backend: str | None = "python", calibrated: bool = True) -> Prediction:
     """The model's step time for a case: the fastest feasible candidate configuration."""
@@ -220,8 +202,7 @@ def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
 
     first = case.candidates[0]
     gpus = first["tp"] * first.get("cp", 1) * first["pp"] * first["dp"]
-    build = case.cluster or selene_cluster
-    scenario = load({**case.scenario, "cluster": build(gpus, gpu_overrides, calibrated)})
+    scenario = load({**case.scenario, "cluster": selene_cluster(gpus, gpu_overrides, calibrated)})
     sys, mdl, job = pack(scenario)
     cfg = pack_configs([ConfigSpec(**c) for c in case.candidates], gpus=gpus)
     out = evaluate_blocks(sys, mdl, job, cfg, backend=backend)
@@ -235,24 +216,6 @@ def predict(case: Case, gpu_overrides: dict[str, Any] | None = None,
     col = out[:, best]
     return Prediction(
         case=case, step_s=float(col[L.OUT_STEP_TIME_S]),
-        tflops=case.flops / (col[L.OUT_STEP_TIME_S] * gpus) * 1e-12,
         config=case.candidates[best], feasible=bool(col[L.OUT_FEASIBLE] > 0),
         memory_gib=float(col[L.OUT_MEMORY_GIB]),
         breakdown={f: float(col[L.OUTPUT_FIELDS.index(f)]) for f in L.BREAKDOWN_FIELDS})
-
-
-def summarize(predictions: list[Prediction]) -> dict[str, dict[str, float]]:
-    """Median and worst absolute step-time error per source."""
-    summary: dict[str, dict[str, float]] = {}
-    for source in SOURCES:
-        errors = [abs(p.error) for p in predictions if p.case.source == source]
-        if errors:
-            summary[source] = {"rows": len(errors), "median_abs_error": statistics.median(errors),
-                               "worst_abs_error": max(errors)}
-    return summary
-
-
-def validate(backend: str | None = "python") -> tuple[list[Prediction], dict]:
-    """Every calibration row through the model with the shipped (calibrated) presets."""
-    predictions = [predict(c, backend=backend) for c in all_cases()]
-    return predictions, summarize(predictions)
