@@ -157,29 +157,21 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
                 pair[base + k] = rect[k]
             pair_flags[p] |= 1 << rc
         zero = cfg[layout.CFG_ZERO, i]
+        # the slots and flag of this ZeRO kind's data_parallel_comm (zero 0: one collective)
         if zero == 0:
-            if pair_flags[p] & PAIR_HAVE_AR == 0:
-                dpc = data_parallel_comm(sys, job, row, pair, zero)
-                pair[PAIR_AR] = dpc[0]
-                pair_flags[p] |= PAIR_HAVE_AR
-            first = pair[PAIR_AR]
-            second = 0.0
+            have, at_first, at_second = PAIR_HAVE_AR, PAIR_AR, -1
         elif zero == 3:
-            if pair_flags[p] & PAIR_HAVE_AG3 == 0:
-                dpc = data_parallel_comm(sys, job, row, pair, zero)
-                pair[PAIR_RS3] = dpc[0]
-                pair[PAIR_AG3] = dpc[1]
-                pair_flags[p] |= PAIR_HAVE_AG3
-            first = pair[PAIR_RS3]
-            second = pair[PAIR_AG3]
+            have, at_first, at_second = PAIR_HAVE_AG3, PAIR_RS3, PAIR_AG3
         else:
-            if pair_flags[p] & PAIR_HAVE_AG == 0:
-                dpc = data_parallel_comm(sys, job, row, pair, zero)
-                pair[PAIR_RS] = dpc[0]
-                pair[PAIR_AG] = dpc[1]
-                pair_flags[p] |= PAIR_HAVE_AG
-            first = pair[PAIR_RS]
-            second = pair[PAIR_AG]
+            have, at_first, at_second = PAIR_HAVE_AG, PAIR_RS, PAIR_AG
+        if pair_flags[p] & have == 0:
+            dpc = data_parallel_comm(sys, job, row, pair, zero)
+            pair[at_first] = dpc[0]
+            if at_second >= 0:
+                pair[at_second] = dpc[1]
+            pair_flags[p] |= have
+        first = pair[at_first]
+        second = pair[at_second] if at_second >= 0 else 0.0
         finish_config(sys, mdl, job, row, pair, pair[base:base + llm.N_REC], first, second, zero,
                       cfg[layout.CFG_DP_OVERLAP, i] == 1, out, i)
         if n_pairs == MEMO_PAIR_CAP:  # row and pair are not used again
