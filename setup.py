@@ -11,9 +11,8 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-CFFI_MODULES = ["src/trainscape/_native_build.py:ffibuilder"]
-if os.path.exists(os.path.join(HERE, "src", "trainscape", "dlrm", "_build.py")):
-    CFFI_MODULES.append("src/trainscape/dlrm/_build.py:ffibuilder")
+CFFI_MODULES = ["src/trainscape/native/build_llm.py:ffibuilder",
+                "src/trainscape/native/build_dlrm.py:ffibuilder"]
 
 
 class OptionalBuildExt(build_ext):
@@ -22,11 +21,11 @@ class OptionalBuildExt(build_ext):
     warned = False
 
     def run(self):
-        # an in-place developer build (python src/trainscape/_native_build.py) is named
+        # an in-place developer build (python src/trainscape/native/build_llm.py) is named
         # *.cpython-3XX-*.so, which Python prefers over the *.abi3.so built here: remove it so a
         # stale kernel can never shadow a fresh one
-        for pattern in ("src/trainscape/_native.cpython-*.so",
-                        "src/trainscape/dlrm/_native.cpython-*.so"):
+        for pattern in ("src/trainscape/native/_llm.cpython-*.so",
+                        "src/trainscape/native/_dlrm.cpython-*.so"):
             for stale in glob.glob(os.path.join(HERE, pattern)):
                 os.remove(stale)
         try:

@@ -96,7 +96,7 @@ def bench_moves(sc, quick):
         best = max(best, reps * len(cand) / (time.perf_counter() - t0))
     res["numba"] = best
     if dlrm.native_available():
-        from trainscape.dlrm import native
+        from trainscape.native import dlrm as native
 
         out_c = np.empty(len(cand))
         native.score_moves(st, tdim, tpool, prank, ptier, cand, out_c)

@@ -48,7 +48,7 @@ def median_time(fn, repeat: int) -> float:
 
 
 def one_config(repeat: int = 20000) -> dict:
-    from trainscape import native
+    from trainscape.native import llm as native
 
     sc = trainscape.load(EXAMPLE)
     sys_, mdl, job = pack(sc)

@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=5, help="search seeds per scenario")
     ap.add_argument("--backends", default="c,numba")
     args = ap.parse_args(argv)
-    from trainscape.explore import kernel_c
+    from trainscape.native import sweep as kernel_c
 
     backends = [b for b in args.backends.split(",") if b != "c" or kernel_c.available()]
     limit = None if args.full else args.limit

@@ -5,7 +5,7 @@ The same seeded random batch of valid configurations is costed by every loaded b
 numba, python) after a warm-up, on one thread and on all cores; ratios are to the pure-Python
 reference. "procs" is the yardstick of the all-cores figure: one separate one-thread process
 per core, all at once, costing the same batch (nothing shared; what this machine gives now;
-``--no-independent`` skips it). The measurement lives in :mod:`trainscape.bench_cli` (also
+``--no-independent`` skips it). The measurement lives in :mod:`trainscape.cli.bench` (also
 ``trainscape bench``).
 
     python bench/throughput.py                 # table
@@ -23,7 +23,7 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from trainscape.bench_cli import _click_command  # noqa: E402
+from trainscape.cli.bench import _click_command  # noqa: E402
 
 if __name__ == "__main__":
     _click_command()(prog_name="throughput.py")

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from trainscape import calibration as cal  # noqa: E402
-from trainscape.commands.validate import within_target  # noqa: E402
+from trainscape.cli.validate import within_target  # noqa: E402
 
 OUT = ROOT / "src" / "trainscape" / "data" / "calibration" / "accuracy_ratchet.json"
 SLACK = 0.005  # half a percentage point: float noise across platforms, not a loosening

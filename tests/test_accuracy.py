@@ -13,7 +13,7 @@ from trainscape import calibration as cal
 from trainscape import presets
 from trainscape.calibration.published import PUBLISHED_FILES, read_rows
 from trainscape.cli import main
-from trainscape.commands.validate import TARGET_MEDIAN, TARGET_WORST, within_target
+from trainscape.cli.validate import TARGET_MEDIAN, TARGET_WORST, within_target
 
 #: Where a source does not meet the issue's target yet, the error it reaches today: a ratchet
 #: (tighten it when the model improves, never loosen it to make a change pass). The targets

@@ -92,7 +92,7 @@ def test_folded_strategy_draws_valid_folded_configs():
 @given(data=st.data())
 def test_c_config_error_equals_reference(data):
     """The kernel's config_error is the reference's, code for code (not just the status)."""
-    from trainscape import native
+    from trainscape.native import llm as native
 
     sys, mdl, job = data.draw(scenarios())
     for _ in range(8):
@@ -104,7 +104,7 @@ def test_c_config_error_equals_reference(data):
 @given(batch=batches(max_size=16))
 def test_c_single_config_equals_batch(batch):
     """``ts_llm_cost`` (one config, the entry point in-kernel sweeps call) equals the batch."""
-    from trainscape import native
+    from trainscape.native import llm as native
 
     sys, mdl, job, cfg = batch
     whole = native.evaluate_batch(sys, mdl, job, cfg, threads=1)

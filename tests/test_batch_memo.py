@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import trainscape
 from trainscape import layout as L
-from trainscape import native
+from trainscape.native import llm as native
 from trainscape.backends import available_backends, evaluate_blocks
 from trainscape.model import reference
 from trainscape.space import design_space
@@ -95,7 +95,7 @@ def test_memoized_batch_equals_single_configs_and_reference(backend, example, se
 def test_memo_is_used_and_matches_on_the_bench_batch(native_backend):
     """The bench's batch (the Llama-3-405B example's space, 10^5 columns, one thread: memo on)
     equals the same columns costed one call per 1,000 (memo off: below the threshold)."""
-    from trainscape.bench_cli import bench_batch
+    from trainscape.cli.bench import bench_batch
 
     sys, mdl, job, cfg = bench_batch(100_000, seed=3)
     whole = _run(native_backend, sys, mdl, job, cfg)

@@ -9,7 +9,7 @@ import math
 
 from click.testing import CliRunner
 
-from trainscape import bench_cli
+from trainscape.cli import bench as bench_cli
 from trainscape.backends import available_backends
 
 LOADED = [b for b, (ok, _) in available_backends().items() if ok]

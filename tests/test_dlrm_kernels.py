@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from trainscape import dlrm
 from trainscape.dlrm import layout as D
-from trainscape.dlrm._header import header
+from trainscape.native.dlrm_header import header
 from trainscape.layout import STATUS_INVALID_CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ def test_large_batch_threads_equal_reference(backend):
 
 
 def test_c_rejects_small_scratch():
-    from trainscape.dlrm import native
+    from trainscape.native import dlrm as native
 
     sc, plans = _criteo_like()
     out = np.zeros((D.N_DOUT, 1))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from trainscape import dlrm
 from trainscape.dlrm import incremental as inc
 from trainscape.dlrm import layout as D
-from trainscape.dlrm import native
+from trainscape.native import dlrm as native
 
 from test_dlrm_planner import clusters, make
 

@@ -8,7 +8,6 @@ import json
 import math
 import os
 
-import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -410,7 +409,7 @@ def test_polish_never_worsens():
 
 
 def test_shard_command(tmp_path):
-    from trainscape.dlrm.cli import register
+    from trainscape.cli import main
 
     csv = tmp_path / "t.csv"
     csv.write_text("table,rows,dim,multi_hot\n" + "\n".join(
@@ -420,8 +419,7 @@ def test_shard_command(tmp_path):
         'name = "tiny"\n[model]\ntables_csv = "t.csv"\ninteraction = "dcn"\n'
         "[job]\nglobal_batch = 1024\n"
         '[cluster]\npreset = "zionex"\ngpus = 8\n')
-    group = click.Group()
-    register(group)
+    group = main
     runner = CliRunner()
     res = runner.invoke(group, ["shard", str(scen), "--method", "beam", "--json",
                                 "--plot", str(tmp_path / "load.png")])

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from trainscape.explore.cli import register
+from trainscape.cli import main
 from trainscape.explore.report import read_records
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -18,11 +17,6 @@ GPT3 = str(EXAMPLES / "gpt3-175b-a100.toml")
 
 @pytest.fixture(scope="module")
 def cli():
-    @click.group()
-    def main():
-        pass
-
-    register(main)
     return main
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainscape import layout as L
-from trainscape.model.network import order_permutation
+from trainscape.model.network import order_names, order_permutation
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def test_order_index_round_trips(index):
 
 
 def test_order_names_known_orders():
-    assert L.order_names(L.order_from_names(["tp", "cp", "ep", "dp", "pp"])) == (
+    assert order_names(L.order_from_names(["tp", "cp", "ep", "dp", "pp"])) == (
         "tp", "cp", "ep", "dp", "pp")
     assert L.order_from_names(["tp", "cp", "ep", "dp", "pp"]) == 0
 

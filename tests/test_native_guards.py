@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import trainscape
 from trainscape import layout as L
-from trainscape import native
-from trainscape._native_build import cdef_text
+from trainscape.native import llm as native
+from trainscape.native.build_llm import cdef_text
 from trainscape.backends import (
     BACKENDS,
     available_backends,

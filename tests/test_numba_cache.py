@@ -4,7 +4,7 @@ numba alone keys a cached function by its own file only; our kernels embed const
 ``trainscape.layout`` / ``trainscape.dlrm.layout`` and jitted twins of functions of other
 modules, so a layout edit would load stale machine code. These tests prove the key moves with
 any dependency's text, that the text is the one read at import, and that every kernel of the
-package (LLM and DLRM) is cached through the one helper, :mod:`trainscape.numba_cache`.
+package (LLM and DLRM) is cached through the one helper, :mod:`trainscape.native.numba_cache`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from pathlib import Path
 import numba
 import pytest
 
-from trainscape import numba_cache
+from trainscape.native import numba_cache
 from trainscape.dlrm import balance, incremental
 from trainscape.dlrm import numba_kernel as dk
 from trainscape.explore import kernel_numba as ek
 from trainscape.model import numba_kernel as nk
 from trainscape.space import kernels as sk
 
-SRC = Path(numba_cache.__file__).parent
+SRC = Path(numba_cache.__file__).parents[1]  # the package root
 
 #: kernel module -> sources its compiled code reads (beyond its own)
 KERNELS = {
@@ -161,7 +161,7 @@ def _cache_true_calls(path):
 def test_no_kernel_caches_next_to_its_source():
     """A ``cache=True`` call appears only where the helper sets the directory first."""
     users = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if _cache_true_calls(p))
-    assert users == ["numba_cache.py", "space/kernels.py"]
+    assert users == ["native/numba_cache.py", "space/kernels.py"]
     assert "with caching_in(" in (SRC / "space" / "kernels.py").read_text()
 
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainscape import layout as L
-from trainscape.explore import kernel_c
+from trainscape.native import sweep as kernel_c
 from trainscape.explore.kernel_numba import pareto_insert, topk_insert
 from trainscape.explore.reduce import Reduced, pareto_brute, pareto_merge, topk_merge
 from trainscape.explore.sweep import run_sweep

@@ -2,7 +2,7 @@
 
 Three implementations of one cost model:
 
-- ``"c"``: the C port (``csrc/``, cffi extension ``trainscape._native``), batch split over cores;
+- ``"c"``: the C port (``csrc/``, cffi extension ``trainscape.native._llm``), batch split over cores;
 - ``"numba"``: the reference's own functions compiled by numba, batched with ``prange``;
 - ``"python"``: the pure-Python reference (:mod:`trainscape.model.reference`), the spec.
 
@@ -26,10 +26,10 @@ def _probe(name: str) -> tuple[bool, str]:
         return _status[name]
     try:
         if name == "c":
-            from . import native
+            from .native import llm as native
 
             if native.lib is None:
-                result = (False, native.IMPORT_ERROR or "trainscape._native is not built")
+                result = (False, native.IMPORT_ERROR or "trainscape.native._llm is not built")
             else:
                 result = (True, f"loaded ({native.max_threads()} threads by default)")
         elif name == "numba":
@@ -85,7 +85,7 @@ def evaluate_blocks(sys: np.ndarray, mdl: np.ndarray, job: np.ndarray, cfg: np.n
                                 or threads < 1):
         raise ValueError(f"threads: got {threads!r}, expected an integer >= 1 or None (all cores)")
     if name == "c":
-        from . import native
+        from .native import llm as native
 
         return native.evaluate_batch(sys, mdl, job, cfg, out=out, threads=threads)
     if name == "numba":

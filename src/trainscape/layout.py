@@ -274,9 +274,3 @@ def order_from_names(names: list[str] | tuple[str, ...]) -> int:
     """Order index from dimension names innermost first, e.g. ``["tp","cp","ep","dp","pp"]``."""
     return order_index(tuple(DIMS.index(n) for n in names))
 
-
-def order_names(index: int) -> tuple[str, ...]:
-    """Dimension names, innermost first, of an order index (inverse of ``order_from_names``)."""
-    from .model.network import order_permutation  # the kernels' decoder is the one truth
-
-    return tuple(DIMS[d] for d in order_permutation(index))

@@ -14,7 +14,7 @@ import numpy as np
 from .. import layout as L
 from ..model.collectives import all_reduce_time
 from ..model.network import tier_link_bandwidth
-from ..numba_cache import njit_for
+from ..native.numba_cache import njit_for
 from . import layout as D
 from .reference import (
     dense_bwd_time,

@@ -1,7 +1,7 @@
 """The DLRM reference compiled by numba: the very functions of :mod:`trainscape.dlrm.reference`
 (and the network / collective functions it calls), re-bound so every call between them goes to
 a jitted twin, then batched over plans with ``prange``. Compiled code is cached in a directory
-keyed by every source it reads (:mod:`trainscape.numba_cache`), not next to this file."""
+keyed by every source it reads (:mod:`trainscape.native.numba_cache`), not next to this file."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 from ..model import collectives, network
-from ..numba_cache import njit_for
+from ..native.numba_cache import njit_for
 from . import layout as D
 from . import reference
 

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.network import tier_link_bandwidth
-from . import evaluate_plans, layout as D
+from . import layout as D
+from .evaluation import evaluate_plans
 from .balance import BS_LF, G_ULF, IK_CW, IK_TW, IL_LF, Balancer, form_loads, table_forms
 from .bounds import (
     B_DP,
@@ -424,7 +425,7 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
     random per form -- for the tables on the busiest ranks of each maximum (every table when
     they are few), scored by full evaluations; the best is applied while it lowers the step
     and ``max_evals`` lasts. Returns (plan, step, evaluations)."""
-    from . import evaluate_plans as _eval
+    from .evaluation import evaluate_plans as _eval
 
     rng = np.random.default_rng(seed)
     w = sc.world
@@ -497,7 +498,7 @@ def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int =
     column shards, to and from table-wise, table-row-wise, row-wise, data-parallel) scored by
     full evaluations with the kernel, the best applied when it lowers the step.
     """
-    from . import evaluate_plans as _eval
+    from .evaluation import evaluate_plans as _eval
     from .incremental import evolve
 
     rng = np.random.default_rng(seed)
@@ -587,7 +588,7 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
     (:func:`polish`); the best plan met on the way is returned."""
     if method not in METHODS:
         raise ValueError(f"method: unknown {method!r} (allowed: {', '.join(METHODS)})")
-    from . import evaluate
+    from .evaluation import evaluate
 
     t0 = time.perf_counter()
     parts = lower_bound_parts(sc)

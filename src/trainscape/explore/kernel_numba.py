@@ -39,7 +39,7 @@ from ..layout import (
     STATUS_OK,
     STATUS_OUT_OF_MEMORY,
 )
-from ..numba_cache import njit_for
+from ..native.numba_cache import njit_for
 from ..space.kernels import model_njit
 from .reduce import ST_EVALUATED, ST_INVALID, ST_MIN_MEM, ST_OK, ST_OOM
 

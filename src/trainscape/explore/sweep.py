@@ -54,7 +54,7 @@ def sweep_backend(backend: str | None) -> str:
     if backend == "python":
         return "python"
     if backend in (None, "c"):
-        from . import kernel_c
+        from ..native import sweep as kernel_c
 
         if kernel_c.available():
             return "c"
@@ -327,7 +327,7 @@ def run_sweep(scenario, *, space=None, top: int = 10, objective: str = "step_tim
     if name == "numba":
         from .kernel_numba import run_range
     elif name == "c":
-        from .kernel_c import run_range
+        from ..native.sweep import run_range
     state = WorkerState(workers, top) if name != "python" else None
 
     step = chunk or (4096 * workers if name == "python" else 1 << 16)

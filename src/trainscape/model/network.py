@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from ..layout import (
+    DIMS,
     N_DIMS,
     N_TIER,
     SYS_N_TIERS,
@@ -146,6 +147,12 @@ def nth_unused_dim(used, digit):
 def order_permutation(order):
     """All dimensions of ``order``, innermost first (a tuple; for people and tests)."""
     return tuple(order_dim_at(order, p) for p in range(N_DIMS))
+
+
+def order_names(index: int) -> tuple[str, ...]:
+    """Dimension names, innermost first, of an order index (inverse of
+    :func:`trainscape.layout.order_from_names`), decoded as the kernels decode it."""
+    return tuple(DIMS[d] for d in order_permutation(index))
 
 
 def placement_strides(order, deg_tp, deg_cp, deg_ep, deg_dp, deg_pp):

@@ -7,7 +7,7 @@ Compiled code is cached on disk (``cache=True``) so a second process does not re
 invalidates a cached function only when *its own* file changes, while the batch driver embeds
 code from every reference module and constants of :mod:`trainscape.layout`; so the cache lives
 in a directory keyed by a hash of all of their sources, read once at import, and numba's
-version (:mod:`trainscape.numba_cache`), and any edit to the model compiles afresh.
+version (:mod:`trainscape.native.numba_cache`), and any edit to the model compiles afresh.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import layout
 from ..layout import N_OUT
-from ..numba_cache import njit_for
+from ..native.numba_cache import njit_for
 from . import collectives, llm, network, pipeline
 from .reference import check_blocks
 

@@ -6,7 +6,7 @@ its numba twin (``trainscape.model.numba_kernel.jitted``) over a batch.
 :func:`model_njit` compiles a plain function whose globals name reference-model functions
 (``config_error``, ``evaluate_config`` ...) against their jitted twins, cached on disk in a
 directory keyed by the sources of the model *and* of the calling module and all they import
-(:mod:`trainscape.numba_cache`; numba alone would only notice a change to the caller's own file
+(:mod:`trainscape.native.numba_cache`; numba alone would only notice a change to the caller's own file
 and could run a stale model).
 """
 
@@ -17,7 +17,7 @@ import types
 
 import numpy as np
 
-from ..numba_cache import cache_dir, caching_in, source_text
+from ..native.numba_cache import cache_dir, caching_in, source_text
 
 _COMPILED: dict = {}
 source_text(_sys.modules[__name__])  # the text compiled is the text imported: read it now

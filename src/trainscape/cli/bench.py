@@ -4,7 +4,7 @@ The same seeded random batch of valid configurations of the Llama-3-405B example
 (``examples/llama3-405b-2bldg.toml``: 16,384 GPUs, three network tiers) is costed by every
 loaded backend after a warm-up (numba compile time excluded), on one thread and on all cores;
 the figures are configurations per second, and ratios to the pure-Python reference.
-``bench/throughput.py`` is the script form; :func:`register` adds the command to a click group.
+``bench/throughput.py`` is the script form.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import layout as L
+from .. import layout as L
 
 EXAMPLE = "llama3-405b-2bldg.toml"
 
@@ -35,8 +35,8 @@ def llama_blocks() -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
     directory (an installed package) the same numbers are packed by hand, ``scenario`` None."""
     path = _example_path()
     if path is not None:
-        from .api import load
-        from .spec import pack
+        from ..api import load
+        from ..spec import pack
 
         sc = load(path)
         sys, mdl, job = pack(sc)
@@ -81,7 +81,7 @@ def llama_blocks() -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
 def _random_configs(sys, mdl, job, n: int, seed: int) -> np.ndarray:
     """``n`` valid configs drawn (seeded) from a grid of the example's axes, without the
     design-space module: candidates are drawn, invalid ones dropped, until ``n`` remain."""
-    from .model.llm import config_error
+    from ..model.llm import config_error
 
     rng = np.random.Generator(np.random.PCG64(seed))
     gpus = int(sys[L.SYS_GPUS])
@@ -119,7 +119,7 @@ def bench_batch(n: int, seed: int = 0):
     cfg = None
     if sc is not None:
         try:
-            from .space.design import design_space
+            from ..space.design import design_space
 
             cfg = np.ascontiguousarray(design_space(sc).sample(n, seed=seed))
         except ImportError:
@@ -153,7 +153,7 @@ NO_MEMO_CHUNK = 8192
 def _native_runner(name: str, n: int, seed: int, memo: bool):
     """``(run(threads), configs per run)``: the bench batch costed by backend ``name`` (warmed
     up), whole or in calls of :data:`NO_MEMO_CHUNK` columns."""
-    from .backends import evaluate_blocks
+    from ..backends import evaluate_blocks
 
     sys, mdl, job, cfg = bench_batch(n, seed)
     size = cfg.shape[1] if memo else NO_MEMO_CHUNK
@@ -209,7 +209,7 @@ def measure(n: int = 1_000_000, python_n: int = 2000, seed: int = 0, backends=No
     costed from scratch (what a batch that never repeats a core layout costs). With
     ``independent``, c and numba also report ``"procs"``: :func:`independent_rate` on as
     many processes as there are cores, the yardstick for the threaded "all"."""
-    from .backends import BACKENDS, available_backends, evaluate_blocks
+    from ..backends import BACKENDS, available_backends, evaluate_blocks
 
     status = available_backends()
     names = [b for b in (backends or BACKENDS) if status[b][0]]
@@ -301,12 +301,4 @@ def _click_command():
     return bench
 
 
-def register(group) -> None:
-    """Add the ``bench`` command to a click group."""
-    group.add_command(_click_command())
-
-
-def __getattr__(name: str):
-    if name == "command":  # ``trainscape.commands`` style: a module-level click command
-        return _click_command()
-    raise AttributeError(name)
+command = _click_command()

@@ -11,7 +11,7 @@ import click
 import numpy as np
 
 from ..spec.errors import ScenarioError
-from . import layout as D
+from ..dlrm import layout as D
 
 
 class _BadInput(click.ClickException):
@@ -19,7 +19,7 @@ class _BadInput(click.ClickException):
 
 
 def _report(sc, res) -> dict:
-    from .spec import plan_entries
+    from ..dlrm.spec import plan_entries
 
     r = res.result
     return {
@@ -100,9 +100,9 @@ def _print_text(rep: dict) -> None:
 def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
           seed):
     """Plan the sharding of SCENARIO's embedding tables over its GPUs."""
-    from . import evaluate
-    from .planner import plan as run_plan
-    from .spec import load
+    from ..dlrm import evaluate
+    from ..dlrm.planner import plan as run_plan
+    from ..dlrm.spec import load
 
     try:
         sc = load(scenario)
@@ -117,7 +117,7 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
         given = evaluate(sc, sc.plan, backend=backend)
         rep["given_plan"] = {"step_time_s": given["step_time_s"], "status": given["status"]}
     if plot_path:
-        from .plot import plot_rank_load
+        from ..dlrm.plot import plot_rank_load
 
         plot_rank_load(res.result["per_rank"], plot_path,
                        f"{sc.name}: {res.method}, step {res.step_time_s * 1e3:.3f} ms",
@@ -131,11 +131,6 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
         click.echo(text)
     else:
         _print_text(rep)
-
-
-def register(group: click.Group) -> None:
-    """Add the ``shard`` command to a click group."""
-    group.add_command(shard)
 
 
 command = shard

@@ -1,9 +1,5 @@
-"""The ``sweep``, ``search`` and ``explore`` commands.
-
-``register(group)`` adds the three to a click group; each is also importable on its own
-(``sweep``, ``search``, ``explore``), e.g. for ``trainscape.commands.<name>`` modules doing
-``from ..explore.cli import sweep as command``. Bad input prints one line on stderr and exits
-with code 2.
+"""The ``sweep``, ``search`` and ``explore`` commands (the engines live in
+:mod:`trainscape.explore`). Bad input prints one line on stderr and exits with code 2.
 """
 
 from __future__ import annotations
@@ -14,14 +10,10 @@ import sys
 
 import click
 
-from .sweep import OBJECTIVE_ALIASES, OBJECTIVES
+from ..explore.sweep import OBJECTIVE_ALIASES, OBJECTIVES
+from . import InputError
 
-EXIT_BAD_INPUT = 2
 _OBJ_HELP = "Objective: " + ", ".join([*OBJECTIVES, *OBJECTIVE_ALIASES]) + "."
-
-
-class _BadInput(click.ClickException):
-    exit_code = EXIT_BAD_INPUT
 
 
 def _one_line_errors(fn):
@@ -34,7 +26,7 @@ def _one_line_errors(fn):
         try:
             return fn(*args, **kwargs)
         except ScenarioError as exc:
-            raise _BadInput(str(exc)) from None
+            raise InputError(str(exc)) from None
 
     return wrapper
 
@@ -43,7 +35,7 @@ def _load(path: str | None, overrides):
     from ..api import load
 
     if path is None:
-        from .main import DEFAULT_SCENARIO
+        from ..explore.main import DEFAULT_SCENARIO
 
         return load(DEFAULT_SCENARIO, overrides)
     return load(path, overrides)
@@ -74,7 +66,7 @@ def _prepare(scenario: str | None, overrides, top: int, out: str | None = None):
     """What every command checks and builds first: ``--top``, the ``--out`` path, the
     scenario and its non-empty design space. Returns ``(scenario, space)``."""
     from ..space import design_space
-    from .report import check_out_path
+    from ..explore.report import check_out_path
 
     _check_top(top)
     if out:
@@ -95,7 +87,7 @@ def _check_top(top: int) -> None:
 def _check_feasible(res, scenario) -> None:
     """A space with valid configurations none of which fits: a one-line error (exit 2)."""
     from ..spec.errors import ScenarioError
-    from .report import hbm_gib
+    from ..explore.report import hbm_gib
 
     if res.feasible == 0 and res.complete:
         reason = res.no_feasible_reason(hbm_gib(scenario))
@@ -105,7 +97,7 @@ def _check_feasible(res, scenario) -> None:
 
 
 def _emit(res, scenario, out, as_json, console, extra_lines=()):
-    from .report import headline, print_result, result_summary, write_records
+    from ..explore.report import headline, print_result, result_summary, write_records
 
     _check_feasible(res, scenario)
     if out:
@@ -143,8 +135,8 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
           overrides, as_json):
     """Evaluate every configuration of SCENARIO's design space; keep the top-K, the Pareto
     front (step time vs memory per GPU) and the best per placement order."""
-    from .sweep import SweepInterrupted, default_checkpoint, fingerprint, objective_column
-    from .sweep import run_sweep
+    from ..explore.sweep import SweepInterrupted, default_checkpoint, fingerprint, objective_column
+    from ..explore.sweep import run_sweep
 
     sc, space = _prepare(scenario, overrides, top, out)
     col = objective_column(objective)[0]
@@ -184,7 +176,7 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
 def search(scenario, method, budget, seed, width, multi, top, objective, out, overrides,
            as_json):
     """Search SCENARIO's design space without enumerating it (evolve or beam)."""
-    from .search import run_search
+    from ..explore.search import run_search
 
     sc, space = _prepare(scenario, overrides, top, out)
     console = _console()
@@ -216,8 +208,8 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
     405B scenario on 16K GPUs in two buildings) and write a report with plots."""
     from pathlib import Path
 
-    from .main import default_report_dir, run_explore
-    from .report import headline, print_result, write_report
+    from ..explore.main import default_report_dir, run_explore
+    from ..explore.report import headline, print_result, write_report
 
     sc, space = _prepare(scenario, overrides, top)
     console = _console()
@@ -235,8 +227,3 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
     for what, p in paths.items():
         console.print(f"  {what:15s} {p}", soft_wrap=True)
 
-
-def register(group: click.Group) -> None:
-    """Add ``sweep``, ``search`` and ``explore`` to a click group."""
-    for cmd in (sweep, search, explore):
-        group.add_command(cmd)

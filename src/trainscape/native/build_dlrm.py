@@ -1,7 +1,7 @@
-"""cffi builder (API mode) for ``trainscape.dlrm._native``: the DLRM C kernel.
+"""cffi builder (API mode) for ``trainscape.native._dlrm``: the DLRM C kernel.
 
-Used by setup.py (``cffi_modules=["src/trainscape/dlrm/_build.py:ffibuilder"]``) or run
-directly, ``python src/trainscape/dlrm/_build.py``, to build the extension in place.
+Used by setup.py (``cffi_modules=["src/trainscape/native/build_dlrm.py:ffibuilder"]``) or run
+directly, ``python src/trainscape/native/build_dlrm.py``, to build the extension in place.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def cdef_text() -> str:
 ffibuilder = FFI()
 ffibuilder.cdef(cdef_text())
 ffibuilder.set_source(
-    "trainscape.dlrm._native",
+    "trainscape.native._dlrm",
     # the source joins cffi's generated file, as the LLM kernel's do: no source path, so the
     # build works from any directory (setup.py's, or the temporary one of a build by hand)
     '#include "dlrm.h"\n#include "dlrm.c"\n',
@@ -45,10 +45,10 @@ if __name__ == "__main__":
     import sys
     import tempfile
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from _native_build import install_in_place
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from build_llm import install_in_place
 
     with tempfile.TemporaryDirectory() as tmp:
         built = ffibuilder.compile(tmpdir=tmp, verbose=False)
         print("built", install_in_place(built, os.path.dirname(os.path.abspath(__file__)),
-                                        "_native"))
+                                        "_dlrm"))

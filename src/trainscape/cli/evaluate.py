@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ..cli import load_scenario_arg, scenario_argument, set_option
+from . import load_scenario_arg, scenario_argument, set_option
 
 
 @click.command("evaluate")

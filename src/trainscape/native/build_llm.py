@@ -1,4 +1,4 @@
-"""cffi builder of ``trainscape._native`` (API mode), the C port of the LLM cost model.
+"""cffi builder of ``trainscape.native._llm`` (API mode), the C port of the LLM cost model.
 
 The ``cdef`` is the real text of ``csrc/trainscape.h`` and ``csrc/trainscape_layout.h`` with the
 preprocessor guard and ``#include`` lines stripped (as pyca/pynacl and argon2-cffi-bindings feed
@@ -8,7 +8,7 @@ unit (``TS_UNITY_BUILD``) so the model's small functions inline across files; ``
 
 Used by ``setup.py`` (``cffi_modules``) and runnable by hand to build in place::
 
-    python src/trainscape/_native_build.py     # writes src/trainscape/_native*.so
+    python src/trainscape/native/build_llm.py     # writes src/trainscape/native/_llm*.so
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+ROOT = HERE.parents[2]
 CSRC = ROOT / "csrc"
 HEADERS = ("trainscape_layout.h", "trainscape.h")
 SOURCES = ("network.c", "collectives.c", "pipeline.c", "llm.c", "batch.c")
@@ -92,7 +92,7 @@ ffibuilder = FFI()
 ffibuilder.cdef(cdef_text())
 _compile_args, _link_args, _libraries = _flags()
 ffibuilder.set_source(
-    "trainscape._native",
+    "trainscape.native._llm",
     "#define TS_UNITY_BUILD 1\n"
     + '#include "trainscape.h"\n'
     + "".join(f'#include "{s}"\n' for s in SOURCES),
@@ -125,4 +125,4 @@ def install_in_place(built: str, package_dir: str, stem: str) -> str:
 if __name__ == "__main__":
     # developer build in place next to this file (pip install -e . is the usual way)
     built = ffibuilder.compile(tmpdir=str(ROOT / "build" / "cffi"), verbose=False)
-    print("built", install_in_place(built, str(HERE), "_native"))
+    print("built", install_in_place(built, str(HERE), "_llm"))

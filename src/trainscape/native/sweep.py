@@ -1,6 +1,6 @@
 """The C sweep kernel (``ts_sweep_range``, ``csrc/sweep.c``) through the cffi extension.
 
-Available when ``trainscape._native`` was built with ``csrc/sweep.c`` (and ``csrc/sweep.h`` in
+Available when ``trainscape.native._llm`` was built with ``csrc/sweep.c`` (and ``csrc/sweep.h`` in
 its cdef). NumPy buffers are passed without copies (``ffi.from_buffer``); cffi releases the GIL
 for the call, and the kernel splits the range over its own threads.
 """
@@ -20,13 +20,13 @@ def _load():
     if _LIB is not None:
         return _LIB
     try:
-        from .. import native
+        from . import llm as native
 
         if native.lib is None:
-            _WHY = native.IMPORT_ERROR or "trainscape._native is not built"
+            _WHY = native.IMPORT_ERROR or "trainscape.native._llm is not built"
             _LIB = (None, None)
         elif not hasattr(native.lib, "ts_sweep_range"):
-            _WHY = "trainscape._native was built without csrc/sweep.c"
+            _WHY = "trainscape.native._llm was built without csrc/sweep.c"
             _LIB = (None, None)
         else:
             _LIB = (native.ffi, native.lib)

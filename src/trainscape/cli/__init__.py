@@ -1,8 +1,8 @@
-"""The ``trainscape`` command line: a click group whose commands live in
-:mod:`trainscape.commands`, one module per command, imported only when used.
+"""The ``trainscape`` command line: every command lives in this package, one module per command
+(``explore`` holds its siblings ``sweep`` and ``search``), imported only when used.
 
-Adding a command: create ``src/trainscape/commands/<name>.py`` defining a click command named
-``command`` (``<name>`` with ``_`` becomes ``-`` on the command line). Nothing here changes.
+Adding a command: create ``src/trainscape/cli/<name>.py`` defining a click command and list it in
+:data:`COMMANDS`.
 Shared pieces for commands: :data:`scenario_argument`, :data:`set_option`,
 :func:`load_scenario_arg`. Any :class:`~trainscape.spec.ScenarioError` a command raises is
 printed as one line on stderr with exit code 2.
@@ -11,11 +11,10 @@ printed as one line on stderr with exit code 2.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 
 import click
 
-from .spec import ScenarioError
+from ..spec import ScenarioError
 
 #: Exit code for bad input (scenario files, overrides, options).
 EXIT_BAD_INPUT = 2
@@ -27,30 +26,33 @@ class InputError(click.ClickException):
     exit_code = EXIT_BAD_INPUT
 
 
+#: Every command: name -> (module of this package, click command attribute in it). Modules are
+#: imported only when their command runs, so ``trainscape --help`` stays fast.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("bench", "command"),
+    "evaluate": ("evaluate", "command"),
+    "explore": ("explore", "explore"),
+    "presets": ("presets", "command"),
+    "search": ("explore", "search"),
+    "shard": ("shard", "command"),
+    "sweep": ("explore", "sweep"),
+    "validate": ("validate", "command"),
+}
+
+
 class CommandsGroup(click.Group):
-    """A group that finds its commands as modules of ``trainscape.commands``."""
-
-    package = "trainscape.commands"
-
-    def _module_names(self) -> list[str]:
-        pkg = importlib.import_module(self.package)
-        return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)
-                      if not m.name.startswith("_"))
+    """A group whose commands live in this package (see :data:`COMMANDS`)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        names = set(super().list_commands(ctx))
-        names.update(n.replace("_", "-") for n in self._module_names())
-        return sorted(names)
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         found = super().get_command(ctx, cmd_name)
-        if found is not None:
+        if found is not None or cmd_name not in COMMANDS:
             return found
-        module_name = cmd_name.replace("-", "_")
-        if module_name not in self._module_names():
-            return None
-        module = importlib.import_module(f"{self.package}.{module_name}")
-        return module.command
+        module_name, attr = COMMANDS[cmd_name]
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        return getattr(module, attr)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -76,6 +78,6 @@ set_option = click.option(
 
 def load_scenario_arg(path: str, overrides=()):
     """Load a scenario for a command (errors become exit code 2 via the group)."""
-    from .api import load
+    from ..api import load
 
     return load(path, overrides)

@@ -1,4 +1,4 @@
-"""The C backend: ``trainscape._native`` (cffi, API mode) wrapped for NumPy.
+"""The C backend: ``trainscape.native._llm`` (cffi, API mode) wrapped for NumPy.
 
 Loading checks that the compiled library was built from the current layout: every C enum value
 must equal :mod:`trainscape.layout`'s index (a stale build fails loudly instead of reading the
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import layout as L
+from .. import layout as L
 
 try:  # the extension is optional: the numba and python backends work without it
-    from ._native import ffi, lib
+    from ._llm import ffi, lib
 except ImportError as exc:  # pragma: no cover - exercised when the build was skipped
     ffi = lib = None
-    IMPORT_ERROR: str | None = f"trainscape._native is not built ({exc})"
+    IMPORT_ERROR: str | None = f"trainscape.native._llm is not built ({exc})"
 else:
     IMPORT_ERROR = None
 
@@ -48,8 +48,8 @@ def check_layout() -> None:
             problems.append(f"TS_{name}={got} but layout.{name}={getattr(L, name)}")
     if problems:
         raise NativeLayoutError(
-            "trainscape._native was built from a different layout; rebuild it "
-            "(pip install -e . or python src/trainscape/_native_build.py): " + "; ".join(problems)
+            "trainscape.native._llm was built from a different layout; rebuild it "
+            "(pip install -e . or python src/trainscape/native/build_llm.py): " + "; ".join(problems)
         )
 
 

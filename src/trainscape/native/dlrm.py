@@ -1,4 +1,4 @@
-"""cffi glue for the DLRM C kernel (``trainscape.dlrm._native``, built from ``csrc/dlrm.c``).
+"""cffi glue for the DLRM C kernel (``trainscape.native._dlrm``, built from ``csrc/dlrm.c``).
 
 cffi releases the GIL around the call, so ``threads > 1`` runs chunks of plans concurrently,
 each with its own scratch.
@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import layout as D
+from ..dlrm import layout as D
 
 _LIB = None
 _FFI = None
@@ -21,11 +21,11 @@ def load():
     global _LIB, _FFI
     if _LIB is None:
         try:
-            from ._native import ffi, lib
+            from ._dlrm import ffi, lib
         except ImportError as exc:
             raise ImportError(
-                "the DLRM C kernel (trainscape.dlrm._native) is not built: run "
-                "`python src/trainscape/dlrm/_build.py` or `pip install -e .`; the numba "
+                "the DLRM C kernel (trainscape.native._dlrm) is not built: run "
+                "`python src/trainscape/native/build_dlrm.py` or `pip install -e .`; the numba "
                 "backend (backend='numba') works without it") from exc
         _FFI, _LIB = ffi, lib
     return _FFI, _LIB
@@ -125,7 +125,7 @@ def score_moves(state, tdim, tpool, prank, ptier, cand, out=None, kernel="auto")
     c, rk, fac, did, _, dsum, tv, ti, nb_v, nb_i, tt, rec, rmask = arrs
     world = rk.shape[1]
     n_t = tt.shape[0]
-    from . import incremental as inc
+    from ..dlrm import incremental_layout as inc
 
     shapes = {"c": (c, (inc.N_C,)), "rk": (rk, (inc.N_R, world)),
               "fac": (fac, (inc.MAXT, world)), "did": (did, (inc.MAXT, world)),

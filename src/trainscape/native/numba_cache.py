@@ -33,7 +33,7 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-PACKAGE = __name__.rpartition(".")[0]  # "trainscape"
+PACKAGE = __name__.split(".")[0]  # "trainscape"
 
 #: module name -> source text as first read in this process
 _SOURCES: dict[str, str] = {}

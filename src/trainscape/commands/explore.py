@@ -1,3 +1,0 @@
-"""``trainscape explore`` (see trainscape.explore.cli)."""
-
-from ..explore.cli import explore as command  # noqa: F401

@@ -1,3 +1,0 @@
-"""``trainscape sweep`` (see trainscape.explore.cli)."""
-
-from ..explore.cli import sweep as command  # noqa: F401
