@@ -29,7 +29,9 @@ import numpy as np
 from ..layout import SYS_HBM_BYTES, SYS_HBM_RESERVE_BYTES, SYS_N_TIERS
 from ..native.numba_cache import njit_for
 from . import layout as D
-from .incremental_layout import (  # noqa: F401  (the scorer's slots, by name)
+from .incremental_layout import (
+    # noqa: F401  (the scorer's slots, by name,
+)
     MAXT, NEG, POS, C_TOP, C_LAT, C_UNIT_IDX, C_UNIT_FWD, C_UNIT_BWD, C_CONST_FWD, C_CONST_BWD,
     C_DENSE_AR, C_USABLE, C_DDR_CAP, C_WORLD, C_UNI_IDX, C_TOT_POOL, C_TOT_IDX, C_FEASIBLE,
     C_STEP, C_INV_BW, N_C, R_LF, R_LB, R_HBM, R_DDR, R_OWN0, R_OWN, R_IDX, N_R, S_LF, S_LB,
