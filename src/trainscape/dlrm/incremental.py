@@ -30,14 +30,11 @@ from ..layout import SYS_HBM_BYTES, SYS_HBM_RESERVE_BYTES, SYS_N_TIERS
 from ..native.numba_cache import njit_for
 from . import layout as D
 from .incremental_layout import (
-    # noqa: F401  (the scorer's slots, by name,
-)
     MAXT, NEG, POS, C_TOP, C_LAT, C_UNIT_IDX, C_UNIT_FWD, C_UNIT_BWD, C_CONST_FWD, C_CONST_BWD,
     C_DENSE_AR, C_USABLE, C_DDR_CAP, C_WORLD, C_UNI_IDX, C_TOT_POOL, C_TOT_IDX, C_FEASIBLE,
     C_STEP, C_INV_BW, N_C, R_LF, R_LB, R_HBM, R_DDR, R_OWN0, R_OWN, R_IDX, N_R, S_LF, S_LB,
-    S_HBM, S_DDR, S_SEND, S_RECV, N_S, TT_FWD, TT_BWD, TT_HBM, TT_DDR, N_TT, MV_MOVE, MV_SWAP,
-    MV_TIER, F_LF, F_LB, F_HBM, F_DDR, F_XLF, F_XLB, F_XHBM, F_XDDR, F_G0, G_OWN, G_FAC, G_XS,
-    G_DS, G_XR, G_DOM, G_NMX, N_G, B_LF, B_LB, B_HBM, B_DDR, B_SEND, B_RECV, B_NB,
+    S_HBM, S_DDR, S_SEND, S_RECV, N_S, TT_FWD, TT_BWD, TT_HBM, TT_DDR, N_TT, F_LF, F_XLF, F_G0,
+    G_OWN, G_FAC, G_XS, G_DS, G_XR, G_DOM, G_NMX, N_G, B_LF, B_SEND, B_RECV, B_NB,
 )
 from .numba_kernel import JIT
 
