@@ -346,11 +346,12 @@ TS_FN double ts_moe_layer_activation_bytes(double s, double b, double h, double 
            + ts_layernorm_activation_bytes(s, b, h, t, sp, act_bytes);
 }
 
-/* llm.py logits_memory_bytes: bf16 logits + fp32 copy (Megatron-LM
- * vocab_parallel_cross_entropy). */
-TS_FN double ts_logits_memory_bytes(double b, double s, double vocab, double t, double act_bytes)
+/* llm.py logits_memory_bytes: activation-dtype logits + what the cross-entropy keeps beside
+ * them (job logits_extra_bytes: Megatron-LM's fp32 copy, or a fused kernel's gradient). */
+TS_FN double ts_logits_memory_bytes(double b, double s, double vocab, double t, double act_bytes,
+                                    double extra_bytes)
 {
-    return b * s * vocab / t * (act_bytes + 4.0);
+    return b * s * vocab / t * (act_bytes + extra_bytes);
 }
 
 /* ===== Time on one GPU ==================================================================== */
@@ -930,7 +931,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     last_embed = pp <= 1.0;
     t_embed = 2.0 * act_bytes * b * s * h * ctx->inv.inv_hbm; /* embedding_time */
     t_logits = ts_gemm_time_fast(&ctx->inv, ts_logits_flops(b, s, h, vocab) * r_tp, 1.0);
-    t_ce = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes) * ctx->inv.inv_hbm;
+    t_ce = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes, job[TS_JOB_LOGITS_EXTRA_BYTES])
+           * ctx->inv.inv_hbm;
     for (c = 0; c < 3; c++)
         ts_stage_layer_split(n_st[c], layers, n_moe, &d_st[c], &m_st[c]);
     ts_stage_pass_times(d_st[0], m_st[0], t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
@@ -1075,7 +1077,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     } else {
         R->act_have = 0; /* FP8-saved linear inputs: ts_row_act on first use */
     }
-    R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes);
+    R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes,
+                                           job[TS_JOB_LOGITS_EXTRA_BYTES]);
     R->st_logits[0] = loss_first ? R->mem_logits : 0.0;
     R->st_logits[1] = 0.0;
     R->st_logits[2] = R->mem_logits;

@@ -73,7 +73,8 @@ enum {
     TS_JOB_LINEAR_CAST_BYTES = 14,
     TS_JOB_FP8_WEIGHT_CACHE_BYTES = 15,
     TS_JOB_LINEAR_INPUT_BYTES = 16,
-    TS_JOB_COUNT = 17
+    TS_JOB_LOGITS_EXTRA_BYTES = 17,
+    TS_JOB_COUNT = 18
 };
 
 /* CONFIG_FIELDS */
@@ -173,7 +174,7 @@ enum {
 #define TS_SYS_TIER_BASE 18
 #define TS_N_SYS 48
 #define TS_N_MODEL 14
-#define TS_N_JOB 17
+#define TS_N_JOB 18
 #define TS_N_CFG 14
 #define TS_N_OUT 23
 #define TS_N_DIMS 5

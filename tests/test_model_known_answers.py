@@ -226,6 +226,7 @@ def job(seq=2048, batch=64):
     j[L.JOB_COMBINE_BYTES] = 2
     j[L.JOB_DROPOUT] = 1
     j[L.JOB_LINEAR_INPUT_BYTES] = 2
+    j[L.JOB_LOGITS_EXTRA_BYTES] = 4  # Megatron's fp32 copy of the logits
     return j
 
 
@@ -569,7 +570,7 @@ def test_v_schedules_keep_embedding_loss_and_logits_on_the_first_device(backend)
     # (32 + 2) / 4 -> 9 on the busiest device; device 0: 9 - 2 = 7 layers + embedding + output
     first, middle, last, loss_first = llm.pipeline_stages(mdl, j, L.SCHED_ZB_V, 4, 1)
     assert (first, middle, last, loss_first) == (7, 9, 7, True)
-    logits = llm.logits_memory_bytes(1, 2048, 51200, 1, 2.0)
+    logits = llm.logits_memory_bytes(1, 2048, 51200, 1, 2.0, 4.0)
     weights_first = (7 * (llm.attention_params(4096, 32, 32, 128)
                           + llm.mlp_params(4096, 4 * 4096, False))
                      + 2 * llm.embedding_params(51200, 4096)) * 2.0
@@ -1029,3 +1030,26 @@ def test_folded_all_to_all_over_32_ranks_of_tp_and_dp(backend, sp):
     microbatches = batch / 16
     # one MoE layer per stage; forward and backward each one pair
     assert out[L.OUT_EP_COMM_S, 0] == pytest.approx(microbatches * 2 * pair, rel=1e-9)
+
+
+def test_a_fused_cross_entropy_keeps_no_fp32_copy_of_the_logits(backend):
+    """Logits memory of the last stage, by hand: b s V / t logits in bf16 (2 bytes) plus, with
+    Megatron's vocabulary-parallel cross-entropy, their fp32 copy (4 bytes): 6 bytes a logit;
+    with a fused kernel (flash-attn's cross-entropy) the gradient it writes beside them in bf16
+    (2 bytes): 4 bytes a logit. GPT-like model, vocab 51200, seq 2048, mbs 2, TP 2, PP 1."""
+    from trainscape.backends import evaluate_blocks
+    from trainscape.spec.pack import logits_extra_bytes
+
+    assert logits_extra_bytes("fp32", 2.0) == 4.0
+    assert logits_extra_bytes("fused", 2.0) == 2.0
+    sys, mdl = system([NODE], gpus=2), gpt_model(layers=4)
+    cfg = one_config(tp=2, pp=1, dp=1, mbs=2)
+    gib = {}
+    for extra in (4.0, 2.0):
+        j = job(seq=2048, batch=2)
+        j[L.JOB_LOGITS_EXTRA_BYTES] = extra
+        out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
+        gib[extra] = out[L.OUT_MEM_LOGITS_GIB, 0]
+    logits = 2 * 2048 * 51200 / 2
+    assert gib[4.0] == pytest.approx(logits * 6 / 2**30, rel=1e-12)
+    assert gib[2.0] == pytest.approx(logits * 4 / 2**30, rel=1e-12)

@@ -118,6 +118,8 @@ JOB_FIELDS = (
     "fp8_weight_cache_bytes",  # bytes per linear weight of the FP8 weight copies (0: bf16)
     "linear_input_bytes",  # bytes per element of a linear layer's input saved for its wgrad
     # GEMM: 1 in an fp8 job (Transformer Engine saves the FP8 copy), else activation_bytes
+    "logits_extra_bytes",  # bytes per logit held beside the activation-dtype logits by the
+    # cross-entropy: 4 (Megatron's fp32 copy), activation_bytes (a fused kernel's gradient)
 )
 
 CONFIG_FIELDS = (
@@ -213,7 +215,8 @@ JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_B
     JOB_OPTIMIZER_BYTES, JOB_OPTIMIZER_TRAFFIC_BYTES, JOB_COMM_BYTES, JOB_GRAD_COMM_BYTES, \
     JOB_FLASH_ATTENTION, JOB_DISPATCH_BYTES, JOB_COMBINE_BYTES, \
     JOB_PIPELINE_EDGE_LAYERS, JOB_DROPOUT, JOB_LINEAR_CAST_BYTES, \
-    JOB_FP8_WEIGHT_CACHE_BYTES, JOB_LINEAR_INPUT_BYTES = range(N_JOB)
+    JOB_FP8_WEIGHT_CACHE_BYTES, JOB_LINEAR_INPUT_BYTES = range(17)
+JOB_LOGITS_EXTRA_BYTES = JOB_FIELDS.index("logits_extra_bytes")
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
 OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \

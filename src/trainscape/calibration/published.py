@@ -378,6 +378,12 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
            "stack": stack,
            "grad_dtype": grad_dtype_of(row, stack, release, notes)}
     job["dropout"] = dropout_of(model["name"], notes)
+    if source_id == "llm_foundry_mpt":
+        # llm-foundry's MPT reads loss_fn from the model config, default "fused_crossentropy":
+        # flash-attn's fused cross-entropy (llmfoundry/models/mpt/modeling_mpt.py)
+        job["cross_entropy"] = "fused"
+        notes.append("loss not printed: llm-foundry's default fused cross-entropy (flash-attn) "
+                     "assumed, no fp32 copy of the logits")
     chunks = config["pp"] * config["vpp"]
     if chunks > 1 and model["layers"] % chunks and (model["layers"] + 2) % chunks == 0:
         # NeMo 2.0's 405B recipe (account_for_embedding/loss_in_pipeline_split) and Llama 3

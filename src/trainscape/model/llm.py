@@ -128,6 +128,7 @@ from ..layout import (
     JOB_LINEAR_CAST_BYTES,
     JOB_FP8_WEIGHT_CACHE_BYTES,
     JOB_LINEAR_INPUT_BYTES,
+    JOB_LOGITS_EXTRA_BYTES,
 )
 from .collectives import (
     all_gather_time,
@@ -560,10 +561,12 @@ def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, t
     )
 
 
-def logits_memory_bytes(b, s, vocab, t, act_bytes):
-    """Logits of the microbatch on the last stage, vocabulary-parallel: the bf16 logits plus the
-    fp32 copy the cross-entropy works on (Megatron-LM ``vocab_parallel_cross_entropy``)."""
-    return b * s * vocab / t * (act_bytes + 4.0)
+def logits_memory_bytes(b, s, vocab, t, act_bytes, extra_bytes):
+    """Logits of the microbatch on the last stage, vocabulary-parallel: the activation-dtype
+    logits plus what the cross-entropy holds beside them, ``extra_bytes`` per logit (the job's
+    ``logits_extra_bytes``: Megatron-LM ``vocab_parallel_cross_entropy``'s fp32 copy, 4; a fused
+    kernel's gradient tensor, ``act_bytes``; see ``spec.pack.logits_extra_bytes``)."""
+    return b * s * vocab / t * (act_bytes + extra_bytes)
 
 
 # =============================================================================================
@@ -877,12 +880,14 @@ def embedding_time(sys, b, s, h, act_bytes):
     return memory_bound_time(sys, 2.0 * act_bytes * b * s * h)
 
 
-def cross_entropy_time(sys, b, s, vocab, t, act_bytes):
+def cross_entropy_time(sys, b, s, vocab, t, act_bytes, extra_bytes):
     """Vocabulary-parallel cross-entropy of one microbatch on the last stage, one pass: a
-    memory-bound sweep over the logits and their fp32 copy (:func:`logits_memory_bytes`;
-    Megatron-LM ``tensor_parallel/cross_entropy.py`` ``_VocabParallelCrossEntropy``: max, exp,
-    sum and the softmax gradient, each an elementwise pass over the ``b s V / t`` logits)."""
-    return memory_bound_time(sys, logits_memory_bytes(b, s, vocab, t, act_bytes))
+    memory-bound sweep over the logits and what the loss keeps beside them
+    (:func:`logits_memory_bytes`; Megatron-LM ``tensor_parallel/cross_entropy.py``
+    ``_VocabParallelCrossEntropy``: max, exp, sum and the softmax gradient, each an elementwise
+    pass over the ``b s V / t`` logits and their fp32 copy; a fused kernel reads the logits and
+    writes their gradient once)."""
+    return memory_bound_time(sys, logits_memory_bytes(b, s, vocab, t, act_bytes, extra_bytes))
 
 
 def stage_pass_times(dense, moe, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense, t_mem_moe,
@@ -1325,7 +1330,7 @@ def row_terms(sys, mdl, job, cfg, i):
     t_embed = embedding_time(sys, b, s, h, act_bytes)
     # the last stage also projects to the vocabulary (Megatron places it there, in BF16)
     t_logits = gemm_time(sys, logits_flops(b, s, h, vocab) / tp, 1.0)
-    t_ce = cross_entropy_time(sys, b, s, vocab, tp, act_bytes)
+    t_ce = cross_entropy_time(sys, b, s, vocab, tp, act_bytes, job[JOB_LOGITS_EXTRA_BYTES])
     d1, m1 = stage_layer_split(n_first, layers, n_moe)
     d2, m2 = stage_layer_split(n_mid, layers, n_moe)
     d3, m3 = stage_layer_split(n_last, layers, n_moe)
@@ -1774,7 +1779,8 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     param_bytes = job[JOB_PARAM_BYTES]
     grad_bytes = job[JOB_GRAD_BYTES]
     opt_bytes = job[JOB_OPTIMIZER_BYTES]
-    logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES])
+    logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES],
+                                 job[JOB_LOGITS_EXTRA_BYTES])
     last_embed = row[ROW_PP] <= 1.0
     d1, m1 = stage_layer_split(n_first, layers, n_moe)
     d2, m2 = stage_layer_split(n_mid, layers, n_moe)

@@ -149,6 +149,12 @@ class JobSpec(_Spec):
     # Hidden and attention dropout on (1-byte masks stored, Korthikanti et al. 2022 §4.1).
     # NeMo's Llama / Mistral / Nemotron / GPT recipes train with dropout 0: set false for them.
     dropout: bool = True
+    # How the loss reads the logits: "fp32" -- an fp32 copy of the vocabulary-parallel logits
+    # (Megatron-LM's vocab_parallel_cross_entropy); "fused" -- one fused kernel over the
+    # activation-dtype logits that keeps only a per-row log-sum-exp and writes the gradient into
+    # a new activation-dtype tensor (flash-attn's losses.cross_entropy, llm-foundry's default
+    # loss_fn "fused_crossentropy"; Liger's fused cross-entropy alike).
+    cross_entropy: Literal["fp32", "fused"] = "fp32"
     # FP8 scaling recipe (dtype = "fp8" only); default "delayed", Transformer Engine's default
     # recipe (DelayedScaling)
     fp8_recipe: Literal[FP8_RECIPES] | None = None

@@ -157,6 +157,15 @@ def fp8_weight_cache_bytes(recipe: str | None) -> float:
             "mxfp8": 2.0 * (1.0 + 1.0 / 32.0)}[recipe]
 
 
+def logits_extra_bytes(cross_entropy: str, activation_bytes_: float) -> float:
+    """Bytes per logit the loss holds beside the activation-dtype logits: the fp32 copy of an
+    unfused vocabulary-parallel cross-entropy (4; Megatron-LM ``tensor_parallel/cross_entropy.py``
+    upcasts the logits with ``.float()``), or the gradient a fused kernel writes into a new
+    tensor of the logits' dtype (flash-attn ``losses/cross_entropy.py``, ``inplace_backward``
+    off by default)."""
+    return activation_bytes_ if cross_entropy == "fused" else 4.0
+
+
 def saved_linear_input_bytes(recipe: str | None, activation_bytes_: float) -> float:
     """Bytes per element of a linear layer's input saved for its weight-gradient GEMM.
 
@@ -276,6 +285,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_LINEAR_CAST_BYTES] = fp8_cast_bytes(j.recipe)
     job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_weight_cache_bytes(j.recipe)
     job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
+    job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
     return job
 
 
