@@ -197,6 +197,11 @@ class GpuSpec(_Spec):
     # K/V length at which a fused attention kernel reaches half of attention_efficiency; 0: no
     # dependence on the sequence length
     attention_half_seq: NonNegFloat = 0.0
+    # cost and power (optional): price of one GPU-hour in US dollars and electrical power per GPU
+    # while training, in watts; they give the results' cost_per_step_usd, tokens_per_usd and
+    # tokens_per_joule (0 when left out)
+    price_per_hour_usd: NonNegFloat | None = None
+    power_w: NonNegFloat | None = None
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
@@ -228,6 +233,9 @@ class TierSpec(_Spec):
     # for all-reduce on 450 GB/s NVLink4 (H100), i.e. ~0.8 (nccl-tests doc/PERFORMANCE.md).
     efficiency: Fraction = 0.8
     oversubscription: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 1.0
+    # this tier's cost per GPU per hour (switches, NICs, optics amortized), added to the GPU's
+    # price for cost_per_step_usd
+    cost_per_gpu_hour_usd: NonNegFloat = 0.0
     source: str | None = None
 
 
