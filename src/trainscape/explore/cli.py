@@ -221,6 +221,11 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
 
     sc, space = _prepare(scenario, overrides, top)
     console = _console()
+    from .hardware import explore_codesign, hardware_axes
+
+    if hardware_axes(sc):  # co-design: hardware points x layouts
+        return explore_codesign(sc, console, out_dir, time_budget_s=time_budget, top=top,
+                                objective=objective, seed=seed)
     if scenario is None:
         console.print(f"no scenario given: exploring the built-in one ({sc.name})", soft_wrap=True)
     console.print(f"space: {space.describe()}", soft_wrap=True)

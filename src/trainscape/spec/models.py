@@ -402,6 +402,35 @@ class SpaceSpec(_Spec):
     order: Literal["all"] | Annotated[list[str], Field(min_length=1)] | None = None
     tp_overlap: BoolAxis | None = None
     dp_overlap: BoolAxis | None = None
+    #: hardware axes (co-design): scenario field path -> values, e.g. ``{"cluster.gpus":
+    #: [8192, 16384], "cluster.tiers[0].size": [8, 72]}``; written in ``[space]`` as
+    #: ``gpu = [...]``, ``gpus = [...]`` or any numeric field by the path ``--set`` takes
+    #: (:mod:`trainscape.explore.hardware`)
+    hardware: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hardware_axes(cls, data: Any) -> Any:
+        """Move ``gpu``, ``gpus`` and dotted scenario paths into ``hardware``."""
+        if not isinstance(data, dict):
+            return data
+        hw = dict(data.get("hardware") or {})
+        out = {}
+        for key, value in data.items():
+            if key in ("gpu", "gpus"):
+                hw[f"cluster.{key}"] = value
+            elif isinstance(key, str) and key.split(".")[0].split("[")[0] in (
+                    "cluster", "job", "model"):
+                hw[key] = value
+            else:
+                out[key] = value
+        for key, value in hw.items():
+            if isinstance(value, (str, bytes)) or not isinstance(value, list) or not value:
+                raise fail(f'"{key}"', "a hardware axis needs a non-empty list of values",
+                           value, "a list, e.g. [8, 72]")
+        if hw:
+            out["hardware"] = hw
+        return out
 
     @field_validator("order", mode="before")
     @classmethod
