@@ -32,12 +32,24 @@ import numpy as np
 class HardwarePoint:
     """One combination of hardware values and the scenario that has them."""
 
-    values: dict[str, Any]
+    values: dict[str, Any]  # path -> value, table values flattened (one column each)
     scenario: Any
     config_dropped: bool = False  # the scenario's [config] does not fit this hardware
+    raw: dict[str, Any] = field(default_factory=dict)  # axis -> the value as written
 
-    def label(self) -> str:
-        return ", ".join(f"{_short(k)}={v}" for k, v in self.values.items())
+    def label(self, axes=None) -> str:
+        """Short text of the point: per axis (those in ``axes``, default all) its value, or a
+        table value's ``name`` when it has one."""
+        parts = []
+        for k, v in self.raw.items():
+            if axes is not None and k not in axes:
+                continue
+            if isinstance(v, dict):
+                parts.append(str(v["name"]) if "name" in v else
+                             f"{_short(k)}(" + ", ".join(f"{a}={b}" for a, b in v.items()) + ")")
+            else:
+                parts.append(f"{_short(k)}={v}")
+        return ", ".join(parts)
 
 
 def _short(path: str) -> str:
@@ -63,7 +75,8 @@ def hardware_points(scenario) -> list[HardwarePoint]:
     base.get("space", {}).pop("hardware", None)
     points = []
     for combo in itertools.product(*axes.values()):
-        values = dict(zip(axes, combo))
+        raw_values = dict(zip(axes, combo))
+        values = flatten_values(raw_values)
         pairs = list(values.items())
         try:
             raw = apply_overrides(base, pairs)
@@ -90,9 +103,33 @@ def hardware_points(scenario) -> list[HardwarePoint]:
                 raise ScenarioError.at(f'space."{path}"', f"invalid hardware value: {exc2}",
                                        values[path]) from None
             dropped = True
-        sc.name = f"{scenario.name} [{', '.join(f'{_short(k)}={v}' for k, v in pairs)}]"
-        points.append(HardwarePoint(values, sc, dropped))
+        pt = HardwarePoint(values, sc, dropped, raw_values)
+        sc.name = f"{scenario.name} [{pt.label()}]"
+        points.append(pt)
     return points
+
+
+def flatten_values(values: dict[str, Any]) -> dict[str, Any]:
+    """A table value sets several fields at once (coupled values, e.g. a tier's size and its
+    cost): ``{"cluster.tiers[0]": {"size": 72, "cost_per_gpu_hour_usd": 0.5}}`` becomes
+    ``{"cluster.tiers[0].size": 72, "cluster.tiers[0].cost_per_gpu_hour_usd": 0.5}``."""
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        if isinstance(v, dict):
+            for kk, vv in flatten_values({f"{k}.{sub}": x for sub, x in v.items()}).items():
+                out[kk] = vv
+        else:
+            out[k] = v
+    return out
+
+
+def value_columns(points: list[HardwarePoint]) -> list[str]:
+    """The hardware paths of the points (table values flattened), in first-seen order."""
+    cols: dict[str, None] = {}
+    for p in points:
+        for k in p.values:
+            cols.setdefault(k)
+    return list(cols)
 
 
 def _blame(exc, values: dict[str, Any]) -> str:
@@ -192,23 +229,30 @@ def run_codesign(scenario, *, time_budget_s: float = 20.0, top: int = 10,
 # ---------------------------------------------------------------------------------------------
 
 
+def varying_columns(points: list[HardwarePoint]) -> list[str]:
+    """The hardware axes whose value differs between points (what tells them apart)."""
+    axes = list(points[0].raw) if points else []
+    return [k for k in axes if len({str(p.raw.get(k)) for p in points}) > 1] or axes
+
+
 def codesign_table(res: CodesignResult):
-    """A rich table: one row per hardware point with its best layout, time, cost, tokens per
-    dollar and per joule; ``*`` marks the time x cost front."""
+    """A rich table: one row per hardware point (its distinguishing values) with its best
+    layout, step time, MFU, cost per step, tokens per dollar and per joule; ``*`` marks the
+    time x cost front. Numbers never wrap; the layout folds."""
     from rich.table import Table
 
     from .report import _cfg_text
 
     t = Table(title=f"best layout per hardware point ({res.scenario_name}); * = on the "
                     "time x cost Pareto front", title_justify="left", box=None, pad_edge=False)
+    varying = varying_columns(res.points)
     t.add_column("", no_wrap=True)
-    for k in res.axes:
-        t.add_column(_short(k), justify="right", no_wrap=True)
-    t.add_column("best layout", overflow="fold", ratio=3)
+    t.add_column("hardware", overflow="fold", ratio=1)
+    t.add_column("best layout", overflow="fold", ratio=2)
     for name in ("step s", "MFU", "$/step", "tok/$", "tok/J"):
         t.add_column(name, justify="right", no_wrap=True)
     for i, (pt, r) in enumerate(zip(res.points, res.results)):
-        cells = ["*" if i in res.front else ""] + [str(pt.values[k]) for k in res.axes]
+        cells = ["*" if i in res.front else "", pt.label(varying)]
         if r is None:
             t.add_row(*cells, f"no answer: {res.reasons[i]}", "", "", "", "", "")
             continue
@@ -244,13 +288,14 @@ def plot_time_cost(res: CodesignResult, path: Path) -> Path:
         ax.scatter(np.concatenate(xs), np.concatenate(ys), s=10, color="#bbbbbb",
                    label="top layouts of every hardware point", zorder=1)
     bx, by = [], []
+    varying = varying_columns(res.points)
     for i, (pt, r) in enumerate(zip(res.points, res.results)):
         if r is None or r.top.out[L.OUT_COST_PER_STEP_USD, 0] <= 0:
             continue
         x, y = r.top.out[L.OUT_STEP_TIME_S, 0], r.top.out[L.OUT_COST_PER_STEP_USD, 0]
         bx.append(x)
         by.append(y)
-        ax.annotate(pt.label(), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        ax.annotate(pt.label(varying), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
     if bx:
         ax.scatter(bx, by, s=40, color="#4c72b0", label="best layout per hardware point",
                    zorder=2)
@@ -266,8 +311,7 @@ def plot_time_cost(res: CodesignResult, path: Path) -> Path:
     ax.grid(alpha=0.3)
     if bx or xs:
         ax.legend(fontsize=9, loc="best")
-    fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -300,7 +344,7 @@ def _cost_col() -> int:
 
 
 __all__ = ["CodesignResult", "HardwarePoint", "codesign_table", "hardware_axes",
-           "hardware_points", "explore_codesign", "plot_time_cost", "run_codesign", "time_cost_front",
+           "hardware_points", "explore_codesign", "varying_columns", "plot_time_cost", "run_codesign", "time_cost_front",
            "write_codesign_report"]
 
 
