@@ -32,9 +32,9 @@ def command(scenario: str, config_text: str | None, slowdown: float,
                                "step_time_s": step0, "tiers": [r.to_dict() for r in reqs]},
                               indent=2))
         return
-    from rich.console import Console
+    from ..report import make_console
 
-    con = Console()
+    con = make_console()
     con.print(requirements_table(step0, reqs, slowdown,
                                  f"required bandwidth per tier for a step within "
                                  f"+{slowdown:g}% of {step0:.4f} s ({sc.name})"))

@@ -50,9 +50,9 @@ def _load(path: str | None, overrides):
 
 
 def _console():
-    from rich.console import Console
+    from ..report import make_console
 
-    return Console()
+    return make_console()
 
 
 _set_option = click.option(
