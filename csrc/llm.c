@@ -778,6 +778,26 @@ TS_FN double ts_fsdp_exposed(double unit_gather, double comm, double window, int
 /* ===== Result columns ===================================================================== */
 
 /* llm.py reserve_bytes. */
+/* llm.py cost_per_step_usd: GPU-seconds of the step x price of a GPU-second */
+TS_FN double ts_cost_per_step_usd(double step, double gpus, double usd_per_gpu_s)
+{
+    return step * gpus * usd_per_gpu_s;
+}
+
+/* llm.py energy_per_step_j */
+TS_FN double ts_energy_per_step_j(double step, double gpus, double power_w)
+{
+    return step * gpus * power_w;
+}
+
+/* llm.py tokens_per_unit: tokens / amount, 0 when the amount is not known */
+TS_FN double ts_tokens_per_unit(double tokens, double amount)
+{
+    if (amount > 0.0)
+        return tokens / amount;
+    return 0.0;
+}
+
 TS_FN double ts_reserve_bytes(const double *sys)
 {
     return sys[TS_SYS_HBM_RESERVE_BYTES];
@@ -1545,6 +1565,14 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     out[TS_OUT_MEM_LOGITS_GIB * os] = mem_logits / TS_GIB;
     out[TS_OUT_MEM_RESERVE_GIB * os] = mem_reserve / TS_GIB;
     out[TS_OUT_MICROBATCHES * os] = R->m;
+    {
+        double gpus = sys[TS_SYS_GPUS], tokens = global_batch * seq;
+        double cost = ts_cost_per_step_usd(step, gpus, sys[TS_SYS_USD_PER_GPU_S]);
+        out[TS_OUT_COST_PER_STEP_USD * os] = cost;
+        out[TS_OUT_TOKENS_PER_USD * os] = ts_tokens_per_unit(tokens, cost);
+        out[TS_OUT_TOKENS_PER_JOULE * os] = ts_tokens_per_unit(
+            tokens, ts_energy_per_step_j(step, gpus, sys[TS_SYS_POWER_W]));
+    }
     return status;
 }
 

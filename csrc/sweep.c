@@ -21,7 +21,7 @@ static const int ts_sweep_core_cfg[TS_SWEEP_N_CORE] = {
 
 typedef struct {
     const ts_ctx *ctx;
-    const int32_t *core, *mask, *order_off, *order_cnt, *order_flat, *rec, *zero, *dpo;
+    const int32_t *core, *mask, *single, *order_off, *order_cnt, *order_flat, *rec, *zero, *dpo;
     const int64_t *cum;
     int64_t n_rows;
     int32_t n_rec, n_zero, n_dpo;
@@ -125,7 +125,7 @@ static void ts_sweep_worker(ts_sweep_job *J)
     int64_t a = 0, b = J->n_rows, row, rem, nfront = *J->f_n;
     int64_t n_eval = 0, n_ok = 0, n_oom = 0, n_invalid = 0;
     double min_mem = J->stats[TS_SWEEP_ST_MIN_MEM];
-    int32_t d, z, r, slot, m = 0, order = 0, worst;
+    int32_t d, z, r, slot, m = 0, order = 0, worst, nz_r, nd_r;
     int level = 3; /* the stages to recompute: 3 row, 2 order, 1 recompute, 0 none */
     int row_bad = 0, ord_bad = 0, rec_bad = 0;
     ts_row R;
@@ -143,10 +143,12 @@ static void ts_sweep_worker(ts_sweep_job *J)
     }
     row = a;
     rem = J->lo - J->cum[row];
-    d = (int32_t)(rem % J->n_dpo);
-    rem /= J->n_dpo;
-    z = (int32_t)(rem % J->n_zero);
-    rem /= J->n_zero;
+    nz_r = J->single[row] ? 1 : J->n_zero;
+    nd_r = J->single[row] ? 1 : J->n_dpo;
+    d = (int32_t)(rem % nd_r);
+    rem /= nd_r;
+    z = (int32_t)(rem % nz_r);
+    rem /= nz_r;
     r = (int32_t)(rem % J->n_rec);
     slot = (int32_t)(rem / J->n_rec);
     worst = ts_topk_worst(J->topk_key, J->topk_idx, J->k);
@@ -208,9 +210,9 @@ static void ts_sweep_worker(ts_sweep_job *J)
         }
         /* advance the odometer */
         level = 0;
-        if (++d == J->n_dpo) {
+        if (++d == nd_r) {
             d = 0;
-            if (++z == J->n_zero) {
+            if (++z == nz_r) {
                 z = 0;
                 level = 1;
                 if (++r == J->n_rec) {
@@ -220,6 +222,10 @@ static void ts_sweep_worker(ts_sweep_job *J)
                         slot = 0;
                         row++;
                         level = 3;
+                        if (row < J->n_rows) {
+                            nz_r = J->single[row] ? 1 : J->n_zero;
+                            nd_r = J->single[row] ? 1 : J->n_dpo;
+                        }
                     }
                 }
             }
@@ -242,14 +248,14 @@ static void *ts_sweep_thread(void *arg)
 #endif
 
 /* The space arrays are consistent: every index decodes inside them. */
-static int ts_sweep_check_space(const int32_t *core, const int32_t *mask, const int64_t *cum,
-                                int64_t n_rows, const int32_t *order_off,
+static int ts_sweep_check_space(const int32_t *core, const int32_t *mask, const int32_t *single,
+                                const int64_t *cum, int64_t n_rows, const int32_t *order_off,
                                 const int32_t *order_cnt, const int32_t *order_flat,
                                 int32_t n_order_flat, int32_t n_rec, int32_t n_zero,
                                 int32_t n_dpo)
 {
     int64_t per;
-    if (!core || !mask || !cum || !order_off || !order_cnt || !order_flat || n_rows < 0)
+    if (!core || !mask || !single || !cum || !order_off || !order_cnt || !order_flat || n_rows < 0)
         return 0;
     if (n_rec < 1 || n_zero < 1 || n_dpo < 1 || cum[0] != 0)
         return 0;
@@ -261,10 +267,10 @@ static int ts_sweep_check_space(const int32_t *core, const int32_t *mask, const 
     for (int32_t j = 0; j < n_order_flat; j++)
         if (order_flat[j] < 0 || order_flat[j] >= TS_N_ORDERS)
             return 0;
-    per = (int64_t)n_rec * n_zero * n_dpo;
     for (int64_t r = 0; r < n_rows; r++) {
         if (mask[r] < 0 || mask[r] >= (1 << TS_N_DIMS) || order_cnt[mask[r]] < 1)
             return 0;
+        per = single[r] ? (int64_t)n_rec : (int64_t)n_rec * n_zero * n_dpo;
         if (cum[r + 1] - cum[r] != (int64_t)order_cnt[mask[r]] * per)
             return 0;
     }
@@ -272,8 +278,8 @@ static int ts_sweep_check_space(const int32_t *core, const int32_t *mask, const 
 }
 
 int ts_sweep_range(const double *sys, const double *mdl, const double *job,
-                   const int32_t *core, const int32_t *mask, const int64_t *cum, int64_t n_rows,
-                   const int32_t *order_off, const int32_t *order_cnt, const int32_t *order_flat,
+                   const int32_t *core, const int32_t *mask, const int32_t *single,
+                   const int64_t *cum, int64_t n_rows, const int32_t *order_off, const int32_t *order_cnt, const int32_t *order_flat,
                    int32_t n_order_flat,
                    const int32_t *rec, int32_t n_rec, const int32_t *zero, int32_t n_zero,
                    const int32_t *dpo, int32_t n_dpo,
@@ -295,7 +301,7 @@ int ts_sweep_range(const double *sys, const double *mdl, const double *job,
         return TS_ERR_ARG;
     if (obj_col < 0 || obj_col >= TS_N_OUT)
         return TS_ERR_ARG;
-    if (!ts_sweep_check_space(core, mask, cum, n_rows, order_off, order_cnt, order_flat,
+    if (!ts_sweep_check_space(core, mask, single, cum, n_rows, order_off, order_cnt, order_flat,
                               n_order_flat, n_rec, n_zero, n_dpo))
         return TS_ERR_ARG;
     if (start < 0 || stop < start || stop > cum[n_rows])
@@ -315,6 +321,7 @@ int ts_sweep_range(const double *sys, const double *mdl, const double *job,
         J->ctx = &ctx;
         J->core = core;
         J->mask = mask;
+        J->single = single;
         J->order_off = order_off;
         J->order_cnt = order_cnt;
         J->order_flat = order_flat;

@@ -3,10 +3,12 @@
  * A design space (src/trainscape/space/design.py) is a table of valid "core" rows (values of
  * tp cp pp dp ep mbs vpp schedule sp tp_overlap, one contiguous array per field) and, under each
  * row, a mixed-radix number over the free axes:
- *     local = ((order_slot * n_rec + recompute) * n_zero + zero) * n_dpo + dp_overlap
+ *     local = ((order_slot * n_rec + recompute) * z_r + zero) * d_r + dp_overlap
  * where order_slot ranges over the canonical placement orders of the row's degree mask
- * (order_flat[order_off[mask] .. + order_cnt[mask]]). cum[r] is the first global index of row
- * r; cum[n_rows] is the size of the space.
+ * (order_flat[order_off[mask] .. + order_cnt[mask]]), z_r = n_zero and d_r = n_dpo, except in a
+ * row with single[r] != 0 (no data-parallel group: zero and dp_overlap change nothing,
+ * src/trainscape/space/canonical.py), where z_r = d_r = 1 (the first zero and dp_overlap values).
+ * cum[r] is the first global index of row r; cum[n_rows] is the size of the space.
  *
  * ts_sweep_range enumerates global indices [start, stop) by index (no config arrays), costs
  * each configuration with the model, and reduces into per-worker buffers: top-k (smallest
@@ -42,8 +44,8 @@
 #define TS_SWEEP_OVERFLOW 1
 
 int ts_sweep_range(const double *sys, const double *mdl, const double *job,
-                   const int32_t *core, const int32_t *mask, const int64_t *cum, int64_t n_rows,
-                   const int32_t *order_off, const int32_t *order_cnt, const int32_t *order_flat,
+                   const int32_t *core, const int32_t *mask, const int32_t *single,
+                   const int64_t *cum, int64_t n_rows, const int32_t *order_off, const int32_t *order_cnt, const int32_t *order_flat,
                    int32_t n_order_flat,
                    const int32_t *rec, int32_t n_rec, const int32_t *zero, int32_t n_zero,
                    const int32_t *dpo, int32_t n_dpo,

@@ -22,7 +22,9 @@ enum {
     TS_SYS_TP_OVERLAP_SLOWDOWN = 15,
     TS_SYS_CP_OVERLAP_SLOWDOWN = 16,
     TS_SYS_ATTENTION_HALF_SEQ = 17,
-    TS_SYS_COUNT = 18
+    TS_SYS_USD_PER_GPU_S = 18,
+    TS_SYS_POWER_W = 19,
+    TS_SYS_COUNT = 20
 };
 
 /* TIER_FIELDS */
@@ -121,7 +123,10 @@ enum {
     TS_OUT_MEM_LOGITS_GIB = 20,
     TS_OUT_MEM_RESERVE_GIB = 21,
     TS_OUT_MICROBATCHES = 22,
-    TS_OUT_COUNT = 23
+    TS_OUT_COST_PER_STEP_USD = 23,
+    TS_OUT_TOKENS_PER_USD = 24,
+    TS_OUT_TOKENS_PER_JOULE = 25,
+    TS_OUT_COUNT = 26
 };
 
 /* SCHEDULES */
@@ -169,14 +174,14 @@ enum {
 };
 
 #define TS_MAX_TIERS 6
-#define TS_N_SYS_SCALARS 18
+#define TS_N_SYS_SCALARS 20
 #define TS_N_TIER 5
-#define TS_SYS_TIER_BASE 18
-#define TS_N_SYS 48
+#define TS_SYS_TIER_BASE 20
+#define TS_N_SYS 50
 #define TS_N_MODEL 14
 #define TS_N_JOB 18
 #define TS_N_CFG 14
-#define TS_N_OUT 23
+#define TS_N_OUT 26
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 

@@ -104,7 +104,35 @@ def brute_force_points(scenario, axes: dict):
         if config_error(sys, mdl, job, col, 0) != 0:
             continue
         seen.add(canonical(col[:, 0]))
-    return sorted(seen)
+    return sorted(collapse_equivalent(seen, values[names.index("zero")],
+                                      values[names.index("dp_overlap")]))
+
+
+def collapse_equivalent(points, zeros, dp_overlaps) -> set:
+    """One point per class of equivalent configurations (written out here from the rules,
+    independently of trainscape.space.canonical): without a pipeline (pp = 1) the schedule and
+    vpp change nothing but for DualPipe (1F1B kept, else the first schedule in
+    layout.SCHEDULES order, with the smallest vpp); without a data-parallel group (cp * dp = 1)
+    the ZeRO stage and dp_overlap change nothing (the first listed value kept)."""
+    best: dict = {}
+    for c in points:
+        key = list(c)
+        pref = []
+        if c[L.CFG_PP] == 1:
+            dual = c[L.CFG_SCHEDULE] == L.SCHEDULES.index("dualpipe")
+            key[L.CFG_SCHEDULE] = -2 if dual else -1
+            key[L.CFG_VPP] = 0
+            first = -1 if L.SCHEDULES[c[L.CFG_SCHEDULE]] == "1f1b" else c[L.CFG_SCHEDULE]
+            pref += [first, c[L.CFG_VPP]]
+        if c[L.CFG_CP] * c[L.CFG_DP] == 1:
+            key[L.CFG_ZERO] = -1
+            key[L.CFG_DP_OVERLAP] = -1
+            pref += [list(zeros).index(c[L.CFG_ZERO]),
+                     list(dp_overlaps).index(c[L.CFG_DP_OVERLAP])]
+        key = tuple(key)
+        if key not in best or pref < best[key][0]:
+            best[key] = (pref, c)
+    return {c for _, c in best.values()}
 
 
 def user_axes(space) -> dict:

@@ -111,6 +111,9 @@ def system_blocks(draw, gpus: int | None = None):
     sys[L.SYS_TP_OVERLAP_SLOWDOWN] = draw(st.one_of(st.just(0.0), st.floats(0.0, 0.5)))
     sys[L.SYS_CP_OVERLAP_SLOWDOWN] = draw(st.one_of(st.just(0.0), st.floats(0.0, 0.5)))
     sys[L.SYS_ATTENTION_HALF_SEQ] = draw(st.one_of(st.just(0.0), st.floats(0.0, 4096.0)))
+    # price of a GPU-second and power per GPU; 0 = not given
+    sys[L.SYS_USD_PER_GPU_S] = draw(st.one_of(st.just(0.0), st.floats(1e-5, 1e-2)))
+    sys[L.SYS_POWER_W] = draw(st.one_of(st.just(0.0), st.floats(100.0, 1500.0)))
     for i, row in enumerate(rows):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         for f, v in enumerate(row):

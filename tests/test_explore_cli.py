@@ -86,3 +86,16 @@ def test_bad_input_is_one_line_exit_2(cli, args, message, tmp_path, monkeypatch)
     assert r.exit_code == 2, r.output
     err_lines = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(err_lines) == 1 and message in err_lines[0], r.output
+
+
+def test_report_folder_name_keeps_whole_words():
+    from types import SimpleNamespace
+
+    from trainscape.explore.main import default_report_dir
+
+    name = "Llama-3-405B-class model on 16K H100 GPUs in two buildings"
+    assert default_report_dir(SimpleNamespace(name=name)).name == (
+        "llama-3-405b-class-model-on-16k-h100-gpus-in-two-buildings")
+    long = " ".join(["wordy"] * 40)
+    got = default_report_dir(SimpleNamespace(name=long)).name
+    assert len(got) <= 96 and got.endswith("wordy") and got.startswith("wordy-wordy")

@@ -1053,3 +1053,39 @@ def test_a_fused_cross_entropy_keeps_no_fp32_copy_of_the_logits(backend):
     logits = 2 * 2048 * 51200 / 2
     assert gib[4.0] == pytest.approx(logits * 6 / 2**30, rel=1e-12)
     assert gib[2.0] == pytest.approx(logits * 4 / 2**30, rel=1e-12)
+
+
+_LLAMA = str(__import__("pathlib").Path(__file__).resolve().parents[1]
+             / "examples" / "llama3-405b-2bldg.toml")
+
+
+def test_cost_and_energy_columns_known_answer():
+    """Cost per step = step x GPUs x price per GPU-hour / 3600; tokens per dollar = tokens per
+    step / that; tokens per joule = tokens per step / (step x GPUs x power). For the Llama 3
+    example on 16,384 H100 at the preset's $12.29 per GPU-hour and 700 W: closed forms from the
+    result's own step time (the model's time is tested elsewhere), and the per-tier cost adds
+    to the GPU's price."""
+    import trainscape
+
+    sc = trainscape.load(_LLAMA)
+    r = trainscape.evaluate(sc, backend="python")
+    step, gpus, tokens = r.step_time_s, 16384, 2048 * 8192
+    assert r.cost_per_step_usd == pytest.approx(step * gpus * 12.29 / 3600, rel=1e-12)
+    assert r.tokens_per_usd == pytest.approx(tokens / (step * gpus * 12.29 / 3600), rel=1e-12)
+    assert r.tokens_per_joule == pytest.approx(tokens / (step * gpus * 700.0), rel=1e-12)
+    tiered = trainscape.load(_LLAMA,
+                             overrides=["cluster.tiers[1].cost_per_gpu_hour_usd=0.71",
+                                        "cluster.gpu.power_w=0"])
+    r2 = trainscape.evaluate(tiered, backend="python")
+    assert r2.step_time_s == step
+    assert r2.cost_per_step_usd == pytest.approx(step * gpus * 13.0 / 3600, rel=1e-12)
+    assert r2.tokens_per_joule == 0.0  # no power given: 0, never an infinity
+
+
+def test_no_price_gives_zero_cost_columns():
+    import trainscape
+
+    sc = trainscape.load(_LLAMA,
+                         overrides=["cluster.gpu.price_per_hour_usd=0"])
+    r = trainscape.evaluate(sc, backend="python")
+    assert r.cost_per_step_usd == 0.0 and r.tokens_per_usd == 0.0

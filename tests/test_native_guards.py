@@ -85,7 +85,8 @@ def test_config_dtype_shape_contiguity(blocks):
 
 def test_out_buffer_checked_and_filled_in_place(blocks):
     sys, mdl, job, cfg = blocks
-    with pytest.raises(ValueError, match=r"out: expected float64 of shape \(23, 1\)"):
+    with pytest.raises(ValueError,
+                       match=rf"out: expected float64 of shape \({L.N_OUT}, 1\)"):
         native.evaluate_batch(sys, mdl, job, cfg, out=np.empty((L.N_OUT, 2)))
     frozen = np.empty((L.N_OUT, 1))
     frozen.flags.writeable = False

@@ -70,6 +70,8 @@ SYSTEM_FIELDS = (
     "tp_overlap_slowdown",  # fractional slowdown of GEMMs while overlapped TP comm runs
     "cp_overlap_slowdown",  # fractional slowdown of attention while the CP ring's P2P runs
     "attention_half_seq",  # K/V length per attention kernel at which it reaches half its max
+    "usd_per_gpu_s",  # what one GPU-second costs: the GPU's price + each tier's per-GPU share
+    "power_w",  # electrical power per GPU while training (0: not given)
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -163,6 +165,9 @@ OUTPUT_FIELDS = (
     "mem_logits_gib",
     "mem_reserve_gib",
     "microbatches",
+    "cost_per_step_usd",  # step time x GPUs x price per GPU-second (0: no price given)
+    "tokens_per_usd",  # tokens per step / cost per step (0: no price given)
+    "tokens_per_joule",  # tokens per step / (step time x GPUs x power) (0: no power given)
 )
 
 #: The breakdown columns; their sum is the step time.
@@ -207,6 +212,8 @@ SYS_TP_OVERLAP_EXPOSED = SYSTEM_FIELDS.index("tp_overlap_exposed")
 SYS_TP_OVERLAP_SLOWDOWN = SYSTEM_FIELDS.index("tp_overlap_slowdown")
 SYS_CP_OVERLAP_SLOWDOWN = SYSTEM_FIELDS.index("cp_overlap_slowdown")
 SYS_ATTENTION_HALF_SEQ = SYSTEM_FIELDS.index("attention_half_seq")
+SYS_USD_PER_GPU_S = SYSTEM_FIELDS.index("usd_per_gpu_s")
+SYS_POWER_W = SYSTEM_FIELDS.index("power_w")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
     MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \
@@ -224,7 +231,8 @@ OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
     OUT_TP_COMM_S, OUT_CP_COMM_S, OUT_EP_COMM_S, OUT_PP_COMM_S, OUT_BUBBLE_S, OUT_DP_COMM_S, \
     OUT_OPTIMIZER_S, OUT_MEM_WEIGHTS_GIB, OUT_MEM_GRADS_GIB, OUT_MEM_OPTIMIZER_GIB, \
     OUT_MEM_ACTIVATIONS_GIB, OUT_MEM_LOGITS_GIB, OUT_MEM_RESERVE_GIB, \
-    OUT_MICROBATCHES = range(N_OUT)
+    OUT_MICROBATCHES, OUT_COST_PER_STEP_USD, OUT_TOKENS_PER_USD, \
+    OUT_TOKENS_PER_JOULE = range(N_OUT)
 
 SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_H2, SCHED_ZB_V, \
     SCHED_DUALPIPE, SCHED_DUALPIPE_V = range(len(SCHEDULES))

@@ -90,6 +90,13 @@ def summary_table(result) -> Table:
     t.add_row("model TFLOP/s per GPU", f"{result.model_tflops_per_gpu:.1f}")
     t.add_row("hardware TFLOP/s per GPU", f"{result.hw_tflops_per_gpu:.1f}")
     t.add_row("microbatches per step", str(result.microbatches))
+    if result.cost_per_step_usd > 0:
+        t.add_row("cost per step", f"{result.cost_per_step_usd:,.2f} USD "
+                  f"({format_count(result.tokens_per_usd)} tokens/USD)")
+    if result.tokens_per_joule > 0:
+        t.add_row("energy efficiency", f"{result.tokens_per_joule:.3f} tokens/J")
+    t.add_row("MFU convention", "model FLOPs (fwd + bwd, no recompute) / (step x GPUs x "
+              "dense peak)", style="dim")
     return t
 
 
@@ -111,21 +118,32 @@ def breakdown_table(result) -> Table:
 
 
 def memory_table(result, capacity_gib: float | None = None) -> Table:
-    t = Table(title="memory per GPU", title_justify="left")
-    t.add_column("part")
-    t.add_column("GiB", justify="right")
-    t.add_column("share", justify="right")
+    """Memory per GPU in GiB (2**30 bytes) everywhere: the parts the job stores, their sum
+    against the usable HBM (HBM less the reserve), the reserve, and the total against HBM."""
+    t = Table(title="memory per GPU (GiB = 2^30 bytes)", title_justify="left")
+    t.add_column("part", no_wrap=True)
+    t.add_column("GiB", justify="right", no_wrap=True)
+    t.add_column("share", justify="right", no_wrap=True)
     total = result.memory_gib
+    reserve = result.mem_reserve_gib
     for name in L.MEMORY_FIELDS:
+        if name == "mem_reserve_gib":
+            continue
         value = getattr(result, name)
         share = value / total if total > 0 else 0.0
         t.add_row(_MEM_LABELS.get(name, name), f"{value:.2f}", f"{share * 100:.1f} %")
     t.add_section()
     style = "bold green" if result.status == "ok" else "bold red"
+    used = total - reserve
     if capacity_gib is not None:
+        usable = capacity_gib - reserve
+        t.add_row("job needs / usable HBM", f"{used:.2f} / {usable:.2f}",
+                  f"{used / usable * 100:.0f} %" if usable > 0 else "", style=style)
+        t.add_row("reserve (CUDA context, fragmentation)", f"{reserve:.2f}", "", style="dim")
         t.add_row("total / HBM", f"{total:.2f} / {capacity_gib:.2f}",
                   f"{total / capacity_gib * 100:.0f} %", style=style)
     else:
+        t.add_row("reserve", f"{reserve:.2f}", "", style="dim")
         t.add_row("total", f"{total:.2f}", "", style=style)
     return t
 
@@ -136,6 +154,18 @@ def hbm_capacity_gib(scenario) -> float:
     from .spec.pack import hbm_capacity_bytes
 
     return hbm_capacity_bytes(scenario.cluster.gpu.hbm_gb) / GIB
+
+
+def make_console(**kwargs):
+    """A rich Console for command output: the terminal's width on a terminal; piped, wide
+    enough (160 columns) that tables do not wrap inside values."""
+    import sys
+
+    from rich.console import Console
+
+    if "width" not in kwargs and not sys.stdout.isatty():
+        kwargs["width"] = 160
+    return Console(**kwargs)
 
 
 def render_result(result, scenario=None) -> Group:

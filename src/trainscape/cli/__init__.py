@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "shard": ("shard", "command"),
     "sweep": ("explore", "sweep"),
     "validate": ("validate", "command"),
+    "what-if": ("what_if", "command"),
 }
 
 

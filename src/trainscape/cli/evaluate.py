@@ -32,8 +32,6 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    from rich.console import Console
+    from ..report import make_console, render_result
 
-    from ..report import render_result
-
-    Console().print(render_result(result, sc))
+    make_console().print(render_result(result, sc))

@@ -42,9 +42,9 @@ def _load(path: str | None, overrides):
 
 
 def _console():
-    from rich.console import Console
+    from ..report import make_console
 
-    return Console()
+    return make_console()
 
 
 _set_option = click.option(
@@ -213,6 +213,11 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
 
     sc, space = _prepare(scenario, overrides, top)
     console = _console()
+    from ..explore.hardware import explore_codesign, hardware_axes
+
+    if hardware_axes(sc):  # co-design: hardware points x layouts
+        return explore_codesign(sc, console, out_dir, time_budget_s=time_budget, top=top,
+                                objective=objective, seed=seed)
     if scenario is None:
         console.print(f"no scenario given: exploring the built-in one ({sc.name})", soft_wrap=True)
     console.print(f"space: {space.describe()}", soft_wrap=True)

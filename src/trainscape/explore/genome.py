@@ -130,11 +130,12 @@ class Encoding:
         idx = np.asarray(idx, dtype=np.int64).reshape(-1)
         rows = self.rows_of_index(idx)
         rem = idx - sp.cum[rows]
+        nz, nd = sp.row_radix(rows)
         g = np.empty((self.n_genes, idx.size), dtype=np.int64)
-        g[self.G_DPO] = rem % self.nd
-        rem = rem // self.nd
-        g[self.G_ZERO] = rem % self.nz
-        rem = rem // self.nz
+        g[self.G_DPO] = rem % nd
+        rem = rem // nd
+        g[self.G_ZERO] = rem % nz
+        rem = rem // nz
         g[self.G_REC] = rem % self.nr
         slot = rem // self.nr
         g[self.G_ORDER] = sp.order_flat[sp.order_off[sp.mask[rows]] + slot]
@@ -203,8 +204,11 @@ class Encoding:
         if bad.any():
             cnt = self.row_norders[rows[bad]]
             slot[bad] = (rng.random(int(bad.sum())) * cnt).astype(np.int64)
-        local = ((slot * self.nr + g[self.G_REC]) * self.nz + g[self.G_ZERO]) * self.nd \
-            + g[self.G_DPO]
+        # a row without a data-parallel group holds one zero and dp_overlap value (the first)
+        nz, nd = sp.row_radix(rows)
+        z = np.where(nz > 1, g[self.G_ZERO], 0)
+        d = np.where(nd > 1, g[self.G_DPO], 0)
+        local = ((slot * self.nr + g[self.G_REC]) * nz + z) * nd + d
         return sp.cum[rows] + local
 
     # -- variation --------------------------------------------------------------------------
@@ -327,7 +331,8 @@ class Encoding:
         cnt = int(self.row_norders[row])
         sp = self.space
         base = int(index) - int(sp.cum[row])
-        inner = self.nr * self.nz * self.nd
+        nz, nd = (int(v[0]) for v in sp.row_radix(np.array([row])))
+        inner = self.nr * nz * nd
         out = int(sp.cum[row]) + np.arange(cnt, dtype=np.int64) * inner + base % inner
         return out[out != index]
 
@@ -377,9 +382,10 @@ class Encoding:
                     row = int(self.rows_for(c[:self.k, None], pin, rng)[0])
                     if all(self.vi[f, row] == g0[f] for f in fixed if f < self.k):
                         cnt = int(self.row_norders[row])
-                        inner = self.nr * self.nz * self.nd
-                        local = (g0[self.G_REC] * self.nz + g0[self.G_ZERO]) * self.nd \
-                            + g0[self.G_DPO]
+                        nz, nd = (int(v[0]) for v in self.space.row_radix(np.array([row])))
+                        inner = self.nr * nz * nd
+                        local = (g0[self.G_REC] * nz + (g0[self.G_ZERO] if nz > 1 else 0)) \
+                            * nd + (g0[self.G_DPO] if nd > 1 else 0)
                         extra_idx.append(int(self.space.cum[row])
                                          + np.arange(cnt, dtype=np.int64) * inner + local)
                         extra_mv.append(np.tile([x, self.G_ORDER], (cnt, 1)))

@@ -106,7 +106,7 @@ def pareto_insert(fs, fm, fi, n, s, m, g):
     return n
 
 
-def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_flat, rec, zer,
+def _sweep_kernel(sys, mdl, job, core, mask, single, cum, order_off, order_cnt, order_flat, rec, zer,
                   dpo, start, stop, obj_col, obj_sign, topk_key, topk_idx, f_step, f_mem, f_idx,
                   f_n, o_key, o_idx, stats, overflow):
     workers = topk_key.shape[0]
@@ -132,10 +132,13 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
                 b = mid
         row_i = a
         rem = lo - cum[row_i]
-        d = rem % nd
-        rem //= nd
-        z = rem % nz
-        rem //= nz
+        # a row without a data-parallel group holds one zero and dp_overlap value
+        nz_r = 1 if single[row_i] != 0 else nz
+        nd_r = 1 if single[row_i] != 0 else nd
+        d = rem % nd_r
+        rem //= nd_r
+        z = rem % nz_r
+        rem //= nz_r
         r = rem % nr
         slot = rem // nr
         n_front = f_n[w]
@@ -230,10 +233,10 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
                 stats[w, ST_INVALID] += 1.0
             # advance the odometer
             d += 1
-            if d == nd:
+            if d == nd_r:
                 d = 0
                 z += 1
-                if z == nz:
+                if z == nz_r:
                     z = 0
                     r += 1
                     fresh = max(fresh, 1)
@@ -245,6 +248,9 @@ def _sweep_kernel(sys, mdl, job, core, mask, cum, order_off, order_cnt, order_fl
                             slot = 0
                             row_i += 1
                             fresh = 3
+                            if row_i < single.shape[0]:
+                                nz_r = 1 if single[row_i] != 0 else nz
+                                nd_r = 1 if single[row_i] != 0 else nd
         f_n[w] = n_front
 
 
@@ -265,7 +271,8 @@ def run_range(space, blocks, start, stop, obj_col, obj_sign, state, threads=None
     if threads:
         numba.set_num_threads(min(int(threads), numba.config.NUMBA_NUM_THREADS))
     try:
-        kernel(sys, mdl, job, space.core, space.mask, space.cum, space.order_off,
+        kernel(sys, mdl, job, space.core, space.mask,
+               np.ascontiguousarray(space.single, dtype=np.int32), space.cum, space.order_off,
                space.order_cnt, space.order_flat, space.recompute, space.zero, space.dp_overlap,
                np.int64(start), np.int64(stop), np.int64(obj_col), np.float64(obj_sign),
                state.topk_key, state.topk_idx, state.front_step, state.front_mem,

@@ -127,5 +127,7 @@ def merge_results(a: SweepResult, b: SweepResult, k: int) -> SweepResult:
 def default_report_dir(scenario) -> Path:
     import re
 
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", scenario.name or "scenario").strip("-").lower()[:48]
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", scenario.name or "scenario").strip("-").lower()
+    if len(slug) > 96:  # a whole-word prefix, never a word cut in two
+        slug = slug[:97].rsplit("-", 1)[0]
     return Path("trainscape-report") / (slug or "scenario")

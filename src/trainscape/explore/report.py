@@ -199,88 +199,7 @@ def _plt():
     return plt
 
 
-def plot_pareto(res, path: Path, hbm_gib: float | None = None) -> Path:
-    """Step time vs memory per GPU: the Pareto front (a step line), the top configurations
-    and the best per placement order."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=110)
-    f = res.front.out
-    if f.shape[1]:
-        ax.step(f[L.OUT_MEMORY_GIB], f[L.OUT_STEP_TIME_S], where="post", color="#c44e52",
-                lw=1.5, label=f"Pareto front ({f.shape[1]})")
-        ax.scatter(f[L.OUT_MEMORY_GIB], f[L.OUT_STEP_TIME_S], color="#c44e52", s=22, zorder=3)
-    o = res.by_order.out
-    if o.shape[1]:
-        ax.scatter(o[L.OUT_MEMORY_GIB], o[L.OUT_STEP_TIME_S], marker="s", s=16,
-                   color="#8172b3", alpha=0.7, label="best per placement order")
-    t = res.top.out
-    if t.shape[1]:
-        ax.scatter(t[L.OUT_MEMORY_GIB], t[L.OUT_STEP_TIME_S], marker="x", s=30,
-                   color="#4c72b0", label=f"top {t.shape[1]} by {res.objective}")
-    if hbm_gib:
-        ax.axvline(hbm_gib, color="#8c8c8c", ls="--", lw=1, label=f"HBM {hbm_gib:.0f} GiB")
-    ax.set_xlabel("memory per GPU (GiB)")
-    ax.set_ylabel("step time (s)")
-    ax.set_title(f"{res.scenario_name}: step time vs memory", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def plot_breakdown(res, path: Path, limit: int = 10) -> Path:
-    """Stacked bars of the step-time breakdown of the top configurations."""
-    plt = _plt()
-    recs = res.top.records()[:limit]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(recs) + 3), 5), dpi=110)
-    x = np.arange(len(recs))
-    bottom = np.zeros(len(recs))
-    for name, color in zip(L.BREAKDOWN_FIELDS, BREAKDOWN_COLORS):
-        vals = np.array([r[name] for r in recs])
-        ax.bar(x, vals, bottom=bottom, color=color, label=name.replace("_s", ""), width=0.7)
-        bottom += vals
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"#{i + 1}\n{_short_cfg(r)}" for i, r in enumerate(recs)], fontsize=6)
-    ax.set_ylabel("seconds per step")
-    ax.set_title(f"{res.scenario_name}: breakdown of the top configurations", fontsize=10)
-    ax.legend(fontsize=7, ncol=4)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def _short_cfg(r) -> str:
-    return (f"t{r['tp']}c{r['cp']}p{r['pp']}d{r['dp']}" + (f"e{r['ep']}" if r["ep"] > 1 else "")
-            + f"\n{r['schedule']}\n{r['order']}")
-
-
-def plot_orders(res, path: Path, limit: int = 30) -> Path:
-    """Best step time per placement order (horizontal bars, fastest first)."""
-    plt = _plt()
-    recs = res.by_order.records()[:limit]
-    fig, ax = plt.subplots(figsize=(7.5, max(3.0, 0.28 * len(recs) + 1.2)), dpi=110)
-    y = np.arange(len(recs))
-    vals = [r["step_time_s"] for r in recs]
-    ax.barh(y, vals, color="#55a868")
-    ax.set_yticks(y)
-    ax.set_yticklabels([f"{r['order']}  (tp{r['tp']} cp{r['cp']} pp{r['pp']} dp{r['dp']}"
-                        + (f" ep{r['ep']}" if r["ep"] > 1 else "") + ")" for r in recs],
-                       fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("best step time (s)")
-    ax.set_title(f"{res.scenario_name}:\nstep time by placement order (innermost first)",
-                 fontsize=10)
-    if vals:
-        ax.set_xlim(0, max(vals) * 1.05)
-    ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+from .plots import plot_breakdown, plot_orders, plot_pareto  # noqa: E402,F401
 
 
 def write_report(res, out_dir: str | Path, scenario=None, results_name: str = "results.parquet"
@@ -296,7 +215,18 @@ def write_report(res, out_dir: str | Path, scenario=None, results_name: str = "r
     (d / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default) + "\n")
     paths["summary"] = d / "summary.json"
     if len(res.top):
-        paths["pareto_plot"] = plot_pareto(res, d / "pareto.png", hbm)
+        from .plots import CAPTIONS, CLOUD_MAX
+
+        paths["pareto_plot"] = plot_pareto(res, d / "pareto.png", hbm, scenario)
         paths["breakdown_plot"] = plot_breakdown(res, d / "breakdown.png")
         paths["orders_plot"] = plot_orders(res, d / "orders.png")
+        (d / "README.txt").write_text(
+            f"Report of {res.scenario_name}\n\n"
+            + "\n\n".join(c.format(cloud=CLOUD_MAX) for c in CAPTIONS.values()) + "\n\n"
+            "MFU: model FLOPs per step (forward + backward, no recomputation; Chowdhery et al. "
+            "2022 App. B) / (step time x GPUs x dense peak of the job's dtype).\n")
+        paths["captions"] = d / "README.txt"
+        from .html import write_html
+
+        paths["html"] = write_html(res, d, scenario, paths, headline(res), _cfg_text)
     return paths

@@ -87,6 +87,9 @@ from ..layout import (
     OUT_MEMORY_GIB,
     OUT_MFU,
     OUT_MICROBATCHES,
+    OUT_COST_PER_STEP_USD,
+    OUT_TOKENS_PER_USD,
+    OUT_TOKENS_PER_JOULE,
     OUT_MODEL_TFLOPS_PER_GPU,
     OUT_OPTIMIZER_S,
     OUT_PP_COMM_S,
@@ -125,6 +128,8 @@ from ..layout import (
     SYS_TP_OVERLAP_SLOWDOWN,
     SYS_CP_OVERLAP_SLOWDOWN,
     SYS_ATTENTION_HALF_SEQ,
+    SYS_POWER_W,
+    SYS_USD_PER_GPU_S,
     JOB_LINEAR_CAST_BYTES,
     JOB_FP8_WEIGHT_CACHE_BYTES,
     JOB_LINEAR_INPUT_BYTES,
@@ -1855,6 +1860,28 @@ def write_invalid(out, i, code):
     return int(out[OUT_STATUS, i])
 
 
+def cost_per_step_usd(step, gpus, usd_per_gpu_s):
+    """What one step costs: the GPU-seconds it holds (every GPU of the job for the step time)
+    times the price of a GPU-second (the GPU's price per hour plus each network tier's per-GPU
+    share, / 3600; packed as ``usd_per_gpu_s``): the GPU-hour accounting of cloud list prices
+    (e.g. AWS EC2 P5 on-demand, per instance-hour of 8 GPUs); 0 when no price is given."""
+    return step * gpus * usd_per_gpu_s
+
+
+def energy_per_step_j(step, gpus, power_w):
+    """Energy of one step: the GPUs' power for the step time (``power_w`` per GPU, e.g. its
+    board power / TDP as an upper bound, or a measured figure)."""
+    return step * gpus * power_w
+
+
+def tokens_per_unit(tokens, amount):
+    """Tokens per dollar or per joule: ``tokens / amount``; 0 when the amount is not known
+    (0), so a result never holds an infinity."""
+    if amount > 0.0:
+        return tokens / amount
+    return 0.0
+
+
 def write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq, global_batch,
                  compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm, optimizer,
                  mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m):
@@ -1883,4 +1910,10 @@ def write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq, gl
     out[OUT_MEM_LOGITS_GIB, i] = mem_logits / GIB
     out[OUT_MEM_RESERVE_GIB, i] = mem_reserve / GIB
     out[OUT_MICROBATCHES, i] = m
+    tokens = global_batch * seq
+    cost = cost_per_step_usd(step, gpus, sys[SYS_USD_PER_GPU_S])
+    out[OUT_COST_PER_STEP_USD, i] = cost
+    out[OUT_TOKENS_PER_USD, i] = tokens_per_unit(tokens, cost)
+    out[OUT_TOKENS_PER_JOULE, i] = tokens_per_unit(tokens,
+                                                   energy_per_step_j(step, gpus, sys[SYS_POWER_W]))
     return int(out[OUT_STATUS, i])

@@ -66,7 +66,8 @@ def run_range(space, blocks, start, stop, obj_col, obj_sign, state, threads=None
     core = np.ascontiguousarray(space.core, dtype=i32)
     rc = lib.ts_sweep_range(
         _buf(ffi, sys, f64), _buf(ffi, mdl, f64), _buf(ffi, job, f64),
-        _buf(ffi, core, i32), _buf(ffi, space.mask, i32), _buf(ffi, space.cum, i64),
+        _buf(ffi, core, i32), _buf(ffi, space.mask, i32),
+        _buf(ffi, np.ascontiguousarray(space.single, dtype=i32), i32), _buf(ffi, space.cum, i64),
         int(core.shape[1]),
         _buf(ffi, space.order_off, i32), _buf(ffi, space.order_cnt, i32),
         _buf(ffi, space.order_flat, i32), int(space.order_flat.size),

@@ -6,14 +6,20 @@ Structure (what makes enumeration by index cheap and invalid points free):
 * The *core* axes decide validity: ``tp cp pp dp ep mbs vpp schedule sp tp_overlap``. Their
   product is tabulated once (a few thousand rows at most for real spaces) and every row is
   checked with the kernel's own :func:`trainscape.model.llm.config_error`; only valid rows are
-  kept. ``dp`` is derived as ``gpus / (tp * cp * pp)`` unless it is an axis. With ``tp = 1``,
-  ``sp`` and ``tp_overlap`` change nothing, so only one value of each is kept.
+  kept. ``dp`` is derived as ``gpus / (tp * cp * pp)`` unless it is an axis. Equivalent rows
+  are collapsed to one canonical row (:mod:`trainscape.space.canonical`): with ``tp = 1``,
+  ``sp`` and ``tp_overlap`` change nothing, so only one value of each is kept; without a
+  pipeline (``pp = 1``) every schedule but DualPipe (two parameter copies) and every ``vpp``
+  cost the same, so one of them is kept.
 * The *free* axes never make a configuration invalid: ``order`` (one canonical order per
   distinct placement, see :mod:`trainscape.space.orders`), ``recompute``, ``zero``,
   ``dp_overlap``. Under a core row they form a mixed-radix number
   ``((order_slot * R + recompute) * Z + zero) * D + dp_overlap``.
-* Row ``r`` holds ``weight[r] = n_orders(mask[r]) * R * Z * D`` configurations; ``cum`` is the
-  running sum, so index ``g`` lives in the row ``r`` with ``cum[r] <= g < cum[r + 1]``.
+* A row without a data-parallel group (``cp * dp = 1``: nothing to shard, no gradient to
+  reduce) is *single*: ``zero`` and ``dp_overlap`` change nothing there, so it keeps only the
+  first listed value of each (``Z_r = D_r = 1``; ``Z_r = Z``, ``D_r = D`` otherwise).
+* Row ``r`` holds ``weight[r] = n_orders(mask[r]) * R * Z_r * D_r`` configurations; ``cum`` is
+  the running sum, so index ``g`` lives in the row ``r`` with ``cum[r] <= g < cum[r + 1]``.
 
 The size is known once the core table is built (before any cost is computed), memory is
 O(core rows) whatever the size, and the same arrays drive the numba and C sweep kernels.
@@ -28,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import layout as L
+from . import canonical as C
 from . import orders as O
 
 #: Axes that decide validity, tabulated as the core table (rows are values, not indices).
@@ -206,6 +213,7 @@ class DesignSpace:
     recompute: np.ndarray  # int32 codes of the recompute axis
     zero: np.ndarray  # int32
     dp_overlap: np.ndarray  # int32
+    single: np.ndarray  # int32 (rows,): 1 when the row has no data-parallel group (cp*dp = 1)
     core_rejections: dict[int, int] = field(default_factory=dict)  # config_error code -> count
     core_raw: int = 0  # core combinations checked
     rows_without_order: int = 0  # valid core rows no listed order can place
@@ -222,8 +230,16 @@ class DesignSpace:
 
     @property
     def free_radix(self) -> int:
-        """Configurations per order under one core row (``R * Z * D``)."""
+        """Configurations per order under a core row with a data-parallel group
+        (``R * Z * D``)."""
         return len(self.recompute) * len(self.zero) * len(self.dp_overlap)
+
+    def row_radix(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """``(Z_r, D_r)`` of core rows: the zero and dp_overlap values each row enumerates
+        (1 and 1 for a single row, see the module doc)."""
+        single = self.single[rows] != 0
+        return (np.where(single, 1, len(self.zero)).astype(np.int64),
+                np.where(single, 1, len(self.dp_overlap)).astype(np.int64))
 
     @property
     def is_empty(self) -> bool:
@@ -238,7 +254,8 @@ class DesignSpace:
             raise IndexError(f"config index {bad} outside the space [0, {self.size})")
         rows = np.searchsorted(self.cum, g, side="right") - 1
         rem = g - self.cum[rows]
-        nd, nz, nr = len(self.dp_overlap), len(self.zero), len(self.recompute)
+        nz, nd = self.row_radix(rows)
+        nr = len(self.recompute)
         dpo = rem % nd
         rem //= nd
         z = rem % nz
@@ -283,8 +300,10 @@ class DesignSpace:
         zer = {int(v): i for i, v in enumerate(self.zero)}
         dpo = {int(v): i for i, v in enumerate(self.dp_overlap)}
         for j in range(cfg.shape[1]):
-            key = tuple(int(v) for v in cfg[CORE_CFG, j])
-            row = lookup.get(self._canon_core_key(key))
+            key = self._canon_core_key(tuple(int(v) for v in cfg[CORE_CFG, j]))
+            row = lookup.get(key)
+            if row is None:
+                row = getattr(self, "_alias", {}).get(key)
             if row is None:
                 continue
             m = int(self.mask[row])
@@ -299,7 +318,10 @@ class DesignSpace:
             d = dpo.get(int(cfg[L.CFG_DP_OVERLAP, j]))
             if r is None or z is None or d is None:
                 continue
-            local = ((k * len(self.recompute) + r) * len(self.zero) + z) * len(self.dp_overlap) + d
+            nz, nd = len(self.zero), len(self.dp_overlap)
+            if self.single[row]:
+                z, d, nz, nd = 0, 0, 1, 1
+            local = ((k * len(self.recompute) + r) * nz + z) * nd + d
             out[j] = int(self.cum[row]) + int(local)
         return out
 
@@ -475,6 +497,7 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
         rows_chunks.append(cols[:, ~bad])
     core = (np.concatenate(rows_chunks, axis=1) if rows_chunks
             else np.zeros((N_CORE, 0), dtype=np.int32)).astype(np.int32)
+    core, alias = C.collapse_core_rows(core)
 
     # orders per degree mask
     sets = O.order_sets(axes["order"])
@@ -493,6 +516,8 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
     n_orders = order_cnt[mask]
     placeable = n_orders > 0
     rows_without_order = int((~placeable).sum())
+    placeable_rows = np.cumsum(placeable) - 1  # new index of each placeable row
+    placeable_rows = np.where(placeable, placeable_rows, -1)
     core = np.ascontiguousarray(core[:, placeable])
     mask = np.ascontiguousarray(mask[placeable])
     n_orders = n_orders[placeable].astype(np.int64)
@@ -505,7 +530,8 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
         rec = rec[rec != L.RECOMPUTE_SELECTIVE]
     zer = _encode("zero", axes["zero"])
     dpo = _encode("dp_overlap", axes["dp_overlap"])
-    weight = n_orders * len(rec) * len(zer) * len(dpo)
+    single = C.single_rows(core)
+    weight = n_orders * len(rec) * np.where(single, 1, len(zer) * len(dpo))
     cum = np.zeros(core.shape[1] + 1, dtype=np.int64)
     np.cumsum(weight, out=cum[1:])
 
@@ -514,11 +540,13 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
     ds = DesignSpace(
         axes=axes, raw_size=raw_size, core=core, mask=mask, cum=cum,
         order_off=order_off, order_cnt=order_cnt, order_flat=order_flat,
-        recompute=rec, zero=zer, dp_overlap=dpo, core_rejections=rejections,
+        recompute=rec, zero=zer, dp_overlap=dpo, single=single, core_rejections=rejections,
         core_raw=core_raw, rows_without_order=rows_without_order, gpus=gpus,
     )
     ds._sp_canon_tp1 = 0 if axes["sp"] is None else sp_canon
     ds._tpo_canon_tp1 = tpo_canon
+    # index_of finds a collapsed row's configurations under the row it collapsed to
+    ds._alias = {key: int(placeable_rows[r]) for key, r in alias.items() if placeable[r]}
     return ds
 
 

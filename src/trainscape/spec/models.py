@@ -203,6 +203,11 @@ class GpuSpec(_Spec):
     # K/V length at which a fused attention kernel reaches half of attention_efficiency; 0: no
     # dependence on the sequence length
     attention_half_seq: NonNegFloat = 0.0
+    # cost and power (optional): price of one GPU-hour in US dollars and electrical power per GPU
+    # while training, in watts; they give the results' cost_per_step_usd, tokens_per_usd and
+    # tokens_per_joule (0 when left out)
+    price_per_hour_usd: NonNegFloat | None = None
+    power_w: NonNegFloat | None = None
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
@@ -234,6 +239,9 @@ class TierSpec(_Spec):
     # for all-reduce on 450 GB/s NVLink4 (H100), i.e. ~0.8 (nccl-tests doc/PERFORMANCE.md).
     efficiency: Fraction = 0.8
     oversubscription: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 1.0
+    # this tier's cost per GPU per hour (switches, NICs, optics amortized), added to the GPU's
+    # price for cost_per_step_usd
+    cost_per_gpu_hour_usd: NonNegFloat = 0.0
     source: str | None = None
 
 
@@ -400,6 +408,35 @@ class SpaceSpec(_Spec):
     order: Literal["all"] | Annotated[list[str], Field(min_length=1)] | None = None
     tp_overlap: BoolAxis | None = None
     dp_overlap: BoolAxis | None = None
+    #: hardware axes (co-design): scenario field path -> values, e.g. ``{"cluster.gpus":
+    #: [8192, 16384], "cluster.tiers[0].size": [8, 72]}``; written in ``[space]`` as
+    #: ``gpu = [...]``, ``gpus = [...]`` or any numeric field by the path ``--set`` takes
+    #: (:mod:`trainscape.explore.hardware`)
+    hardware: dict[str, Annotated[list[Any], Field(min_length=1)]] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hardware_axes(cls, data: Any) -> Any:
+        """Move ``gpu``, ``gpus`` and dotted scenario paths into ``hardware``."""
+        if not isinstance(data, dict):
+            return data
+        hw = dict(data.get("hardware") or {})
+        out = {}
+        for key, value in data.items():
+            if key in ("gpu", "gpus"):
+                hw[f"cluster.{key}"] = value
+            elif isinstance(key, str) and key.split(".")[0].split("[")[0] in (
+                    "cluster", "job", "model"):
+                hw[key] = value
+            else:
+                out[key] = value
+        for key, value in hw.items():
+            if isinstance(value, (str, bytes)) or not isinstance(value, list) or not value:
+                raise fail(f'"{key}"', "a hardware axis needs a non-empty list of values",
+                           value, "a list, e.g. [8, 72]")
+        if hw:
+            out["hardware"] = hw
+        return out
 
     @field_validator("order", mode="before")
     @classmethod

@@ -199,6 +199,14 @@ def hbm_capacity_bytes(gb: float) -> float:
     return gb * GIB
 
 
+def usd_per_gpu_second(scenario: Scenario) -> float:
+    """Price of one GPU-second: the GPU's price per hour plus every tier's cost per GPU per
+    hour, / 3600 (0 when no price is given)."""
+    c = scenario.cluster
+    per_hour = (c.gpu.price_per_hour_usd or 0.0) + sum(t.cost_per_gpu_hour_usd for t in c.tiers)
+    return per_hour / 3600.0
+
+
 def pack_system(scenario: Scenario) -> np.ndarray:
     """The system block: GPU and network tiers, in SI units; unused tier slots are zero."""
     c, g = scenario.cluster, scenario.cluster.gpu
@@ -228,6 +236,8 @@ def pack_system(scenario: Scenario) -> np.ndarray:
     sys[L.SYS_ATTENTION_EFFICIENCY] = g.attention_efficiency
     sys[L.SYS_MEMORY_EFFICIENCY] = g.memory_efficiency
     sys[L.SYS_LAYER_OVERHEAD_S] = g.layer_overhead_us * US
+    sys[L.SYS_USD_PER_GPU_S] = usd_per_gpu_second(scenario)
+    sys[L.SYS_POWER_W] = g.power_w or 0.0
     for i, t in enumerate(c.tiers):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         sys[base + L.TIER_SIZE] = t.size
