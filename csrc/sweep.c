@@ -193,13 +193,15 @@ static void ts_sweep_worker(ts_sweep_job *J)
                     J->o_key[order] = key;
                     J->o_idx[order] = g;
                 }
-                nn = ts_pareto_insert(J->f_step, J->f_mem, J->f_idx, nfront, J->cap,
-                                      out[TS_OUT_STEP_TIME_S], mem, g);
-                if (nn < 0) {
-                    J->overflow = 1;
-                    break;
+                if (J->cap > 0) { /* cap 0: no front kept (ts_llm_best, best.c) */
+                    nn = ts_pareto_insert(J->f_step, J->f_mem, J->f_idx, nfront, J->cap,
+                                          out[TS_OUT_STEP_TIME_S], mem, g);
+                    if (nn < 0) {
+                        J->overflow = 1;
+                        break;
+                    }
+                    nfront = nn;
                 }
-                nfront = nn;
             } else {
                 n_oom++;
             }
