@@ -325,12 +325,13 @@ int ts_llm_best(const double *sys, const double *mdl, const double *job,
         J.o_key = o_key;
         J.o_idx = o_idx;
         J.stats = sweep_stats;
+        J.prune_step = objective == TS_OUT_STEP_TIME_S;
         ts_sweep_worker(&J);
     }
     if (stats) {
         stats[TS_BEST_ST_CANDIDATES] = hi;
+        stats[TS_BEST_ST_COSTED] = (int64_t)sweep_stats[TS_SWEEP_ST_EVALUATED];
         stats[TS_BEST_ST_FEASIBLE] = (int64_t)sweep_stats[TS_SWEEP_ST_OK];
-        stats[TS_BEST_ST_OOM] = (int64_t)sweep_stats[TS_SWEEP_ST_OOM];
         stats[TS_BEST_ST_CORE_ROWS] = B.n;
         stats[TS_BEST_ST_CORE_CHECKED] = checked;
     }

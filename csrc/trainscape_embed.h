@@ -38,9 +38,10 @@
 
 /* ts_llm_best statistics (int64_t stats[TS_BEST_N_STATS], optional). */
 #define TS_BEST_N_STATS 5
-#define TS_BEST_ST_CANDIDATES 0 /* valid, distinct configurations searched */
-#define TS_BEST_ST_FEASIBLE 1   /* of them: valid and fit in memory */
-#define TS_BEST_ST_OOM 2        /* of them: out of memory */
+#define TS_BEST_ST_CANDIDATES 0 /* valid, distinct configurations in the candidate set */
+#define TS_BEST_ST_COSTED 1     /* of them: costed in full (the step-time objective skips
+                                 * candidates a lower bound shows cannot win; others cost all) */
+#define TS_BEST_ST_FEASIBLE 2   /* of the costed: fit in memory (0: nothing feasible at all) */
 #define TS_BEST_ST_CORE_ROWS 3  /* valid core rows (tp cp pp dp ep mbs vpp schedule sp tpo) */
 #define TS_BEST_ST_CORE_CHECKED 4 /* core combinations checked (factorizations of gpus) */
 

@@ -36,8 +36,7 @@ class BestLayout:
     config: dict  # user-facing config values (order as a short string)
     column: tuple  # the packed config column (``layout.CONFIG_FIELDS`` order, int codes)
     result: Any  # trainscape.Result of the winner
-    candidates: int  # valid, distinct configurations searched
-    feasible: int  # of them: fit in memory
+    candidates: int  # valid, distinct configurations in the candidate set
 
 
 def _check_gpus(gpus) -> int:
@@ -165,9 +164,9 @@ def best_for_allocation(scenario, gpus: int, *, sites: Sequence[int] | None = No
             if code <= -1000:
                 raise_for_code(code, sys, mdl, job)
             raise RuntimeError(f"ts_llm_best failed with code {code}")
-        candidates, feasible = int(stats[0]), int(stats[1])
+        candidates = int(stats[lib.TS_BEST_ST_CANDIDATES])
         if code == int(lib.TS_BEST_NONE):
-            raise _no_feasible(gpus, candidates, int(stats[2]))
+            raise _no_feasible(gpus, candidates)
     else:
         if backend == "c":
             raise ImportError("backend 'c': the C extension with ts_llm_best is not built")
@@ -176,11 +175,11 @@ def best_for_allocation(scenario, gpus: int, *, sites: Sequence[int] | None = No
 
         ds = design_space(sc, axes)
         if ds.size == 0:
-            raise _no_feasible(gpus, 0, 0)
+            raise _no_feasible(gpus, 0)
         res = run_sweep(sc, space=ds, top=1, objective=col, backend=backend, workers=1)
-        candidates, feasible = ds.size, res.feasible
+        candidates = ds.size
         if len(res.top) == 0:
-            raise _no_feasible(gpus, candidates, res.out_of_memory)
+            raise _no_feasible(gpus, candidates)
         cfg, out = res.top.cfg[:, 0], res.top.out[:, 0]
     from ..api import Result
 
@@ -188,14 +187,15 @@ def best_for_allocation(scenario, gpus: int, *, sites: Sequence[int] | None = No
     return BestLayout(gpus=gpus, objective=col, config=config,
                       column=tuple(int(v) for v in cfg),
                       result=Result.from_column(out, config, sc.name),
-                      candidates=candidates, feasible=feasible)
+                      candidates=candidates)
 
 
-def _no_feasible(gpus: int, candidates: int, oom: int):
+def _no_feasible(gpus: int, candidates: int):
     if candidates == 0:
         why = "no candidate layout: no combination of the space's tp, cp, pp (and dp) values " \
               f"multiplies to {gpus} and passes the model's checks"
     else:
-        why = f"all {candidates:,} candidate layouts are infeasible ({oom:,} out of memory)"
+        why = (f"none of the {candidates:,} candidate layouts fits in GPU memory (or all are "
+               "invalid); allow more memory savings (recompute full, zero 3, larger tp/pp)")
     return _err("gpus", f"no feasible layout for {gpus} GPUs: {why}", gpus,
                 "a GPU count the scenario's space can lay the job out on")
