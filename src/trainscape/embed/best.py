@@ -144,6 +144,10 @@ def best_for_allocation(scenario, gpus: int, *, sites: Sequence[int] | None = No
         scenario = load(scenario if isinstance(scenario, Mapping) else Path(scenario))
     # the candidate axes come from the scenario as given (its [space], or default axes for its
     # own GPU count), so every allocation searches the same axes -- as the C library does
+    capacity = int(scenario.cluster.capacity)
+    if gpus > capacity:
+        raise _err("gpus", f"more GPUs than the cluster's tiers hold ({capacity})", gpus,
+                   f"at most {capacity}")
     axes = constrained_axes(scenario, constraints)
     overrides = [f"cluster.gpus={gpus}"]
     if gpu_type is not None:

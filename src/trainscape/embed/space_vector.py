@@ -66,8 +66,20 @@ def constrained_axes(scenario, constraints: Mapping[str, Any] | None = None) -> 
                 raise _err(f"constraints.{name}", "no value of the scenario's space is allowed",
                            allowed, "values among " + ", ".join(map(str, current)))
             merged[name] = keep
-    # re-validate the values with the space's own rules
-    return resolve_axes(scenario, merged)
+    # re-validate the values with the space's own rules, naming the constraint
+    from ..spec.errors import ScenarioError
+
+    try:
+        return resolve_axes(scenario, merged)
+    except ScenarioError as exc:
+        path = exc.path or ""
+        axis = path.split(".", 1)[-1].split("[", 1)[0]
+        if path.startswith("space.") and axis in constraints:
+            raise ScenarioError(str(exc).replace("space.", "constraints.", 1),
+                                path="constraints." + path[len("space."):],
+                                problem=exc.problem, got_text=exc.got_text,
+                                allowed=exc.allowed) from None
+        raise
 
 
 def _encode(name: str, values) -> list[int]:
