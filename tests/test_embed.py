@@ -59,16 +59,11 @@ def test_layout_hash_is_fnv1a_of_the_layout_text():
     assert int(re.search(r"TS_LAYOUT_HASH (0x[0-9A-F]+)", header).group(1), 16) == h
 
 
-def test_layout_hash_changes_with_a_field():
+def test_layout_hash_changes_with_a_field(monkeypatch):
     before = L.layout_hash()
-    saved = L.JOB_FIELDS
-    try:
-        L.GROUPS = tuple((n, f + ("extra",) if n == "JOB_FIELDS" else f, p)
-                         for n, f, p in L.GROUPS)
-        assert L.layout_hash() != before
-    finally:
-        L.GROUPS = tuple((n, saved if n == "JOB_FIELDS" else f, p) for n, f, p in L.GROUPS)
-    assert L.layout_hash() == before
+    monkeypatch.setattr(L, "GROUPS", tuple((n, f + ("extra",) if n == "JOB_FIELDS" else f, p)
+                                           for n, f, p in L.GROUPS))
+    assert L.layout_hash() != before
 
 
 @needs_c
@@ -236,6 +231,14 @@ def test_c_query_equals_the_reference_sweep(examples_dir, example, gpus, objecti
 
 
 @needs_c
+def test_c_query_with_a_listed_dp_axis(llama_example):
+    """dp given as a constraint (the scenario derives it): only listed degrees are searched."""
+    sc = trainscape.load(llama_example, ["space.zero=[1]", "space.schedule=[\"1f1b\"]"])
+    got = _assert_same(sc, 4096, constraints={"dp": [16, 32, 64]})
+    assert got is not None and got.config["dp"] in (16, 32, 64)
+
+
+@needs_c
 @given(tp=st.sets(st.sampled_from([1, 2, 4, 8]), min_size=1),
        cp=st.sets(st.sampled_from([1, 2]), min_size=1),
        pp=st.sets(st.sampled_from([1, 2, 4, 8]), min_size=1),
@@ -244,27 +247,33 @@ def test_c_query_equals_the_reference_sweep(examples_dir, example, gpus, objecti
        recompute=st.sets(st.sampled_from(["none", "selective", "full"]), min_size=1),
        zero=st.sets(st.sampled_from([0, 1, 2, 3]), min_size=1),
        dp_overlap=st.sets(st.booleans(), min_size=1),
+       sp=st.one_of(st.none(), st.sets(st.booleans(), min_size=1)),
+       tp_overlap=st.sets(st.booleans(), min_size=1),
+       dp=st.one_of(st.none(), st.sets(st.sampled_from([1, 2, 4, 8, 16]), min_size=1)),
        gpus=st.sampled_from([8, 16, 32, 48, 64]),
        objective=st.sampled_from(["step_time", "tokens_per_s", "memory_gib"]))
 def test_c_query_equals_the_reference_on_generated_spaces(gpt_example, tp, cp, pp, mbs,
                                                            schedule, recompute, zero,
-                                                           dp_overlap, gpus, objective):
-    """A 13B-class model on up to 64 A100s, random axis subsets: same candidate count and
-    winner (or both none)."""
-    overrides = ["model.layers=40", "model.hidden=5120", "model.heads=40", "model.kv_heads=40",
+                                                           dp_overlap, sp, tp_overlap, dp,
+                                                           gpus, objective):
+    """A 13B-class model on up to 64 A100s, random axis subsets (sp by rule or listed, dp
+    derived or listed): same candidate count and winner (or both none)."""
+    overrides = ["cluster.gpus=64", "model.layers=40", "model.hidden=5120", "model.heads=40", "model.kv_heads=40",
                  "model.ffn_hidden=20480", "job.global_batch=64",
                  'space.order=["tp-cp-dp-pp", "tp-pp-dp", "dp-tp-pp"]']
     for name, values in (("tp", tp), ("cp", cp), ("pp", pp), ("mbs", mbs),
                          ("schedule", schedule), ("recompute", recompute), ("zero", zero),
-                         ("dp_overlap", dp_overlap)):
+                         ("dp_overlap", dp_overlap), ("sp", sp), ("tp_overlap", tp_overlap),
+                         ("dp", dp)):
+        if values is None:
+            continue
         vals = sorted(values)
         text = ", ".join(f'"{v}"' if isinstance(v, str) else str(v).lower() for v in vals)
         overrides.append(f"space.{name}=[{text}]")
     overrides.append("space.vpp=[1, 2]")
-    try:
-        sc = trainscape.load(gpt_example, overrides)
-    except ScenarioError:
-        return  # e.g. a preset model that rejects the shape: nothing to compare
+    data = trainscape.load(gpt_example).raw_dump()
+    data.pop("config")  # the allocation's layout is the answer
+    sc = trainscape.load(data, overrides)
     _assert_same(sc, gpus, objective)
 
 
