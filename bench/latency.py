@@ -94,6 +94,7 @@ import time
 t0 = time.perf_counter()
 import trainscape
 from trainscape import layout as L
+from trainscape import native  # loads the C extension (counted in the cold process only)
 from trainscape.embed.best import native_best
 from trainscape.embed.space_vector import space_vector
 from trainscape.space.design import resolve_axes
@@ -150,8 +151,12 @@ def best_queries(repeat: int = 300) -> dict:
                          "best_step_time_s": float(out[L.OUT_STEP_TIME_S])})
         pooled.sort()
         pooled_cpu.sort()
-        api = median_time(lambda: trainscape.best_for_allocation(sc, ALLOCATIONS[0],
-                                                                 constraints=None), 20)
+        data = sc.raw_dump()
+        data["space"] = dict(BEST_SPACE)
+        sc_best = trainscape.load(data)  # the same candidate axes through the Python API
+        api_best = trainscape.best_for_allocation(sc_best, ALLOCATIONS[0])
+        assert api_best.candidates == rows[0]["candidates"], (api_best.candidates, rows[0])
+        api = median_time(lambda: trainscape.best_for_allocation(sc_best, ALLOCATIONS[0]), 20)
         cold, cold_cpu, cold_proc = [], [], []
         for _ in range(3):
             code = _COLD.format(example=str(EXAMPLE), space=BEST_SPACE, gpus=ALLOCATIONS[0])

@@ -9,6 +9,7 @@ axes, filtered by the model's checks) are built from it by the kernel at query t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -92,8 +93,6 @@ def _encode(name: str, values) -> list[int]:
 
 def space_vector(axes: Mapping[str, Any]) -> np.ndarray:
     """The ``int32`` space vector of resolved axes (see the module docstring)."""
-    from ..space import orders as O
-
     out: list[int] = []
     for name in AXES:
         values = axes[name]
@@ -105,8 +104,17 @@ def space_vector(axes: Mapping[str, Any]) -> np.ndarray:
         enc = _encode(name, values)
         out.append(len(enc))
         out.extend(enc)
-    sets = O.order_sets(axes["order"])
-    out.extend(len(s) for s in sets)
-    for s in sets:
-        out.extend(s)
+    orders = axes["order"]
+    out.extend(_order_tables("all" if orders == "all" else tuple(orders)))
     return np.array(out, dtype=np.int32)
+
+
+@functools.lru_cache(maxsize=64)
+def _order_tables(orders: str | tuple[str, ...]) -> tuple[int, ...]:
+    """The order part of a space vector: 32 counts, then each mask's canonical orders
+    (:func:`trainscape.space.orders.order_sets`, ~25 ms for "all": cached, a scheduler asks
+    about the same jobs again and again)."""
+    from ..space import orders as O
+
+    sets = O.order_sets(orders)
+    return tuple(len(s) for s in sets) + tuple(o for s in sets for o in s)
