@@ -100,3 +100,23 @@ def test_c_example_refuses_a_file_of_another_layout(installed, tmp_path, llama_e
                          env=dict(os.environ, LD_LIBRARY_PATH=libdir, DYLD_LIBRARY_PATH=libdir))
     assert res.returncode == 1
     assert "another block layout" in res.stderr
+
+
+@pytest.mark.skipif(shutil.which("rustc") is None, reason="rustc is not installed (the Rust "
+                    "example is optional)")
+def test_rust_example_prints_the_python_answer(installed, tmp_path, llama_example):
+    prefix, env = installed
+    libdir = _run(["pkg-config", "--variable=libdir", "trainscape"], env=env).strip()
+    exe = tmp_path / "scheduler_rs"
+    _run(["rustc", "-O", str(ROOT / "examples" / "rust" / "scheduler.rs"), "-o", str(exe),
+          "-L", libdir, "-l", "trainscape"])
+    sc = trainscape.load(llama_example)
+    job = tmp_path / "job.tsp"
+    write_pack(sc, job, candidates=True)
+    out = _run([str(exe), str(job), "4096"],
+               env=dict(os.environ, LD_LIBRARY_PATH=libdir, DYLD_LIBRARY_PATH=libdir))
+    want = trainscape.best_for_allocation(sc, 4096)
+    m = re.search(r"gpus=4096 tp=(\d+) cp=(\d+) pp=(\d+) dp=(\d+) step_time_s=([0-9.]+)", out)
+    assert m, out
+    assert tuple(int(v) for v in m.groups()[:4]) == want.column[:4]
+    assert float(m.group(5)) == pytest.approx(want.result.step_time_s, abs=5e-7)

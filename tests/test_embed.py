@@ -370,3 +370,21 @@ def test_one_site_and_a_gpu_type_are_accepted(llama_example):
     assert best_for_allocation(llama_example, 4096, sites=[4096]).column == base.column
     other = best_for_allocation(llama_example, 4096, gpu_type="h100-sxm-80gb")
     assert other.column == base.column
+
+
+def test_rust_example_constants_match_the_layout():
+    """examples/rust/scheduler.rs copies a few header constants (it has no bindgen): they
+    must be this layout's, or it would read the wrong columns."""
+    text = (ROOT / "examples" / "rust" / "scheduler.rs").read_text()
+
+    def const(name):
+        return int(re.search(rf"const {name}: \w+ = (0x[0-9A-Fa-f_]+|\d+);", text)
+                   .group(1).replace("_", ""), 0)
+
+    abi = int(re.search(r"#define TS_ABI_VERSION (\d+)",
+                        (ROOT / "csrc" / "trainscape.h").read_text()).group(1))
+    assert const("ABI_VERSION") == abi
+    assert const("LAYOUT_HASH") == L.layout_hash()
+    assert (const("N_CFG"), const("N_OUT")) == (L.N_CFG, L.N_OUT)
+    assert const("OUT_STEP_TIME_S") == L.OUT_STEP_TIME_S
+    assert [L.CFG_TP, L.CFG_CP, L.CFG_PP, L.CFG_DP] == [0, 1, 2, 3]  # cfg[0..4] printed
