@@ -7,6 +7,13 @@
    Llama-3-405B example (constraints applied, ~10^5 valid configs) and sweep it for the fastest
    configuration that fits, in milliseconds. The first space built in a process also loads the
    compiled kernels; that one-time cost is printed separately.
+3. The scheduler query ``ts_llm_best`` (csrc/best.c; what ``trainscape.best_for_allocation``
+   and a C scheduler linked to libtrainscape call): candidate set built in-kernel for the GPU
+   count and searched, pinned to one core. Warm: p50 / p99 over repeated queries
+   (``best_query_p50_ms``, ``best_query_p99_ms``); cold: the first query in a fresh process
+   (``best_query_cold_ms``) and that process's import + load + pack + first query
+   (``best_query_cold_process_ms``). Also the Python API end to end
+   (``best_for_allocation_p50_ms``: validation, packing, query, Result).
 
     python bench/latency.py            # table
     python bench/latency.py --json
@@ -81,6 +88,115 @@ def allocation_queries(repeat: int = 20) -> dict:
     return {"first_space_in_process_ms": warmup_ms, "allocations": rows}
 
 
+BEST_SPACE = dict(SPACE, dp_overlap=[False, True])  # >= 10^5 candidates per allocation
+_COLD = """
+import time
+t0 = time.perf_counter()
+import trainscape
+from trainscape import layout as L
+from trainscape.native import llm as native  # loads the C extension (counted in the cold process only)
+from trainscape.embed.best import native_best
+from trainscape.embed.space_vector import space_vector
+from trainscape.space.design import resolve_axes
+from trainscape.spec import pack
+sc = trainscape.load({example!r})
+sys_, mdl, job = pack(sc)
+sv = space_vector(resolve_axes(sc, {space!r}))
+t1 = time.perf_counter()
+c1 = time.thread_time()
+code = native_best(sys_, mdl, job, sv, {gpus}, L.OUT_STEP_TIME_S)[0]
+t2 = time.perf_counter()
+c2 = time.thread_time()
+assert code == 0, code
+print((t2 - t1) * 1e3, (c2 - c1) * 1e3, (t2 - t0) * 1e3)
+"""
+
+
+def best_queries(repeat: int = 300) -> dict:
+    import os
+    import subprocess
+
+    from trainscape import layout as L
+    from trainscape.embed.best import native_best
+    from trainscape.embed.space_vector import space_vector
+    from trainscape.space.design import resolve_axes
+
+    pinned = None
+    if hasattr(os, "sched_setaffinity"):
+        pinned = min(os.sched_getaffinity(0))
+        saved = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {pinned})
+    try:
+        sc = trainscape.load(EXAMPLE)
+        sys_, mdl, job = pack(sc)
+        sv = space_vector(resolve_axes(sc, BEST_SPACE))
+        rows, pooled, pooled_cpu = [], [], []
+        for gpus in ALLOCATIONS:
+            native_best(sys_, mdl, job, sv, gpus, L.OUT_STEP_TIME_S)
+            times, cpu = [], []
+            for _ in range(repeat):
+                t, c = time.perf_counter(), time.thread_time()
+                code, cfg, out, stats = native_best(sys_, mdl, job, sv, gpus, L.OUT_STEP_TIME_S)
+                times.append((time.perf_counter() - t) * 1e3)
+                cpu.append((time.thread_time() - c) * 1e3)
+            pooled += times
+            pooled_cpu += cpu
+            times.sort()
+            cpu.sort()
+            rows.append({"gpus": gpus, "candidates": int(stats[0]), "costed": int(stats[1]),
+                         "p50_ms": times[len(times) // 2],
+                         "p99_ms": times[min(len(times) - 1, int(0.99 * len(times)))],
+                         "cpu_p50_ms": cpu[len(cpu) // 2],
+                         "cpu_p99_ms": cpu[min(len(cpu) - 1, int(0.99 * len(cpu)))],
+                         "best_step_time_s": float(out[L.OUT_STEP_TIME_S])})
+        pooled.sort()
+        pooled_cpu.sort()
+        data = sc.raw_dump()
+        data["space"] = dict(BEST_SPACE)
+        sc_best = trainscape.load(data)  # the same candidate axes through the Python API
+        api_best = trainscape.best_for_allocation(sc_best, ALLOCATIONS[0])
+        assert api_best.candidates == rows[0]["candidates"], (api_best.candidates, rows[0])
+        api = median_time(lambda: trainscape.best_for_allocation(sc_best, ALLOCATIONS[0]), 20)
+        cold, cold_cpu, cold_proc = [], [], []
+        for _ in range(3):
+            code = _COLD.format(example=str(EXAMPLE), space=BEST_SPACE, gpus=ALLOCATIONS[0])
+            cmd = [sys.executable, "-c", code]
+            if pinned is not None and hasattr(os, "sched_setaffinity"):
+                res = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                     preexec_fn=lambda: os.sched_setaffinity(0, {pinned}))
+            else:
+                res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            first, first_cpu, proc = map(float, res.stdout.split())
+            cold.append(first)
+            cold_cpu.append(first_cpu)
+            cold_proc.append(proc)
+    finally:
+        if pinned is not None:
+            os.sched_setaffinity(0, saved)
+    def p99(v):
+        return v[min(len(v) - 1, int(0.99 * len(v)))]
+
+    return {"best_query_p50_ms": pooled[len(pooled) // 2],
+            "best_query_p99_ms": p99(pooled),
+            # thread CPU time: the query's own cost, without the waits of a shared machine
+            "best_query_cpu_p50_ms": pooled_cpu[len(pooled_cpu) // 2],
+            "best_query_cpu_p99_ms": p99(pooled_cpu),
+            "best_query_cold_ms": statistics.median(cold),
+            "best_query_cold_cpu_ms": statistics.median(cold_cpu),
+            "best_query_cold_process_ms": statistics.median(cold_proc),
+            "best_for_allocation_p50_ms": api * 1e3,
+            "min_candidates": min(r["candidates"] for r in rows),
+            "one_core": pinned is not None, "load_average_1min": _load1(),
+            "allocations": rows}
+
+
+def _load1() -> float | None:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON only")
@@ -88,6 +204,9 @@ def main() -> int:
     # allocation queries first: the first space built in this process pays the kernel load
     queries = allocation_queries()
     report = {"one_config": one_config(), "best_config_for_allocation": queries}
+    best = best_queries()
+    report.update({k: v for k, v in best.items() if k != "allocations"})
+    report["best_query"] = best["allocations"]
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -102,6 +221,21 @@ def main() -> int:
     for r in q["allocations"]:
         print(f"{r['gpus']:>6} {r['valid_configs']:>14,} {r['build_space_ms']:>15.1f} "
               f"{r['best_config_ms']:>15.2f} {r['best_step_time_s']:>12.3f}")
+    print(f"scheduler query ts_llm_best (candidate set built in-kernel, "
+          f"{'one core' if report['one_core'] else 'unpinned'}, load average "
+          f"{report['load_average_1min']}): warm p50 "
+          f"{report['best_query_p50_ms']:.2f} ms, p99 {report['best_query_p99_ms']:.2f} ms "
+          f"(thread CPU p50 {report['best_query_cpu_p50_ms']:.2f}, p99 "
+          f"{report['best_query_cpu_p99_ms']:.2f} ms); cold first query "
+          f"{report['best_query_cold_ms']:.2f} ms (CPU {report['best_query_cold_cpu_ms']:.2f}), "
+          f"cold process "
+          f"{report['best_query_cold_process_ms']:.0f} ms; best_for_allocation p50 "
+          f"{report['best_for_allocation_p50_ms']:.1f} ms")
+    print(f"{'gpus':>6} {'candidates':>11} {'costed':>9} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'best step s':>12}")
+    for r in report["best_query"]:
+        print(f"{r['gpus']:>6} {r['candidates']:>11,} {r['costed']:>9,} {r['p50_ms']:>8.2f} "
+              f"{r['p99_ms']:>8.2f} {r['best_step_time_s']:>12.3f}")
     return 0
 
 

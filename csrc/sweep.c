@@ -37,6 +37,12 @@ typedef struct {
     int64_t *o_idx;
     double *stats;
     int overflow;
+    /* k = 1, objective step time: skip the zero / dp_overlap digits under a recompute choice
+     * whose step time before DP communication and optimizer (ts_rec.step_pre, a lower bound:
+     * ts_final adds non-negative terms) is not below the best so far; they cannot win (a tie
+     * loses to the earlier index). Used by ts_llm_best (best.c); counted in n_pruned. */
+    int prune_step;
+    int64_t n_pruned;
 } ts_sweep_job;
 
 /* The slot of the largest (key, index) pair of a top-k buffer: the one an insertion replaces
@@ -176,6 +182,16 @@ static void ts_sweep_worker(ts_sweep_job *J)
             rec_bad = ord_bad || rc < 0 || rc >= TS_RECOMPUTE_COUNT;
             if (!rec_bad)
                 ts_rec_init(ctx, &R, &O, rc, &V);
+            if (J->prune_step && !rec_bad && V.step_pre >= J->topk_key[0]) {
+                int64_t left = (int64_t)(J->n_zero - z) * J->n_dpo - d;
+                if (left > J->hi - g)
+                    left = J->hi - g;
+                J->n_pruned += left;
+                g += left - 1;
+                d = J->n_dpo - 1;
+                z = J->n_zero - 1;
+                goto advance;
+            }
         }
         if (rec_bad || J->zero[z] < 0 || J->zero[z] > 3 || J->dpo[d] < 0 || J->dpo[d] > 1)
             status = TS_STATUS_INVALID_CONFIG;
@@ -195,20 +211,22 @@ static void ts_sweep_worker(ts_sweep_job *J)
                     J->o_key[order] = key;
                     J->o_idx[order] = g;
                 }
-                nn = ts_pareto_insert(J->f_step, J->f_mem, J->f_idx, nfront, J->cap,
-                                      out[TS_OUT_STEP_TIME_S], mem, g);
-                if (nn < 0) {
-                    J->overflow = 1;
-                    break;
+                if (J->cap > 0) { /* cap 0: no front kept (ts_llm_best, best.c) */
+                    nn = ts_pareto_insert(J->f_step, J->f_mem, J->f_idx, nfront, J->cap,
+                                          out[TS_OUT_STEP_TIME_S], mem, g);
+                    if (nn < 0) {
+                        J->overflow = 1;
+                        break;
+                    }
+                    nfront = nn;
                 }
-                nfront = nn;
             } else {
                 n_oom++;
             }
         } else {
             n_invalid++;
         }
-        /* advance the odometer */
+    advance: /* the odometer */
         level = 0;
         if (++d == nd_r) {
             d = 0;
@@ -349,6 +367,8 @@ int ts_sweep_range(const double *sys, const double *mdl, const double *job,
         J->o_idx = o_idx + (int64_t)w * TS_N_ORDERS;
         J->stats = stats + (int64_t)w * TS_SWEEP_N_STATS;
         J->overflow = 0;
+        J->prune_step = 0;
+        J->n_pruned = 0;
     }
     if (n_workers == 1) {
         ts_sweep_worker(&jobs[0]);

@@ -184,5 +184,7 @@ enum {
 #define TS_N_OUT 26
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
+/* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
+#define TS_LAYOUT_HASH 0x2A8B37D4
 
 #endif /* TRAINSCAPE_LAYOUT_H */

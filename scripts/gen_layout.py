@@ -37,6 +37,8 @@ def render() -> str:
     for name in ("MAX_TIERS", "N_SYS_SCALARS", "N_TIER", "SYS_TIER_BASE", "N_SYS", "N_MODEL",
                  "N_JOB", "N_CFG", "N_OUT", "N_DIMS", "N_ORDERS"):
         lines.append(f"#define TS_{name} {getattr(L, name)}")
+    lines.append("/* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */")
+    lines.append(f"#define TS_LAYOUT_HASH 0x{L.layout_hash():08X}")
     lines += ["", "#endif /* TRAINSCAPE_LAYOUT_H */", ""]
     return "\n".join(lines)
 

@@ -26,6 +26,16 @@ from .spec import ConfigSpec, Scenario, ScenarioError
 
 __version__ = "0.1.0"
 
+
+def best_for_allocation(scenario, gpus, **kwargs):
+    """The best feasible layout of ``scenario`` for ``gpus`` GPUs (a scheduler's question):
+    see :func:`trainscape.embed.best.best_for_allocation` (keywords ``sites``, ``gpu_type``,
+    ``objective``, ``constraints``, ``backend``). Imported on first use."""
+    from .embed.best import best_for_allocation as query
+
+    return query(scenario, gpus, **kwargs)
+
+
 __all__ = [
     "ConfigSpec",
     "Result",
@@ -33,6 +43,7 @@ __all__ = [
     "ScenarioError",
     "__version__",
     "available_backends",
+    "best_for_allocation",
     "default_backend",
     "evaluate",
     "evaluate_batch",

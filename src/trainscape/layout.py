@@ -285,3 +285,29 @@ def order_from_names(names: list[str] | tuple[str, ...]) -> int:
     """Order index from dimension names innermost first, e.g. ``["tp","cp","ep","dp","pp"]``."""
     return order_index(tuple(DIMS.index(n) for n in names))
 
+
+# --------------------------------------------------------------------------------------------
+# Layout hash: a fingerprint of everything above that a packed block's reader depends on.
+# --------------------------------------------------------------------------------------------
+
+#: Constants the hash covers besides the field lists.
+HASHED_CONSTANTS = ("MAX_TIERS", "N_SYS_SCALARS", "N_TIER", "SYS_TIER_BASE", "N_SYS", "N_MODEL",
+                    "N_JOB", "N_CFG", "N_OUT", "N_DIMS", "N_ORDERS")
+
+
+def layout_text() -> str:
+    """The canonical text hashed by :func:`layout_hash`: every enumerated list in ``GROUPS``
+    order as ``PREFIX=name,name,...;`` then ``NAME=value;`` for ``HASHED_CONSTANTS``."""
+    parts = [f"{prefix}={','.join(fields)};" for _, fields, prefix in GROUPS]
+    parts += [f"{name}={globals()[name]};" for name in HASHED_CONSTANTS]
+    return "".join(parts)
+
+
+def layout_hash() -> int:
+    """32-bit FNV-1a of :func:`layout_text` (Fowler-Noll-Vo, offset basis 2166136261, prime
+    16777619). Written into pack files and ``TS_LAYOUT_HASH``: a reader built from another
+    layout refuses the file instead of reading the wrong fields."""
+    h = 2166136261
+    for byte in layout_text().encode("ascii"):
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h

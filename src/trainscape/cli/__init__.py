@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "command"),
     "evaluate": ("evaluate", "command"),
     "explore": ("explore", "explore"),
+    "pack": ("pack", "command"),
     "presets": ("presets", "command"),
     "search": ("explore", "search"),
     "shard": ("shard", "command"),

@@ -31,6 +31,10 @@ SOURCES = ("network.c", "collectives.c", "pipeline.c", "llm.c", "batch.c")
 if (CSRC / "sweep.c").exists() and (CSRC / "sweep.h").exists():
     HEADERS = (*HEADERS, "sweep.h")
     SOURCES = (*SOURCES, "sweep.c")
+    # the embedding API (pack files, the scheduler query ts_llm_best) builds on the sweep kernel
+    if (CSRC / "trainscape_embed.h").exists():
+        HEADERS = (*HEADERS, "trainscape_embed.h")
+        SOURCES = (*SOURCES, "best.c", "blocks_file.c")
 
 _PREPROCESSOR = re.compile(r"^\s*#\s*(ifndef|ifdef|endif|include|if|else|elif|pragma)\b")
 _GUARD_DEFINE = re.compile(r"^\s*#\s*define\s+\w+_H\s*$")

@@ -46,6 +46,10 @@ def check_layout() -> None:
         got = getattr(lib, "TS_" + name, None)
         if got != getattr(L, name):
             problems.append(f"TS_{name}={got} but layout.{name}={getattr(L, name)}")
+    got_hash = getattr(lib, "TS_LAYOUT_HASH", None)
+    if got_hash is not None and got_hash != L.layout_hash():
+        problems.append(f"TS_LAYOUT_HASH={got_hash:#x} but layout.layout_hash()="
+                        f"{L.layout_hash():#x}")
     if problems:
         raise NativeLayoutError(
             "trainscape.native._llm was built from a different layout; rebuild it "
