@@ -162,8 +162,16 @@ def _payload(space, blocks, client_compat):
 
 
 def sweep_chunk(start: int, stop: int, *, payload, obj_col: int, sign: float, k: int,
-                backend: str, threads: int) -> Reduced:
-    """Reduce ``[start, stop)`` with the sweep kernel ``backend`` on ``threads`` threads."""
+                backend: str, threads: int) -> tuple[Reduced, float]:
+    """Reduce ``[start, stop)`` with the sweep kernel ``backend`` on ``threads`` threads;
+    returns the reduction and the CPU seconds of the calling thread (the whole kernel's when
+    ``threads`` is 1: one thread runs it inline)."""
+    t0 = time.thread_time()
+    part = _reduce_chunk(start, stop, payload, obj_col, sign, k, backend, threads)
+    return part, time.thread_time() - t0
+
+
+def _reduce_chunk(start, stop, payload, obj_col, sign, k, backend, threads) -> Reduced:
     space, blocks = payload
     if backend == "python":
         return _python_range(space, blocks, start, stop, obj_col, sign, k)
@@ -315,6 +323,7 @@ def run_dask_sweep(scenario, *, dask: str | Cluster = "local", space=None, top: 
     own = not isinstance(dask, Cluster)
     cl = Cluster(dask, workers=local_workers) if own else dask
     bar = None
+    stats: dict = {}
     try:
         threads = cl.threads()
         step = int(chunk or default_chunk(sum(b - a for a, b in todo), threads))
@@ -324,7 +333,7 @@ def run_dask_sweep(scenario, *, dask: str | Cluster = "local", space=None, top: 
         ranges, red, interrupted = _drive(cl, chunks, (space, blocks), ranges, red,
                                           (obj_col, sign, top, name, int(threads_per_task)),
                                           fp, ck, bar, stop_after_chunks, checkpoint_every_s,
-                                          on_chunk)
+                                          on_chunk, stats)
         elapsed = time.perf_counter() - t0
     finally:
         if bar is not None:
@@ -338,14 +347,16 @@ def run_dask_sweep(scenario, *, dask: str | Cluster = "local", space=None, top: 
                   ranges == [(0, size)], evaluated0)
     res.resumed_from = evaluated0
     res.extra.update({"dask": cl.address if own else dask.address, "chunks": len(chunks),
-                      "chunk": step, "worker_threads": threads, "resumed_at_index": done_before})
+                      "chunk": step, "worker_threads": threads, "resumed_at_index": done_before,
+                      "task_cpu_s": stats.get("task_cpu_s", 0.0)})
     return res
 
 
 def _drive(cl: Cluster, chunks, payload, ranges, red, args, fp, ck, bar, stop_after,
-           checkpoint_every_s, on_chunk):
+           checkpoint_every_s, on_chunk, stats):
     """Submit every chunk, merge results as they finish; returns ``(ranges, red,
-    interrupted)``. Saves the checkpoint on the way, on an interruption and at the end."""
+    interrupted)``. Saves the checkpoint on the way, on an interruption and at the end.
+    ``stats["task_cpu_s"]``: CPU seconds the merged chunks took on the workers."""
     from distributed import as_completed
 
     client = cl.client
@@ -360,6 +371,7 @@ def _drive(cl: Cluster, chunks, payload, ranges, red, args, fp, ck, bar, stop_af
     where = {f.key: (a, b, f) for f, (a, b) in zip(futs, chunks)}
     del futs
     merged = 0
+    stats["task_cpu_s"] = 0.0
     changed = False
     last_ck = time.perf_counter()
     interrupted = False
@@ -367,7 +379,7 @@ def _drive(cl: Cluster, chunks, payload, ranges, red, args, fp, ck, bar, stop_af
     try:
         for fut in pending:
             try:
-                part = fut.result()
+                part, cpu_s = fut.result()
             except Exception as exc:  # noqa: BLE001 -- a task failed: stop, keep what is done
                 a, b, _ = where[fut.key]
                 raise DistributedSweepError(
@@ -377,6 +389,7 @@ def _drive(cl: Cluster, chunks, payload, ranges, red, args, fp, ck, bar, stop_af
             a, b, _ = where.pop(fut.key)
             del fut
             red = red.merge(part, k)
+            stats["task_cpu_s"] += cpu_s
             ranges = add_range(ranges, a, b)
             merged += 1
             changed = True
