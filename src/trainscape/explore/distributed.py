@@ -90,9 +90,10 @@ class Cluster:
         self.cluster = None
         if address == "local":
             n = int(workers or max(1, os.cpu_count() or 1))
-            self.cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
-                                        processes=processes, dashboard_address=":0",
-                                        silence_logs=logging.ERROR)
+            with _workers_ignore_ctrl_c():
+                self.cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker,
+                                            processes=processes, dashboard_address=":0",
+                                            silence_logs=logging.ERROR)
             self.client = Client(self.cluster, set_as_default=False)
         else:
             if not isinstance(address, str) or not address.strip():
@@ -123,6 +124,26 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _workers_ignore_ctrl_c:
+    """Start LocalCluster worker processes with SIGINT ignored (they inherit it): Ctrl-C in a
+    terminal reaches the whole process group, and the client -- not its workers -- should
+    handle it (save the checkpoint, close the cluster, one line)."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
 
 
 def _takes_n_workers(client) -> bool:
