@@ -297,3 +297,19 @@ def test_dask_option_without_dask_exits_2_with_the_install_hint(cli, tmp_path, m
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.output
     assert "--dask" in lines[0] and "pip install 'trainscape[dask]'" in lines[0]
+
+
+def test_a_worker_with_another_space_or_version_refuses_the_work(sc):
+    """The space is rebuilt on a worker from the scenario and its axes: a different table
+    (another trainscape there) or another version/layout stops with a message, not a wrong
+    answer."""
+    from trainscape.spec import pack
+
+    ds = design_space(sc)
+    space, blocks = D._payload(sc, ds.axes, D.space_digest(ds), pack(sc), D.compat())
+    assert D.space_digest(space) == D.space_digest(ds)
+    with pytest.raises(RuntimeError, match="differs from the client's"):
+        D._payload(sc, ds.axes, D.space_digest(design_space(small(zero=[1]))), pack(sc),
+                   D.compat())
+    with pytest.raises(RuntimeError, match="same trainscape on the client and every worker"):
+        D._payload(sc, ds.axes, D.space_digest(ds), pack(sc), ("0.0.0", *D.compat()[1:]))

@@ -22,6 +22,7 @@ that says how to install it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
@@ -175,10 +176,30 @@ def _check_compat(client_compat: tuple) -> None:
                            "trainscape on the client and every worker")
 
 
-def _payload(space, blocks, client_compat):
-    """A task whose result is the sweep's inputs: workers fetch it once, and the scheduler can
-    recompute it should every worker holding it die."""
+def space_digest(space) -> str:
+    """A digest of everything the sweep kernel reads of a design space."""
+    h = hashlib.sha256()
+    for a in (space.core, space.mask, space.cum, space.order_off, space.order_cnt,
+              space.order_flat, space.recompute, space.zero, space.dp_overlap):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _payload(scenario, axes, digest: str, blocks, client_compat):
+    """A task whose result is the sweep's inputs ``(space, blocks)``: the space is rebuilt on
+    the worker from the scenario and its axes (a few kB travel, not the space's table, up to
+    tens of MB) and checked against the client's digest. Workers fetch the result once, and
+    the scheduler can recompute it should every worker holding it die."""
+    from ..space import design_space
+
     _check_compat(client_compat)
+    space = design_space(scenario, axes)
+    if space_digest(space) != digest:
+        raise RuntimeError("the design space rebuilt on a Dask worker differs from the "
+                           "client's; install the same trainscape on the client and every "
+                           "worker")
     return space, blocks
 
 
@@ -305,7 +326,8 @@ def run_dask_sweep(scenario, *, dask: str | Cluster = "local", space=None, top: 
     :class:`SweepResult` as :func:`.sweep.run_sweep`.
 
     ``dask``: a scheduler address, ``"local"`` (a LocalCluster of ``local_workers`` processes,
-    default one per core, started and closed here) or a connected :class:`Cluster`.
+    default one per core, started and closed here) or a connected :class:`Cluster`. ``space``
+    must be ``design_space(scenario, axes)`` for some axes (the workers rebuild it so).
     ``chunk``: indices per task (default: the remaining range over 16 tasks per worker thread,
     2^14..2^22); ``threads_per_task``: kernel threads in one task (default 1: a worker runs
     one task per thread). ``checkpoint`` / ``resume``: as :func:`run_sweep`, with the finished
@@ -351,7 +373,8 @@ def run_dask_sweep(scenario, *, dask: str | Cluster = "local", space=None, top: 
         chunks = split(todo, step)
         bar = _Progress(progress, size, done_before)
         t0 = time.perf_counter()
-        ranges, red, interrupted = _drive(cl, chunks, (space, blocks), ranges, red,
+        payload = (scenario, space.axes, space_digest(space), blocks)
+        ranges, red, interrupted = _drive(cl, chunks, payload, ranges, red,
                                           (obj_col, sign, top, name, int(threads_per_task)),
                                           fp, ck, bar, stop_after_chunks, checkpoint_every_s,
                                           on_chunk, stats)
