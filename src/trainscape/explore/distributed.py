@@ -467,18 +467,30 @@ def _open(dask, local_workers=None) -> tuple[Cluster, bool]:
     return Cluster(dask, workers=local_workers), True
 
 
-def _remote(fn, client_compat, *args, **kw):
+def _remote(fn, client_compat, args, kw, payload=None):
     _check_compat(client_compat)
+    if payload is not None:
+        kw = {**kw, "space": payload[0]}
     return fn(*args, **kw)
 
 
-def _gather(cl: Cluster, calls: list[tuple]) -> list:
-    """Run ``(fn, args, kwargs)`` calls as tasks on the cluster, results in order."""
+def _gather(cl: Cluster, calls: list[tuple], scenario=None, space=None) -> list:
+    """Run ``(fn, args, kwargs)`` calls as tasks on the cluster, results in order. With
+    ``space``, each call also gets ``space=`` the space rebuilt on the workers (as a sweep's
+    chunks do, see :func:`_payload`)."""
+    from ..spec.pack import pack
+
+    client = cl.client
     token = uuid.uuid4().hex[:12]
-    futs = [cl.client.submit(_remote, fn, compat(), *args, key=f"trainscape-{fn.__name__}-"
-                             f"{token}-{j}", **kw) for j, (fn, args, kw) in enumerate(calls)]
+    pay = None
+    if space is not None:
+        pay = client.submit(_payload, scenario, space.axes, space_digest(space), pack(scenario),
+                            compat(), key=f"trainscape-payload-{token}")
+    futs = [client.submit(_remote, fn, compat(), args, kw, payload=pay,
+                          key=f"trainscape-{fn.__name__}-{token}-{j}")
+            for j, (fn, args, kw) in enumerate(calls)]
     try:
-        return cl.client.gather(futs)
+        return client.gather(futs)
     except Exception as exc:  # noqa: BLE001 -- a task failed on the cluster
         from ..spec.errors import ScenarioError
 
@@ -487,7 +499,7 @@ def _gather(cl: Cluster, calls: list[tuple]) -> list:
         raise DistributedSweepError(f"a task failed on the cluster ({type(exc).__name__}: "
                                     f"{exc})") from None
     finally:
-        cl.client.cancel(futs, force=True)
+        client.cancel(futs + ([pay] if pay is not None else []), force=True)
 
 
 def run_dask_search(scenario, method: str = "evolve", *, dask: str | Cluster = "local",
@@ -495,13 +507,16 @@ def run_dask_search(scenario, method: str = "evolve", *, dask: str | Cluster = "
     """:func:`.search.run_search` run as one task on a cluster worker: a search is sequential
     (each generation or level depends on the last), so its answer for a seed is the local one;
     the cluster takes the work off the client, it does not split one search."""
+    from ..space import design_space
     from .search import run_search
 
     require_dask()
+    space = kw.pop("space", None) or design_space(scenario)
+    space.check_nonempty()
     cl, own = _open(dask, local_workers)
     try:
         t0 = time.perf_counter()
-        (res,) = _gather(cl, [(run_search, (scenario, method), kw)])
+        (res,) = _gather(cl, [(run_search, (scenario, method), kw)], scenario, space)
         res.extra["dask"] = cl.address
         res.extra["wall_s"] = time.perf_counter() - t0
         return res
@@ -536,8 +551,9 @@ def run_dask_explore(scenario, *, dask: str | Cluster = "local", time_budget_s: 
             return res
         t0 = time.perf_counter()
         b = budget or default_budget(space.size)
-        kw = dict(space=space, budget=b, seed=seed, top=top, objective=objective)
-        ev, bm = _gather(cl, [(run_evolve, (scenario,), kw), (run_beam, (scenario,), kw)])
+        kw = dict(budget=b, seed=seed, top=top, objective=objective)
+        ev, bm = _gather(cl, [(run_evolve, (scenario,), kw), (run_beam, (scenario,), kw)],
+                         scenario, space)
         res = merge_results(ev, bm, top)
         res.elapsed_s = time.perf_counter() - t0
         res.extra.update({"mode": "search", "dask": cl.address})
