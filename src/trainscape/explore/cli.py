@@ -145,7 +145,8 @@ def _emit(res, scenario, out, as_json, console, extra_lines=()):
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default=None,
               help="Sweep kernel (default: C when built, else numba).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Worker threads (default: every core).")
+              help="Worker threads (default: every core; with --dask: kernel threads per "
+                   "chunk, default 1).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @_set_option
