@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import click
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
