@@ -60,6 +60,10 @@ _out_option = click.option("--out", "out", type=click.Path(dir_okay=False), defa
                                 "(.parquet, .csv or .json).")
 _json_option = click.option("--json", "as_json", is_flag=True,
                             help="Print the result as JSON on stdout.")
+_dask_option = click.option(
+    "--dask", "dask", metavar="ADDRESS", default=None,
+    help="Run on a Dask cluster: a scheduler address (tcp://host:8786), or 'local' for a "
+         "LocalCluster on this machine (needs: pip install 'trainscape[dask]').")
 
 
 def _prepare(scenario: str | None, overrides, top: int, out: str | None = None):
@@ -82,6 +86,14 @@ def _check_top(top: int) -> None:
 
     if top < 1:
         raise ScenarioError.at("--top", "must be a positive integer", top, ">= 1")
+
+
+def _require_dask(dask) -> None:
+    """``--dask`` without Dask installed: a ScenarioError saying how to install it (exit 2)."""
+    if dask:
+        from ..explore.distributed import require_dask
+
+        require_dask()
 
 
 def _check_feasible(res, scenario) -> None:
@@ -125,29 +137,40 @@ def _emit(res, scenario, out, as_json, console, extra_lines=()):
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default=None,
               help="Sweep kernel (default: C when built, else numba).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Worker threads (default: every core).")
+              help="Worker threads (default: every core; with --dask: kernel threads per "
+                   "chunk, default 1).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @_set_option
 @_json_option
+@_dask_option
 @_one_line_errors
 def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, progress,
-          overrides, as_json):
+          overrides, as_json, dask):
     """Evaluate every configuration of SCENARIO's design space; keep the top-K, the Pareto
-    front (step time vs memory per GPU) and the best per placement order."""
+    front (step time vs memory per GPU) and the best per placement order. With --dask, chunks
+    of the space run on a Dask cluster's workers (--threads: kernel threads per chunk)."""
     from ..explore.sweep import SweepInterrupted, default_checkpoint, fingerprint, objective_column
     from ..explore.sweep import run_sweep
 
+    _require_dask(dask)
     sc, space = _prepare(scenario, overrides, top, out)
     col = objective_column(objective)[0]
-    ck = checkpoint or default_checkpoint(fingerprint(sc, space, col, top))
     console = _console()
     if not as_json:
         console.print(f"space: {space.describe()}", soft_wrap=True)
     show = sys.stderr.isatty() if progress is None else progress
     try:
-        res = run_sweep(sc, space=space, top=top, objective=objective, backend=backend,
-                        workers=threads, checkpoint=ck, resume=resume, progress=show)
+        if dask:
+            from ..explore.distributed import run_cli_sweep
+
+            res = run_cli_sweep(dask, sc, space=space, top=top, objective=objective,
+                                backend=backend, threads=threads, checkpoint=checkpoint,
+                                resume=resume, progress=show)
+        else:
+            ck = checkpoint or default_checkpoint(fingerprint(sc, space, col, top))
+            res = run_sweep(sc, space=space, top=top, objective=objective, backend=backend,
+                            workers=threads, checkpoint=ck, resume=resume, progress=show)
     except SweepInterrupted as exc:
         click.echo(str(exc), err=True)
         sys.exit(130)
@@ -172,12 +195,14 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
 @_out_option
 @_set_option
 @_json_option
+@_dask_option
 @_one_line_errors
 def search(scenario, method, budget, seed, width, multi, top, objective, out, overrides,
-           as_json):
+           as_json, dask):
     """Search SCENARIO's design space without enumerating it (evolve or beam)."""
     from ..explore.search import run_search
 
+    _require_dask(dask)
     sc, space = _prepare(scenario, overrides, top, out)
     console = _console()
     if not as_json:
@@ -187,7 +212,12 @@ def search(scenario, method, budget, seed, width, multi, top, objective, out, ov
         kw["width"] = width
     else:
         kw["multi"] = multi
-    res = run_search(sc, method, **kw)
+    if dask:
+        from ..explore.distributed import run_cli_search
+
+        res = run_cli_search(dask, sc, method, **kw)
+    else:
+        res = run_search(sc, method, **kw)
     _emit(res, sc, out, as_json, console)
 
 
@@ -202,8 +232,9 @@ def search(scenario, method, budget, seed, width, multi, top, objective, out, ov
 @_top_option
 @_obj_option
 @_set_option
+@_dask_option
 @_one_line_errors
-def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
+def explore(scenario, out_dir, time_budget, seed, top, objective, overrides, dask):
     """Find the best ways to lay out SCENARIO's training job (default: a built-in Llama-3
     405B scenario on 16K GPUs in two buildings) and write a report with plots."""
     from pathlib import Path
@@ -211,6 +242,7 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
     from ..explore.main import default_report_dir, run_explore
     from ..explore.report import headline, print_result, write_report
 
+    _require_dask(dask)
     sc, space = _prepare(scenario, overrides, top)
     console = _console()
     from ..explore.hardware import explore_codesign, hardware_axes
@@ -221,8 +253,14 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
     if scenario is None:
         console.print(f"no scenario given: exploring the built-in one ({sc.name})", soft_wrap=True)
     console.print(f"space: {space.describe()}", soft_wrap=True)
-    res = run_explore(sc, time_budget_s=time_budget, top=top, objective=objective, seed=seed,
-                      progress=sys.stderr.isatty())
+    kw = dict(time_budget_s=time_budget, top=top, objective=objective, seed=seed,
+              progress=sys.stderr.isatty())
+    if dask:
+        from ..explore.distributed import run_cli_explore
+
+        res = run_cli_explore(sc, dask=dask, **kw)
+    else:
+        res = run_explore(sc, **kw)
     _check_feasible(res, sc)
     console.print(headline(res), soft_wrap=True)
     print_result(res, console, sc)
