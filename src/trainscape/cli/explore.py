@@ -17,16 +17,20 @@ _OBJ_HELP = "Objective: " + ", ".join([*OBJECTIVES, *OBJECTIVE_ALIASES]) + "."
 
 
 def _one_line_errors(fn):
-    """ScenarioError (and our own ValueErrors at the edge) -> one line, exit 2."""
+    """ScenarioError (and our own ValueErrors at the edge) -> one line, exit 2; a sweep chunk
+    the Dask cluster could not finish -> one line, exit 1 (the checkpoint keeps the rest)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from ..explore.distributed import DistributedSweepError
         from ..spec.errors import ScenarioError
 
         try:
             return fn(*args, **kwargs)
         except ScenarioError as exc:
             raise InputError(str(exc)) from None
+        except DistributedSweepError as exc:
+            raise click.ClickException(str(exc)) from None
 
     return wrapper
 

@@ -564,26 +564,10 @@ def run_dask_explore(scenario, *, dask: str | Cluster = "local", time_budget_s: 
 
 
 # ---------------------------------------------------------------------------------------------
-# Command-line entry points (errors as one line)
+# Command-line entry points (trainscape.cli.explore prints their errors as one line)
 # ---------------------------------------------------------------------------------------------
 
 
-def _cli_errors(fn):
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        import click
-
-        try:
-            return fn(*args, **kwargs)
-        except DistributedSweepError as exc:
-            raise click.ClickException(str(exc)) from None
-
-    return wrapper
-
-
-@_cli_errors
 def run_cli_sweep(dask: str, scenario, *, space, top, objective, backend, threads, checkpoint,
                   resume, progress) -> SweepResult:
     """``trainscape sweep --dask``: checkpoint by default in
@@ -595,12 +579,10 @@ def run_cli_sweep(dask: str, scenario, *, space, top, objective, backend, thread
                           resume=resume, progress=progress)
 
 
-@_cli_errors
 def run_cli_search(dask: str, scenario, method: str, **kw) -> SweepResult:
     return run_dask_search(scenario, method, dask=dask, **kw)
 
 
-@_cli_errors
 def run_cli_explore(scenario, *, dask: str, **kw) -> SweepResult:
     return run_dask_explore(scenario, dask=dask, **kw)
 
