@@ -64,6 +64,19 @@ TS_FN double ts_tier_latency(const double *sys, int tier)
     return ts_tier_field(sys, tier, TS_TIER_LATENCY);
 }
 
+/* network.py boundary_link_bandwidth: per sending GPU on tier links that only the GPUs of one
+ * of the inner domain's inner_members group members use (bandwidth * efficiency /
+ * max(o / inner_members, min(o, 1))). */
+TS_FN double ts_boundary_link_bandwidth(const ts_net *net, int tier, double inner_members)
+{
+    double o = net->oversub[tier];
+    double factor = o / inner_members;
+    double floor = o < 1.0 ? o : 1.0;
+    if (factor < floor)
+        factor = floor;
+    return net->line_bw[tier] / factor;
+}
+
 /* Per-batch network view: every tier_* value the collectives read, computed once. */
 TS_FN void ts_net_init(ts_net *net, const double *sys)
 {
@@ -77,7 +90,12 @@ TS_FN void ts_net_init(ts_net *net, const double *sys)
             net->latency[i] = ts_tier_latency(sys, i);
             net->inv_link_bw[i] = 1.0 / net->link_bw[i];
             net->inv_path_bw[i] = 1.0 / net->path_bw[i];
+            net->line_bw[i] = ts_tier_field(sys, i, TS_TIER_BANDWIDTH)
+                              * ts_tier_field(sys, i, TS_TIER_EFFICIENCY);
+            net->oversub[i] = ts_tier_field(sys, i, TS_TIER_OVERSUBSCRIPTION);
         } else {
+            net->line_bw[i] = 0.0;
+            net->oversub[i] = 1.0;
             net->inv_link_bw[i] = 0.0;
             net->inv_path_bw[i] = 0.0;
             net->span[i] = INFINITY;

@@ -101,6 +101,26 @@ def tier_path_bandwidth(sys, tier):
     return bw
 
 
+def boundary_link_bandwidth(sys, tier, inner_members):
+    """Bytes/s per sending GPU on tier ``tier``'s links for traffic that only the GPUs at a
+    group's edge put on them (pipeline stage boundaries).
+
+    A tier-``tier`` link leaves a tier-(``tier``-1) domain; oversubscription ``o`` means those
+    links carry ``1/o`` of what *all* of the domain's GPUs could inject (Llama 3, arXiv
+    2407.21783 §3.3.1). When the domain holds ``inner_members`` consecutive members of the group
+    (pipeline stages), only the GPUs of one of them -- ``1 / inner_members`` of the domain --
+    send across at a time, so each gets ``min(1, inner_members / o)`` of its line rate:
+    ``bandwidth * efficiency / max(o / inner_members, min(o, 1))``. With ``inner_members`` 1
+    (every GPU sends) this is :func:`tier_link_bandwidth`.
+    """
+    o = tier_field(sys, tier, TIER_OVERSUBSCRIPTION)
+    factor = o / inner_members
+    floor = o if o < 1.0 else 1.0
+    if factor < floor:
+        factor = floor
+    return tier_field(sys, tier, TIER_BANDWIDTH) * tier_field(sys, tier, TIER_EFFICIENCY) / factor
+
+
 def tier_latency(sys, tier):
     """Seconds for one message across tier ``tier``."""
     return tier_field(sys, tier, TIER_LATENCY)

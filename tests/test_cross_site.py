@@ -1,0 +1,126 @@
+"""Cross-building physics (issue 13): what crosses the outer link, and where.
+
+Known answers for the stage-boundary transfers of a pipeline charged at the tier each boundary
+crosses, the oversubscription seen by the few GPUs that send across, and the steady-state
+stall of a transfer that outlasts the compute hiding it; and the issue's done-when checks on
+``examples/llama3-405b-2bldg.toml`` in every backend.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainscape import api
+from trainscape import layout as L
+from trainscape.model import collectives as C
+from trainscape.model import pipeline as P
+from trainscape.model.schedule_sim import simulate
+
+from test_model_known_answers import system
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama3-405b-2bldg.toml"
+NODE = (8, 400e9, 2e-6, 0.9, 1.0)
+FABRIC = (64, 50e9, 10e-6, 0.8, 1.0)
+
+
+def region(oversub, latency=2e-3):
+    return (2, 50e9, latency, 0.8, oversub)
+
+
+@pytest.mark.parametrize("oversub", [1.0, 8.0])
+def test_pp_outermost_over_two_buildings_one_boundary_crosses(oversub):
+    """p = 16 stages 64 ranks apart: a building (64 nodes x 8 = 512 ranks) holds 512 / 64 = 8
+    consecutive stages, a node 1. Boundaries per tier: node 0, fabric 16/1 - 16/8 = 14,
+    region 16/8 - 16/16 = 1. Across the region only the GPUs of one stage of the 8 in a
+    building send, so an oversubscription o <= 8 leaves them the full line rate:
+    bandwidth x efficiency / max(o / 8, 1) = 40 GB/s. The route is 14 t_fabric + t_region,
+    t = latency + bytes / 40e9."""
+    sys = system([NODE, FABRIC, region(oversub)], gpus=1024)
+    nbytes = 32e6
+    route, t_top, t_max = C.pipeline_boundary_transfers(sys, nbytes, 16.0, 64.0)
+    t_fab = 10e-6 + nbytes / 40e9
+    t_reg = 2e-3 + nbytes / 40e9
+    assert route == pytest.approx(14 * t_fab + t_reg, rel=1e-12)
+    assert t_top == pytest.approx(t_reg, rel=1e-12)
+    assert t_max == pytest.approx(t_reg, rel=1e-12)
+
+
+def test_few_stages_per_building_see_part_of_the_oversubscription():
+    """p = 4 stages 256 ranks apart: 2 per building, so half of a building's GPUs send across
+    an 8:1 region link: each gets 40e9 / max(8 / 2, 1) = 10 GB/s. 2 boundaries cross the
+    fabric (4/1 - 4/2), 1 the region (4/2 - 4/4)."""
+    sys = system([NODE, FABRIC, region(8.0)], gpus=1024)
+    nbytes = 32e6
+    route, t_top, _ = C.pipeline_boundary_transfers(sys, nbytes, 4.0, 256.0)
+    t_fab = 10e-6 + nbytes / 40e9
+    t_reg = 2e-3 + nbytes / 10e9
+    assert route == pytest.approx(2 * t_fab + t_reg, rel=1e-12)
+    assert t_top == pytest.approx(t_reg, rel=1e-12)
+
+
+def test_uniform_boundaries_give_the_critical_transfer_count():
+    """Every boundary alike (one tier, t each): the fill and drain are
+    p2p_critical_transfers(schedule) x t (2(p-1), interleaved 2(pv-1), V 4(p-1))."""
+    p, v, t = 8, 2, 0.01
+    route = (p - 1) * t
+    for code in range(len(L.SCHEDULES)):
+        n = P.p2p_critical_transfers(code, p, v)
+        got = P.pipeline_comm_time(code, p, v, 32, route, t, t, 1.0)
+        assert got == pytest.approx(n * t, rel=1e-12), L.SCHEDULES[code]
+
+
+@pytest.mark.parametrize("v", [2, 4])
+@pytest.mark.parametrize("c", [0.1, 0.2, 0.5, 0.75, 1.0, 2.0])
+def test_interleaved_stall_matches_the_simulator_below_the_window_and_bounds_it_above(v, c):
+    """Interleaved, p = 8, m = 32, f = 1, b = 2, w = 0, every transfer c: the window is
+    min(f, b + w) / v. At or below it the simulator's extra time is exactly 2(pv-1) c (fill and
+    drain only); past it the model adds m v (c - window), never less than the simulator."""
+    p, m, f, b = 8, 32, 1.0, 2.0
+    extra = simulate("interleaved", p, m, v, f, b, 0.0, comm=c).makespan \
+        - simulate("interleaved", p, m, v, f, b, 0.0).makespan
+    hide = P.pipeline_hide_window(f, b, 0.0, v)
+    assert hide == pytest.approx(min(f, b) / v)
+    model = P.pipeline_comm_time(L.SCHED_INTERLEAVED, p, v, m, (p - 1) * c, c, c, hide)
+    if c <= hide:
+        assert extra == pytest.approx(2 * (p * v - 1) * c, rel=1e-9)
+        assert model == pytest.approx(extra, rel=1e-9)
+    else:
+        assert model == pytest.approx(2 * (p * v - 1) * c + m * v * (c - hide), rel=1e-12)
+        assert model >= extra - 1e-9
+
+
+def _eval(backend, *overrides):
+    return api.evaluate(api.load(EXAMPLE, list(overrides)), backend=backend)
+
+
+PP_OUTER = 'config.order="tp-cp-dp-pp"'
+
+
+def test_oversubscribed_outer_link_costs_little_pp_time_with_pp_outermost(backend):
+    """Issue 13 done-when: PP outermost over the two buildings (8 stages each), 8:1 costs at
+    most 1.5x the pipeline p2p time of 1:1 (one boundary of 15 crosses, and only 1/8 of a
+    building's GPUs send across it)."""
+    over = _eval(backend, PP_OUTER)
+    flat = _eval(backend, PP_OUTER, "cluster.tiers[2].oversubscription=1")
+    assert flat.pp_comm_s > 0.0
+    assert over.pp_comm_s <= 1.5 * flat.pp_comm_s
+
+
+def test_long_latency_lengthens_fill_and_drain_only(backend):
+    """Issue 13 done-when: 20 ms instead of 64 us on the cross-building link adds at most 0.4 s
+    per step with PP outermost -- and does add something (the crossings of fill and drain)."""
+    near = _eval(backend, PP_OUTER)
+    far = _eval(backend, PP_OUTER, "cluster.tiers[2].latency_us=20000")
+    assert 0.0 < far.step_time_s - near.step_time_s <= 0.4
+
+
+def test_zero3_across_buildings_pays_per_layer_call_latency(backend):
+    """Issue 13 done-when: TP 8, CP 4, PP 1, DP 512 with ZeRO-3 (DP spans the buildings) pays
+    at least 3 s more per step at 20 ms than at 64 us: hundreds of per-layer all-gathers and
+    reduce-scatters per step, each paying the cross-building latency."""
+    cfg = ["config.tp=8", "config.cp=4", "config.pp=1", "config.dp=512", "config.zero=3",
+           'config.recompute="full"', 'config.schedule="1f1b"', "config.vpp=1", PP_OUTER]
+    near = _eval(backend, *cfg)
+    far = _eval(backend, *cfg, "cluster.tiers[2].latency_us=20000")
+    assert far.step_time_s - near.step_time_s >= 3.0
