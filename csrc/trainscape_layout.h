@@ -32,7 +32,9 @@ enum {
     TS_TIER_LATENCY = 2,
     TS_TIER_EFFICIENCY = 3,
     TS_TIER_OVERSUBSCRIPTION = 4,
-    TS_TIER_COUNT = 5
+    TS_TIER_WINDOW_BYTES = 5,
+    TS_TIER_HANDSHAKE_RTTS = 6,
+    TS_TIER_COUNT = 7
 };
 
 /* MODEL_FIELDS */
@@ -169,9 +171,9 @@ enum {
 
 #define TS_MAX_TIERS 6
 #define TS_N_SYS_SCALARS 18
-#define TS_N_TIER 5
+#define TS_N_TIER 7
 #define TS_SYS_TIER_BASE 18
-#define TS_N_SYS 48
+#define TS_N_SYS 60
 #define TS_N_MODEL 14
 #define TS_N_JOB 17
 #define TS_N_CFG 14

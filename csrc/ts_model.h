@@ -51,6 +51,7 @@ typedef struct {
     double inv_path_bw[TS_MAX_TIERS];  /* 1 / path_bw */
     double line_bw[TS_MAX_TIERS];  /* bandwidth * efficiency (boundary_link_bandwidth) */
     double oversub[TS_MAX_TIERS];  /* oversubscription */
+    double window_bw[TS_MAX_TIERS]; /* transport_window_bandwidth(sys, i) */
     double capacity;               /* tier_capacity(sys) */
 } ts_net;
 
@@ -66,6 +67,7 @@ TS_FN double ts_tier_field(const double *sys, int tier, int field);
 TS_FN int ts_n_tiers(const double *sys);
 TS_FN double ts_tier_span(const double *sys, int tier);
 TS_FN double ts_tier_capacity(const double *sys);
+TS_FN double ts_transport_window_bandwidth(const double *sys, int tier);
 TS_FN double ts_tier_link_bandwidth(const double *sys, int tier);
 TS_FN double ts_tier_path_bandwidth(const double *sys, int tier);
 TS_FN double ts_tier_latency(const double *sys, int tier);

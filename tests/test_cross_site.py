@@ -124,3 +124,74 @@ def test_zero3_across_buildings_pays_per_layer_call_latency(backend):
     near = _eval(backend, *cfg)
     far = _eval(backend, *cfg, "cluster.tiers[2].latency_us=20000")
     assert far.step_time_s - near.step_time_s >= 3.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Transport per tier
+# ---------------------------------------------------------------------------------------------
+
+
+def _with_transport(tier, window, handshake):
+    return tuple(tier) + (window, handshake)
+
+
+def test_window_bounds_the_bandwidth_by_the_bandwidth_delay_product():
+    """RFC 7323 §1.1: at most one window in flight per round trip, so throughput <= window /
+    RTT. Region tier, 50 GB/s x 0.8 / 1, one-way 10 ms (RTT 20 ms): a window of 64 MiB gives
+    64 x 2^20 / 0.02 = 3.36 GB/s < 40 GB/s, which binds; 4 GiB gives 215 GB/s, which does not."""
+    from trainscape.model import network as N
+
+    small = system([NODE, FABRIC, _with_transport(region(1.0, 10e-3), 64 * 2**20, 0.0)])
+    large = system([NODE, FABRIC, _with_transport(region(1.0, 10e-3), 4 * 2**30, 0.0)])
+    assert N.tier_link_bandwidth(small, 2) == pytest.approx(64 * 2**20 / 0.02, rel=1e-12)
+    assert N.tier_link_bandwidth(large, 2) == pytest.approx(40e9, rel=1e-12)
+    # oversubscription and the window are separate limits: the lesser wins
+    over = system([NODE, FABRIC, _with_transport(region(8.0, 10e-3), 4 * 2**30, 0.0)])
+    assert N.tier_link_bandwidth(over, 2) == pytest.approx(40e9 / 8, rel=1e-12)
+
+
+def test_tcp_pays_one_round_trip_of_handshake_per_message():
+    """RFC 9293 §3.5: the three-way handshake takes one RTT before data flows, so a message
+    across a TCP tier of one-way latency L takes L + 2L = 3L of latency; RDMA L."""
+    from trainscape.model import network as N
+
+    tcp = system([NODE, FABRIC, _with_transport(region(1.0, 10e-3), 0.0, 1.0)])
+    rdma = system([NODE, FABRIC, _with_transport(region(1.0, 10e-3), 0.0, 0.0)])
+    assert N.tier_latency(tcp, 2) == pytest.approx(30e-3, rel=1e-12)
+    assert N.tier_latency(rdma, 2) == pytest.approx(10e-3, rel=1e-12)
+    # a ring all-gather over the two regions: one step, so one message: 3 L
+    nbytes = 1e3
+    t = C.all_gather_time(tcp, nbytes, 2, 512, 1, 1, 1, 1)
+    assert t == pytest.approx(30e-3 + 0.5 * nbytes / 40e9, rel=1e-12)
+
+
+SMALL_TCP = 'cluster.tiers[2].transport={protocol="tcp", channels=2, window_MiB=4}'
+LARGE_RDMA = 'cluster.tiers[2].transport={protocol="rdma", channels=16, window_MiB=64}'
+SMALL_RDMA = 'cluster.tiers[2].transport={protocol="rdma", channels=2, window_MiB=4}'
+
+
+def test_small_tcp_window_slows_a_cross_site_layout_only_at_long_rtt(backend):
+    """Issue 13 done-when. The example's DP spans the buildings. At 20 ms RTT (10 ms one way)
+    2 x 4 MiB / 20 ms = 0.42 GB/s per GPU, far below the 5.3 GB/s an 8:1 link leaves: the step
+    is slower than with 16 x 64 MiB RDMA (54 GB/s, not binding). At 64 us one way the same
+    small window allows 65 GB/s: no difference from the large one (the window never binds),
+    and TCP's handshake adds only 128 us per message."""
+    far = "cluster.tiers[2].latency_us=10000"
+    assert _eval(backend, far, SMALL_TCP).step_time_s > _eval(backend, far, LARGE_RDMA).step_time_s
+    near = "cluster.tiers[2].latency_us=64"
+    assert _eval(backend, near, SMALL_RDMA).step_time_s == _eval(backend, near,
+                                                                 LARGE_RDMA).step_time_s
+    assert _eval(backend, near, LARGE_RDMA).step_time_s == _eval(backend, near).step_time_s
+
+
+@pytest.mark.parametrize("field, value, path", [
+    ("protocol", '"udp"', "cluster.tiers[2].transport.protocol"),
+    ("channels", "0", "cluster.tiers[2].transport.channels"),
+    ("window_MiB", "-1", "cluster.tiers[2].transport.window_MiB"),
+])
+def test_bad_transport_names_the_field(field, value, path):
+    from trainscape.spec.errors import ScenarioError
+
+    with pytest.raises(ScenarioError) as e:
+        api.load(EXAMPLE, [f"cluster.tiers[2].transport={{{field}={value}}}"])
+    assert path in str(e.value)
