@@ -195,3 +195,40 @@ def test_bad_transport_names_the_field(field, value, path):
     with pytest.raises(ScenarioError) as e:
         api.load(EXAMPLE, [f"cluster.tiers[2].transport={{{field}={value}}}"])
     assert path in str(e.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Placement: which members of a group share a node decides what each NIC carries
+# ---------------------------------------------------------------------------------------------
+
+
+def test_dp_with_4_or_8_members_per_node_carries_different_nic_bytes():
+    """DP 1024 under TP 2: order tp-dp puts DP at stride 2 (4 members per 8-GPU node), dp-tp
+    at stride 1 (8 per node). The hierarchical all-gather moves nbytes (f_0 - 1)/f_0 over
+    NVLink and then a 1/f_0 shard over the NIC: ring of 128 or 256 nodes' worth on
+    nbytes / 8 or nbytes / 4 -- the 4-per-node placement puts twice the bytes on each NIC."""
+    sys = system([NODE, (1024, 50e9, 10e-6, 0.8, 1.0)], gpus=2048)
+    nbytes = 4e9
+    per8 = C.all_gather_time(sys, nbytes, 1024, 1, 1, 1, 1, 1)
+    per4 = C.all_gather_time(sys, nbytes, 1024, 2, 1, 1, 1, 1)
+    nic8 = 127 * 10e-6 + 127 / 128 * (nbytes / 8) / 40e9
+    nic4 = 255 * 10e-6 + 255 / 256 * (nbytes / 4) / 40e9
+    node8 = 7 * 2e-6 + 7 / 8 * nbytes / 360e9
+    node4 = 3 * 2e-6 + 3 / 4 * nbytes / 360e9
+    assert per8 == pytest.approx(node8 + nic8, rel=1e-12)
+    assert per4 == pytest.approx(node4 + nic4, rel=1e-12)
+    assert per4 > 1.5 * per8
+
+
+def test_issue_orders_place_the_zero3_group_alike_but_not_cp(backend):
+    """Issue 13's TP 4, CP 2, PP 2, DP 1024, ZeRO-3 under cp-dp-tp-pp and dp-tp-cp-pp: DP alone
+    has 4 and 8 members per node, but ZeRO-3 shards over the cp x dp group (the weights are
+    replicated over both), which has 8 members per node and lies inside one building in both
+    orders -- so the DP time is equal, and correctly so. The CP ring differs: inside the node
+    under cp-dp-tp-pp, across the fabric under dp-tp-cp-pp."""
+    layout = ("config.tp=4", "config.cp=2", "config.pp=2", "config.dp=1024", "config.zero=3",
+              'config.recompute="full"', 'config.schedule="1f1b"', "config.vpp=1")
+    a = _eval(backend, 'config.order="cp-dp-tp-pp"', *layout)
+    b = _eval(backend, 'config.order="dp-tp-cp-pp"', *layout)
+    assert a.dp_comm_s == pytest.approx(b.dp_comm_s, rel=1e-12)
+    assert a.cp_comm_s < b.cp_comm_s
