@@ -232,3 +232,55 @@ def test_issue_orders_place_the_zero3_group_alike_but_not_cp(backend):
     b = _eval(backend, 'config.order="dp-tp-cp-pp"', *layout)
     assert a.dp_comm_s == pytest.approx(b.dp_comm_s, rel=1e-12)
     assert a.cp_comm_s < b.cp_comm_s
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate --json: links
+# ---------------------------------------------------------------------------------------------
+
+
+def test_links_split_dp_bytes_over_building_and_region():
+    """The example's DP 128 (outermost, tp-cp-pp-dp) has 64 members per building and 2
+    buildings. Hierarchically, one GPU moves (64-1)/64 of each buffer over the building fabric
+    and (2-1)/2 of a 1/64 shard across the region: region bytes = building bytes x
+    (1/128) / (63/64) = building / 126. ZeRO-2 moves the gradients (reduce-scatter) and the
+    weights (all-gather) once each. TP stays in the node, PP in the building."""
+    links = api.link_report(api.load(EXAMPLE))
+    assert [x["name"] for x in links] == ["node", "building", "region"]
+    node, bldg, reg = links
+    assert reg["by_dimension"]["dp"] == pytest.approx(bldg["by_dimension"]["dp"] / 126,
+                                                      rel=1e-12)
+    assert reg["by_dimension"]["pp"] == 0.0 and reg["by_dimension"]["tp"] == 0.0
+    assert node["by_dimension"]["tp"] > 0.0 and node["by_dimension"]["dp"] == 0.0
+    # region busy: its bytes over 50 GB/s x 0.85 / 8 per GPU
+    assert reg["busy_s"] == pytest.approx(reg["bytes_per_step"] / (50e9 * 0.85 / 8), rel=1e-12)
+
+
+def test_links_pp_outermost_sends_each_microbatch_per_chunk_across():
+    """PP outermost: the GPU at the one crossing boundary sends m x v activations (interleaved,
+    v = 2 chunks, m = 16) of b s h x 2 bytes / tp = 8192 x 16384 x 2 / 8 each across the
+    region, at 42.5 GB/s (8 stages per building: the 8:1 oversubscription leaves the edge GPUs
+    their line rate); DP stays inside the buildings."""
+    links = api.link_report(api.load(EXAMPLE, [PP_OUTER]))
+    reg = links[2]
+    pp_bytes = 16 * 2 * 8192 * 16384 * 2 / 8
+    assert reg["by_dimension"]["pp"] == pytest.approx(pp_bytes, rel=1e-12)
+    assert reg["by_dimension"]["dp"] == 0.0
+    assert reg["busy_s"] == pytest.approx(pp_bytes / 42.5e9, rel=1e-12)
+
+
+def test_evaluate_json_reports_links_per_tier():
+    import json
+
+    from click.testing import CliRunner
+
+    from trainscape.cli import main
+
+    r = CliRunner().invoke(main, ["evaluate", str(EXAMPLE), "--json"])
+    assert r.exit_code == 0, r.output
+    links = json.loads(r.output)["links"]
+    assert [x["name"] for x in links] == ["node", "building", "region"]
+    for x in links:
+        assert set(x) >= {"name", "bytes_per_step", "busy_s"}
+        assert np.isfinite(x["bytes_per_step"]) and x["bytes_per_step"] >= 0.0
+        assert np.isfinite(x["busy_s"]) and x["busy_s"] >= 0.0
