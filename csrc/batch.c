@@ -91,6 +91,10 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                 return ts_field_error(TS_ERR_BLOCK_SYS, base + tier_positive[k]);
         if (!ts_in_range(sys[base + TS_TIER_LATENCY], 0.0, 0, INFINITY))
             return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_LATENCY);
+        if (!ts_in_range(sys[base + TS_TIER_WINDOW_BYTES], 0.0, 0, INFINITY))
+            return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_WINDOW_BYTES);
+        if (!ts_in_range(sys[base + TS_TIER_HANDSHAKE_RTTS], 0.0, 0, INFINITY))
+            return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_HANDSHAKE_RTTS);
     }
     for (unsigned k = 0; k < sizeof mdl_count / sizeof *mdl_count; k++)
         if (!ts_in_range(mdl[mdl_count[k]], 1.0, 0, TS_MAX_INT_FIELD))

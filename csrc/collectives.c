@@ -201,3 +201,37 @@ TS_FN double ts_p2p_time(const ts_net *net, double nbytes, const ts_group *g)
         return 0.0;
     return net->latency[top] + nbytes * net->inv_path_bw[top];
 }
+
+/* collectives.py pipeline_boundary_transfers: the p - 1 stage-boundary transfers of a
+ * pipeline, each at the tier it crosses. out = {route, t_top, t_max}. */
+TS_FN void ts_pipeline_boundary_transfers(const ts_net *net, double nbytes, double p,
+                                          double s_pp, double out[3])
+{
+    double route = 0.0, t_top = 0.0, t_max = 0.0, inner = 1.0, nic = INFINITY, path;
+    out[0] = out[1] = out[2] = 0.0;
+    if (p <= 1.0 || nbytes <= 0.0)
+        return;
+    for (int i = 0; i < net->n_tiers; i++) {
+        double members = ts_dim_members_within(net->span[i], p, s_pp);
+        if (i == 0) {
+            path = ts_boundary_link_bandwidth(net, 0, inner);
+        } else {
+            double bw = ts_boundary_link_bandwidth(net, i, inner);
+            nic = TS_PYMIN(nic, bw);
+            path = nic;
+        }
+        if (members > inner) {
+            double t = net->latency[i] + nbytes / path;
+            route += (p / inner - p / members) * t;
+            t_top = t;
+            if (t > t_max)
+                t_max = t;
+        }
+        inner = members;
+        if (members >= p)
+            break;
+    }
+    out[0] = route;
+    out[1] = t_top;
+    out[2] = t_max;
+}

@@ -1023,7 +1023,10 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         R->fold_gather_bytes = R->fold && !sp ? b * s * h * comm_bytes : 0.0;
     }
     R->pp_bytes = b * s * h * comm_bytes * r_tp;
-    R->pp_crit = pp > 1.0 ? ts_p2p_critical_transfers(schedule, pp, vpp) : 0.0;
+    /* llm.py order_terms: the compute that hides a steady-state boundary transfer (the row's,
+     * before recompute) */
+    R->pp_hide = ts_pipeline_hide_window(f_compute, b_compute, w_compute,
+                                         (double)ts_schedule_chunks(schedule, (int64_t)vpp));
 
     /* ---- parameters per GPU of each stage (llm.py stage_params); the largest stage's drive the
      * data-parallel traffic and the optimizer step ---- */
@@ -1291,7 +1294,10 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
     O->pp_comm = 0.0;
     if (pp > 1.0) {
         ts_group_init1(&g, net, pp, strides[TS_DIM_PP]);
-        O->pp_comm = R->pp_crit * ts_p2p_time(net, R->pp_bytes, &g);
+        double tr[3];
+        ts_pipeline_boundary_transfers(net, R->pp_bytes, pp, strides[TS_DIM_PP], tr);
+        O->pp_comm = ts_pipeline_comm_time(R->schedule, pp, R->vpp, R->m, tr[0], tr[1], tr[2],
+                                           R->pp_hide);
     }
 
     O->order = order;

@@ -36,12 +36,26 @@ TS_FN double ts_tier_capacity(const double *sys)
     return span;
 }
 
+/* network.py transport_window_bandwidth: window / RTT (RFC 7323 §1.1); inf without a window
+ * or a latency. */
+TS_FN double ts_transport_window_bandwidth(const double *sys, int tier)
+{
+    double window = ts_tier_field(sys, tier, TS_TIER_WINDOW_BYTES);
+    double rtt = 2.0 * ts_tier_field(sys, tier, TS_TIER_LATENCY);
+    if (window <= 0.0 || rtt <= 0.0)
+        return INFINITY;
+    return window / rtt;
+}
+
 /* network.py tier_link_bandwidth: bandwidth * efficiency / oversubscription (Llama 3,
  * arXiv 2407.21783 §3.3.1). */
 TS_FN double ts_tier_link_bandwidth(const double *sys, int tier)
 {
-    return ts_tier_field(sys, tier, TS_TIER_BANDWIDTH) * ts_tier_field(sys, tier, TS_TIER_EFFICIENCY)
-           / ts_tier_field(sys, tier, TS_TIER_OVERSUBSCRIPTION);
+    double bw = ts_tier_field(sys, tier, TS_TIER_BANDWIDTH)
+                * ts_tier_field(sys, tier, TS_TIER_EFFICIENCY)
+                / ts_tier_field(sys, tier, TS_TIER_OVERSUBSCRIPTION);
+    double cap = ts_transport_window_bandwidth(sys, tier);
+    return TS_PYMIN(bw, cap);
 }
 
 /* network.py tier_path_bandwidth: slowest of tiers 1..tier; tier 0 is the scale-up link. */
@@ -61,7 +75,24 @@ TS_FN double ts_tier_path_bandwidth(const double *sys, int tier)
 /* network.py tier_latency. */
 TS_FN double ts_tier_latency(const double *sys, int tier)
 {
-    return ts_tier_field(sys, tier, TS_TIER_LATENCY);
+    double lat = ts_tier_field(sys, tier, TS_TIER_LATENCY);
+    return lat + ts_tier_field(sys, tier, TS_TIER_HANDSHAKE_RTTS) * 2.0 * lat;
+}
+
+/* network.py boundary_link_bandwidth: per sending GPU on tier links that only the GPUs of one
+ * of the inner domain's inner_members group members use (bandwidth * efficiency /
+ * max(o / inner_members, min(o, 1))). */
+TS_FN double ts_boundary_link_bandwidth(const ts_net *net, int tier, double inner_members)
+{
+    double o = net->oversub[tier];
+    double factor = o / inner_members;
+    double floor = o < 1.0 ? o : 1.0;
+    if (factor < floor)
+        factor = floor;
+    {
+        double bw = net->line_bw[tier] / factor;
+        return TS_PYMIN(bw, net->window_bw[tier]);
+    }
 }
 
 /* Per-batch network view: every tier_* value the collectives read, computed once. */
@@ -77,7 +108,14 @@ TS_FN void ts_net_init(ts_net *net, const double *sys)
             net->latency[i] = ts_tier_latency(sys, i);
             net->inv_link_bw[i] = 1.0 / net->link_bw[i];
             net->inv_path_bw[i] = 1.0 / net->path_bw[i];
+            net->line_bw[i] = ts_tier_field(sys, i, TS_TIER_BANDWIDTH)
+                              * ts_tier_field(sys, i, TS_TIER_EFFICIENCY);
+            net->oversub[i] = ts_tier_field(sys, i, TS_TIER_OVERSUBSCRIPTION);
+            net->window_bw[i] = ts_transport_window_bandwidth(sys, i);
         } else {
+            net->window_bw[i] = INFINITY;
+            net->line_bw[i] = 0.0;
+            net->oversub[i] = 1.0;
             net->inv_link_bw[i] = 0.0;
             net->inv_path_bw[i] = 0.0;
             net->span[i] = INFINITY;

@@ -362,3 +362,37 @@ TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v)
         return 4.0 * q;
     return 2.0 * q;
 }
+
+/* pipeline.py pipeline_hide_window: compute that hides one steady-state boundary transfer,
+ * min(f, b + w) / chunks. */
+TS_FN double ts_pipeline_hide_window(double f, double b, double w, double chunks)
+{
+    double hide = b + w;
+    if (chunks < 1.0)
+        chunks = 1.0;
+    if (f < hide)
+        hide = f;
+    if (hide < 0.0)
+        hide = 0.0;
+    return hide / chunks;
+}
+
+/* pipeline.py pipeline_comm_time: fill + drain at the tiers crossed, plus the steady-state
+ * stall m * chunks * max(0, t_max - hide). */
+TS_FN double ts_pipeline_comm_time(int schedule, double p, double v, double m, double route,
+                                   double t_top, double t_max, double hide)
+{
+    double n, fill, chunks, stall;
+    if (p <= 1.0)
+        return 0.0;
+    n = ts_p2p_critical_transfers(schedule, p, v);
+    if (schedule == TS_SCHED_INTERLEAVED && v > 1.0)
+        fill = 2.0 * (v * route + (v - 1.0) * t_top);
+    else
+        fill = n / (p - 1.0) * route;
+    chunks = (double)ts_schedule_chunks(schedule, (int64_t)v);
+    stall = t_max - hide;
+    if (stall < 0.0)
+        stall = 0.0;
+    return fill + m * chunks * stall;
+}

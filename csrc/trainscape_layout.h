@@ -34,7 +34,9 @@ enum {
     TS_TIER_LATENCY = 2,
     TS_TIER_EFFICIENCY = 3,
     TS_TIER_OVERSUBSCRIPTION = 4,
-    TS_TIER_COUNT = 5
+    TS_TIER_WINDOW_BYTES = 5,
+    TS_TIER_HANDSHAKE_RTTS = 6,
+    TS_TIER_COUNT = 7
 };
 
 /* MODEL_FIELDS */
@@ -175,9 +177,9 @@ enum {
 
 #define TS_MAX_TIERS 6
 #define TS_N_SYS_SCALARS 20
-#define TS_N_TIER 5
+#define TS_N_TIER 7
 #define TS_SYS_TIER_BASE 20
-#define TS_N_SYS 50
+#define TS_N_SYS 62
 #define TS_N_MODEL 14
 #define TS_N_JOB 18
 #define TS_N_CFG 14
@@ -185,6 +187,6 @@ enum {
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x2A8B37D4
+#define TS_LAYOUT_HASH 0x6B7311F8
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -49,6 +49,9 @@ typedef struct {
     double latency[TS_MAX_TIERS];  /* tier_latency(sys, i) */
     double inv_link_bw[TS_MAX_TIERS];  /* 1 / link_bw: the hot path multiplies */
     double inv_path_bw[TS_MAX_TIERS];  /* 1 / path_bw */
+    double line_bw[TS_MAX_TIERS];  /* bandwidth * efficiency (boundary_link_bandwidth) */
+    double oversub[TS_MAX_TIERS];  /* oversubscription */
+    double window_bw[TS_MAX_TIERS]; /* transport_window_bandwidth(sys, i) */
     double capacity;               /* tier_capacity(sys) */
 } ts_net;
 
@@ -64,9 +67,11 @@ TS_FN double ts_tier_field(const double *sys, int tier, int field);
 TS_FN int ts_n_tiers(const double *sys);
 TS_FN double ts_tier_span(const double *sys, int tier);
 TS_FN double ts_tier_capacity(const double *sys);
+TS_FN double ts_transport_window_bandwidth(const double *sys, int tier);
 TS_FN double ts_tier_link_bandwidth(const double *sys, int tier);
 TS_FN double ts_tier_path_bandwidth(const double *sys, int tier);
 TS_FN double ts_tier_latency(const double *sys, int tier);
+TS_FN double ts_boundary_link_bandwidth(const ts_net *net, int tier, double inner_members);
 TS_FN void ts_net_init(ts_net *net, const double *sys);
 TS_FN int ts_order_dim_at(int order, int position);
 TS_FN void ts_order_permutation(int order, int8_t perm[TS_N_DIMS]);
@@ -99,6 +104,8 @@ TS_FN double ts_node_limited_share(double copies, double max_nodes, double n,
 TS_FN double ts_routed_all_to_all_pair_time(const ts_net *net, double nd, double nc,
                                             double copies, double max_nodes, const ts_group *g);
 TS_FN double ts_p2p_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN void ts_pipeline_boundary_transfers(const ts_net *net, double nbytes, double p,
+                                          double s_pp, double out[3]);
 
 /* ---- pipeline.py ------------------------------------------------------------------------- */
 TS_FN int64_t ts_schedule_chunks(int schedule, int64_t v);
@@ -115,6 +122,9 @@ TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t 
                                     double *last_out);
 TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v);
 TS_FN double ts_parameter_copies(int schedule);
+TS_FN double ts_pipeline_hide_window(double f, double b, double w, double chunks);
+TS_FN double ts_pipeline_comm_time(int schedule, double p, double v, double m, double route,
+                                   double t_top, double t_max, double hide);
 
 /* ---- llm.py ------------------------------------------------------------------------------ */
 /* Values of llm.py that depend on the blocks only, computed once per batch with the
@@ -195,7 +205,7 @@ typedef struct {
     int fold;                /* llm.py moe_folded: EP folded over TP x DP, expert TP 1 */
     double fold_gather_bytes; /* folded without SP: the combine output all-gathered over TP */
     double st_dense[3], st_moe[3], st_inflight[3]; /* per stage, for ts_row_act */
-    double tp_bytes, kv_chunk, a2a_dispatch_bytes, a2a_combine_bytes, pp_bytes, pp_crit;
+    double tp_bytes, kv_chunk, a2a_dispatch_bytes, a2a_combine_bytes, pp_bytes, pp_hide;
     double dp_dense, dp_expert;
     double ar_dense_bytes, ar_expert_bytes, ag_dense_bytes, ag_expert_bytes;
 } ts_row;

@@ -56,7 +56,8 @@ gpu_counts = st.one_of(
 
 @st.composite
 def tiers(draw, gpus: int):
-    """Tier rows ``(size, bandwidth, latency, efficiency, oversubscription)``, innermost first;
+    """Tier rows ``(size, bandwidth, latency, efficiency, oversubscription, window_bytes,
+    handshake_rtts)``, innermost first;
     the product of sizes usually covers ``gpus``."""
     n = draw(st.integers(1, L.MAX_TIERS))
     rows = []
@@ -75,7 +76,11 @@ def tiers(draw, gpus: int):
         lat = draw(st.one_of(st.just(0.0), st.floats(1e-7, 5e-3)))
         eff = draw(st.floats(0.05, 1.0))
         over = draw(st.one_of(st.just(1.0), st.floats(1.0, 16.0), st.floats(0.5, 1.0)))
-        rows.append((float(size), bw, lat, eff, over))
+        # transport: no window limit mostly, else a window (bytes in flight) that may bind;
+        # RDMA (no handshake) or TCP (one RTT per message)
+        window = draw(st.one_of(st.just(0.0), st.just(0.0), st.floats(1e3, 1e9)))
+        handshake = draw(st.sampled_from([0.0, 0.0, 1.0]))
+        rows.append((float(size), bw, lat, eff, over, window, handshake))
     return rows
 
 

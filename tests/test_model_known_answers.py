@@ -30,7 +30,7 @@ def system(tiers, gpus=64, peak=1e15):
     sys[L.SYS_LINEAR_EFFICIENCY_MAX] = 0.8
     sys[L.SYS_LINEAR_HALF_FLOPS] = 1e9
     for i, t in enumerate(tiers):
-        sys[L.SYS_TIER_BASE + i * L.N_TIER : L.SYS_TIER_BASE + (i + 1) * L.N_TIER] = t
+        sys[L.SYS_TIER_BASE + i * L.N_TIER : L.SYS_TIER_BASE + i * L.N_TIER + len(t)] = t
     return sys
 
 

@@ -140,6 +140,27 @@ def _as_config(scenario: Scenario, config: ConfigSpec | Mapping | None) -> Scena
     return scenario.with_config(config)
 
 
+def link_report(scenario: Scenario | str | Path | Mapping,
+                config: ConfigSpec | Mapping | None = None) -> list[dict[str, Any]]:
+    """What each network tier carries in one step of a configuration, innermost tier first:
+    ``[{name, bytes_per_step, busy_s, by_dimension}]`` -- bytes one GPU puts on the tier's
+    links per step and how long they keep its share busy (before overlap); see
+    :mod:`trainscape.model.links`. Empty for an invalid configuration."""
+    from .model.links import link_loads
+
+    if not isinstance(scenario, Scenario):
+        scenario = load(scenario)
+    scenario = _as_config(scenario, config)
+    sys, mdl, job = pack(scenario)
+    cfg = pack_configs([scenario.config])
+    loads = link_loads(sys, mdl, job, cfg, 0)
+    if loads is None:
+        return []
+    return [{"name": tier.name, "bytes_per_step": total, "busy_s": busy,
+             "by_dimension": by_dim}
+            for tier, (total, busy, by_dim) in zip(scenario.cluster.tiers, loads)]
+
+
 def evaluate(scenario: Scenario | str | Path | Mapping,
              config: ConfigSpec | Mapping | None = None,
              backend: str | None = None) -> Result:

@@ -80,6 +80,8 @@ TIER_FIELDS = (
     "latency",  # one message across this tier, seconds
     "efficiency",  # achieved fraction of the bandwidth
     "oversubscription",  # traffic leaving a domain at this tier shares 1/oversubscription
+    "window_bytes",  # transport: bytes in flight per GPU (channels x window); 0 = no limit
+    "handshake_rtts",  # transport: round trips before each message's data (TCP 1, RDMA 0)
 )
 
 MODEL_FIELDS = (
@@ -214,7 +216,8 @@ SYS_CP_OVERLAP_SLOWDOWN = SYSTEM_FIELDS.index("cp_overlap_slowdown")
 SYS_ATTENTION_HALF_SEQ = SYSTEM_FIELDS.index("attention_half_seq")
 SYS_USD_PER_GPU_S = SYSTEM_FIELDS.index("usd_per_gpu_s")
 SYS_POWER_W = SYSTEM_FIELDS.index("power_w")
-TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION = range(N_TIER)
+TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION, \
+    TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
     MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \
     MDL_SHARED_EXPERTS, MDL_MAX_ROUTE_NODES = range(N_MODEL)

@@ -65,7 +65,7 @@ def llama_blocks() -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
     for i, (size, gbps, lat_us, eff, over) in enumerate(
             ((8, 450, 3.4, 0.8, 1), (1024, 50, 14, 0.85, 1), (2, 50, 64, 0.85, 8))):
         base = L.SYS_TIER_BASE + i * L.N_TIER
-        sys[base:base + L.N_TIER] = (size, gbps * 1e9, lat_us * 1e-6, eff, over)
+        sys[base:base + 5] = (size, gbps * 1e9, lat_us * 1e-6, eff, over)
     mdl = np.zeros(L.N_MODEL)
     mdl[[L.MDL_LAYERS, L.MDL_HIDDEN, L.MDL_FFN_HIDDEN, L.MDL_HEADS, L.MDL_KV_HEADS,
          L.MDL_HEAD_DIM, L.MDL_VOCAB, L.MDL_SWIGLU]] = (128, 16384, 53248, 128, 8, 128, 128256, 1)

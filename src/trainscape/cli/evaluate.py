@@ -18,7 +18,8 @@ from . import load_scenario_arg, scenario_argument, set_option
                    "use --set config.pp=8.)")
 @set_option
 @click.option("--json", "as_json", is_flag=True,
-              help="Print every output field, the config and the scenario name as JSON.")
+              help="Print every output field, the config, the scenario name and per network "
+                   "tier the bytes per step and busy time (links) as JSON.")
 def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
             as_json: bool) -> None:
     """Cost one configuration of SCENARIO (a TOML or JSON scenario file): step time,
@@ -30,7 +31,11 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
     config = parse_assignments(config_text) if config_text is not None else None
     result = evaluate(sc, config)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        from ..api import link_report
+
+        out = result.to_dict()
+        out["links"] = link_report(sc, config)
+        click.echo(json.dumps(out, indent=2))
         return
     from ..report import make_console, render_result
 

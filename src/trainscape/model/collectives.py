@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 
 from .network import (
+    boundary_link_bandwidth,
+    dim_members_within,
     group_members_within,
     group_top_tier,
     n_tiers,
@@ -208,3 +210,49 @@ def p2p_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
         return 0.0
     return tier_latency(sys, top) + nbytes / tier_path_bandwidth(sys, top)
 
+
+
+def pipeline_boundary_transfers(sys, nbytes, p, s_pp):
+    """Stage-boundary transfers of ``nbytes`` along a pipeline of ``p`` stages ``s_pp`` ranks
+    apart, each charged at the tier it really crosses. Returns ``(route, t_top, t_max)``:
+    ``route`` the sum of the ``p - 1`` boundary transfer times from the first stage to the
+    last, ``t_top`` one transfer across the outermost tier the pipeline spans (the boundary
+    from the last device back to the first, which an interleaved schedule also crosses), and
+    ``t_max`` the slowest boundary's transfer.
+
+    Stages are consecutive along the pipeline, so with ``g_i`` stages inside one tier-``i``
+    domain (``g_{-1} = 1``) the boundaries whose outermost crossed tier is ``i`` number
+    ``p / g_{i-1} - p / g_i`` (they sum to ``p - 1``): with PP outermost over 2 buildings of
+    ``p / 2`` stages each, one boundary crosses the buildings. A transfer crossing tier ``i``
+    pays that tier's latency and the slowest link from the NIC (tier 1) up to tier ``i``, each
+    link at :func:`~trainscape.model.network.boundary_link_bandwidth` with the stages of its
+    inner domain (only the boundary's GPUs send across it); tier-0 traffic stays on the
+    scale-up links. The per-dimension decomposition is ASTRA-sim's (Won et al., ISPASS 2023,
+    §IV); the point-to-point cost is the alpha-beta one of :func:`p2p_time`.
+    """
+    if p <= 1.0 or nbytes <= 0.0:
+        return 0.0, 0.0, 0.0
+    route = 0.0
+    t_top = 0.0
+    t_max = 0.0
+    inner = 1.0
+    span = 1.0
+    nic = math.inf
+    for i in range(n_tiers(sys)):
+        span = next_tier_span(sys, i, span)
+        members = dim_members_within(span, p, s_pp)
+        if i == 0:
+            path = boundary_link_bandwidth(sys, 0, inner)
+        else:
+            nic = min(nic, boundary_link_bandwidth(sys, i, inner))
+            path = nic
+        if members > inner:
+            t = tier_latency(sys, i) + nbytes / path
+            route += (p / inner - p / members) * t
+            t_top = t
+            if t > t_max:
+                t_max = t
+        inner = members
+        if members >= p:
+            break
+    return route, t_top, t_max

@@ -139,6 +139,7 @@ from .collectives import (
     all_gather_time,
     all_reduce_time,
     p2p_time,
+    pipeline_boundary_transfers,
     reduce_scatter_time,
     routed_all_to_all_time,
 )
@@ -147,9 +148,11 @@ from .pipeline import (
     bubble_time,
     inflight_activations_rank,
     loss_on_first_device,
+    pipeline_comm_time,
+    pipeline_hide_window,
     pipeline_stage_layers,
-    p2p_critical_transfers,
     parameter_copies,
+    schedule_chunks,
     schedule_layer_divisor,
     schedule_valid,
 )
@@ -1497,8 +1500,15 @@ def order_terms(sys, mdl, job, row, order):
     pp_comm = 0.0
     if pp > 1.0:
         pp_bytes = b * s * h * comm_bytes / tp  # Megatron scatter/gather over TP ranks
-        t_p2p = p2p_time(sys, pp_bytes, pp, s_pp, 1.0, 1.0, 1.0, 1.0)
-        pp_comm = p2p_critical_transfers(int(row[ROW_SCHEDULE]), pp, row[ROW_VPP]) * t_p2p
+        # each boundary at the tier it crosses (pipeline_boundary_transfers); fill and drain
+        # plus a steady-state stall past the compute that hides a transfer (recompute only
+        # lengthens the backward, so the row's compute is the smallest window)
+        schedule = int(row[ROW_SCHEDULE])
+        vpp = row[ROW_VPP]
+        tr = pipeline_boundary_transfers(sys, pp_bytes, pp, s_pp)
+        hide = pipeline_hide_window(row[ROW_F_COMPUTE], row[ROW_B_COMPUTE], row[ROW_W_COMPUTE],
+                                    schedule_chunks(schedule, vpp))
+        pp_comm = pipeline_comm_time(schedule, pp, vpp, row[ROW_M], tr[0], tr[1], tr[2], hide)
     return (s_tp, s_cp, s_ep, s_dp, s_pp, tp_pass, cp_step, a2a, pp_comm)
 
 

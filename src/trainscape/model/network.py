@@ -28,9 +28,11 @@ from ..layout import (
     SYS_TIER_BASE,
     TIER_BANDWIDTH,
     TIER_EFFICIENCY,
+    TIER_HANDSHAKE_RTTS,
     TIER_LATENCY,
     TIER_OVERSUBSCRIPTION,
     TIER_SIZE,
+    TIER_WINDOW_BYTES,
 )
 
 
@@ -73,19 +75,37 @@ def tier_capacity(sys):
     return span
 
 
+def transport_window_bandwidth(sys, tier):
+    """Bytes/s one GPU's transport can keep in flight on tier ``tier``: ``window / RTT``.
+
+    A sender has at most ``window_bytes`` (channels or queue pairs x per-channel window or
+    buffer) unacknowledged at a time, and each byte is acknowledged one round trip (twice the
+    tier's one-way latency) later, so the throughput is bounded by the bandwidth-delay
+    product: ``window / RTT`` (RFC 7323 §1.1, TCP window scaling: "the maximum throughput is
+    window / RTT"; likewise RDMA with a fixed number of outstanding bytes per queue pair).
+    No limit (``inf``) without a window (0) or without latency."""
+    window = tier_field(sys, tier, TIER_WINDOW_BYTES)
+    rtt = 2.0 * tier_field(sys, tier, TIER_LATENCY)
+    if window <= 0.0 or rtt <= 0.0:
+        return math.inf
+    return window / rtt
+
+
 def tier_link_bandwidth(sys, tier):
     """Bytes/s one GPU gets on tier ``tier``'s own links when every GPU uses them at once.
 
     ``bandwidth * efficiency / oversubscription``: an oversubscription of ``o`` means the links
     leaving a domain carry ``1/o`` of what its GPUs could inject (Llama 3, arXiv 2407.21783
     §3.3.1: 1:7 oversubscription above the 3072-GPU pods). Collectives of one dimension run in
-    every group at once, so all GPUs of a domain contend for those links.
+    every group at once, so all GPUs of a domain contend for those links. Held to the
+    transport's in-flight bound, :func:`transport_window_bandwidth` (each GPU's own flows).
     """
-    return (
+    bw = (
         tier_field(sys, tier, TIER_BANDWIDTH)
         * tier_field(sys, tier, TIER_EFFICIENCY)
         / tier_field(sys, tier, TIER_OVERSUBSCRIPTION)
     )
+    return min(bw, transport_window_bandwidth(sys, tier))
 
 
 def tier_path_bandwidth(sys, tier):
@@ -102,9 +122,35 @@ def tier_path_bandwidth(sys, tier):
     return bw
 
 
+def boundary_link_bandwidth(sys, tier, inner_members):
+    """Bytes/s per sending GPU on tier ``tier``'s links for traffic that only the GPUs at a
+    group's edge put on them (pipeline stage boundaries).
+
+    A tier-``tier`` link leaves a tier-(``tier``-1) domain; oversubscription ``o`` means those
+    links carry ``1/o`` of what *all* of the domain's GPUs could inject (Llama 3, arXiv
+    2407.21783 §3.3.1). When the domain holds ``inner_members`` consecutive members of the group
+    (pipeline stages), only the GPUs of one of them -- ``1 / inner_members`` of the domain --
+    send across at a time, so each gets ``min(1, inner_members / o)`` of its line rate:
+    ``bandwidth * efficiency / max(o / inner_members, min(o, 1))``. With ``inner_members`` 1
+    (every GPU sends) this is :func:`tier_link_bandwidth`. Held to
+    :func:`transport_window_bandwidth` as well.
+    """
+    o = tier_field(sys, tier, TIER_OVERSUBSCRIPTION)
+    factor = o / inner_members
+    floor = o if o < 1.0 else 1.0
+    if factor < floor:
+        factor = floor
+    bw = tier_field(sys, tier, TIER_BANDWIDTH) * tier_field(sys, tier, TIER_EFFICIENCY) / factor
+    return min(bw, transport_window_bandwidth(sys, tier))
+
+
 def tier_latency(sys, tier):
-    """Seconds for one message across tier ``tier``."""
-    return tier_field(sys, tier, TIER_LATENCY)
+    """Seconds for one message across tier ``tier``: the one-way latency plus
+    ``handshake_rtts`` round trips before the data moves (a TCP connection's three-way
+    handshake costs one RTT before the first byte, RFC 9293 §3.5; RDMA's queue pairs are set
+    up once, 0)."""
+    lat = tier_field(sys, tier, TIER_LATENCY)
+    return lat + tier_field(sys, tier, TIER_HANDSHAKE_RTTS) * 2.0 * lat
 
 
 # ---------------------------------------------------------------------------------------------

@@ -471,3 +471,53 @@ def p2p_critical_transfers(schedule, p, v):
     if schedule == SCHED_ZB_V or schedule == SCHED_DUALPIPE_V:
         return 4.0 * q
     return 2.0 * q
+
+
+def pipeline_hide_window(f, b, w, chunks):
+    """Compute that hides one steady-state stage-boundary transfer: while an activation (a
+    gradient) is in flight the receiving device runs one chunk's backward (forward) of another
+    microbatch, so a transfer shorter than ``min(f, b + w) / chunks`` costs nothing in the
+    steady state (Megatron-LM's non-blocking ``overlap_p2p_comm`` send/recv of the interleaved
+    schedule, Narayanan et al. SC'21 §2.2). The schedule simulator
+    (:mod:`trainscape.model.schedule_sim`, interleaved with a per-transfer delay) starts to
+    stall exactly past this window (p = 8 and 16, v = 2 and 4)."""
+    if chunks < 1:
+        chunks = 1
+    hide = b + w
+    if f < hide:
+        hide = f
+    if hide < 0.0:
+        hide = 0.0
+    return hide / chunks
+
+
+def pipeline_comm_time(schedule, p, v, m, route, t_top, t_max, hide):
+    """Pipeline point-to-point time of one step: the fill and drain transfers, each at the tier
+    its boundary crosses, plus a steady-state stall when the slowest transfer outlasts the
+    compute that hides it.
+
+    ``route``, ``t_top``, ``t_max``: :func:`~trainscape.model.collectives.pipeline_boundary_
+    transfers`; ``hide``: :func:`pipeline_hide_window`.
+
+    * Fill + drain: the first microbatch's forward crosses every device boundary once and the
+      last backward once back -- ``2 route`` for gpipe, 1f1b, zb-h1/h2 and dualpipe; ``4 route``
+      for the V schedules (zb-v, dualpipe-v: each boundary twice per direction); interleaved
+      ``2 (v route + (v - 1) t_top)`` (v loops over the devices and v - 1 wraps from the last
+      device to the first). With every boundary alike these are
+      :func:`p2p_critical_transfers` transfers.
+    * Steady state: each microbatch crosses the slowest boundary once per chunk and direction;
+      the part of a transfer beyond ``hide`` stalls the pipeline: ``m * chunks * max(0, t_max -
+      hide)`` (the simulator's stall grows by about ``m v`` per unit of delay past the window).
+    """
+    if p <= 1:
+        return 0.0
+    n = p2p_critical_transfers(schedule, p, v)
+    if schedule == SCHED_INTERLEAVED and v > 1:
+        fill = 2.0 * (v * route + (v - 1.0) * t_top)
+    else:
+        fill = n / (p - 1.0) * route
+    chunks = schedule_chunks(schedule, v)
+    stall = t_max - hide
+    if stall < 0.0:
+        stall = 0.0
+    return fill + m * chunks * stall

@@ -83,7 +83,9 @@ def _field_rule(block: int, index: int) -> str:
         return f"an integer in 1..{L.MAX_TIERS}"
     if block == 1 and index >= L.SYS_TIER_BASE:
         field = (index - L.SYS_TIER_BASE) % L.N_TIER
-        return "a finite number >= 0" if field == L.TIER_LATENCY else "a finite number > 0"
+        return "a finite number >= 0" if field in (L.TIER_LATENCY, L.TIER_WINDOW_BYTES,
+                                                   L.TIER_HANDSHAKE_RTTS) \
+            else "a finite number > 0"
     if block == 1:
         if index in (L.SYS_GPUS, L.SYS_PEAK_FLOPS, L.SYS_HBM_BANDWIDTH, L.SYS_GEMM_EFFICIENCY_MAX,
                      L.SYS_ATTENTION_EFFICIENCY, L.SYS_MEMORY_EFFICIENCY,

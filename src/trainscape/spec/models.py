@@ -227,6 +227,30 @@ class GpuSpec(_Spec):
         return None
 
 
+class TransportSpec(_Spec):
+    """How a tier's messages travel: ``protocol`` (``rdma``: queue pairs set up once; ``tcp``:
+    one round trip of handshake before each message's data), ``channels`` (connections or
+    queue pairs per GPU) and ``window_MiB`` (bytes each may have in flight; none: no limit).
+    The achieved bandwidth is at most ``channels * window / RTT`` (the bandwidth-delay
+    product, RFC 7323 §1.1)."""
+
+    protocol: Literal["rdma", "tcp"] = "rdma"
+    channels: PosInt = 1
+    window_MiB: PosFloat | None = None
+
+    @property
+    def window_bytes(self) -> float:
+        """Bytes in flight per GPU (channels x window); 0 when the window is unlimited."""
+        if self.window_MiB is None:
+            return 0.0
+        return self.channels * self.window_MiB * 1048576.0
+
+    @property
+    def handshake_rtts(self) -> float:
+        """Round trips before each message's data: 1 for TCP, 0 for RDMA."""
+        return 1.0 if self.protocol == "tcp" else 0.0
+
+
 class TierSpec(_Spec):
     """One network tier, innermost first. ``size`` is GPUs per node for the first tier and
     sub-domains per domain above it; bandwidth is per GPU, per direction."""
@@ -242,6 +266,7 @@ class TierSpec(_Spec):
     # this tier's cost per GPU per hour (switches, NICs, optics amortized), added to the GPU's
     # price for cost_per_step_usd
     cost_per_gpu_hour_usd: NonNegFloat = 0.0
+    transport: TransportSpec | None = None
     source: str | None = None
 
 

@@ -245,6 +245,9 @@ def pack_system(scenario: Scenario) -> np.ndarray:
         sys[base + L.TIER_LATENCY] = t.latency_us * US
         sys[base + L.TIER_EFFICIENCY] = t.efficiency
         sys[base + L.TIER_OVERSUBSCRIPTION] = t.oversubscription
+        if t.transport is not None:
+            sys[base + L.TIER_WINDOW_BYTES] = t.transport.window_bytes
+            sys[base + L.TIER_HANDSHAKE_RTTS] = t.transport.handshake_rtts
     return sys
 
 
