@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from ..explore.sweep import OBJECTIVE_ALIASES, OBJECTIVES
+from ..explore.results import OBJECTIVE_ALIASES, OBJECTIVES
 from . import InputError
 
 _OBJ_HELP = "Objective: " + ", ".join([*OBJECTIVES, *OBJECTIVE_ALIASES]) + "."
@@ -154,7 +154,7 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
     """Evaluate every configuration of SCENARIO's design space; keep the top-K, the Pareto
     front (step time vs memory per GPU) and the best per placement order. With --dask, chunks
     of the space run on a Dask cluster's workers (--threads: kernel threads per chunk)."""
-    from ..explore.sweep import SweepInterrupted, default_checkpoint, fingerprint, objective_column
+    from ..explore.results import SweepInterrupted, default_checkpoint, fingerprint, objective_column
     from ..explore.sweep import run_sweep
 
     _require_dask(dask)

@@ -69,7 +69,7 @@ def _check_sites(sites, gpus: int) -> None:
 
 
 def _objective(objective: str) -> tuple[str, int, float]:
-    from ..explore.sweep import objective_column
+    from ..explore.results import objective_column
 
     try:
         return objective_column(objective)

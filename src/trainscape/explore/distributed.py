@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from .reduce import Reduced, WorkerState
-from .sweep import (SweepInterrupted, SweepResult, _finish, _Progress, _python_range,
-                    fingerprint, objective_column, sweep_backend)
+from .results import SweepInterrupted, SweepResult, fingerprint, objective_column
+from .sweep import _finish, _Progress, _python_range, sweep_backend
 
 #: What ``--dask`` says when Dask is not installed.
 INSTALL_HINT = "pip install 'trainscape[dask]' (or: pip install 'dask[distributed]')"

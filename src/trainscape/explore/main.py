@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .sweep import SweepResult
+from .results import SweepResult
 
 #: The scenario ``trainscape explore`` runs without an argument: a Llama-3-405B-class model on
 #: 16,384 H100 GPUs in two buildings, the setting of Llama 3 (Grattafiori et al., arXiv
@@ -90,7 +90,8 @@ def run_explore(scenario, *, time_budget_s: float = 20.0, top: int = 10,
 
 def merge_results(a: SweepResult, b: SweepResult, k: int) -> SweepResult:
     """Union of two searches' findings (top-K, Pareto front, best per order re-reduced)."""
-    from .sweep import Rows, reduce_columns
+    from .results import Rows
+    from .sweep import reduce_columns
 
     idx = np.concatenate([a.top.index, a.front.index, a.by_order.index,
                           b.top.index, b.front.index, b.by_order.index])
@@ -100,7 +101,7 @@ def merge_results(a: SweepResult, b: SweepResult, k: int) -> SweepResult:
                           b.top.out, b.front.out, b.by_order.out], axis=1)
     _, first = np.unique(idx, return_index=True)
     idx, cfg, out = idx[first], cfg[:, first], out[:, first]
-    from .sweep import objective_column
+    from .results import objective_column
 
     col, obj_col, sign = objective_column(a.objective)
     red = reduce_columns(idx, cfg, out, obj_col, sign, k)

@@ -40,7 +40,8 @@ import time
 import numpy as np
 
 from .. import layout as L
-from .sweep import (Rows, SweepResult, evaluate_indices, objective_column, reduce_columns)
+from .results import Rows, SweepResult, evaluate_indices, objective_column
+from .sweep import reduce_columns
 
 METHODS = ("evolve", "beam")
 
