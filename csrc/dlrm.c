@@ -32,17 +32,41 @@ typedef char dl_sys_layout_is_the_llm_one[
 /* ---- reference.py ---------------------------------------------------------------------- */
 #define W(f, r) work[(int64_t)(f) * stride_w + (r)]
 
+/* TorchRec planner constants (torchrec/distributed/planner/constants.py), as in reference.py */
+#define FULL_BLOCK_EMB_DIM 128.0
+#define HALF_BLOCK_PENALTY 1.15
+#define QUARTER_BLOCK_PENALTY 1.75
+#define MIN_KERNEL_DIM 32.0
+#define UVM_KERNEL_EFFICIENCY 0.1
+#define BATCHED_COPY_PERF_FACTOR 2.455
+
 static double lookup_seconds_per_byte(const double *sys, const double *job, int tier,
                                       double hit_rate) {
     double hbm = sys[DL_SYS_HBM_BANDWIDTH] * job[DL_DJOB_LOOKUP_EFFICIENCY];
     double h2d = job[DL_DJOB_H2D_BANDWIDTH];
     if (tier == DL_MT_HBM) return 1.0 / hbm;
-    if (tier == DL_MT_UVM_CACHE) return hit_rate / hbm + (1.0 - hit_rate) / h2d;
-    return 1.0 / h2d;
+    if (tier == DL_MT_UVM_CACHE)
+        return 1.0 / ((hit_rate * hbm + (1.0 - hit_rate) * h2d) * UVM_KERNEL_EFFICIENCY);
+    return 1.0 / (h2d * UVM_KERNEL_EFFICIENCY);
 }
 static inline double lookup_bytes(double lookups, double dim, double emb_bytes,
                                   double index_bytes, double outputs, double out_bytes) {
     return lookups * index_bytes + lookups * dim * emb_bytes + outputs * dim * out_bytes;
+}
+static inline double block_usage_penalty(double width) {
+    if (width >= FULL_BLOCK_EMB_DIM) return 1.0;
+    if (width >= 0.5 * FULL_BLOCK_EMB_DIM) return HALF_BLOCK_PENALTY;
+    return QUARTER_BLOCK_PENALTY;
+}
+static inline double shard_lookup_bytes(double lookups, double width, double emb_bytes,
+                                        double index_bytes, double outputs, double out_bytes) {
+    return (lookups * index_bytes + lookups * dmax(width, MIN_KERNEL_DIM) * emb_bytes +
+            outputs * width * out_bytes) *
+           block_usage_penalty(width);
+}
+static inline double batched_copy_seconds(double batch, double dim, double comm_bwd_bytes,
+                                          double spb) {
+    return BATCHED_COPY_PERF_FACTOR * batch * dim * comm_bwd_bytes * spb;
 }
 static inline double shard_state_bytes(double rows, double dim, double emb_bytes,
                                        double opt_row_bytes, double opt_elem_bytes) {
@@ -87,6 +111,7 @@ typedef struct {
     double batch, local, eb, ib, cbf, cbb, bwd_mult, uvm_frac, sum_dim, sum_pool, dense_mem;
     double span[DL_MAX_TIERS];   /* tier_span(sys, i) */
     double inv_bw[DL_MAX_TIERS]; /* 1 / tier_link_bandwidth(sys, i) */
+    double top_bw;               /* tier_link_bandwidth(sys, top) */
     ts_net net;                  /* the tiers, resolved once per batch */
     ts_group g_world, g_node;    /* all ranks; the ranks of one node */
     const double *tc; /* per-table cache (TC_* fields), in the caller's work buffer */
@@ -175,12 +200,12 @@ static void fill_table_cache(ctx_t *c, const double *sys, const double *job, con
         for (int tier = 0; tier < 3; tier++) {
             double spb = lookup_seconds_per_byte(sys, job, tier, hit);
             x[TC_SPB + tier] = spb;
-            double fwd = lookup_bytes(batch * pool, dim / 1.0, eb, ib, batch, cbf) * spb;
+            double fwd = shard_lookup_bytes(batch * pool, dim / 1.0, eb, ib, batch, cbf) * spb;
             x[TC_TW_FWD + tier] = fwd;
             x[TC_TW_BWD + tier] = bwd_mult * fwd;
             fwd = lookup_bytes(batch * pool / wf, dim, eb, ib, batch, cbf) * spb;
             x[TC_RW_FWD + tier] = fwd;
-            x[TC_RW_BWD + tier] = bwd_mult * fwd;
+            x[TC_RW_BWD + tier] = bwd_mult * fwd + batched_copy_seconds(batch, dim, c->cbb, spb);
             x[TC_RW_HBM + tier] = uniform_storage_hbm(tier, rw_rows, dim, job);
             x[TC_RW_DDR + tier] = uniform_storage_ddr(tier, rw_rows, dim, job);
             fwd = lookup_bytes(local * pool, dim, eb, ib, local, cbf) * spb;
@@ -214,6 +239,12 @@ static void fill_table_cache(ctx_t *c, const double *sys, const double *job, con
             W(DL_RK_DDR_BYTES, o) += (state);                      \
         }                                                          \
     } while (0)
+
+/* reference.rw_collective_time: the full pooled output over the outermost tier's link */
+static double rw_collective_time(const ctx_t *c, double nbytes) {
+    if (c->top < 0 || nbytes <= 0.0) return 0.0;
+    return c->lat + nbytes / c->top_bw;
+}
 
 static int evaluate_plan(const ctx_t *c, const double *job,
                          const double *tables, int64_t n_t, const int32_t *plan, double *work,
@@ -266,7 +297,7 @@ static int evaluate_plan(const ctx_t *c, const double *job,
             int32_t stride = P(DL_PL_STRIDE, t);
             int step = stride < world ? stride : (int)(stride % world);
             double ds = dim / (double)k;
-            double fwd = lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * x[TC_SPB + tier];
+            double fwd = shard_lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * x[TC_SPB + tier];
             double bwd = bwd_mult * fwd;
             double state = shard_state_bytes(rows, ds, eb, job[DL_DJOB_OPT_ROW_BYTES],
                                              job[DL_DJOB_OPT_ELEM_BYTES]);
@@ -423,8 +454,8 @@ static int evaluate_plan(const ctx_t *c, const double *job,
     }
     double rs_fwd = 0.0, ag_bwd = 0.0;
     if (rw_dim > 0.0) {
-        rs_fwd += ts_all_gather_time(&c->net, batch * rw_dim * cbf, &c->g_world);
-        ag_bwd += ts_all_gather_time(&c->net, batch * rw_dim * cbb, &c->g_world);
+        rs_fwd += rw_collective_time(c, batch * rw_dim * cbf);
+        ag_bwd += rw_collective_time(c, batch * rw_dim * cbb);
     }
     if (max_twrw > 0.0) {
         rs_fwd += ts_all_gather_time(&c->net, batch * max_twrw * cbf, &c->g_node);
@@ -494,6 +525,7 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
     if (c.node > wf) c.node = wf;
     ts_group_init1(&c.g_node, &c.net, c.node, 1.0);
     c.lat = c.top >= 0 ? ts_tier_latency(sys, c.top) : 0.0;
+    c.top_bw = c.top >= 0 ? ts_tier_link_bandwidth(sys, c.top) : 1.0;
     c.d_fwd = dense_fwd_time(sys, job);
     c.d_bwd = 2.0 * dense_fwd_time(sys, job);
     c.dense_ar = 0.0;

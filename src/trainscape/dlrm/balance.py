@@ -20,8 +20,10 @@ from .reference import (
     dense_bwd_time,
     dense_fwd_time,
     dense_memory_bytes,
+    batched_copy_seconds,
     lookup_bytes,
     lookup_seconds_per_byte,
+    shard_lookup_bytes,
     uniform_storage_ddr,
     uniform_storage_hbm,
 )
@@ -80,6 +82,7 @@ N_G = 12
 _ar_time = JIT["all_reduce_time"]
 _ag_time = JIT["all_gather_time"]
 _rs_time = JIT["reduce_scatter_time"]
+_rw_time = JIT["rw_collective_time"]
 
 
 @_njit
@@ -109,8 +112,8 @@ def _uniform_costs(sys, g, bp):
     b = bp[BP_BATCH]
     rwd = g[G_RWD] if g[G_RWD] > 0.5 else 0.0  # sums of whole dims / elements: drift-free
     dpe = g[G_DPE] if g[G_DPE] > 0.5 else 0.0
-    g[G_RSRW] = _rs_time(sys, b * rwd * bp[BP_CF], w, 1.0, 1.0, 1.0, 1.0, 1.0)
-    g[G_AGRW] = _ag_time(sys, b * rwd * bp[BP_CB], w, 1.0, 1.0, 1.0, 1.0, 1.0)
+    g[G_RSRW] = _rw_time(sys, b * rwd * bp[BP_CF], w)
+    g[G_AGRW] = _rw_time(sys, b * rwd * bp[BP_CB], w)
     g[G_DPAR] = _ar_time(sys, dpe * bp[BP_GCB], w, 1.0, 1.0, 1.0, 1.0, 1.0)
 
 
@@ -810,7 +813,8 @@ def form_loads(sc: DlrmScenario, kind: int, k: int, tier: int, n_in: int) -> np.
     out = np.zeros((sc.n_tables, N_IL))
     if kind == IK_TW or kind == IK_CW:
         ds = dim / k
-        fwd = lookup_bytes(b * pool, ds, eb, ib, b, cf) * spb
+        fwd = np.array([shard_lookup_bytes(b * p, ds_i, eb, ib, b, cf)
+                        for p, ds_i in zip(pool, np.broadcast_to(ds, pool.shape))]) * spb
         out[:, IL_O0] = out[:, IL_O1] = ds
         out[:, IL_IX] = pool
         out[:, IL_HBM] = uniform_storage_hbm(tier, rows, ds, j) + b * pool * ib + 2.0 * b * ds * cf
@@ -842,6 +846,8 @@ def form_loads(sc: DlrmScenario, kind: int, k: int, tier: int, n_in: int) -> np.
     out[:, IL_LB] = bm * fwd
     if kind == IK_DP:
         out[:, IL_LB] += j[D.DJOB_DP_UPDATE_FACTOR] * rows * dim * eb * spb
+    if kind == IK_RW:
+        out[:, IL_LB] += batched_copy_seconds(b, dim, j[D.DJOB_COMM_BWD_BYTES], spb)
     return out
 
 

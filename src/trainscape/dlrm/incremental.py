@@ -34,6 +34,7 @@ from .numba_kernel import JIT
 _njit = njit_for([_sys.modules[__name__]])  # cached under a key of every source it reads
 
 lookup_bytes = JIT["lookup_bytes"]
+shard_lookup_bytes = JIT["shard_lookup_bytes"]
 lookup_seconds_per_byte = JIT["lookup_seconds_per_byte"]
 shard_state_bytes = JIT["shard_state_bytes"]
 tier_span = JIT["tier_span"]
@@ -353,7 +354,7 @@ def table_terms(sys, job, tables, t, tier):
     ib = job[D.DJOB_INDEX_BYTES]
     cbf = job[D.DJOB_COMM_FWD_BYTES]
     spb = lookup_seconds_per_byte(sys, job, tier, tables[D.TAB_HIT_RATE, t])
-    fwd = lookup_bytes(batch * pool, dim, eb, ib, batch, cbf) * spb
+    fwd = shard_lookup_bytes(batch * pool, dim, eb, ib, batch, cbf) * spb
     state = shard_state_bytes(rows, dim, eb, job[D.DJOB_OPT_ROW_BYTES], job[D.DJOB_OPT_ELEM_BYTES])
     buf = batch * pool * ib + 2.0 * batch * dim * cbf
     if tier == D.MT_HBM:

@@ -49,7 +49,12 @@ from .bounds import (
     lower_bound_parts,
 )
 from .estimates import _cross_bw, hbm_budget, table_cost, table_state
-from .reference import lookup_bytes, lookup_seconds_per_byte
+from .reference import (
+    batched_copy_seconds,
+    lookup_bytes,
+    lookup_seconds_per_byte,
+    shard_lookup_bytes,
+)
 from .spec import DlrmScenario
 
 GREEDY_KEYS = ("size", "lookups", "cost")
@@ -94,11 +99,14 @@ def option_costs(sc: DlrmScenario, i: int, tier: int = D.MT_HBM) -> list[tuple]:
     def look(lookups, d, outputs):
         return lookup_bytes(lookups, d, eb, ib, outputs, cf) * spb * m
 
-    opts = [(D.SH_TW, 1, look(b * pool, dim, b) + b * (pool * ib + dim * (cf + cb)) * out_ / bw,
+    def look_tw(d):  # a table- or column-wise shard d columns wide (kernel-true bytes)
+        return shard_lookup_bytes(b * pool, d, eb, ib, b, cf) * spb * m
+
+    opts = [(D.SH_TW, 1, look_tw(dim) + b * (pool * ib + dim * (cf + cb)) * out_ / bw,
              1, 0.0)]
     k = 2
     while int(dim) % k == 0 and k <= w and dim // k >= 4:
-        opts.append((D.SH_CW, k, look(b * pool, dim / k, b)
+        opts.append((D.SH_CW, k, look_tw(dim / k)
                      + b * (pool * ib + dim / k * (cf + cb)) * out_ / bw, k, 0.0))
         k *= 2
     if w > node:
@@ -107,7 +115,8 @@ def option_costs(sc: DlrmScenario, i: int, tier: int = D.MT_HBM) -> list[tuple]:
                      + b * (pool / node * ib + dim / node * (cf + cb)) * cross / bw
                      + b * dim * (cf + cb) / bw0, node, 0.0))
     opts.append((D.SH_RW, 1, 0.0, w, look(b * pool / w, dim, b) + b * pool / w * ib / bw
-                 + b * dim * (cf + cb) * out_ / (bw if w > node else bw0)))
+                 + batched_copy_seconds(b, dim, cb, spb)
+                 + b * dim * (cf + cb) / (bw if w > node else bw0)))
     return opts
 
 
