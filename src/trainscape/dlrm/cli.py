@@ -97,21 +97,42 @@ def _print_text(rep: dict) -> None:
 @click.option("--iterations", type=int, default=None, help="evolutionary moves to score")
 @click.option("--beam-width", type=int, default=None)
 @click.option("--seed", type=int, default=None)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "torchrec"]), default=None,
+              help="output: text (default), json (the report), torchrec (the plan as a "
+                   "TorchRec ShardingPlan document; --out writes it)")
+@click.option("--from-torchrec", "from_torchrec", type=click.Path(dir_okay=False),
+              default=None, help="cost this TorchRec plan document instead of planning")
 def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
-          seed):
+          seed, fmt, from_torchrec):
     """Plan the sharding of SCENARIO's embedding tables over its GPUs."""
     from . import evaluate
-    from .planner import plan as run_plan
     from .spec import load
 
     try:
         sc = load(scenario)
+        if from_torchrec:
+            from .torchrec_plan import load_plan_file, plan_result
+
+            res = plan_result(sc, load_plan_file(sc, from_torchrec), backend=backend)
     except ScenarioError as exc:
         raise _BadInput(str(exc)) from None
-    ps = sc.spec.planner
-    res = run_plan(sc, method=method or ps.method, beam_width=beam_width or ps.beam_width,
-                   seed=ps.seed if seed is None else seed,
-                   iterations=iterations or ps.iterations, backend=backend)
+    if not from_torchrec:
+        from .planner import plan as run_plan
+
+        ps = sc.spec.planner
+        res = run_plan(sc, method=method or ps.method, beam_width=beam_width or ps.beam_width,
+                       seed=ps.seed if seed is None else seed,
+                       iterations=iterations or ps.iterations, backend=backend)
+    if fmt == "torchrec":
+        from .torchrec_plan import export_plan
+
+        text = json.dumps(export_plan(sc, res.plan), indent=1)
+        if out_path:
+            with open(out_path, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        click.echo(text)
+        return
+    as_json = as_json or fmt == "json"
     rep = _report(sc, res)
     if sc.plan is not None:
         given = evaluate(sc, sc.plan, backend=backend)
