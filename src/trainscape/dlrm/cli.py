@@ -102,8 +102,11 @@ def _print_text(rep: dict) -> None:
                    "TorchRec ShardingPlan document; --out writes it)")
 @click.option("--from-torchrec", "from_torchrec", type=click.Path(dir_okay=False),
               default=None, help="cost this TorchRec plan document instead of planning")
+@click.option("--wait-compile", is_flag=True,
+              help="on a cold numba cache, compile evolve's kernels now instead of answering "
+                   "with the C beam planner meanwhile")
 def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
-          seed, fmt, from_torchrec):
+          seed, fmt, from_torchrec, wait_compile):
     """Plan the sharding of SCENARIO's embedding tables over its GPUs."""
     from . import evaluate
     from .spec import load
@@ -116,13 +119,21 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
             res = plan_result(sc, load_plan_file(sc, from_torchrec), backend=backend)
     except ScenarioError as exc:
         raise _BadInput(str(exc)) from None
+    note = None
     if not from_torchrec:
+        from . import coldstart
         from .planner import plan as run_plan
 
         ps = sc.spec.planner
-        res = run_plan(sc, method=method or ps.method, beam_width=beam_width or ps.beam_width,
+        want = method or ps.method
+        use = coldstart.choose_method(want, backend, wait_compile)
+        res = run_plan(sc, method=use, beam_width=beam_width or ps.beam_width,
                        seed=ps.seed if seed is None else seed,
                        iterations=iterations or ps.iterations, backend=backend)
+        if use != want:
+            note = coldstart.NOTE
+        elif use == "evolve":
+            coldstart.mark_ready()
     if fmt == "torchrec":
         from .torchrec_plan import export_plan
 
@@ -134,6 +145,10 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
         return
     as_json = as_json or fmt == "json"
     rep = _report(sc, res)
+    if note:
+        rep["requested_method"] = want
+        rep["note"] = note
+        click.echo(f"note: {note}", err=True)
     if sc.plan is not None:
         given = evaluate(sc, sc.plan, backend=backend)
         rep["given_plan"] = {"step_time_s": given["step_time_s"], "status": given["status"]}
