@@ -244,6 +244,27 @@ def test_uvm_and_ddr_tiers_are_slower_and_move_memory():
         0.2 * 10_000_000 * 64 * 4.0 / D_GIB, rel=1e-9)
 
 
+def test_dense_and_key_value_kernels():
+    # TorchRec kernel_bw_lookup: DENSE at 0.5 x HBM bandwidth, KEY_VALUE at the host link
+    # (hbm_to_ddr_mem_bw, not divided by 10); dense keeps everything in HBM, key-value keeps
+    # rows and state in the SSD store and a uvm_cache_fraction (KV_CACHING_RATIO 0.2) cache in HBM
+    rows, dim = 10_000_000, 128
+    sc = scenario([{"name": "a", "rows": rows, "dim": dim, "pooling": 5.0}], gpus=8)
+    res = {t: dlrm.evaluate(sc, plan_for(sc, {"a": {"type": "table_wise", "tier": t}}))
+           for t in ("hbm", "dense", "key_value", "ddr")}
+    h2d = sc.job[D.DJOB_H2D_BANDWIDTH]
+    lf = res["hbm"]["lookup_fwd_s"]
+    assert res["dense"]["lookup_fwd_s"] == pytest.approx(2.0 * lf, rel=1e-12)
+    assert res["key_value"]["lookup_fwd_s"] == pytest.approx(hbm_bw(sc) / h2d * lf, rel=1e-12)
+    assert res["ddr"]["lookup_fwd_s"] == pytest.approx(
+        10.0 * res["key_value"]["lookup_fwd_s"], rel=1e-12)
+    assert res["dense"]["hbm_max_gib"] == res["hbm"]["hbm_max_gib"]
+    assert res["dense"]["ddr_max_gib"] == 0.0 and res["key_value"]["ddr_max_gib"] == 0.0
+    state = rows * (dim * 4.0 + 4.0)
+    assert (res["hbm"]["hbm_max_gib"] - res["key_value"]["hbm_max_gib"]) * D_GIB == \
+        pytest.approx(state - 0.2 * rows * dim * 4.0, rel=1e-9)
+
+
 def test_out_of_memory_is_flagged():
     sc = scenario([{"name": "a", "rows": 200_000_000, "dim": 128, "pooling": 1.0}], gpus=8)
     tw = dlrm.evaluate(sc, plan_for(sc, {"a": {"type": "table_wise"}}))
@@ -254,7 +275,7 @@ def test_out_of_memory_is_flagged():
 
 def test_kernel_defends_bad_indexes():
     sc, plan = mixed()
-    for field, value in ((D.PL_RANK, 32), (D.PL_RANK, -1), (D.PL_KIND, 5), (D.PL_TIER, 3)):
+    for field, value in ((D.PL_RANK, 32), (D.PL_RANK, -1), (D.PL_KIND, 5), (D.PL_TIER, len(D.MEMORY_TIERS))):
         bad = plan.copy()
         bad[field, 0] = value
         res = dlrm.evaluate(sc, bad)

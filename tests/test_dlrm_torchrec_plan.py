@@ -107,7 +107,7 @@ def _doc(sc):
 
 
 @pytest.mark.parametrize("edit, path", [
-    (lambda d: d["plan"]["embedding_bag_collection"]["t0"].update(compute_kernel="key_value"),
+    (lambda d: d["plan"]["embedding_bag_collection"]["t0"].update(compute_kernel="quant"),
      "plan.embedding_bag_collection.t0.compute_kernel"),
     (lambda d: d["plan"]["embedding_bag_collection"]["t0"].update(sharding_type="grid_shard"),
      "plan.embedding_bag_collection.t0.sharding_type"),

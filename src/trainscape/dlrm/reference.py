@@ -98,7 +98,9 @@ from .layout import (
     DO_STATUS,
     DO_STEP_TIME_S,
     MT_DDR,
+    MT_DENSE,
     MT_HBM,
+    MT_KV,
     MT_UVM,
     N_DOUT,
     N_PLAN,
@@ -151,6 +153,9 @@ MIN_KERNEL_DIM = 32.0  # shard_estimators.py _get_tw_sharding_perf: max(emb_dim,
 # kernel_bw_lookup (constants.py): the UVM kernels (FUSED_UVM, FUSED_UVM_CACHING) reach a
 # tenth of the bandwidth they mix ("/ 10"): fine-grained gathers over the host link.
 UVM_KERNEL_EFFICIENCY = 0.1
+# kernel_bw_lookup: the unfused DENSE kernel reaches half the HBM bandwidth ("0.5 *
+# hbm_mem_bw"); KEY_VALUE (SSD / DRAM virtual tables) runs at the host link ("hbm_to_ddr_mem_bw")
+DENSE_KERNEL_EFFICIENCY = 0.5
 # shard_estimators.py _get_rw_sharding_perf: backward of a row-wise (and table-row-wise)
 # shard adds a batched copy of the gradient output, BATCHED_COPY_PERF_FACTOR x its bytes at
 # the kernel's bandwidth (constants.py BATCHED_COPY_PERF_FACTOR, "empirical studies").
@@ -166,7 +171,8 @@ def lookup_seconds_per_byte(sys, job, tier, hit_rate):
     at ``UVM_KERNEL_EFFICIENCY`` (TorchRec: ``hbm_to_ddr_mem_bw / 10``). UVM cache
     (``FUSED_UVM_CACHING``): TorchRec's ``(caching_ratio * hbm + (1 - caching_ratio) *
     hbm_to_ddr) / 10``, with the table's cache hit rate as the ratio (TorchRec passes the cache
-    load factor, which is the hit rate under uniform access).
+    load factor, which is the hit rate under uniform access). Dense (``DENSE``): half the
+    fused kernel's bandwidth. Key-value (``KEY_VALUE``): the host link, not divided.
     """
     hbm = sys[SYS_HBM_BANDWIDTH] * job[DJOB_LOOKUP_EFFICIENCY]
     h2d = job[DJOB_H2D_BANDWIDTH]
@@ -174,6 +180,10 @@ def lookup_seconds_per_byte(sys, job, tier, hit_rate):
         return 1.0 / hbm
     if tier == MT_UVM:
         return 1.0 / ((hit_rate * hbm + (1.0 - hit_rate) * h2d) * UVM_KERNEL_EFFICIENCY)
+    if tier == MT_DENSE:
+        return 1.0 / (hbm * DENSE_KERNEL_EFFICIENCY)
+    if tier == MT_KV:
+        return 1.0 / h2d
     return 1.0 / (h2d * UVM_KERNEL_EFFICIENCY)
 
 
@@ -237,16 +247,20 @@ def shard_state_bytes(rows, dim, emb_bytes, opt_row_bytes, opt_elem_bytes):
 
 
 def add_shard_storage(work, r, tier, rows, dim, job):
-    """Add a shard's storage to rank ``r``: HBM tier all in HBM; DDR tier all in host DDR;
-    UVM cache: rows and optimizer state in DDR, ``uvm_cache_fraction`` of the rows cached in
-    HBM (TorchRec ``UVM_CACHING_RATIO`` 0.2 default)."""
+    """Add a shard's storage to rank ``r``: HBM and dense tiers all in HBM; DDR tier all in
+    host DDR; UVM cache: rows and optimizer state in DDR, ``uvm_cache_fraction`` of the rows
+    cached in HBM (TorchRec ``UVM_CACHING_RATIO`` 0.2 default); key-value: rows and state in
+    the SSD / key-value store (not a capacity trainscape checks), the same fraction cached in
+    HBM (TorchRec ``KV_CACHING_RATIO`` 0.2)."""
     state = shard_state_bytes(
         rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
     )
-    if tier == MT_HBM:
+    if tier == MT_HBM or tier == MT_DENSE:
         work[RK_HBM_BYTES, r] += state
     elif tier == MT_UVM:
         work[RK_DDR_BYTES, r] += state
+        work[RK_HBM_BYTES, r] += job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
+    elif tier == MT_KV:
         work[RK_HBM_BYTES, r] += job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
     else:
         work[RK_DDR_BYTES, r] += state
@@ -258,16 +272,16 @@ def uniform_storage_hbm(tier, rows, dim, job):
     state = shard_state_bytes(
         rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
     )
-    if tier == MT_HBM:
+    if tier == MT_HBM or tier == MT_DENSE:
         return state
-    if tier == MT_UVM:
+    if tier == MT_UVM or tier == MT_KV:
         return job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
     return 0.0
 
 
 def uniform_storage_ddr(tier, rows, dim, job):
     """Host DDR bytes of a shard held on every rank; see :func:`add_shard_storage`."""
-    if tier == MT_HBM:
+    if tier == MT_HBM or tier == MT_DENSE or tier == MT_KV:
         return 0.0
     return shard_state_bytes(
         rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
@@ -392,7 +406,7 @@ def check_plan(job, tables, plan):
         kind = plan[PL_KIND, t]
         tier = plan[PL_TIER, t]
         rank = plan[PL_RANK, t]
-        if kind < 0 or kind > SH_DP or tier < 0 or tier > MT_DDR:
+        if kind < 0 or kind > SH_DP or tier < 0 or tier > MT_KV:
             return STATUS_BAD_INDEX
         if rank < 0 or rank >= world or plan[PL_STRIDE, t] < 0:
             return STATUS_BAD_INDEX

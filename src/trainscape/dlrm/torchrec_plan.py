@@ -19,7 +19,9 @@ Mapping (trainscape -> TorchRec):
   ``data_parallel`` keep their names (TorchRec ``ShardingType`` values).
 - memory tier -> compute kernel (TorchRec ``EmbeddingComputeKernel``): ``hbm`` -> ``fused``,
   ``uvm_cache`` -> ``fused_uvm_caching`` (``cache_params.load_factor`` = the job's
-  ``uvm_cache_fraction``), ``ddr`` -> ``fused_uvm``.
+  ``uvm_cache_fraction``), ``ddr`` -> ``fused_uvm``, ``dense`` -> ``dense``, ``key_value`` ->
+  ``key_value``. TorchRec's ``quant*`` kernels serve inference only; quantized training tables
+  are the ``fused`` kernel with ``job.embedding_dtype`` fp16 / int8.
 - ranks and shards as TorchRec's constructors place them: row-wise rows in blocks of
   ``ceil(rows / n)`` (``_calculate_rw_shard_sizes_and_offsets``), column-wise equal column
   blocks at offsets ``j * dim / k`` on ranks ``rank + j * stride`` (mod W), table-row-wise the
@@ -46,7 +48,8 @@ from .spec import DlrmScenario, fail
 
 FORMAT = "torchrec.ShardingPlan"
 DEFAULT_MODULE = "embedding_bag_collection"
-KERNEL_OF_TIER = {"hbm": "fused", "uvm_cache": "fused_uvm_caching", "ddr": "fused_uvm"}
+KERNEL_OF_TIER = {"hbm": "fused", "uvm_cache": "fused_uvm_caching", "ddr": "fused_uvm",
+                  "dense": "dense", "key_value": "key_value"}
 TIER_OF_KERNEL = {v: k for k, v in KERNEL_OF_TIER.items()}
 
 
@@ -125,7 +128,7 @@ def export_plan(sc: DlrmScenario, plan: np.ndarray, module: str = DEFAULT_MODULE
                 {"shard_offsets": o, "shard_sizes": s, "placement": _placement(r, local)}
                 for o, s, r in shards]},
             "cache_params": ({"load_factor": float(sc.job[D.DJOB_UVM_CACHE_FRACTION])}
-                             if tier == "uvm_cache" else None),
+                             if tier in ("uvm_cache", "key_value") else None),
         }
     return {"format": FORMAT, "world_size": w, "local_world_size": local,
             "compute_device": "cuda", "plan": {module: params}}
