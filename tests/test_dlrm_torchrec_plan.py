@@ -101,6 +101,16 @@ def test_torchrec_shard_arithmetic():
     assert doc["t3"]["sharding_type"] == "table_wise" and doc["t3"]["ranks"] == [0]
 
 
+def test_table_column_wise_imports_as_column_wise():
+    sc = scenario(8)
+    plan = dlrm.plan_from_entries(sc, {"t2": {"type": "column_wise", "shards": 4, "rank": 4,
+                                              "stride": 1}})
+    doc = tp.export_plan(sc, plan)
+    doc["plan"][tp.DEFAULT_MODULE]["t2"]["sharding_type"] = "table_column_wise"
+    np.testing.assert_array_equal(tp.canonical(sc, tp.import_plan(sc, doc)),
+                                  tp.canonical(sc, plan))
+
+
 def _doc(sc):
     return tp.export_plan(sc, dlrm.plan_from_entries(sc, {
         "t2": {"type": "column_wise", "shards": 4, "rank": 0, "stride": 1}}))

@@ -625,6 +625,13 @@ def _track(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, cform, cbase,
 def _random_base(kind, k, stride, w, node, n_nodes):
     if kind == IK_TWRW:
         return np.random.randint(n_nodes) * node
+    if kind == IK_CW and stride == 1 and 1 < k < w:
+        # table-column-wise: the k shards on consecutive ranks of one node
+        lo = np.random.randint(n_nodes) * node
+        span = min(node, w - lo)
+        if span >= k:
+            return lo + np.random.randint(span - k + 1)
+        return np.random.randint(w)
     if kind == IK_CW and stride > 0 and stride * k <= w:
         return np.random.randint(stride)  # every distinct set of shard ranks
     return np.random.randint(w)
@@ -860,9 +867,11 @@ def table_forms(sc: DlrmScenario, plan: np.ndarray, t: int, state: float, dp_max
                 max_cw: int = 5) -> list[tuple[int, int, int, int]]:
     """Forms (kind, shards, stride, tier) the balancer may give table ``t``: its form in
     ``plan`` first, then table-wise, column-wise with 2, 4, ... shards (each at least 4
-    wide, strides spreading them over the world), table-row-wise (more than one rank per
-    node), row-wise, and data-parallel when its state is at most ``dp_max_bytes``; all in
-    the plan's memory tier."""
+    wide, strides spreading them over the world), table-column-wise (2, 4, ... column shards
+    on consecutive ranks of one node, stride 1: TorchRec's ``TwCwPooledEmbeddingSharding`` is
+    its column-wise sharding placed within a host group, ``sharding/twcw_sharding.py``),
+    table-row-wise (more than one rank per node), row-wise, and data-parallel when its state
+    is at most ``dp_max_bytes``; all in the plan's memory tier."""
     w = sc.world
     node = _node_domains(sc)[0]
     dim = int(sc.tables[D.TAB_DIM, t])
@@ -880,6 +889,11 @@ def table_forms(sc: DlrmScenario, plan: np.ndarray, t: int, state: float, dp_max
     k, n_cw = 2, 0
     while k <= w and dim % k == 0 and dim // k >= 4 and n_cw < max_cw:
         add((D.SH_CW, k, max(1, w // k), tier))
+        k *= 2
+        n_cw += 1
+    k, n_cw = 2, 0
+    while 1 < node < w and k <= node and dim % k == 0 and dim // k >= 4 and n_cw < 2:
+        add((D.SH_CW, k, 1, tier))  # table-column-wise
         k *= 2
         n_cw += 1
     if node > 1:

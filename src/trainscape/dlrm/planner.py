@@ -455,6 +455,9 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
                     bases = [0]
                 elif kind == D.SH_TWRW:
                     bases = [n * node for n in range(n_nodes)]
+                elif kind == D.SH_CW and stride == 1 and 1 < k < w:  # table-column-wise
+                    bases = [n * node + j for n in range(n_nodes)
+                             for j in range(max(0, min(node, w - n * node) - k) + 1)]
                 elif kind == D.SH_CW and 0 < stride and stride * k <= w:
                     bases = list(range(stride))
                 else:

@@ -28,7 +28,9 @@ Mapping (trainscape -> TorchRec):
   rows over the ranks of one node, data-parallel ``sharding_spec`` null and every rank listed.
   Placements read ``rank:R/cuda:(R mod L)`` (``sharding_plan.placement``).
 
-A document TorchRec can hold that trainscape does not model (another kernel, uneven column
+``table_column_wise`` imports as ``column_wise`` (TorchRec's table-column-wise sharding is its
+column-wise sharding with the shards inside one host group). A document TorchRec can hold
+that trainscape does not model (another kernel, uneven column
 shards, ranks that are no arithmetic progression, ...) is refused with the field path and
 what is allowed. :func:`to_torchrec` builds the real TorchRec objects when ``torchrec`` is
 installed.
@@ -195,8 +197,14 @@ def import_plan(sc: DlrmScenario, doc: Any, module: str | None = None) -> np.nda
         if not isinstance(ps, dict):
             raise fail(where, "must be a ParameterSharding object", ps)
         st = ps.get("sharding_type")
+        if st == "table_column_wise":
+            # TorchRec's TwCwPooledEmbeddingSharding is its column-wise sharding with the
+            # shards on one host group (sharding/twcw_sharding.py), costed alike by the
+            # estimator: trainscape's column-wise with the ranks as given
+            st = "column_wise"
         if st not in D.SHARDING:
-            raise fail(f"{where}.sharding_type", "not modelled", st, ", ".join(D.SHARDING))
+            raise fail(f"{where}.sharding_type", "not modelled", st,
+                       ", ".join(D.SHARDING + ("table_column_wise",)))
         kern = ps.get("compute_kernel")
         if kern not in TIER_OF_KERNEL:
             raise fail(f"{where}.compute_kernel", "not modelled", kern,
