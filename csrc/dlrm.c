@@ -32,17 +32,44 @@ typedef char dl_sys_layout_is_the_llm_one[
 /* ---- reference.py ---------------------------------------------------------------------- */
 #define W(f, r) work[(int64_t)(f) * stride_w + (r)]
 
+/* TorchRec planner constants (torchrec/distributed/planner/constants.py), as in reference.py */
+#define FULL_BLOCK_EMB_DIM 128.0
+#define HALF_BLOCK_PENALTY 1.15
+#define QUARTER_BLOCK_PENALTY 1.75
+#define MIN_KERNEL_DIM 32.0
+#define UVM_KERNEL_EFFICIENCY 0.1
+#define BATCHED_COPY_PERF_FACTOR 2.455
+#define DENSE_KERNEL_EFFICIENCY 0.5
+
 static double lookup_seconds_per_byte(const double *sys, const double *job, int tier,
                                       double hit_rate) {
     double hbm = sys[DL_SYS_HBM_BANDWIDTH] * job[DL_DJOB_LOOKUP_EFFICIENCY];
     double h2d = job[DL_DJOB_H2D_BANDWIDTH];
     if (tier == DL_MT_HBM) return 1.0 / hbm;
-    if (tier == DL_MT_UVM_CACHE) return hit_rate / hbm + (1.0 - hit_rate) / h2d;
-    return 1.0 / h2d;
+    if (tier == DL_MT_UVM_CACHE)
+        return 1.0 / ((hit_rate * hbm + (1.0 - hit_rate) * h2d) * UVM_KERNEL_EFFICIENCY);
+    if (tier == DL_MT_DENSE) return 1.0 / (hbm * DENSE_KERNEL_EFFICIENCY);
+    if (tier == DL_MT_KEY_VALUE) return 1.0 / h2d;
+    return 1.0 / (h2d * UVM_KERNEL_EFFICIENCY);
 }
 static inline double lookup_bytes(double lookups, double dim, double emb_bytes,
                                   double index_bytes, double outputs, double out_bytes) {
     return lookups * index_bytes + lookups * dim * emb_bytes + outputs * dim * out_bytes;
+}
+static inline double block_usage_penalty(double width) {
+    if (width >= FULL_BLOCK_EMB_DIM) return 1.0;
+    if (width >= 0.5 * FULL_BLOCK_EMB_DIM) return HALF_BLOCK_PENALTY;
+    return QUARTER_BLOCK_PENALTY;
+}
+static inline double shard_lookup_bytes(double lookups, double width, double emb_bytes,
+                                        double index_bytes, double outputs, double out_bytes) {
+    return (lookups * index_bytes + lookups * dmax(width, MIN_KERNEL_DIM) * emb_bytes +
+            outputs * width * out_bytes) *
+           block_usage_penalty(width);
+}
+static inline double batched_copy_seconds(double batch, double dim, double comm_bwd_bytes,
+                                          double spb) {
+    return BATCHED_COPY_PERF_FACTOR * batch * dim * comm_bwd_bytes * spb;
 }
 static inline double shard_state_bytes(double rows, double dim, double emb_bytes,
                                        double opt_row_bytes, double opt_elem_bytes) {
@@ -51,13 +78,13 @@ static inline double shard_state_bytes(double rows, double dim, double emb_bytes
 static double uniform_storage_hbm(int tier, double rows, double dim, const double *job) {
     double state = shard_state_bytes(rows, dim, job[DL_DJOB_EMB_BYTES],
                                      job[DL_DJOB_OPT_ROW_BYTES], job[DL_DJOB_OPT_ELEM_BYTES]);
-    if (tier == DL_MT_HBM) return state;
-    if (tier == DL_MT_UVM_CACHE)
+    if (tier == DL_MT_HBM || tier == DL_MT_DENSE) return state;
+    if (tier == DL_MT_UVM_CACHE || tier == DL_MT_KEY_VALUE)
         return job[DL_DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DL_DJOB_EMB_BYTES];
     return 0.0;
 }
 static double uniform_storage_ddr(int tier, double rows, double dim, const double *job) {
-    if (tier == DL_MT_HBM) return 0.0;
+    if (tier == DL_MT_HBM || tier == DL_MT_DENSE || tier == DL_MT_KEY_VALUE) return 0.0;
     return shard_state_bytes(rows, dim, job[DL_DJOB_EMB_BYTES], job[DL_DJOB_OPT_ROW_BYTES],
                              job[DL_DJOB_OPT_ELEM_BYTES]);
 }
@@ -87,6 +114,7 @@ typedef struct {
     double batch, local, eb, ib, cbf, cbb, bwd_mult, uvm_frac, sum_dim, sum_pool, dense_mem;
     double span[DL_MAX_TIERS];   /* tier_span(sys, i) */
     double inv_bw[DL_MAX_TIERS]; /* 1 / tier_link_bandwidth(sys, i) */
+    double top_bw;               /* tier_link_bandwidth(sys, top) */
     ts_net net;                  /* the tiers, resolved once per batch */
     ts_group g_world, g_node;    /* all ranks; the ranks of one node */
     const double *tc; /* per-table cache (TC_* fields), in the caller's work buffer */
@@ -94,20 +122,20 @@ typedef struct {
 
 /* Per-table cache: terms that depend on the table and its memory tier but not on the plan,
  * computed once per batch with the reference's own expressions (so the per-plan sums see
- * bit-identical addends). Fields per table; "x3" fields are per memory tier. */
+ * bit-identical addends). Fields per table; "x3" fields are per memory tier (DL_N_MT of them). */
 enum {
-    TC_SPB = 0,                    /* x3 lookup_seconds_per_byte */
-    TC_TW_FWD = TC_SPB + 3,        /* x3 table-wise forward lookup seconds */
-    TC_TW_BWD = TC_TW_FWD + 3,     /* x3 bwd_mult * forward */
-    TC_RW_FWD = TC_TW_BWD + 3,     /* x3 row-wise forward (per rank) */
-    TC_RW_BWD = TC_RW_FWD + 3,     /* x3 */
-    TC_RW_HBM = TC_RW_BWD + 3,     /* x3 uniform_storage_hbm of the row-wise shard */
-    TC_RW_DDR = TC_RW_HBM + 3,     /* x3 uniform_storage_ddr */
-    TC_DP_FWD = TC_RW_DDR + 3,     /* x3 data-parallel forward */
-    TC_DP_BWD = TC_DP_FWD + 3,     /* x3 bwd + update */
-    TC_DP_HBM = TC_DP_BWD + 3,     /* x3 */
-    TC_DP_DDR = TC_DP_HBM + 3,     /* x3 */
-    TC_TW_STATE = TC_DP_DDR + 3,   /* shard_state_bytes(rows, dim) */
+    TC_SPB = 0,                    /* xN (per memory tier, DL_N_MT) lookup_seconds_per_byte */
+    TC_TW_FWD = TC_SPB + DL_N_MT,        /* x3 table-wise forward lookup seconds */
+    TC_TW_BWD = TC_TW_FWD + DL_N_MT,     /* x3 bwd_mult * forward */
+    TC_RW_FWD = TC_TW_BWD + DL_N_MT,     /* x3 row-wise forward (per rank) */
+    TC_RW_BWD = TC_RW_FWD + DL_N_MT,     /* x3 */
+    TC_RW_HBM = TC_RW_BWD + DL_N_MT,     /* x3 uniform_storage_hbm of the row-wise shard */
+    TC_RW_DDR = TC_RW_HBM + DL_N_MT,     /* x3 uniform_storage_ddr */
+    TC_DP_FWD = TC_RW_DDR + DL_N_MT,     /* x3 data-parallel forward */
+    TC_DP_BWD = TC_DP_FWD + DL_N_MT,     /* x3 bwd + update */
+    TC_DP_HBM = TC_DP_BWD + DL_N_MT,     /* x3 */
+    TC_DP_DDR = TC_DP_HBM + DL_N_MT,     /* x3 */
+    TC_TW_STATE = TC_DP_DDR + DL_N_MT,   /* shard_state_bytes(rows, dim) */
     TC_TW_CACHE,                   /* uvm cache bytes of the whole table */
     TC_TW_BUF,                     /* table-wise I/O buffers */
     TC_RW_BUF,                     /* row-wise I/O buffers (every rank) */
@@ -138,7 +166,7 @@ static int check_plan(const ctx_t *c, const double *tables, int64_t n_t, const i
     int world = c->world;
     for (int64_t t = 0; t < n_t; t++) {
         int32_t kind = P(DL_PL_KIND, t), tier = P(DL_PL_TIER, t), rank = P(DL_PL_RANK, t);
-        if ((uint32_t)kind > DL_SH_DATA_PARALLEL || (uint32_t)tier > DL_MT_DDR)
+        if ((uint32_t)kind > DL_SH_DATA_PARALLEL || (uint32_t)tier >= DL_N_MT)
             return DL_STATUS_BAD_INDEX;
         if (rank < 0 || rank >= world || P(DL_PL_STRIDE, t) < 0) return DL_STATUS_BAD_INDEX;
         if (!tab_ok) {
@@ -172,15 +200,15 @@ static void fill_table_cache(ctx_t *c, const double *sys, const double *job, con
         sum_dim += dim;
         sum_pool += pool;
         double rw_rows = ceil(rows / wf);
-        for (int tier = 0; tier < 3; tier++) {
+        for (int tier = 0; tier < DL_N_MT; tier++) {
             double spb = lookup_seconds_per_byte(sys, job, tier, hit);
             x[TC_SPB + tier] = spb;
-            double fwd = lookup_bytes(batch * pool, dim / 1.0, eb, ib, batch, cbf) * spb;
+            double fwd = shard_lookup_bytes(batch * pool, dim / 1.0, eb, ib, batch, cbf) * spb;
             x[TC_TW_FWD + tier] = fwd;
             x[TC_TW_BWD + tier] = bwd_mult * fwd;
             fwd = lookup_bytes(batch * pool / wf, dim, eb, ib, batch, cbf) * spb;
             x[TC_RW_FWD + tier] = fwd;
-            x[TC_RW_BWD + tier] = bwd_mult * fwd;
+            x[TC_RW_BWD + tier] = bwd_mult * fwd + batched_copy_seconds(batch, dim, c->cbb, spb);
             x[TC_RW_HBM + tier] = uniform_storage_hbm(tier, rw_rows, dim, job);
             x[TC_RW_DDR + tier] = uniform_storage_ddr(tier, rw_rows, dim, job);
             fwd = lookup_bytes(local * pool, dim, eb, ib, local, cbf) * spb;
@@ -205,15 +233,23 @@ static void fill_table_cache(ctx_t *c, const double *sys, const double *job, con
 /* add_shard_storage with the shard's state / cache bytes already computed */
 #define ADD_STORAGE(o, tier, state, cache)                         \
     do {                                                           \
-        if ((tier) == DL_MT_HBM) {                                 \
+        if ((tier) == DL_MT_HBM || (tier) == DL_MT_DENSE) {        \
             W(DL_RK_HBM_BYTES, o) += (state);                      \
         } else if ((tier) == DL_MT_UVM_CACHE) {                    \
             W(DL_RK_DDR_BYTES, o) += (state);                      \
+            W(DL_RK_HBM_BYTES, o) += (cache);                      \
+        } else if ((tier) == DL_MT_KEY_VALUE) {                    \
             W(DL_RK_HBM_BYTES, o) += (cache);                      \
         } else {                                                   \
             W(DL_RK_DDR_BYTES, o) += (state);                      \
         }                                                          \
     } while (0)
+
+/* reference.rw_collective_time: the full pooled output over the outermost tier's link */
+static double rw_collective_time(const ctx_t *c, double nbytes) {
+    if (c->top < 0 || nbytes <= 0.0) return 0.0;
+    return c->lat + nbytes / c->top_bw;
+}
 
 static int evaluate_plan(const ctx_t *c, const double *job,
                          const double *tables, int64_t n_t, const int32_t *plan, double *work,
@@ -250,10 +286,12 @@ static int evaluate_plan(const ctx_t *c, const double *job,
             own0[o] += dim;
             own[o] += dim;
             oidx[o] += pool;
-            if (tier == DL_MT_HBM) {
+            if (tier == DL_MT_HBM || tier == DL_MT_DENSE) {
                 hbmw[o] += x[TC_TW_STATE];
             } else if (tier == DL_MT_UVM_CACHE) {
                 ddrw[o] += x[TC_TW_STATE];
+                hbmw[o] += x[TC_TW_CACHE];
+            } else if (tier == DL_MT_KEY_VALUE) {
                 hbmw[o] += x[TC_TW_CACHE];
             } else {
                 ddrw[o] += x[TC_TW_STATE];
@@ -266,7 +304,7 @@ static int evaluate_plan(const ctx_t *c, const double *job,
             int32_t stride = P(DL_PL_STRIDE, t);
             int step = stride < world ? stride : (int)(stride % world);
             double ds = dim / (double)k;
-            double fwd = lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * x[TC_SPB + tier];
+            double fwd = shard_lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * x[TC_SPB + tier];
             double bwd = bwd_mult * fwd;
             double state = shard_state_bytes(rows, ds, eb, job[DL_DJOB_OPT_ROW_BYTES],
                                              job[DL_DJOB_OPT_ELEM_BYTES]);
@@ -423,8 +461,8 @@ static int evaluate_plan(const ctx_t *c, const double *job,
     }
     double rs_fwd = 0.0, ag_bwd = 0.0;
     if (rw_dim > 0.0) {
-        rs_fwd += ts_all_gather_time(&c->net, batch * rw_dim * cbf, &c->g_world);
-        ag_bwd += ts_all_gather_time(&c->net, batch * rw_dim * cbb, &c->g_world);
+        rs_fwd += rw_collective_time(c, batch * rw_dim * cbf);
+        ag_bwd += rw_collective_time(c, batch * rw_dim * cbb);
     }
     if (max_twrw > 0.0) {
         rs_fwd += ts_all_gather_time(&c->net, batch * max_twrw * cbf, &c->g_node);
@@ -494,6 +532,7 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
     if (c.node > wf) c.node = wf;
     ts_group_init1(&c.g_node, &c.net, c.node, 1.0);
     c.lat = c.top >= 0 ? ts_tier_latency(sys, c.top) : 0.0;
+    c.top_bw = c.top >= 0 ? ts_tier_link_bandwidth(sys, c.top) : 1.0;
     c.d_fwd = dense_fwd_time(sys, job);
     c.d_bwd = 2.0 * dense_fwd_time(sys, job);
     c.dense_ar = 0.0;
@@ -985,14 +1024,14 @@ inc_batch(const inc_args_t *A, int64_t lo, int64_t hi, const int TOP, const int 
         const int64_t tb = qu & sw;
         tier ^= (tier ^ ta) & sw;
         if (((uint64_t)a >= (uint64_t)world) | ((uint64_t)b >= (uint64_t)world) |
-            ((uint64_t)ta >= 3u) | ((uint64_t)tb >= 3u) | ((uint64_t)tier >= 3u)) {
+            ((uint64_t)ta >= DL_N_MT) | ((uint64_t)tb >= DL_N_MT) | ((uint64_t)tier >= DL_N_MT)) {
             out[k] = NAN;
             bad++;
             continue;
         }
-        const double *tl = tt + (t * 3 + ta) * DL_INC_N_TT;   /* terms a loses */
-        const double *tg = tt + (t * 3 + tier) * DL_INC_N_TT; /* terms b gains */
-        const double *tp = tt + (uu * 3 + tb) * DL_INC_N_TT;  /* the partner's (a swap) */
+        const double *tl = tt + (t * DL_N_MT + ta) * DL_INC_N_TT;   /* terms a loses */
+        const double *tg = tt + (t * DL_N_MT + tier) * DL_INC_N_TT; /* terms b gains */
+        const double *tp = tt + (uu * DL_N_MT + tb) * DL_INC_N_TT;  /* the partner's (a swap) */
 /* the terms a loses (fa ..) and b gains (fb ..) less the partner's (none for a move) */
 #define INC_TERMS                                                      \
     const double *tu = swap ? tp : zeros;                              \

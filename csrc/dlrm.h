@@ -20,6 +20,9 @@ enum {
     DL_MT_HBM = 0,
     DL_MT_UVM_CACHE = 1,
     DL_MT_DDR = 2,
+    DL_MT_DENSE = 3,
+    DL_MT_KEY_VALUE = 4,
+    DL_N_MT = 5,
 };
 
 /* TABLE_FIELDS */

@@ -68,7 +68,7 @@ def cases(draw):
             kind = draw(st.integers(0, 4))
             plans[p, D.PL_KIND, i] = kind
             plans[p, D.PL_RANK, i] = draw(st.integers(0, gpus - 1))
-            plans[p, D.PL_TIER, i] = draw(st.integers(0, 2))
+            plans[p, D.PL_TIER, i] = draw(st.integers(0, len(D.MEMORY_TIERS) - 1))
             dim = tables[i]["dim"]
             divs = [k for k in (1, 2, 4, 8) if dim % k == 0 and k <= gpus]
             plans[p, D.PL_SHARDS, i] = draw(st.sampled_from(divs)) if kind == D.SH_CW else 1

@@ -155,7 +155,7 @@ def test_c_rejects_bad_candidates_and_bad_state():
     ok = native.score_moves(st_, tdim, tpool, prank, ptier, good)
     assert np.all(np.isfinite(ok))
     for bad in ([n_t, 0, -1, 0], [-1, 0, -1, 0], [5, world, -1, 0], [5, -1, -1, 0],
-                [5, 0, n_t, 0], [5, 0, -2, 0], [5, 0, -1, 3], [5, 0, -1, -1]):
+                [5, 0, n_t, 0], [5, 0, -2, 0], [5, 0, -1, len(D.MEMORY_TIERS)], [5, 0, -1, -1]):
         cand = np.concatenate([good, np.array([bad], np.int64)])
         with pytest.raises(ValueError, match=r"cand\[2\] = \(table "):
             native.score_moves(st_, tdim, tpool, prank, ptier, cand)

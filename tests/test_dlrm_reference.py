@@ -65,7 +65,9 @@ def test_single_table_wise_table_closed_form():
                   tiers=TWO_TIERS, comm_dtype="fp32")
     res = dlrm.evaluate(sc, plan_for(sc, {"a": {"type": "table_wise", "rank": 3}}))
     eb, ib, cb = 4.0, 8.0, 4.0
-    fwd = (B * pool * ib + B * pool * dim * eb + B * dim * cb) / hbm_bw(sc)
+    # a 64-column table fills half of FBGEMM's 128-column block: TorchRec's
+    # _get_tw_sharding_perf charges HALF_BLOCK_PENALTY (1.15) on all its kernel bytes
+    fwd = 1.15 * (B * pool * ib + B * pool * dim * eb + B * dim * cb) / hbm_bw(sc)
     assert res["lookup_fwd_s"] == pytest.approx(fwd, rel=1e-12)
     assert res["lookup_bwd_s"] == pytest.approx(2.0 * fwd, rel=1e-12)
     w = 16
@@ -97,11 +99,18 @@ def test_row_wise_table_closed_form():
                   comm_dtype="fp16")
     res = dlrm.evaluate(sc, plan_for(sc, {"a": {"type": "row_wise"}}))
     w, eb, ib, cb = 8, 4.0, 8.0, 2.0
+    # row-wise: no block penalty (TorchRec _get_rw_sharding_perf has none), full width read
     fwd = (B * pool / w * ib + B * pool / w * dim * eb + B * dim * cb) / hbm_bw(sc)
     assert res["lookup_fwd_s"] == pytest.approx(fwd, rel=1e-12)
+    # backward: 2 x forward plus the batched copy of the gradient output, 2.455 x its bytes
+    # (global batch x dim x bwd comm dtype, fp16 here) at the kernel bandwidth
+    bwd = 2.0 * fwd + 2.455 * B * dim * cb / hbm_bw(sc)
+    assert res["lookup_bwd_s"] == pytest.approx(bwd, rel=1e-12)
+    # one flat reduce-scatter over the world as TorchRec's RW sharder issues it: the full
+    # pooled output over the (here: only) node link, one latency
     nbytes = B * dim * cb
-    assert res["rs_fwd_s"] == pytest.approx(ring_rs(w, nbytes, 2e-6, link_bw(sc, 0)), rel=1e-12)
-    assert res["ag_bwd_s"] == pytest.approx(ring_rs(w, nbytes, 2e-6, link_bw(sc, 0)), rel=1e-12)
+    assert res["rs_fwd_s"] == pytest.approx(2e-6 + nbytes / link_bw(sc, 0), rel=1e-12)
+    assert res["ag_bwd_s"] == pytest.approx(2e-6 + nbytes / link_bw(sc, 0), rel=1e-12)
     assert res["a2a_fwd_s"] == 0.0
     # indices bucketized by row: every rank sends pool/W of its local ids to each peer
     idx = 2e-6 + (B / w) * (pool / w) * ib * (w - 1) / link_bw(sc, 0)
@@ -113,6 +122,35 @@ def test_row_wise_table_closed_form():
 
 
 D_GIB = 1024.0 ** 3
+
+
+def test_row_wise_across_nodes_pays_full_output_on_the_slow_link():
+    # 16 ranks in two nodes: TorchRec's RW estimator (BasicCommsBandwidths.get_bw: world >
+    # local world -> inter-host bandwidth) sends the whole pooled output B x dim x dtype over
+    # the network link, plus the latency of that tier; no hierarchical reduce-scatter
+    dim = 128
+    sc = scenario([{"name": "a", "rows": 1_000_000, "dim": dim, "pooling": 4.0}], gpus=16,
+                  tiers=TWO_TIERS, comm_dtype="fp16", bwd_comm_dtype="fp32")
+    res = dlrm.evaluate(sc, plan_for(sc, {"a": {"type": "row_wise"}}))
+    assert res["rs_fwd_s"] == pytest.approx(10e-6 + B * dim * 2.0 / link_bw(sc, 1), rel=1e-12)
+    assert res["ag_bwd_s"] == pytest.approx(10e-6 + B * dim * 4.0 / link_bw(sc, 1), rel=1e-12)
+
+
+@pytest.mark.parametrize("k, factor, read", [(1, 1.0, 128), (2, 1.15, 64), (4, 1.75, 32),
+                                             (8, 1.75, 32), (16, 1.75, 32)])
+def test_column_wise_shard_width_penalty(k, factor, read):
+    # a column-wise shard of width w = 128 / k: TorchRec _get_tw_sharding_perf multiplies the
+    # kernel bytes by 1 (w >= 128), HALF_BLOCK_PENALTY 1.15 (64 <= w < 128) or
+    # QUARTER_BLOCK_PENALTY 1.75 (w < 64) and reads rows of max(w, 32) columns; so k = 8, 16
+    # (w = 16, 8) cost each rank as much as k = 4 (w = 32) but write fewer outputs
+    dim, pool = 128, 6.0
+    sc = scenario([{"name": "a", "rows": 50_000, "dim": dim, "pooling": pool}], gpus=16,
+                  tiers=TWO_TIERS, comm_dtype="fp32")
+    res = dlrm.evaluate(sc, plan_for(sc, {"a": {"type": "column_wise", "shards": k}}))
+    w = dim / k
+    fwd = factor * (B * pool * 8.0 + B * pool * read * 4.0 + B * w * 4.0) / hbm_bw(sc)
+    assert res["lookup_fwd_s"] == pytest.approx(fwd, rel=1e-12)
+    assert res["lookup_bwd_s"] == pytest.approx(2.0 * fwd, rel=1e-12)
 
 
 def test_data_parallel_table_closed_form():
@@ -192,14 +230,39 @@ def test_uvm_and_ddr_tiers_are_slower_and_move_memory():
     assert res["hbm"]["lookup_fwd_s"] < res["uvm_cache"]["lookup_fwd_s"] < res["ddr"][
         "lookup_fwd_s"]
     h2d = sc.job[D.DJOB_H2D_BANDWIDTH]
-    ratio = (0.8 / hbm_bw(sc) + 0.2 / h2d) / (1.0 / hbm_bw(sc))
+    # TorchRec kernel_bw_lookup: FUSED_UVM_CACHING runs at (r hbm + (1 - r) h2d) / 10 with r
+    # the cached share (the hit rate here), FUSED_UVM at h2d / 10, FUSED at hbm
+    ratio = hbm_bw(sc) / ((0.8 * hbm_bw(sc) + 0.2 * h2d) / 10.0)
     assert res["uvm_cache"]["lookup_fwd_s"] == pytest.approx(
         ratio * res["hbm"]["lookup_fwd_s"], rel=1e-12)
+    assert res["ddr"]["lookup_fwd_s"] == pytest.approx(
+        hbm_bw(sc) / (h2d / 10.0) * res["hbm"]["lookup_fwd_s"], rel=1e-12)
     assert res["hbm"]["ddr_max_gib"] == 0.0
     state = 10_000_000 * (64 * 4.0 + 4.0)
     assert res["ddr"]["ddr_max_gib"] * D_GIB == pytest.approx(state, rel=1e-12)
     assert res["uvm_cache"]["hbm_max_gib"] - res["ddr"]["hbm_max_gib"] == pytest.approx(
         0.2 * 10_000_000 * 64 * 4.0 / D_GIB, rel=1e-9)
+
+
+def test_dense_and_key_value_kernels():
+    # TorchRec kernel_bw_lookup: DENSE at 0.5 x HBM bandwidth, KEY_VALUE at the host link
+    # (hbm_to_ddr_mem_bw, not divided by 10); dense keeps everything in HBM, key-value keeps
+    # rows and state in the SSD store and a uvm_cache_fraction (KV_CACHING_RATIO 0.2) cache in HBM
+    rows, dim = 10_000_000, 128
+    sc = scenario([{"name": "a", "rows": rows, "dim": dim, "pooling": 5.0}], gpus=8)
+    res = {t: dlrm.evaluate(sc, plan_for(sc, {"a": {"type": "table_wise", "tier": t}}))
+           for t in ("hbm", "dense", "key_value", "ddr")}
+    h2d = sc.job[D.DJOB_H2D_BANDWIDTH]
+    lf = res["hbm"]["lookup_fwd_s"]
+    assert res["dense"]["lookup_fwd_s"] == pytest.approx(2.0 * lf, rel=1e-12)
+    assert res["key_value"]["lookup_fwd_s"] == pytest.approx(hbm_bw(sc) / h2d * lf, rel=1e-12)
+    assert res["ddr"]["lookup_fwd_s"] == pytest.approx(
+        10.0 * res["key_value"]["lookup_fwd_s"], rel=1e-12)
+    assert res["dense"]["hbm_max_gib"] == res["hbm"]["hbm_max_gib"]
+    assert res["dense"]["ddr_max_gib"] == 0.0 and res["key_value"]["ddr_max_gib"] == 0.0
+    state = rows * (dim * 4.0 + 4.0)
+    assert (res["hbm"]["hbm_max_gib"] - res["key_value"]["hbm_max_gib"]) * D_GIB == \
+        pytest.approx(state - 0.2 * rows * dim * 4.0, rel=1e-9)
 
 
 def test_out_of_memory_is_flagged():
@@ -212,7 +275,7 @@ def test_out_of_memory_is_flagged():
 
 def test_kernel_defends_bad_indexes():
     sc, plan = mixed()
-    for field, value in ((D.PL_RANK, 32), (D.PL_RANK, -1), (D.PL_KIND, 5), (D.PL_TIER, 3)):
+    for field, value in ((D.PL_RANK, 32), (D.PL_RANK, -1), (D.PL_KIND, 5), (D.PL_TIER, len(D.MEMORY_TIERS))):
         bad = plan.copy()
         bad[field, 0] = value
         res = dlrm.evaluate(sc, bad)

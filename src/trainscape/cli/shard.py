@@ -97,22 +97,58 @@ def _print_text(rep: dict) -> None:
 @click.option("--iterations", type=int, default=None, help="evolutionary moves to score")
 @click.option("--beam-width", type=int, default=None)
 @click.option("--seed", type=int, default=None)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "torchrec"]), default=None,
+              help="output: text (default), json (the report), torchrec (the plan as a "
+                   "TorchRec ShardingPlan document; --out writes it)")
+@click.option("--from-torchrec", "from_torchrec", type=click.Path(dir_okay=False),
+              default=None, help="cost this TorchRec plan document instead of planning")
+@click.option("--wait-compile", is_flag=True,
+              help="on a cold numba cache, compile evolve's kernels now instead of answering "
+                   "with the C beam planner meanwhile")
 def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
-          seed):
+          seed, fmt, from_torchrec, wait_compile):
     """Plan the sharding of SCENARIO's embedding tables over its GPUs."""
     from ..dlrm import evaluate
-    from ..dlrm.planner import plan as run_plan
     from ..dlrm.spec import load
 
     try:
         sc = load(scenario)
+        if from_torchrec:
+            from ..dlrm.torchrec_plan import load_plan_file, plan_result
+
+            res = plan_result(sc, load_plan_file(sc, from_torchrec), backend=backend)
     except ScenarioError as exc:
         raise _BadInput(str(exc)) from None
-    ps = sc.spec.planner
-    res = run_plan(sc, method=method or ps.method, beam_width=beam_width or ps.beam_width,
-                   seed=ps.seed if seed is None else seed,
-                   iterations=iterations or ps.iterations, backend=backend)
+    note = None
+    if not from_torchrec:
+        from ..dlrm import coldstart
+        from ..dlrm.planner import plan as run_plan
+
+        ps = sc.spec.planner
+        want = method or ps.method
+        use = coldstart.choose_method(want, backend, wait_compile)
+        res = run_plan(sc, method=use, beam_width=beam_width or ps.beam_width,
+                       seed=ps.seed if seed is None else seed,
+                       iterations=iterations or ps.iterations, backend=backend)
+        if use != want:
+            note = coldstart.NOTE
+        elif use == "evolve":
+            coldstart.mark_ready()
+    if fmt == "torchrec":
+        from ..dlrm.torchrec_plan import export_plan
+
+        text = json.dumps(export_plan(sc, res.plan), indent=1)
+        if out_path:
+            with open(out_path, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        click.echo(text)
+        return
+    as_json = as_json or fmt == "json"
     rep = _report(sc, res)
+    if note:
+        rep["requested_method"] = want
+        rep["note"] = note
+        click.echo(f"note: {note}", err=True)
     if sc.plan is not None:
         given = evaluate(sc, sc.plan, backend=backend)
         rep["given_plan"] = {"step_time_s": given["step_time_s"], "status": given["status"]}

@@ -20,8 +20,10 @@ from .reference import (
     dense_bwd_time,
     dense_fwd_time,
     dense_memory_bytes,
+    batched_copy_seconds,
     lookup_bytes,
     lookup_seconds_per_byte,
+    shard_lookup_bytes,
     uniform_storage_ddr,
     uniform_storage_hbm,
 )
@@ -80,6 +82,7 @@ N_G = 12
 _ar_time = JIT["all_reduce_time"]
 _ag_time = JIT["all_gather_time"]
 _rs_time = JIT["reduce_scatter_time"]
+_rw_time = JIT["rw_collective_time"]
 
 
 @_njit
@@ -109,8 +112,8 @@ def _uniform_costs(sys, g, bp):
     b = bp[BP_BATCH]
     rwd = g[G_RWD] if g[G_RWD] > 0.5 else 0.0  # sums of whole dims / elements: drift-free
     dpe = g[G_DPE] if g[G_DPE] > 0.5 else 0.0
-    g[G_RSRW] = _rs_time(sys, b * rwd * bp[BP_CF], w, 1.0, 1.0, 1.0, 1.0, 1.0)
-    g[G_AGRW] = _ag_time(sys, b * rwd * bp[BP_CB], w, 1.0, 1.0, 1.0, 1.0, 1.0)
+    g[G_RSRW] = _rw_time(sys, b * rwd * bp[BP_CF], w)
+    g[G_AGRW] = _rw_time(sys, b * rwd * bp[BP_CB], w)
     g[G_DPAR] = _ar_time(sys, dpe * bp[BP_GCB], w, 1.0, 1.0, 1.0, 1.0, 1.0)
 
 
@@ -622,6 +625,13 @@ def _track(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, cform, cbase,
 def _random_base(kind, k, stride, w, node, n_nodes):
     if kind == IK_TWRW:
         return np.random.randint(n_nodes) * node
+    if kind == IK_CW and stride == 1 and 1 < k < w:
+        # table-column-wise: the k shards on consecutive ranks of one node
+        lo = np.random.randint(n_nodes) * node
+        span = min(node, w - lo)
+        if span >= k:
+            return lo + np.random.randint(span - k + 1)
+        return np.random.randint(w)
     if kind == IK_CW and stride > 0 and stride * k <= w:
         return np.random.randint(stride)  # every distinct set of shard ranks
     return np.random.randint(w)
@@ -810,7 +820,8 @@ def form_loads(sc: DlrmScenario, kind: int, k: int, tier: int, n_in: int) -> np.
     out = np.zeros((sc.n_tables, N_IL))
     if kind == IK_TW or kind == IK_CW:
         ds = dim / k
-        fwd = lookup_bytes(b * pool, ds, eb, ib, b, cf) * spb
+        fwd = np.array([shard_lookup_bytes(b * p, ds_i, eb, ib, b, cf)
+                        for p, ds_i in zip(pool, np.broadcast_to(ds, pool.shape))]) * spb
         out[:, IL_O0] = out[:, IL_O1] = ds
         out[:, IL_IX] = pool
         out[:, IL_HBM] = uniform_storage_hbm(tier, rows, ds, j) + b * pool * ib + 2.0 * b * ds * cf
@@ -842,6 +853,8 @@ def form_loads(sc: DlrmScenario, kind: int, k: int, tier: int, n_in: int) -> np.
     out[:, IL_LB] = bm * fwd
     if kind == IK_DP:
         out[:, IL_LB] += j[D.DJOB_DP_UPDATE_FACTOR] * rows * dim * eb * spb
+    if kind == IK_RW:
+        out[:, IL_LB] += batched_copy_seconds(b, dim, j[D.DJOB_COMM_BWD_BYTES], spb)
     return out
 
 
@@ -854,9 +867,11 @@ def table_forms(sc: DlrmScenario, plan: np.ndarray, t: int, state: float, dp_max
                 max_cw: int = 5) -> list[tuple[int, int, int, int]]:
     """Forms (kind, shards, stride, tier) the balancer may give table ``t``: its form in
     ``plan`` first, then table-wise, column-wise with 2, 4, ... shards (each at least 4
-    wide, strides spreading them over the world), table-row-wise (more than one rank per
-    node), row-wise, and data-parallel when its state is at most ``dp_max_bytes``; all in
-    the plan's memory tier."""
+    wide, strides spreading them over the world), table-column-wise (2, 4, ... column shards
+    on consecutive ranks of one node, stride 1: TorchRec's ``TwCwPooledEmbeddingSharding`` is
+    its column-wise sharding placed within a host group, ``sharding/twcw_sharding.py``),
+    table-row-wise (more than one rank per node), row-wise, and data-parallel when its state
+    is at most ``dp_max_bytes``; all in the plan's memory tier."""
     w = sc.world
     node = _node_domains(sc)[0]
     dim = int(sc.tables[D.TAB_DIM, t])
@@ -874,6 +889,11 @@ def table_forms(sc: DlrmScenario, plan: np.ndarray, t: int, state: float, dp_max
     k, n_cw = 2, 0
     while k <= w and dim % k == 0 and dim // k >= 4 and n_cw < max_cw:
         add((D.SH_CW, k, max(1, w // k), tier))
+        k *= 2
+        n_cw += 1
+    k, n_cw = 2, 0
+    while 1 < node < w and k <= node and dim % k == 0 and dim // k >= 4 and n_cw < 2:
+        add((D.SH_CW, k, 1, tier))  # table-column-wise
         k *= 2
         n_cw += 1
     if node > 1:

@@ -15,7 +15,7 @@ from ..model.collectives import (
     all_to_all_time,
     reduce_scatter_time,
 )
-from ..model.network import tier_link_bandwidth
+from ..model.network import group_top_tier, tier_link_bandwidth
 from . import layout as D
 from .reference import (
     dense_bwd_time,
@@ -24,6 +24,7 @@ from .reference import (
     exposed_after_overlap,
     lookup_bytes,
     lookup_seconds_per_byte,
+    rw_collective_time,
 )
 from .estimates import _cols
 from .spec import DlrmScenario
@@ -150,7 +151,10 @@ def bound_terms(sc: DlrmScenario) -> dict:
     # table-row-wise ones only the tiers above; use tier 0 alone when it is the larger bound
     kp_tw, kp_tr = (k1, k1) if k1 >= k0 else (k0, 0.0)
     ki = max(k0, k1)  # the index exchange feeds every tier with the same weights
-    rs_w = _collective_slope(sys, w, False)
+    # row-wise: one flat collective, the full output over the outermost link
+    # (reference.rw_collective_time): its seconds per byte, latency aside
+    top_w = group_top_tier(sys, wf, 1.0, 1.0, 1.0, 1.0, 1.0)
+    rs_w = 1.0 / tier_link_bandwidth(sys, top_w) if top_w >= 0 else 0.0
     rs_n = _collective_slope(sys, node, False)
     ar_w = _collective_slope(sys, w, True)
     usable = sys[L.SYS_HBM_BYTES] - sys[L.SYS_HBM_RESERVE_BYTES]
@@ -188,8 +192,8 @@ def bound_terms(sc: DlrmScenario) -> dict:
     phi_i, phi_tw, phi_tr = ki * wf, kp_tw * wf, k1 * wf
     lat_i = np.where(pool > 0.0, lat, 0.0)
     lat_tr = lat if k1 > 0.0 else 0.0
-    one = [(reduce_scatter_time(sys, b * d * cf, wf, 1, 1, 1, 1, 1),
-            all_gather_time(sys, b * d * cb, wf, 1, 1, 1, 1, 1),
+    one = [(rw_collective_time(sys, b * d * cf, wf),
+            rw_collective_time(sys, b * d * cb, wf),
             reduce_scatter_time(sys, b * d * cf, float(node), 1, 1, 1, 1, 1),
             all_gather_time(sys, b * d * cb, float(node), 1, 1, 1, 1, 1),
             all_reduce_time(sys, r * d * j[D.DJOB_GRAD_COMM_BYTES], wf, 1, 1, 1, 1, 1))

@@ -10,7 +10,7 @@ from ..model.network import tier_link_bandwidth
 from . import layout as D
 from .reference import (
     dense_memory_bytes,
-    lookup_bytes,
+    shard_lookup_bytes,
     lookup_seconds_per_byte,
     shard_state_bytes,
 )
@@ -44,7 +44,7 @@ def table_cost(sc: DlrmScenario, tier: int = D.MT_HBM) -> np.ndarray:
     bw = _cross_bw(sc)
     for i in range(sc.n_tables):
         spb = lookup_seconds_per_byte(sc.sys, j, tier, hit[i])
-        fwd = lookup_bytes(b * pool[i], dim[i], j[D.DJOB_EMB_BYTES], j[D.DJOB_INDEX_BYTES], b,
+        fwd = shard_lookup_bytes(b * pool[i], dim[i], j[D.DJOB_EMB_BYTES], j[D.DJOB_INDEX_BYTES], b,
                            j[D.DJOB_COMM_FWD_BYTES]) * spb
         comm = b * (dim[i] * (j[D.DJOB_COMM_FWD_BYTES] + j[D.DJOB_COMM_BWD_BYTES])
                     + pool[i] * j[D.DJOB_INDEX_BYTES]) * (w - 1) / w / bw

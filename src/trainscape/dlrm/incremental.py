@@ -41,6 +41,7 @@ from .numba_kernel import JIT
 _njit = njit_for([_sys.modules[__name__]])  # cached under a key of every source it reads
 
 lookup_bytes = JIT["lookup_bytes"]
+shard_lookup_bytes = JIT["shard_lookup_bytes"]
 lookup_seconds_per_byte = JIT["lookup_seconds_per_byte"]
 shard_state_bytes = JIT["shard_state_bytes"]
 tier_span = JIT["tier_span"]
@@ -323,14 +324,17 @@ def table_terms(sys, job, tables, t, tier):
     ib = job[D.DJOB_INDEX_BYTES]
     cbf = job[D.DJOB_COMM_FWD_BYTES]
     spb = lookup_seconds_per_byte(sys, job, tier, tables[D.TAB_HIT_RATE, t])
-    fwd = lookup_bytes(batch * pool, dim, eb, ib, batch, cbf) * spb
+    fwd = shard_lookup_bytes(batch * pool, dim, eb, ib, batch, cbf) * spb
     state = shard_state_bytes(rows, dim, eb, job[D.DJOB_OPT_ROW_BYTES], job[D.DJOB_OPT_ELEM_BYTES])
     buf = batch * pool * ib + 2.0 * batch * dim * cbf
-    if tier == D.MT_HBM:
+    if tier == D.MT_HBM or tier == D.MT_DENSE:
         return fwd, job[D.DJOB_BWD_MULTIPLIER] * fwd, state + buf, 0.0
     if tier == D.MT_UVM:
         return fwd, job[D.DJOB_BWD_MULTIPLIER] * fwd, \
             job[D.DJOB_UVM_CACHE_FRACTION] * rows * dim * eb + buf, state
+    if tier == D.MT_KV:
+        return fwd, job[D.DJOB_BWD_MULTIPLIER] * fwd, \
+            job[D.DJOB_UVM_CACHE_FRACTION] * rows * dim * eb + buf, 0.0
     return fwd, job[D.DJOB_BWD_MULTIPLIER] * fwd, buf, state
 
 
@@ -354,7 +358,7 @@ def init_state(sys, job, tables, plan):
     ti = np.zeros((N_S, 3), dtype=np.int64)
     nb_v = np.zeros((2, world, 3))
     nb_i = np.zeros((2, world, 3), dtype=np.int64)
-    tt = np.zeros((n_t, 3, N_TT))
+    tt = np.zeros((n_t, D.N_MT, N_TT))
     top0 = group_top_tier(sys, world * 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
     rec = np.zeros((world, rec_cols(min(top0, MAXT - 1))))
     rmask = np.zeros((world, 2), dtype=np.int64)
@@ -363,7 +367,7 @@ def init_state(sys, job, tables, plan):
     for t in range(n_t):
         if plan[D.PL_KIND, t] == D.SH_RW:
             uni_idx += tables[D.TAB_POOLING, t] / wf
-        for tier in range(3):
+        for tier in range(D.N_MT):
             f, b, h, d = table_terms(sys, job, tables, t, tier)
             tt[t, tier, TT_FWD] = f
             tt[t, tier, TT_BWD] = b

@@ -20,9 +20,12 @@ from ..layout import STATUS  # noqa: F401  (status codes are shared with the LLM
 
 #: Sharding types (values stored in the ``kind`` plan column).
 SHARDING = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
-#: Where a table (shard) lives. ``uvm_cache``: rows in host DDR, a cache of a fraction of them
-#: in HBM, lookups hit it with the table's hit rate.
-MEMORY_TIERS = ("hbm", "uvm_cache", "ddr")
+#: Where a table (shard) lives and the embedding kernel that serves it (TorchRec
+#: ``EmbeddingComputeKernel``): ``hbm`` (FUSED), ``uvm_cache`` (FUSED_UVM_CACHING: rows in host
+#: DDR, a cache of a fraction of them in HBM, lookups hit it with the table's hit rate),
+#: ``ddr`` (FUSED_UVM), ``dense`` (DENSE: in HBM, unfused kernel), ``key_value`` (KEY_VALUE:
+#: rows and optimizer state in an SSD / key-value store, a cache in HBM).
+MEMORY_TIERS = ("hbm", "uvm_cache", "ddr", "dense", "key_value")
 OPTIMIZERS = ("rowwise_adagrad", "adam", "sgd")
 INTERACTIONS = ("dot", "dcn")
 #: Bytes per element of each dtype name.
@@ -125,10 +128,11 @@ N_PLAN = len(PLAN_FIELDS)
 N_DJOB = len(DJOB_FIELDS)
 N_RANK = len(RANK_FIELDS)
 N_DOUT = len(DOUT_FIELDS)
+N_MT = len(MEMORY_TIERS)
 
 # Written out so readers, linters and numba see plain ints.
 SH_TW, SH_RW, SH_CW, SH_TWRW, SH_DP = range(len(SHARDING))
-MT_HBM, MT_UVM, MT_DDR = range(len(MEMORY_TIERS))
+MT_HBM, MT_UVM, MT_DDR, MT_DENSE, MT_KV = range(len(MEMORY_TIERS))
 OPT_ROWWISE_ADAGRAD, OPT_ADAM, OPT_SGD = range(len(OPTIMIZERS))
 TAB_ROWS, TAB_DIM, TAB_POOLING, TAB_HIT_RATE = range(N_TAB)
 PL_KIND, PL_SHARDS, PL_RANK, PL_STRIDE, PL_TIER = range(N_PLAN)

@@ -50,7 +50,12 @@ from .bounds import (
     lower_bound_parts,
 )
 from .estimates import _cross_bw, hbm_budget, table_cost, table_state
-from .reference import lookup_bytes, lookup_seconds_per_byte
+from .reference import (
+    batched_copy_seconds,
+    lookup_bytes,
+    lookup_seconds_per_byte,
+    shard_lookup_bytes,
+)
 from .spec import DlrmScenario
 
 GREEDY_KEYS = ("size", "lookups", "cost")
@@ -95,11 +100,14 @@ def option_costs(sc: DlrmScenario, i: int, tier: int = D.MT_HBM) -> list[tuple]:
     def look(lookups, d, outputs):
         return lookup_bytes(lookups, d, eb, ib, outputs, cf) * spb * m
 
-    opts = [(D.SH_TW, 1, look(b * pool, dim, b) + b * (pool * ib + dim * (cf + cb)) * out_ / bw,
+    def look_tw(d):  # a table- or column-wise shard d columns wide (kernel-true bytes)
+        return shard_lookup_bytes(b * pool, d, eb, ib, b, cf) * spb * m
+
+    opts = [(D.SH_TW, 1, look_tw(dim) + b * (pool * ib + dim * (cf + cb)) * out_ / bw,
              1, 0.0)]
     k = 2
     while int(dim) % k == 0 and k <= w and dim // k >= 4:
-        opts.append((D.SH_CW, k, look(b * pool, dim / k, b)
+        opts.append((D.SH_CW, k, look_tw(dim / k)
                      + b * (pool * ib + dim / k * (cf + cb)) * out_ / bw, k, 0.0))
         k *= 2
     if w > node:
@@ -108,7 +116,8 @@ def option_costs(sc: DlrmScenario, i: int, tier: int = D.MT_HBM) -> list[tuple]:
                      + b * (pool / node * ib + dim / node * (cf + cb)) * cross / bw
                      + b * dim * (cf + cb) / bw0, node, 0.0))
     opts.append((D.SH_RW, 1, 0.0, w, look(b * pool / w, dim, b) + b * pool / w * ib / bw
-                 + b * dim * (cf + cb) * out_ / (bw if w > node else bw0)))
+                 + batched_copy_seconds(b, dim, cb, spb)
+                 + b * dim * (cf + cb) / (bw if w > node else bw0)))
     return opts
 
 
@@ -447,6 +456,9 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
                     bases = [0]
                 elif kind == D.SH_TWRW:
                     bases = [n * node for n in range(n_nodes)]
+                elif kind == D.SH_CW and stride == 1 and 1 < k < w:  # table-column-wise
+                    bases = [n * node + j for n in range(n_nodes)
+                             for j in range(max(0, min(node, w - n * node) - k) + 1)]
                 elif kind == D.SH_CW and 0 < stride and stride * k <= w:
                     bases = list(range(stride))
                 else:

@@ -22,6 +22,14 @@ A plan gives every embedding table a sharding type, its rank(s) and a memory tie
   ``DP_ELEMENTWISE_KERNELS_PERF_FACTOR`` (9.22) x table size / bandwidth; storage estimator:
   table + optimizer state + I/O buffers) and ``planner/constants.py`` (``UVM_CACHING_RATIO``
   0.2, ``BIGINT_DTYPE`` 8).
+- Kernel-true terms, also from TorchRec's planner (pytorch/torchrec a48cef7): the compute
+  kernel's bandwidth (``constants.py`` ``kernel_bw_lookup``: FUSED = HBM, FUSED_UVM = host
+  link / 10, FUSED_UVM_CACHING = mixed / 10), the block-usage penalty of table- and
+  column-wise shards narrower than 128 columns and the 32-column minimum read
+  (``shard_estimators.py`` ``EmbeddingPerfEstimator._get_tw_sharding_perf``), and the
+  row-wise collectives as the RW sharder issues them -- one reduce-scatter / all-gather over
+  the world carrying the full pooled output over the slowest link, plus the backward batched
+  copy (``_get_rw_sharding_perf``, ``types.py`` ``BasicCommsBandwidths.get_bw``).
 
 Network terms reuse :mod:`trainscape.model.network` / :mod:`trainscape.model.collectives`
 (the LLM side's tiers). The all-to-alls are costed per rank: rank ``r`` lies in tier-``i``
@@ -90,7 +98,9 @@ from .layout import (
     DO_STATUS,
     DO_STEP_TIME_S,
     MT_DDR,
+    MT_DENSE,
     MT_HBM,
+    MT_KV,
     MT_UVM,
     N_DOUT,
     N_PLAN,
@@ -133,22 +143,93 @@ GIB = 1073741824.0
 # ---------------------------------------------------------------------------------------------
 
 
-def lookup_seconds_per_byte(sys, job, tier, hit_rate):
-    """Seconds per byte of an embedding gather from memory tier ``tier``.
+# TorchRec planner constants (``torchrec/distributed/planner/constants.py``, fetched at
+# a48cef7, Oct 2025). FBGEMM's table-batched embedding kernel works on rows of 128 columns
+# (32 threads x 4-vectors): a shard narrower than that leaves part of each block idle.
+FULL_BLOCK_EMB_DIM = 128.0  # constants.py FULL_BLOCK_EMB_DIM
+HALF_BLOCK_PENALTY = 1.15  # constants.py HALF_BLOCK_PENALTY (64 <= width < 128)
+QUARTER_BLOCK_PENALTY = 1.75  # constants.py QUARTER_BLOCK_PENALTY (width < 64)
+MIN_KERNEL_DIM = 32.0  # shard_estimators.py _get_tw_sharding_perf: max(emb_dim, 32) read
+# kernel_bw_lookup (constants.py): the UVM kernels (FUSED_UVM, FUSED_UVM_CACHING) reach a
+# tenth of the bandwidth they mix ("/ 10"): fine-grained gathers over the host link.
+UVM_KERNEL_EFFICIENCY = 0.1
+# kernel_bw_lookup: the unfused DENSE kernel reaches half the HBM bandwidth ("0.5 *
+# hbm_mem_bw"); KEY_VALUE (SSD / DRAM virtual tables) runs at the host link ("hbm_to_ddr_mem_bw")
+DENSE_KERNEL_EFFICIENCY = 0.5
+# shard_estimators.py _get_rw_sharding_perf: backward of a row-wise (and table-row-wise)
+# shard adds a batched copy of the gradient output, BATCHED_COPY_PERF_FACTOR x its bytes at
+# the kernel's bandwidth (constants.py BATCHED_COPY_PERF_FACTOR, "empirical studies").
+BATCHED_COPY_PERF_FACTOR = 2.455
 
-    HBM: HBM bandwidth x ``lookup_efficiency`` (TorchRec ``kernel_bw_lookup``: the fused kernel
-    reaches a fixed fraction of HBM bandwidth). DDR: every row crosses the host-to-device link
-    (ZionEX §5 "UVM", TorchRec ``FUSED_UVM`` uses the DDR bandwidth). UVM cache: a fraction
-    ``hit_rate`` of the bytes comes from HBM, the rest over the host link -- time-weighted, as
-    TorchRec's ``FUSED_UVM_CACHING`` mixes the two bandwidths by the caching ratio.
+
+def lookup_seconds_per_byte(sys, job, tier, hit_rate):
+    """Seconds per byte of the embedding kernel for memory tier ``tier``: the reciprocal of
+    TorchRec's ``kernel_bw_lookup`` (``planner/constants.py``) for the compute kernel the tier
+    maps to.
+
+    HBM (``FUSED``): HBM bandwidth x ``lookup_efficiency``. DDR (``FUSED_UVM``): the host link
+    at ``UVM_KERNEL_EFFICIENCY`` (TorchRec: ``hbm_to_ddr_mem_bw / 10``). UVM cache
+    (``FUSED_UVM_CACHING``): TorchRec's ``(caching_ratio * hbm + (1 - caching_ratio) *
+    hbm_to_ddr) / 10``, with the table's cache hit rate as the ratio (TorchRec passes the cache
+    load factor, which is the hit rate under uniform access). Dense (``DENSE``): half the
+    fused kernel's bandwidth. Key-value (``KEY_VALUE``): the host link, not divided.
     """
     hbm = sys[SYS_HBM_BANDWIDTH] * job[DJOB_LOOKUP_EFFICIENCY]
     h2d = job[DJOB_H2D_BANDWIDTH]
     if tier == MT_HBM:
         return 1.0 / hbm
     if tier == MT_UVM:
-        return hit_rate / hbm + (1.0 - hit_rate) / h2d
-    return 1.0 / h2d
+        return 1.0 / ((hit_rate * hbm + (1.0 - hit_rate) * h2d) * UVM_KERNEL_EFFICIENCY)
+    if tier == MT_DENSE:
+        return 1.0 / (hbm * DENSE_KERNEL_EFFICIENCY)
+    if tier == MT_KV:
+        return 1.0 / h2d
+    return 1.0 / (h2d * UVM_KERNEL_EFFICIENCY)
+
+
+def block_usage_penalty(width):
+    """Kernel-efficiency factor of a table-/column-wise shard ``width`` columns wide (TorchRec
+    ``shard_estimators.py`` ``EmbeddingPerfEstimator._get_tw_sharding_perf``,
+    ``block_usage_penalty``): 1 at >= 128 columns, 1.15 for 64-127, 1.75 below 64."""
+    if width >= FULL_BLOCK_EMB_DIM:
+        return 1.0
+    if width >= 0.5 * FULL_BLOCK_EMB_DIM:
+        return HALF_BLOCK_PENALTY
+    return QUARTER_BLOCK_PENALTY
+
+
+def shard_lookup_bytes(lookups, width, emb_bytes, index_bytes, outputs, out_bytes):
+    """Kernel-true bytes of a table- or column-wise shard's forward lookup: indices read, rows
+    read at no less than ``MIN_KERNEL_DIM`` columns, pooled outputs written, all times the
+    block-usage penalty of the shard width (TorchRec ``_get_tw_sharding_perf``:
+    ``(input_read_size + embedding_lookup_size + fwd_output_write_size) *
+    block_usage_penalty``, ``embedding_lookup_size`` with ``max(emb_dim, 32)``)."""
+    return (
+        lookups * index_bytes
+        + lookups * max(width, MIN_KERNEL_DIM) * emb_bytes
+        + outputs * width * out_bytes
+    ) * block_usage_penalty(width)
+
+
+def batched_copy_seconds(batch, dim, comm_bwd_bytes, spb):
+    """Backward batched copy of a row-wise shard's gradient output (TorchRec
+    ``_get_rw_sharding_perf``: ``bwd_output_write_size * BATCHED_COPY_PERF_FACTOR /
+    device_bw``, the output being the global batch's ``dim`` columns in the backward
+    reduce-scatter dtype)."""
+    return BATCHED_COPY_PERF_FACTOR * batch * dim * comm_bwd_bytes * spb
+
+
+def rw_collective_time(sys, nbytes, world):
+    """Row-wise forward reduce-scatter / backward all-gather of the pooled outputs as
+    TorchRec's RW sharder issues them: one collective over the whole world's process group,
+    costed by TorchRec (``_get_rw_sharding_perf`` with ``BasicCommsBandwidths.get_bw``,
+    ``planner/types.py``) as the *full* pooled output ``nbytes`` (global batch x dim x dtype)
+    over the slowest link the group spans (inter-host once it leaves the node) -- not a
+    hierarchical reduce-scatter. Plus one latency of that tier."""
+    top = group_top_tier(sys, world, 1.0, 1.0, 1.0, 1.0, 1.0)
+    if top < 0 or nbytes <= 0.0:
+        return 0.0
+    return tier_latency(sys, top) + nbytes / tier_link_bandwidth(sys, top)
 
 
 def lookup_bytes(lookups, dim, emb_bytes, index_bytes, outputs, out_bytes):
@@ -166,16 +247,20 @@ def shard_state_bytes(rows, dim, emb_bytes, opt_row_bytes, opt_elem_bytes):
 
 
 def add_shard_storage(work, r, tier, rows, dim, job):
-    """Add a shard's storage to rank ``r``: HBM tier all in HBM; DDR tier all in host DDR;
-    UVM cache: rows and optimizer state in DDR, ``uvm_cache_fraction`` of the rows cached in
-    HBM (TorchRec ``UVM_CACHING_RATIO`` 0.2 default)."""
+    """Add a shard's storage to rank ``r``: HBM and dense tiers all in HBM; DDR tier all in
+    host DDR; UVM cache: rows and optimizer state in DDR, ``uvm_cache_fraction`` of the rows
+    cached in HBM (TorchRec ``UVM_CACHING_RATIO`` 0.2 default); key-value: rows and state in
+    the SSD / key-value store (not a capacity trainscape checks), the same fraction cached in
+    HBM (TorchRec ``KV_CACHING_RATIO`` 0.2)."""
     state = shard_state_bytes(
         rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
     )
-    if tier == MT_HBM:
+    if tier == MT_HBM or tier == MT_DENSE:
         work[RK_HBM_BYTES, r] += state
     elif tier == MT_UVM:
         work[RK_DDR_BYTES, r] += state
+        work[RK_HBM_BYTES, r] += job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
+    elif tier == MT_KV:
         work[RK_HBM_BYTES, r] += job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
     else:
         work[RK_DDR_BYTES, r] += state
@@ -187,16 +272,16 @@ def uniform_storage_hbm(tier, rows, dim, job):
     state = shard_state_bytes(
         rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
     )
-    if tier == MT_HBM:
+    if tier == MT_HBM or tier == MT_DENSE:
         return state
-    if tier == MT_UVM:
+    if tier == MT_UVM or tier == MT_KV:
         return job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
     return 0.0
 
 
 def uniform_storage_ddr(tier, rows, dim, job):
     """Host DDR bytes of a shard held on every rank; see :func:`add_shard_storage`."""
-    if tier == MT_HBM:
+    if tier == MT_HBM or tier == MT_DENSE or tier == MT_KV:
         return 0.0
     return shard_state_bytes(
         rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
@@ -321,7 +406,7 @@ def check_plan(job, tables, plan):
         kind = plan[PL_KIND, t]
         tier = plan[PL_TIER, t]
         rank = plan[PL_RANK, t]
-        if kind < 0 or kind > SH_DP or tier < 0 or tier > MT_DDR:
+        if kind < 0 or kind > SH_DP or tier < 0 or tier > MT_KV:
             return STATUS_BAD_INDEX
         if rank < 0 or rank >= world or plan[PL_STRIDE, t] < 0:
             return STATUS_BAD_INDEX
@@ -396,7 +481,7 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
                 k = plan[PL_SHARDS, t]
                 stride = plan[PL_STRIDE, t]
             ds = dim / k
-            fwd = lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * spb
+            fwd = shard_lookup_bytes(batch * pool, ds, eb, ib, batch, cbf) * spb
             for j in range(k):
                 o = (rank + j * stride) % world
                 work[RK_LOOKUP_FWD_S, o] += fwd
@@ -411,7 +496,7 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
         elif kind == SH_RW:
             fwd = lookup_bytes(batch * pool / wf, dim, eb, ib, batch, cbf) * spb
             uni_fwd += fwd
-            uni_bwd += bwd_mult * fwd
+            uni_bwd += bwd_mult * fwd + batched_copy_seconds(batch, dim, cbb, spb)
             uni_idx += pool / wf
             rw_dim += dim
             shard_rows = math.ceil(rows / wf)
@@ -502,13 +587,14 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
         a2a_fwd = lat + unit_fwd * max_pool
         a2a_bwd = lat + unit_bwd * max_pool
 
-    # row-wise: reduce-scatter of partial pooled sums over all ranks, all-gather of gradients;
-    # table-row-wise: the same inside the node (ZionEX §4.1, TorchRec RW / TWRW estimators)
+    # row-wise: reduce-scatter of partial pooled sums over all ranks, all-gather of gradients,
+    # one flat collective as TorchRec issues it (rw_collective_time); table-row-wise: the
+    # same inside the node (ZionEX §4.1, TorchRec TWRW estimator)
     rs_fwd = 0.0
     ag_bwd = 0.0
     if rw_dim > 0.0:
-        rs_fwd += reduce_scatter_time(sys, batch * rw_dim * cbf, wf, 1.0, 1.0, 1.0, 1.0, 1.0)
-        ag_bwd += all_gather_time(sys, batch * rw_dim * cbb, wf, 1.0, 1.0, 1.0, 1.0, 1.0)
+        rs_fwd += rw_collective_time(sys, batch * rw_dim * cbf, wf)
+        ag_bwd += rw_collective_time(sys, batch * rw_dim * cbb, wf)
     if max_twrw > 0.0:
         rs_fwd += reduce_scatter_time(sys, batch * max_twrw * cbf, node, 1.0, 1.0, 1.0, 1.0, 1.0)
         ag_bwd += all_gather_time(sys, batch * max_twrw * cbb, node, 1.0, 1.0, 1.0, 1.0, 1.0)

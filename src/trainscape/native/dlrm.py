@@ -131,7 +131,7 @@ def score_moves(state, tdim, tpool, prank, ptier, cand, out=None, kernel="auto")
               "fac": (fac, (inc.MAXT, world)), "did": (did, (inc.MAXT, world)),
               "dsum": (dsum, (2, inc.MAXT, world)), "tv": (tv, (inc.N_S, 3)),
               "ti": (ti, (inc.N_S, 3)), "nb_v": (nb_v, (2, world, 3)),
-              "nb_i": (nb_i, (2, world, 3)), "tt": (tt, (n_t, 3, inc.N_TT)),
+              "nb_i": (nb_i, (2, world, 3)), "tt": (tt, (n_t, D.N_MT, inc.N_TT)),
               "rec": (rec, (world, rec.shape[1])), "rmask": (rmask, (world, 2))}
     for name, (a, shp) in shapes.items():
         if a.shape != shp:
@@ -172,7 +172,7 @@ def score_moves(state, tdim, tpool, prank, ptier, cand, out=None, kernel="auto")
         raise ValueError(
             f"cand[{k}] = (table {t}, rank {b}, partner {u}, tier {tier}): an index is out of "
             f"range (tables 0..{n_t - 1}, partner -1..{n_t - 1}, ranks 0..{world - 1}, "
-            f"tiers 0..2, and the plan's rank / tier of the tables in range)")
+            f"tiers 0..{D.N_MT - 1}, and the plan's rank / tier of the tables in range)")
     return out
 
 

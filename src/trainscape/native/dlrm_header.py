@@ -11,8 +11,8 @@ from .. import layout as L
 from ..dlrm import incremental_layout as I
 from ..dlrm import layout as D
 
-COUNTS = {"TABLE_FIELDS": "DL_N_TAB", "PLAN_FIELDS": "DL_N_PLAN", "DJOB_FIELDS": "DL_N_DJOB",
-          "RANK_FIELDS": "DL_N_RANK", "DOUT_FIELDS": "DL_N_DOUT"}
+COUNTS = {"MEMORY_TIERS": "DL_N_MT", "TABLE_FIELDS": "DL_N_TAB", "PLAN_FIELDS": "DL_N_PLAN",
+          "DJOB_FIELDS": "DL_N_DJOB", "RANK_FIELDS": "DL_N_RANK", "DOUT_FIELDS": "DL_N_DOUT"}
 # incremental.py's state slots, for dl_score_moves (names there, prefixed DL_INC_)
 INC_USED = ("MAXT", "N_C", "N_R", "N_S", "C_TOP", "C_LAT", "C_UNIT_IDX", "C_UNIT_FWD",
             "C_UNIT_BWD", "C_CONST_FWD", "C_CONST_BWD", "C_DENSE_AR", "C_USABLE", "C_DDR_CAP",
