@@ -2,8 +2,10 @@
  * and search it with the sweep kernel, in one call on the calling thread.
  *
  * The C twin of src/trainscape/space/design.py design_space (core table, canonical orders,
- * free axes) followed by explore/sweep.py run_sweep(top=1): the same enumeration order and the
- * same tie rule (smallest (sign * objective, index)), so the same winner. Core combinations
+ * free axes, canonical forms of space/canonical.py: pp = 1 schedule / vpp rows collapsed, zero
+ * and dp_overlap fixed to their first values where cp * dp = 1) followed by explore/sweep.py
+ * run_sweep(top=1): the same rows, enumeration order and tie rule (smallest
+ * (sign * objective, index)), so the same winner. Core combinations
  * whose degrees cannot multiply to the GPU count are skipped before the model's checks (they
  * fail config_error's product check; skipping them removes no valid row and keeps the order of
  * the others). Uses ts_sweep_worker of sweep.c: compiled in the same translation unit. */
@@ -213,6 +215,75 @@ static int ts_build_core(const ts_ctx *ctx, const ts_space_view *S, int64_t gpus
     return 0;
 }
 
+/* canonical.py collapse_core_rows: of the rows without a pipeline (pp = 1) that differ only in
+ * schedule and vpp, keep one per class (DualPipe, which keeps two parameter copies whatever pp,
+ * is its own class): the preferred one -- 1F1B, then the schedules in code order, then the
+ * smallest vpp, then the first in the table. The kept rows stay in table order. As there, the
+ * grouping is by every field (rows with a pipeline are their own class). */
+typedef struct {
+    int64_t key[TS_SWEEP_N_CORE]; /* the class key (canonical.py collapse_core_rows) */
+    int64_t first, vpp, idx;      /* the preference, then the table index */
+} ts_collapse_item;
+
+static int ts_collapse_cmp(const void *pa, const void *pb)
+{
+    const ts_collapse_item *a = pa, *b = pb;
+    for (int f = 0; f < TS_SWEEP_N_CORE; f++)
+        if (a->key[f] != b->key[f])
+            return a->key[f] < b->key[f] ? -1 : 1;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    if (a->vpp != b->vpp)
+        return a->vpp < b->vpp ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int ts_collapse_core(ts_core_buf *B)
+{
+    ts_collapse_item *it;
+    unsigned char *keep;
+    int64_t n = B->n, w = 0;
+    if (n == 0)
+        return 0;
+    it = malloc((size_t)n * sizeof *it);
+    keep = calloc((size_t)n, 1);
+    if (!it || !keep) {
+        free(it);
+        free(keep);
+        return TS_ERR_NOMEM;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        const int32_t *row = B->rows + r * TS_SWEEP_N_CORE;
+        int64_t pp = row[2], vpp = row[6], sched = row[7];
+        int64_t cls = pp > 1 ? -1 : (sched == TS_SCHED_DUALPIPE ? 1 : 0);
+        for (int f = 0; f < TS_SWEEP_N_CORE; f++)
+            it[r].key[f] = row[f];
+        it[r].key[6] = cls < 0 ? vpp : 0;
+        it[r].key[7] = cls < 0 ? sched : -1 - cls;
+        it[r].first = cls < 0 ? 0 : (sched == TS_SCHED_1F1B ? -1 : sched) + 1;
+        it[r].vpp = cls < 0 ? 0 : vpp;
+        it[r].idx = r;
+    }
+    qsort(it, (size_t)n, sizeof *it, ts_collapse_cmp);
+    for (int64_t j = 0; j < n; j++)
+        if (j == 0 || memcmp(it[j].key, it[j - 1].key, sizeof it[j].key) != 0)
+            keep[it[j].idx] = 1;
+    for (int64_t r = 0; r < n; r++) {
+        if (!keep[r])
+            continue;
+        if (w != r) {
+            memmove(B->rows + w * TS_SWEEP_N_CORE, B->rows + r * TS_SWEEP_N_CORE,
+                    TS_SWEEP_N_CORE * sizeof(int32_t));
+            B->mask[w] = B->mask[r];
+        }
+        w++;
+    }
+    B->n = w;
+    free(it);
+    free(keep);
+    return 0;
+}
+
 int ts_llm_best(const double *sys, const double *mdl, const double *job,
                 const int32_t *space, int64_t space_len, int64_t gpus, int32_t objective,
                 int32_t *cfg_out, double *out, int64_t *stats)
@@ -230,7 +301,7 @@ int ts_llm_best(const double *sys, const double *mdl, const double *job,
     ts_core_buf B = {NULL, NULL, 0, 0};
     ts_ctx ctx;
     ts_sweep_job J;
-    int32_t *core = NULL;
+    int32_t *core = NULL, *single = NULL, nz, nd;
     int64_t *cum = NULL, lo, hi, row;
     int err, has_none = 0, has_sel = 0;
 
@@ -271,18 +342,26 @@ int ts_llm_best(const double *sys, const double *mdl, const double *job,
     }
 
     err = ts_build_core(&ctx, &S, gpus, &B, &checked);
+    if (err == 0)
+        err = ts_collapse_core(&B);
     if (err == 0 && B.n > 0) {
-        int64_t per = (int64_t)n_rec * S.n[TS_CFG_ZERO] * S.n[TS_CFG_DP_OVERLAP];
+        /* canonical.py single_rows: without a data-parallel group (cp * dp = 1) a row takes
+         * only the first zero and dp_overlap values */
+        int64_t per = (int64_t)S.n[TS_CFG_ZERO] * S.n[TS_CFG_DP_OVERLAP];
         core = malloc((size_t)B.n * TS_SWEEP_N_CORE * sizeof(int32_t));
+        single = malloc((size_t)B.n * sizeof(int32_t));
         cum = malloc((size_t)(B.n + 1) * sizeof(int64_t));
-        if (!core || !cum) {
+        if (!core || !single || !cum) {
             err = TS_ERR_NOMEM;
         } else {
             cum[0] = 0;
             for (int64_t r = 0; r < B.n; r++) {
+                const int32_t *rw = B.rows + r * TS_SWEEP_N_CORE;
                 for (int f = 0; f < TS_SWEEP_N_CORE; f++)
-                    core[(int64_t)f * B.n + r] = B.rows[r * TS_SWEEP_N_CORE + f];
-                cum[r + 1] = cum[r] + (int64_t)S.order_cnt[B.mask[r]] * per;
+                    core[(int64_t)f * B.n + r] = rw[f];
+                single[r] = (int64_t)rw[1] * rw[3] == 1;
+                cum[r + 1] = cum[r] + (int64_t)S.order_cnt[B.mask[r]] * n_rec
+                                          * (single[r] ? 1 : per);
             }
         }
     }
@@ -299,6 +378,7 @@ int ts_llm_best(const double *sys, const double *mdl, const double *job,
         J.ctx = &ctx;
         J.core = core;
         J.mask = B.mask;
+        J.single = single;
         J.order_off = S.order_off;
         J.order_cnt = S.order_cnt;
         J.order_flat = S.order_flat;
@@ -357,10 +437,12 @@ int ts_llm_best(const double *sys, const double *mdl, const double *job,
         cfg[f] = 0;
     for (int f = 0; f < TS_SWEEP_N_CORE; f++)
         cfg[core_cfg[f]] = core[(int64_t)f * B.n + row];
-    cfg[TS_CFG_DP_OVERLAP] = S.v[TS_CFG_DP_OVERLAP][rem % S.n[TS_CFG_DP_OVERLAP]];
-    rem /= S.n[TS_CFG_DP_OVERLAP];
-    cfg[TS_CFG_ZERO] = S.v[TS_CFG_ZERO][rem % S.n[TS_CFG_ZERO]];
-    rem /= S.n[TS_CFG_ZERO];
+    nz = single[row] ? 1 : S.n[TS_CFG_ZERO];
+    nd = single[row] ? 1 : S.n[TS_CFG_DP_OVERLAP];
+    cfg[TS_CFG_DP_OVERLAP] = S.v[TS_CFG_DP_OVERLAP][rem % nd];
+    rem /= nd;
+    cfg[TS_CFG_ZERO] = S.v[TS_CFG_ZERO][rem % nz];
+    rem /= nz;
     cfg[TS_CFG_RECOMPUTE] = rec[rem % n_rec];
     rem /= n_rec;
     cfg[TS_CFG_ORDER] = S.order_flat[S.order_off[B.mask[row]] + rem];
@@ -374,6 +456,7 @@ done:
     free(B.rows);
     free(B.mask);
     free(core);
+    free(single);
     free(cum);
     return err;
 }

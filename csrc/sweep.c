@@ -183,13 +183,13 @@ static void ts_sweep_worker(ts_sweep_job *J)
             if (!rec_bad)
                 ts_rec_init(ctx, &R, &O, rc, &V);
             if (J->prune_step && !rec_bad && V.step_pre >= J->topk_key[0]) {
-                int64_t left = (int64_t)(J->n_zero - z) * J->n_dpo - d;
+                int64_t left = (int64_t)(nz_r - z) * nd_r - d;
                 if (left > J->hi - g)
                     left = J->hi - g;
                 J->n_pruned += left;
                 g += left - 1;
-                d = J->n_dpo - 1;
-                z = J->n_zero - 1;
+                d = nd_r - 1;
+                z = nz_r - 1;
                 goto advance;
             }
         }

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import click
 import pytest
 from click.testing import CliRunner
 
@@ -49,7 +48,7 @@ def test_ready_after_warm_and_not_without_marker():
 def test_shard_reports_the_cold_fallback(tmp_path, monkeypatch):
     if not dlrm.native_available():
         pytest.skip("the C extension is not built: no C fallback to report")
-    from trainscape.dlrm.cli import register
+    from trainscape.cli import main as group
 
     monkeypatch.setenv("TRAINSCAPE_COLD_START", "no-background")
     monkeypatch.setattr(coldstart, "evolve_ready", lambda: False)
@@ -61,8 +60,6 @@ def test_shard_reports_the_cold_fallback(tmp_path, monkeypatch):
         'name = "tiny"\n[model]\ntables_csv = "t.csv"\ninteraction = "dcn"\n'
         "[job]\nglobal_batch = 1024\n"
         '[cluster]\npreset = "zionex"\ngpus = 8\n[planner]\nmethod = "evolve"\n')
-    group = click.Group()
-    register(group)
     res = CliRunner().invoke(group, ["shard", str(scen), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

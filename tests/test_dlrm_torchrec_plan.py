@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -141,7 +140,7 @@ def test_import_refuses_what_it_cannot_cost(edit, path):
 
 
 def test_shard_format_torchrec_and_from_torchrec(tmp_path):
-    from trainscape.dlrm.cli import register
+    from trainscape.cli import main as group
 
     csv = tmp_path / "t.csv"
     csv.write_text("table,rows,dim,multi_hot\n" + "\n".join(
@@ -151,8 +150,6 @@ def test_shard_format_torchrec_and_from_torchrec(tmp_path):
         'name = "tiny"\n[model]\ntables_csv = "t.csv"\ninteraction = "dcn"\n'
         "[job]\nglobal_batch = 1024\n"
         '[cluster]\npreset = "zionex"\ngpus = 8\n')
-    group = click.Group()
-    register(group)
     runner = CliRunner()
     res = runner.invoke(group, ["shard", str(scen), "--method", "greedy", "--json"])
     assert res.exit_code == 0, res.output

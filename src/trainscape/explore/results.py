@@ -44,6 +44,7 @@ def objective_column(name: str) -> tuple[str, int, float]:
     return col, L.OUTPUT_FIELDS.index(col), OBJECTIVES[col]
 
 
+@dataclass
 class Rows:
     """Configurations with their result columns: ``index`` (global indices), ``cfg`` int32
     ``(N_CFG, n)``, ``out`` float64 ``(N_OUT, n)``."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +51,6 @@ def default_workers() -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
 # ---------------------------------------------------------------------------------------------
 # The sweep
 # ---------------------------------------------------------------------------------------------
