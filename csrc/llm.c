@@ -466,6 +466,26 @@ static inline int64_t ts_mod(int64_t a, int64_t b)
     return a % b;
 }
 
+/* llm.py cost_per_step_usd: GPU-seconds of the step x price of a GPU-second */
+TS_FN double ts_cost_per_step_usd(double step, double gpus, double usd_per_gpu_s)
+{
+    return step * gpus * usd_per_gpu_s;
+}
+
+/* llm.py energy_per_step_j */
+TS_FN double ts_energy_per_step_j(double step, double gpus, double power_w)
+{
+    return step * gpus * power_w;
+}
+
+/* llm.py tokens_per_unit: tokens / amount, 0 when the amount is not known */
+TS_FN double ts_tokens_per_unit(double tokens, double amount)
+{
+    if (amount > 0.0)
+        return tokens / amount;
+    return 0.0;
+}
+
 /* The block-only values of the model (see ts_llm_inv), with llm.py's expressions. */
 TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *mdl,
                              const double *job)
@@ -498,6 +518,14 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->inv_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
     inv->inv_gpus = 1.0 / sys[TS_SYS_GPUS];
     inv->inv_gpus_peak = 1.0 / (sys[TS_SYS_GPUS] * sys[TS_SYS_PEAK_FLOPS]);
+    /* llm.py cost_per_step_usd / energy_per_step_j / tokens_per_unit, with the per-step factor
+     * (the step time) left out: the hot path multiplies by the step or 1 / step */
+    inv->usd_per_s = sys[TS_SYS_GPUS] * sys[TS_SYS_USD_PER_GPU_S];
+    inv->tokens_per_usd_s = ts_tokens_per_unit(job[TS_JOB_GLOBAL_BATCH] * job[TS_JOB_SEQ_LEN],
+                                               inv->usd_per_s);
+    inv->tokens_per_j_s = ts_tokens_per_unit(
+        job[TS_JOB_GLOBAL_BATCH] * job[TS_JOB_SEQ_LEN],
+        ts_energy_per_step_j(1.0, sys[TS_SYS_GPUS], sys[TS_SYS_POWER_W]));
     inv->top_k = mdl[TS_MDL_TOP_K];
     inv->max_route_nodes = mdl[TS_MDL_MAX_ROUTE_NODES];
     inv->inv_peak_linear = 1.0 / (sys[TS_SYS_LINEAR_PEAK_FLOPS] * sys[TS_SYS_LINEAR_EFFICIENCY_MAX]);
@@ -777,26 +805,6 @@ TS_FN double ts_fsdp_exposed(double unit_gather, double comm, double window, int
 /* ===== Result columns ===================================================================== */
 
 /* llm.py reserve_bytes. */
-/* llm.py cost_per_step_usd: GPU-seconds of the step x price of a GPU-second */
-TS_FN double ts_cost_per_step_usd(double step, double gpus, double usd_per_gpu_s)
-{
-    return step * gpus * usd_per_gpu_s;
-}
-
-/* llm.py energy_per_step_j */
-TS_FN double ts_energy_per_step_j(double step, double gpus, double power_w)
-{
-    return step * gpus * power_w;
-}
-
-/* llm.py tokens_per_unit: tokens / amount, 0 when the amount is not known */
-TS_FN double ts_tokens_per_unit(double tokens, double amount)
-{
-    if (amount > 0.0)
-        return tokens / amount;
-    return 0.0;
-}
-
 TS_FN double ts_reserve_bytes(const double *sys)
 {
     return sys[TS_SYS_HBM_RESERVE_BYTES];
@@ -1562,14 +1570,12 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     out[TS_OUT_MEM_LOGITS_GIB * os] = mem_logits / TS_GIB;
     out[TS_OUT_MEM_RESERVE_GIB * os] = mem_reserve / TS_GIB;
     out[TS_OUT_MICROBATCHES * os] = R->m;
-    {
-        double gpus = sys[TS_SYS_GPUS], tokens = global_batch * seq;
-        double cost = ts_cost_per_step_usd(step, gpus, sys[TS_SYS_USD_PER_GPU_S]);
-        out[TS_OUT_COST_PER_STEP_USD * os] = cost;
-        out[TS_OUT_TOKENS_PER_USD * os] = ts_tokens_per_unit(tokens, cost);
-        out[TS_OUT_TOKENS_PER_JOULE * os] = ts_tokens_per_unit(
-            tokens, ts_energy_per_step_j(step, gpus, sys[TS_SYS_POWER_W]));
-    }
+    /* llm.py write_result's cost columns, factored: cost = step * gpus * usd_per_gpu_s,
+     * tokens / cost = (tokens / (gpus * usd_per_gpu_s)) / step, likewise per joule */
+    out[TS_OUT_COST_PER_STEP_USD * os] = ts_cost_per_step_usd(step, sys[TS_SYS_GPUS],
+                                                              sys[TS_SYS_USD_PER_GPU_S]);
+    out[TS_OUT_TOKENS_PER_USD * os] = ctx->inv.tokens_per_usd_s * r_step;
+    out[TS_OUT_TOKENS_PER_JOULE * os] = ctx->inv.tokens_per_j_s * r_step;
     return status;
 }
 

@@ -137,6 +137,9 @@ typedef struct {
     double inv_hbm;             /* 1 / (hbm_bandwidth * memory_efficiency) */
     double inv_gpus;            /* 1 / gpus */
     double inv_gpus_peak;       /* 1 / (gpus * peak_flops) */
+    double usd_per_s;           /* gpus * usd_per_gpu_s: what a second of the job costs */
+    double tokens_per_usd_s;    /* tokens per step / usd_per_s (0 without a price) */
+    double tokens_per_j_s;      /* tokens per step / (gpus * power_w) (0 without a power) */
     double top_k, max_route_nodes;  /* moe_all_to_all_pair_time's block fields */
     double inv_peak_linear;     /* 1 / (linear_peak_flops * linear_efficiency_max) */
     double linear_half;         /* linear_half_flops */
