@@ -70,7 +70,8 @@ _json_option = click.option("--json", "as_json", is_flag=True,
                             help="Print the result as JSON on stdout.")
 
 
-def _prepare(scenario: str | None, overrides, top: int, out: str | None = None):
+def _prepare(scenario: str | None, overrides, top: int, out: str | None = None,
+             hardware_note: bool = True):
     """What every command checks and builds first: ``--top``, the ``--out`` path, the
     scenario and its non-empty design space. Returns ``(scenario, space)``."""
     from ..space import design_space
@@ -82,6 +83,12 @@ def _prepare(scenario: str | None, overrides, top: int, out: str | None = None):
     sc = _load(scenario, overrides)
     space = design_space(sc)
     space.check_nonempty()
+    if hardware_note:
+        from .hardware import hardware_note as note
+
+        text = note(sc)
+        if text:
+            click.echo(text, err=True)
     return sc, space
 
 
@@ -219,7 +226,7 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides):
     from .main import default_report_dir, run_explore
     from .report import headline, print_result, write_report
 
-    sc, space = _prepare(scenario, overrides, top)
+    sc, space = _prepare(scenario, overrides, top, hardware_note=False)
     console = _console()
     from .hardware import explore_codesign, hardware_axes
 

@@ -65,6 +65,17 @@ def hardware_axes(scenario) -> dict[str, list]:
     return {k: list(v) for k, v in sp.hardware.items()}
 
 
+def hardware_note(scenario) -> str | None:
+    """For commands that search the layout only (sweep, search): a one-line note that the
+    scenario's hardware axes are left to ``explore`` (None without hardware axes)."""
+    axes = hardware_axes(scenario)
+    if not axes:
+        return None
+    return ("note: [space] has hardware axes (" + ", ".join(_short(k) for k in axes) + "); "
+            "this command searches the layouts of the scenario's own hardware -- "
+            "trainscape explore searches hardware x layout")
+
+
 def hardware_points(scenario) -> list[HardwarePoint]:
     """Every hardware point (the product of the axes, first axis outermost), validated."""
     from ..spec.errors import ScenarioError
@@ -344,7 +355,7 @@ def _cost_col() -> int:
 
 
 __all__ = ["CodesignResult", "HardwarePoint", "codesign_table", "hardware_axes",
-           "hardware_points", "explore_codesign", "varying_columns", "plot_time_cost", "run_codesign", "time_cost_front",
+           "hardware_note", "hardware_points", "explore_codesign", "varying_columns", "plot_time_cost", "run_codesign", "time_cost_front",
            "write_codesign_report"]
 
 
