@@ -783,6 +783,17 @@ TS_FN double ts_exposed(double comm, double window, int overlap)
     return TS_PYMAX(0.0, r);
 }
 
+/* llm.py offload_optimizer_time: ZeRO-Offload (Ren et al., USENIX ATC 2021, §4.1-4.2) */
+TS_FN double ts_offload_optimizer_time(const double *sys, const double *job, double shard_params,
+                                       double window, int overlap)
+{
+    double down = shard_params * job[TS_JOB_GRAD_COMM_BYTES] / sys[TS_SYS_HOST_LINK_BANDWIDTH];
+    double up = shard_params * job[TS_JOB_PARAM_BYTES] / sys[TS_SYS_HOST_LINK_BANDWIDTH];
+    double cpu = shard_params * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES]
+                 / sys[TS_SYS_HOST_MEMORY_BANDWIDTH];
+    return ts_exposed(down, window, overlap) + cpu + up;
+}
+
 /* llm.py fsdp_units: one FSDP unit per transformer layer of the device (Zhao et al., VLDB 2023,
  * PyTorch FSDP §3.2-3.3), a whole count, at least 1. */
 TS_FN double ts_fsdp_units(double stage_layers)
@@ -1083,6 +1094,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                       * ctx->inv.inv_hbm;
     R->optimizer[1] = (dense_params * r_dp_dense + expert_params * r_dp_expert)
                       * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES] * ctx->inv.inv_hbm;
+    R->opt_params[0] = dense_params + expert_params;
+    R->opt_params[1] = dense_params * r_dp_dense + expert_params * r_dp_expert;
 
     /* ---- activation memory: recompute "none" here (its per-layer sizes are the ones the
      * memory-bound time above reads); the other choices on first use (ts_row_act) ---- */
@@ -1500,6 +1513,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
                                          V->fbw_stage, dp_overlap);
     }
     optimizer = R->optimizer[zero >= 1];
+    if (job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0)
+        optimizer = ts_offload_optimizer_time(sys, job, R->opt_params[zero >= 1], V->bw_stage,
+                                              dp_overlap);
     step = V->step_pre + dp_time + optimizer;
 
     /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
@@ -1514,7 +1530,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
      * last unless another one needs more) */
     {
         double pb = job[TS_JOB_PARAM_BYTES], gb = job[TS_JOB_GRAD_BYTES];
-        double ob = job[TS_JOB_OPTIMIZER_BYTES], best = 0.0;
+        /* offloaded: the optimizer states live in host memory */
+        double ob = job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0 ? 0.0 : job[TS_JOB_OPTIMIZER_BYTES];
+        double best = 0.0;
         int sel = 2;
         static const int stage_order[3] = {2, 0, 1};
         for (int j = 0; j < 3; j++) {

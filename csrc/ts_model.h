@@ -190,6 +190,7 @@ typedef struct {
     double mem_act[TS_RECOMPUTE_COUNT][3];
     double hw_flops[TS_RECOMPUTE_COUNT];
     double optimizer[2];                  /* zero == 0, zero >= 1 */
+    double opt_params[2];                 /* parameters whose optimizer step this GPU runs */
     double dense_params, expert_params, r_dp_dense, r_dp_expert, mem_logits;
     double st_dparams[3], st_eparams[3], st_logits[3]; /* per stage (llm.py stage_params) */
     double st_lparams[3];                 /* per stage: FP8 linear weights outside the experts */

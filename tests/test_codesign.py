@@ -157,3 +157,15 @@ def test_hbm_axis_and_cost_objective():
     b = run_sweep(pts[1].scenario, top=5, objective="step_time_s", backend="numba", workers=1)
     assert np.array_equal(a.top.index, b.top.index)
     assert (np.diff(a.top.out[L.OUT_COST_PER_STEP_USD]) >= 0).all()
+
+
+def test_offload_is_an_axis_through_its_path():
+    """``"job.offload_optimizer" = [false, true]`` in [space]: each point's best layout; the
+    offloaded one keeps no optimizer state in HBM."""
+    raw = _raw(**{"job.offload_optimizer": [False, True]})
+    raw["cluster"]["host_to_device_GBps"] = 64.0
+    raw["cluster"]["host_memory_GBps"] = 76.8
+    res = run_codesign(trainscape.load(raw), top=3, backend="numba", workers=1)
+    assert [p.values["job.offload_optimizer"] for p in res.points] == [False, True]
+    on, off = res.results[1].top.out, res.results[0].top.out
+    assert (on[L.OUT_MEM_OPTIMIZER_GIB] == 0).all() and (off[L.OUT_MEM_OPTIMIZER_GIB] > 0).all()
