@@ -94,7 +94,7 @@ def hardware_points(scenario) -> list[HardwarePoint]:
         except ScenarioError as exc:
             path = _blame(exc, values)
             raise ScenarioError.at(f'space."{path}"', f"cannot set this hardware value: {exc}",
-                                   values[path]) from None
+                                   values[path], show_got=False) from None
         dropped = False
         try:
             sc = validate(raw)
@@ -104,7 +104,7 @@ def hardware_points(scenario) -> list[HardwarePoint]:
             if raw.get("config") is None:
                 path = _blame(exc, values)
                 raise ScenarioError.at(f'space."{path}"', f"invalid hardware value: {exc}",
-                                       values[path]) from None
+                                       values[path], show_got=False) from None
             raw = dict(raw)
             raw.pop("config")
             try:
@@ -112,7 +112,7 @@ def hardware_points(scenario) -> list[HardwarePoint]:
             except ScenarioError as exc2:
                 path = _blame(exc2, values)
                 raise ScenarioError.at(f'space."{path}"', f"invalid hardware value: {exc2}",
-                                       values[path]) from None
+                                       values[path], show_got=False) from None
             dropped = True
         pt = HardwarePoint(values, sc, dropped, raw_values)
         sc.name = f"{scenario.name} [{pt.label()}]"
