@@ -467,6 +467,26 @@ static inline int64_t ts_mod(int64_t a, int64_t b)
     return a % b;
 }
 
+/* llm.py cost_per_step_usd: GPU-seconds of the step x price of a GPU-second */
+TS_FN double ts_cost_per_step_usd(double step, double gpus, double usd_per_gpu_s)
+{
+    return step * gpus * usd_per_gpu_s;
+}
+
+/* llm.py energy_per_step_j */
+TS_FN double ts_energy_per_step_j(double step, double gpus, double power_w)
+{
+    return step * gpus * power_w;
+}
+
+/* llm.py tokens_per_unit: tokens / amount, 0 when the amount is not known */
+TS_FN double ts_tokens_per_unit(double tokens, double amount)
+{
+    if (amount > 0.0)
+        return tokens / amount;
+    return 0.0;
+}
+
 /* The block-only values of the model (see ts_llm_inv), with llm.py's expressions. */
 TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *mdl,
                              const double *job)
@@ -499,6 +519,14 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->inv_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
     inv->inv_gpus = 1.0 / sys[TS_SYS_GPUS];
     inv->inv_gpus_peak = 1.0 / (sys[TS_SYS_GPUS] * sys[TS_SYS_PEAK_FLOPS]);
+    /* llm.py cost_per_step_usd / energy_per_step_j / tokens_per_unit, with the per-step factor
+     * (the step time) left out: the hot path multiplies by the step or 1 / step */
+    inv->usd_per_s = sys[TS_SYS_GPUS] * sys[TS_SYS_USD_PER_GPU_S];
+    inv->tokens_per_usd_s = ts_tokens_per_unit(job[TS_JOB_GLOBAL_BATCH] * job[TS_JOB_SEQ_LEN],
+                                               inv->usd_per_s);
+    inv->tokens_per_j_s = ts_tokens_per_unit(
+        job[TS_JOB_GLOBAL_BATCH] * job[TS_JOB_SEQ_LEN],
+        ts_energy_per_step_j(1.0, sys[TS_SYS_GPUS], sys[TS_SYS_POWER_W]));
     inv->top_k = mdl[TS_MDL_TOP_K];
     inv->max_route_nodes = mdl[TS_MDL_MAX_ROUTE_NODES];
     inv->inv_peak_linear = 1.0 / (sys[TS_SYS_LINEAR_PEAK_FLOPS] * sys[TS_SYS_LINEAR_EFFICIENCY_MAX]);
@@ -756,6 +784,17 @@ TS_FN double ts_exposed(double comm, double window, int overlap)
     return TS_PYMAX(0.0, r);
 }
 
+/* llm.py offload_optimizer_time: ZeRO-Offload (Ren et al., USENIX ATC 2021, §4.1-4.2) */
+TS_FN double ts_offload_optimizer_time(const double *sys, const double *job, double shard_params,
+                                       double window, int overlap)
+{
+    double down = shard_params * job[TS_JOB_GRAD_COMM_BYTES] / sys[TS_SYS_HOST_LINK_BANDWIDTH];
+    double up = shard_params * job[TS_JOB_PARAM_BYTES] / sys[TS_SYS_HOST_LINK_BANDWIDTH];
+    double cpu = shard_params * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES]
+                 / sys[TS_SYS_HOST_MEMORY_BANDWIDTH];
+    return ts_exposed(down, window, overlap) + cpu + up;
+}
+
 /* llm.py fsdp_units: one FSDP unit per transformer layer of the device (Zhao et al., VLDB 2023,
  * PyTorch FSDP §3.2-3.3), a whole count, at least 1. */
 TS_FN double ts_fsdp_units(double stage_layers)
@@ -778,26 +817,6 @@ TS_FN double ts_fsdp_exposed(double unit_gather, double comm, double window, int
 /* ===== Result columns ===================================================================== */
 
 /* llm.py reserve_bytes. */
-/* llm.py cost_per_step_usd: GPU-seconds of the step x price of a GPU-second */
-TS_FN double ts_cost_per_step_usd(double step, double gpus, double usd_per_gpu_s)
-{
-    return step * gpus * usd_per_gpu_s;
-}
-
-/* llm.py energy_per_step_j */
-TS_FN double ts_energy_per_step_j(double step, double gpus, double power_w)
-{
-    return step * gpus * power_w;
-}
-
-/* llm.py tokens_per_unit: tokens / amount, 0 when the amount is not known */
-TS_FN double ts_tokens_per_unit(double tokens, double amount)
-{
-    if (amount > 0.0)
-        return tokens / amount;
-    return 0.0;
-}
-
 TS_FN double ts_reserve_bytes(const double *sys)
 {
     return sys[TS_SYS_HBM_RESERVE_BYTES];
@@ -1080,6 +1099,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                       * ctx->inv.inv_hbm;
     R->optimizer[1] = (dense_params * r_dp_dense + expert_params * r_dp_expert)
                       * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES] * ctx->inv.inv_hbm;
+    R->opt_params[0] = dense_params + expert_params;
+    R->opt_params[1] = dense_params * r_dp_dense + expert_params * r_dp_expert;
 
     /* ---- activation memory: recompute "none" here (its per-layer sizes are the ones the
      * memory-bound time above reads); the other choices on first use (ts_row_act) ---- */
@@ -1501,6 +1522,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
                                          V->fbw_stage, dp_overlap);
     }
     optimizer = R->optimizer[zero >= 1];
+    if (job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0)
+        optimizer = ts_offload_optimizer_time(sys, job, R->opt_params[zero >= 1], V->bw_stage,
+                                              dp_overlap);
     step = V->step_pre + dp_time + optimizer;
 
     /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
@@ -1515,7 +1539,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
      * last unless another one needs more) */
     {
         double pb = job[TS_JOB_PARAM_BYTES], gb = job[TS_JOB_GRAD_BYTES];
-        double ob = job[TS_JOB_OPTIMIZER_BYTES], best = 0.0;
+        /* offloaded: the optimizer states live in host memory */
+        double ob = job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0 ? 0.0 : job[TS_JOB_OPTIMIZER_BYTES];
+        double best = 0.0;
         int sel = 2;
         static const int stage_order[3] = {2, 0, 1};
         for (int j = 0; j < 3; j++) {
@@ -1571,14 +1597,12 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     out[TS_OUT_MEM_LOGITS_GIB * os] = mem_logits / TS_GIB;
     out[TS_OUT_MEM_RESERVE_GIB * os] = mem_reserve / TS_GIB;
     out[TS_OUT_MICROBATCHES * os] = R->m;
-    {
-        double gpus = sys[TS_SYS_GPUS], tokens = global_batch * seq;
-        double cost = ts_cost_per_step_usd(step, gpus, sys[TS_SYS_USD_PER_GPU_S]);
-        out[TS_OUT_COST_PER_STEP_USD * os] = cost;
-        out[TS_OUT_TOKENS_PER_USD * os] = ts_tokens_per_unit(tokens, cost);
-        out[TS_OUT_TOKENS_PER_JOULE * os] = ts_tokens_per_unit(
-            tokens, ts_energy_per_step_j(step, gpus, sys[TS_SYS_POWER_W]));
-    }
+    /* llm.py write_result's cost columns, factored: cost = step * gpus * usd_per_gpu_s,
+     * tokens / cost = (tokens / (gpus * usd_per_gpu_s)) / step, likewise per joule */
+    out[TS_OUT_COST_PER_STEP_USD * os] = ts_cost_per_step_usd(step, sys[TS_SYS_GPUS],
+                                                              sys[TS_SYS_USD_PER_GPU_S]);
+    out[TS_OUT_TOKENS_PER_USD * os] = ctx->inv.tokens_per_usd_s * r_step;
+    out[TS_OUT_TOKENS_PER_JOULE * os] = ctx->inv.tokens_per_j_s * r_step;
     return status;
 }
 

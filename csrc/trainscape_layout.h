@@ -24,7 +24,9 @@ enum {
     TS_SYS_ATTENTION_HALF_SEQ = 17,
     TS_SYS_USD_PER_GPU_S = 18,
     TS_SYS_POWER_W = 19,
-    TS_SYS_COUNT = 20
+    TS_SYS_HOST_LINK_BANDWIDTH = 20,
+    TS_SYS_HOST_MEMORY_BANDWIDTH = 21,
+    TS_SYS_COUNT = 22
 };
 
 /* TIER_FIELDS */
@@ -78,7 +80,8 @@ enum {
     TS_JOB_FP8_WEIGHT_CACHE_BYTES = 15,
     TS_JOB_LINEAR_INPUT_BYTES = 16,
     TS_JOB_LOGITS_EXTRA_BYTES = 17,
-    TS_JOB_COUNT = 18
+    TS_JOB_OFFLOAD_OPTIMIZER = 18,
+    TS_JOB_COUNT = 19
 };
 
 /* CONFIG_FIELDS */
@@ -176,17 +179,17 @@ enum {
 };
 
 #define TS_MAX_TIERS 6
-#define TS_N_SYS_SCALARS 20
+#define TS_N_SYS_SCALARS 22
 #define TS_N_TIER 7
-#define TS_SYS_TIER_BASE 20
-#define TS_N_SYS 62
+#define TS_SYS_TIER_BASE 22
+#define TS_N_SYS 64
 #define TS_N_MODEL 14
-#define TS_N_JOB 18
+#define TS_N_JOB 19
 #define TS_N_CFG 14
 #define TS_N_OUT 26
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x6B7311F8
+#define TS_LAYOUT_HASH 0xE3931691
 
 #endif /* TRAINSCAPE_LAYOUT_H */

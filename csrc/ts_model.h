@@ -147,6 +147,9 @@ typedef struct {
     double inv_hbm;             /* 1 / (hbm_bandwidth * memory_efficiency) */
     double inv_gpus;            /* 1 / gpus */
     double inv_gpus_peak;       /* 1 / (gpus * peak_flops) */
+    double usd_per_s;           /* gpus * usd_per_gpu_s: what a second of the job costs */
+    double tokens_per_usd_s;    /* tokens per step / usd_per_s (0 without a price) */
+    double tokens_per_j_s;      /* tokens per step / (gpus * power_w) (0 without a power) */
     double top_k, max_route_nodes;  /* moe_all_to_all_pair_time's block fields */
     double inv_peak_linear;     /* 1 / (linear_peak_flops * linear_efficiency_max) */
     double linear_half;         /* linear_half_flops */
@@ -197,6 +200,7 @@ typedef struct {
     double mem_act[TS_RECOMPUTE_COUNT][3];
     double hw_flops[TS_RECOMPUTE_COUNT];
     double optimizer[2];                  /* zero == 0, zero >= 1 */
+    double opt_params[2];                 /* parameters whose optimizer step this GPU runs */
     double dense_params, expert_params, r_dp_dense, r_dp_expert, mem_logits;
     double st_dparams[3], st_eparams[3], st_logits[3]; /* per stage (llm.py stage_params) */
     double st_lparams[3];                 /* per stage: FP8 linear weights outside the experts */

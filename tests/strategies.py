@@ -119,6 +119,8 @@ def system_blocks(draw, gpus: int | None = None):
     # price of a GPU-second and power per GPU; 0 = not given
     sys[L.SYS_USD_PER_GPU_S] = draw(st.one_of(st.just(0.0), st.floats(1e-5, 1e-2)))
     sys[L.SYS_POWER_W] = draw(st.one_of(st.just(0.0), st.floats(100.0, 1500.0)))
+    sys[L.SYS_HOST_LINK_BANDWIDTH] = draw(st.floats(8e9, 2e11))  # > 0: offload may be drawn
+    sys[L.SYS_HOST_MEMORY_BANDWIDTH] = draw(st.floats(2e10, 5e11))
     for i, row in enumerate(rows):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         for f, v in enumerate(row):
@@ -192,6 +194,7 @@ def job_blocks(draw):
     job[L.JOB_LINEAR_INPUT_BYTES] = draw(st.sampled_from([act, act, 1.0, 1.03125]))
     # the cross-entropy's fp32 copy of the logits, or a fused kernel's gradient (spec.pack)
     job[L.JOB_LOGITS_EXTRA_BYTES] = draw(st.sampled_from([4.0, 4.0, act]))
+    job[L.JOB_OFFLOAD_OPTIMIZER] = draw(st.sampled_from([0.0, 0.0, 1.0]))  # ZeRO-Offload
     return job
 
 

@@ -131,3 +131,41 @@ def test_explore_cli_bad_hardware_axis_exits_2(tmp_path):
     assert r.exit_code == 2
     assert 'space."cluster.tiers[0].bandwidth_GBps"' in r.output
     assert "Traceback" not in r.output
+
+
+def test_sweep_with_hardware_axes_says_it_searches_the_base_hardware(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from trainscape.cli import main
+
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(_raw(gpus=[16, 32])))
+    r = CliRunner().invoke(main, ["sweep", str(path), "--top", "2"])
+    assert r.exit_code == 0
+    assert "hardware axes (gpus)" in r.output
+
+
+def test_hbm_axis_and_cost_objective():
+    """HBM capacity is a hardware axis like any numeric field; a cost objective ranks by
+    cost per step (on one hardware point the same order as step time)."""
+    sc = trainscape.load(_raw(**{"cluster.gpu.hbm_gb": [40, 80]}))
+    pts = hardware_points(sc)
+    assert [p.scenario.cluster.gpu.hbm_gb for p in pts] == [40, 80]
+    a = run_sweep(pts[1].scenario, top=5, objective="cost", backend="numba", workers=1)
+    b = run_sweep(pts[1].scenario, top=5, objective="step_time_s", backend="numba", workers=1)
+    assert np.array_equal(a.top.index, b.top.index)
+    assert (np.diff(a.top.out[L.OUT_COST_PER_STEP_USD]) >= 0).all()
+
+
+def test_offload_is_an_axis_through_its_path():
+    """``"job.offload_optimizer" = [false, true]`` in [space]: each point's best layout; the
+    offloaded one keeps no optimizer state in HBM."""
+    raw = _raw(**{"job.offload_optimizer": [False, True]})
+    raw["cluster"]["host_to_device_GBps"] = 64.0
+    raw["cluster"]["host_memory_GBps"] = 76.8
+    res = run_codesign(trainscape.load(raw), top=3, backend="numba", workers=1)
+    assert [p.values["job.offload_optimizer"] for p in res.points] == [False, True]
+    on, off = res.results[1].top.out, res.results[0].top.out
+    assert (on[L.OUT_MEM_OPTIMIZER_GIB] == 0).all() and (off[L.OUT_MEM_OPTIMIZER_GIB] > 0).all()

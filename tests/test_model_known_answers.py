@@ -1089,3 +1089,43 @@ def test_no_price_gives_zero_cost_columns():
                          overrides=["cluster.gpu.price_per_hour_usd=0"])
     r = trainscape.evaluate(sc, backend="python")
     assert r.cost_per_step_usd == 0.0 and r.tokens_per_usd == 0.0
+
+
+def test_offload_optimizer_known_answer():
+    """ZeRO-Offload of the Mixtral example (DGX H100 preset: PCIe Gen5 64 GB/s, 76.8 GB/s of
+    host DRAM per GPU): the GPU keeps no optimizer state, and the optimizer term becomes
+    down + cpu + up with down = P x grad bytes / link (hidden behind the backward when it fits
+    there: max(0, down - window)), cpu = P x optimizer traffic / host memory bandwidth,
+    up = P x param bytes / link, for the P parameters whose step this GPU runs. P is read from
+    the GPU step the offload replaces: optimizer_s = P x traffic / (HBM bandwidth x memory
+    efficiency); the rest of the step is unchanged."""
+    import trainscape
+    from trainscape.spec import pack
+
+    path = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples" / \
+        "mixtral-8x7b-moe.toml"
+    base = trainscape.load(path, overrides=["config.dp_overlap=false"])
+    off = trainscape.load(path, overrides=["config.dp_overlap=false",
+                                           "job.offload_optimizer=true"])
+    a = trainscape.evaluate(base, backend="python")
+    b = trainscape.evaluate(off, backend="python")
+    sys_, _, job = pack(base)
+    traffic = job[L.JOB_OPTIMIZER_TRAFFIC_BYTES]
+    p = a.optimizer_s * sys_[L.SYS_HBM_BANDWIDTH] * sys_[L.SYS_MEMORY_EFFICIENCY] / traffic
+    down = p * job[L.JOB_GRAD_COMM_BYTES] / 64e9
+    up = p * job[L.JOB_PARAM_BYTES] / 64e9
+    cpu = p * traffic / 76.8e9
+    assert b.optimizer_s == pytest.approx(down + cpu + up, rel=1e-9)  # no overlap here
+    assert b.mem_optimizer_gib == 0.0 and a.mem_optimizer_gib > 0.0
+    assert b.step_time_s - b.optimizer_s == pytest.approx(a.step_time_s - a.optimizer_s,
+                                                         rel=1e-12)
+    assert b.memory_gib < a.memory_gib
+
+
+def test_offload_needs_the_host_bandwidths():
+    import trainscape
+    from trainscape.spec import ScenarioError
+
+    with pytest.raises(ScenarioError) as e:
+        trainscape.load(_LLAMA, overrides=["job.offload_optimizer=true"])
+    assert str(e.value).startswith("cluster.host_to_device_GBps")

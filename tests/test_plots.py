@@ -98,3 +98,23 @@ def test_breakdown_legend_beside_bars_and_readable_ticks(swept, tmp_path, monkey
     assert min(t.get_fontsize() for t in ax.get_xticklabels()) >= 8
     assert "seconds" in ax.get_ylabel() and sc.name in ax.get_title()
     close(fig)
+
+
+def test_dlrm_rank_plot_keeps_step_level_figures_apart(tmp_path, monkeypatch):
+    """The DLRM plot from the 8-GPU Criteo example: per-rank bars on one axes, the plan's step
+    and the lower bound (step-level) on their own axes, never a line across the rank bars."""
+    from click.testing import CliRunner
+
+    from trainscape.cli import main
+
+    figs, close = _capture(monkeypatch)
+    ex = Path(__file__).resolve().parents[1] / "examples" / "dlrm" / "criteo_1tb_8gpu.toml"
+    out = tmp_path / "load.png"
+    r = CliRunner().invoke(main, ["shard", str(ex), "--method", "greedy", "--plot", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 10_000
+    ranks, step_level = figs[-1].axes
+    assert len(ranks.patches) == 3 * 8 and not ranks.get_lines()  # 3 stacked parts x 8 ranks
+    assert "ms" in ranks.get_ylabel() and "ms" in step_level.get_ylabel()
+    assert len(step_level.patches) == 2
+    close(figs[-1])

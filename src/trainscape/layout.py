@@ -72,6 +72,8 @@ SYSTEM_FIELDS = (
     "attention_half_seq",  # K/V length per attention kernel at which it reaches half its max
     "usd_per_gpu_s",  # what one GPU-second costs: the GPU's price + each tier's per-GPU share
     "power_w",  # electrical power per GPU while training (0: not given)
+    "host_link_bandwidth",  # GPU <-> host memory, bytes/s per GPU per direction (0: not given)
+    "host_memory_bandwidth",  # host DRAM bandwidth per GPU's share, bytes/s (0: not given)
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -124,6 +126,7 @@ JOB_FIELDS = (
     # GEMM: 1 in an fp8 job (Transformer Engine saves the FP8 copy), else activation_bytes
     "logits_extra_bytes",  # bytes per logit held beside the activation-dtype logits by the
     # cross-entropy: 4 (Megatron's fp32 copy), activation_bytes (a fused kernel's gradient)
+    "offload_optimizer",  # 1: optimizer states in host memory, the step on the CPU (ZeRO-Offload)
 )
 
 CONFIG_FIELDS = (
@@ -216,6 +219,8 @@ SYS_CP_OVERLAP_SLOWDOWN = SYSTEM_FIELDS.index("cp_overlap_slowdown")
 SYS_ATTENTION_HALF_SEQ = SYSTEM_FIELDS.index("attention_half_seq")
 SYS_USD_PER_GPU_S = SYSTEM_FIELDS.index("usd_per_gpu_s")
 SYS_POWER_W = SYSTEM_FIELDS.index("power_w")
+SYS_HOST_LINK_BANDWIDTH = SYSTEM_FIELDS.index("host_link_bandwidth")
+SYS_HOST_MEMORY_BANDWIDTH = SYSTEM_FIELDS.index("host_memory_bandwidth")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION, \
     TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
@@ -227,6 +232,7 @@ JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_B
     JOB_PIPELINE_EDGE_LAYERS, JOB_DROPOUT, JOB_LINEAR_CAST_BYTES, \
     JOB_FP8_WEIGHT_CACHE_BYTES, JOB_LINEAR_INPUT_BYTES = range(17)
 JOB_LOGITS_EXTRA_BYTES = JOB_FIELDS.index("logits_extra_bytes")
+JOB_OFFLOAD_OPTIMIZER = JOB_FIELDS.index("offload_optimizer")
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
 OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \

@@ -70,7 +70,8 @@ _dask_option = click.option(
          "LocalCluster on this machine (needs: pip install 'trainscape[dask]').")
 
 
-def _prepare(scenario: str | None, overrides, top: int, out: str | None = None):
+def _prepare(scenario: str | None, overrides, top: int, out: str | None = None,
+             hardware_note: bool = True):
     """What every command checks and builds first: ``--top``, the ``--out`` path, the
     scenario and its non-empty design space. Returns ``(scenario, space)``."""
     from ..space import design_space
@@ -82,6 +83,12 @@ def _prepare(scenario: str | None, overrides, top: int, out: str | None = None):
     sc = _load(scenario, overrides)
     space = design_space(sc)
     space.check_nonempty()
+    if hardware_note:
+        from .hardware import hardware_note as note
+
+        text = note(sc)
+        if text:
+            click.echo(text, err=True)
     return sc, space
 
 
@@ -247,7 +254,7 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides, das
     from ..explore.report import headline, print_result, write_report
 
     _require_dask(dask)
-    sc, space = _prepare(scenario, overrides, top)
+    sc, space = _prepare(scenario, overrides, top, hardware_note=False)
     console = _console()
     from ..explore.hardware import explore_codesign, hardware_axes
 

@@ -157,7 +157,7 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
 
         plot_rank_load(res.result["per_rank"], plot_path,
                        f"{sc.name}: {res.method}, step {res.step_time_s * 1e3:.3f} ms",
-                       res.lower_bound_s)
+                       res.lower_bound_s, step_time_s=res.step_time_s)
         rep["plot"] = plot_path
     text = json.dumps(rep, indent=2, default=float)
     if out_path:

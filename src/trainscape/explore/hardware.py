@@ -65,6 +65,17 @@ def hardware_axes(scenario) -> dict[str, list]:
     return {k: list(v) for k, v in sp.hardware.items()}
 
 
+def hardware_note(scenario) -> str | None:
+    """For commands that search the layout only (sweep, search): a one-line note that the
+    scenario's hardware axes are left to ``explore`` (None without hardware axes)."""
+    axes = hardware_axes(scenario)
+    if not axes:
+        return None
+    return ("note: [space] has hardware axes (" + ", ".join(_short(k) for k in axes) + "); "
+            "this command searches the layouts of the scenario's own hardware -- "
+            "trainscape explore searches hardware x layout")
+
+
 def hardware_points(scenario) -> list[HardwarePoint]:
     """Every hardware point (the product of the axes, first axis outermost), validated."""
     from ..spec.errors import ScenarioError
@@ -83,7 +94,7 @@ def hardware_points(scenario) -> list[HardwarePoint]:
         except ScenarioError as exc:
             path = _blame(exc, values)
             raise ScenarioError.at(f'space."{path}"', f"cannot set this hardware value: {exc}",
-                                   values[path]) from None
+                                   values[path], show_got=False) from None
         dropped = False
         try:
             sc = validate(raw)
@@ -93,7 +104,7 @@ def hardware_points(scenario) -> list[HardwarePoint]:
             if raw.get("config") is None:
                 path = _blame(exc, values)
                 raise ScenarioError.at(f'space."{path}"', f"invalid hardware value: {exc}",
-                                       values[path]) from None
+                                       values[path], show_got=False) from None
             raw = dict(raw)
             raw.pop("config")
             try:
@@ -101,7 +112,7 @@ def hardware_points(scenario) -> list[HardwarePoint]:
             except ScenarioError as exc2:
                 path = _blame(exc2, values)
                 raise ScenarioError.at(f'space."{path}"', f"invalid hardware value: {exc2}",
-                                       values[path]) from None
+                                       values[path], show_got=False) from None
             dropped = True
         pt = HardwarePoint(values, sc, dropped, raw_values)
         sc.name = f"{scenario.name} [{pt.label()}]"
@@ -344,7 +355,7 @@ def _cost_col() -> int:
 
 
 __all__ = ["CodesignResult", "HardwarePoint", "codesign_table", "hardware_axes",
-           "hardware_points", "explore_codesign", "varying_columns", "plot_time_cost", "run_codesign", "time_cost_front",
+           "hardware_note", "hardware_points", "explore_codesign", "varying_columns", "plot_time_cost", "run_codesign", "time_cost_front",
            "write_codesign_report"]
 
 

@@ -26,10 +26,13 @@ OBJECTIVES = {
     "mfu": -1.0,
     "model_tflops_per_gpu": -1.0,
     "memory_gib": 1.0,
+    "cost_per_step_usd": 1.0,
+    "tokens_per_usd": -1.0,
+    "tokens_per_joule": -1.0,
 }
 OBJECTIVE_ALIASES = {"step_time": "step_time_s", "time": "step_time_s", "step": "step_time_s",
                      "throughput": "tokens_per_s", "tokens": "tokens_per_s",
-                     "memory": "memory_gib", "mem": "memory_gib"}
+                     "memory": "memory_gib", "mem": "memory_gib", "cost": "cost_per_step_usd"}
 CHECKPOINT_VERSION = 1
 
 

@@ -129,11 +129,14 @@ from ..layout import (
     SYS_CP_OVERLAP_SLOWDOWN,
     SYS_ATTENTION_HALF_SEQ,
     SYS_POWER_W,
+    SYS_HOST_LINK_BANDWIDTH,
+    SYS_HOST_MEMORY_BANDWIDTH,
     SYS_USD_PER_GPU_S,
     JOB_LINEAR_CAST_BYTES,
     JOB_FP8_WEIGHT_CACHE_BYTES,
     JOB_LINEAR_INPUT_BYTES,
     JOB_LOGITS_EXTRA_BYTES,
+    JOB_OFFLOAD_OPTIMIZER,
 )
 from .collectives import (
     all_gather_time,
@@ -1724,6 +1727,19 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     return (rs, ag)
 
 
+def offload_optimizer_time(sys, job, shard_params, window, overlap):
+    """The optimizer step of the ``shard_params`` parameters this GPU owns, offloaded to the host
+    (ZeRO-Offload, Ren et al., USENIX ATC 2021, §4.1-4.2; DeepSpeed ``offload_optimizer``):
+    their gradients go to host memory over the host link during the backward (``window``, when
+    overlapped), the CPU's Adam streams the optimizer states in host memory (the same bytes per
+    parameter as the GPU's step, at the host memory bandwidth of this GPU's share), and the
+    updated 16-bit weights come back over the host link before the next forward."""
+    down = shard_params * job[JOB_GRAD_COMM_BYTES] / sys[SYS_HOST_LINK_BANDWIDTH]
+    up = shard_params * job[JOB_PARAM_BYTES] / sys[SYS_HOST_LINK_BANDWIDTH]
+    cpu = shard_params * job[JOB_OPTIMIZER_TRAFFIC_BYTES] / sys[SYS_HOST_MEMORY_BANDWIDTH]
+    return exposed(down, window, overlap) + cpu + up
+
+
 def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_overlap, out, i):
     """Data-parallel time after overlap, the optimizer step, the step time and memory per GPU
     of a staged configuration; writes result column ``i`` of ``out`` and returns its status.
@@ -1757,6 +1773,10 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     opt_dense = dense_params / dp_dense if zero >= 1 else dense_params
     opt_expert = expert_params / dp_expert if zero >= 1 else expert_params
     optimizer = memory_bound_time(sys, (opt_dense + opt_expert) * job[JOB_OPTIMIZER_TRAFFIC_BYTES])
+    offload = job[JOB_OFFLOAD_OPTIMIZER] > 0.0
+    if offload:
+        optimizer = offload_optimizer_time(sys, job, opt_dense + opt_expert, b_stage + w_stage,
+                                           dp_overlap)
 
     # ---- step ----------------------------------------------------------------------------------
     compute = rect[REC_COMPUTE]
@@ -1794,6 +1814,8 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     param_bytes = job[JOB_PARAM_BYTES]
     grad_bytes = job[JOB_GRAD_BYTES]
     opt_bytes = job[JOB_OPTIMIZER_BYTES]
+    if offload:
+        opt_bytes = 0.0  # the optimizer states live in host memory
     logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES],
                                  job[JOB_LOGITS_EXTRA_BYTES])
     last_embed = row[ROW_PP] <= 1.0

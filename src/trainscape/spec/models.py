@@ -146,6 +146,9 @@ class JobSpec(_Spec):
     # --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split: 1;
     # Llama 3, arXiv 2407.21783 §3.3.2: 1). 0: the plain split.
     pipeline_edge_layers: NonNegInt = 0
+    # ZeRO-Offload: optimizer states in host memory, the optimizer step on the CPU (needs
+    # cluster.host_to_device_GBps and cluster.host_memory_GBps)
+    offload_optimizer: bool = False
     # Hidden and attention dropout on (1-byte masks stored, Korthikanti et al. 2022 §4.1).
     # NeMo's Llama / Mistral / Nemotron / GPT recipes train with dropout 0: set false for them.
     dropout: bool = True
@@ -280,6 +283,8 @@ class ClusterSpec(_Spec):
     tiers: list[TierSpec] = Field(min_length=1, max_length=layout.MAX_TIERS)
     host_ddr_gb: NonNegFloat | None = None
     host_to_device_GBps: NonNegFloat | None = None
+    # host DRAM bandwidth per GPU's share (GB/s): the CPU optimizer step of job.offload_optimizer
+    host_memory_GBps: NonNegFloat | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
@@ -647,6 +652,12 @@ class Scenario(_Spec):
             raise fail("job.pipeline_edge_layers", "must leave transformer layers: "
                        "2 * pipeline_edge_layers < model.layers", self.job.pipeline_edge_layers,
                        f"< {self.model.layers / 2:g}")
+        if self.job.offload_optimizer:
+            for field_name in ("host_to_device_GBps", "host_memory_GBps"):
+                v = getattr(self.cluster, field_name)
+                if v is None or v <= 0:
+                    raise fail(f"cluster.{field_name}", "needed (> 0) with "
+                               "job.offload_optimizer = true", v, "a bandwidth in GB/s > 0")
         if self.cluster.gpu.peak_for(self.job.dtype) is None:
             raise fail("job.dtype", "the GPU has no peak rate for this dtype", self.job.dtype,
                        ", ".join(self.cluster.gpu.peak_tflops))

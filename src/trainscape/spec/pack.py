@@ -238,6 +238,8 @@ def pack_system(scenario: Scenario) -> np.ndarray:
     sys[L.SYS_LAYER_OVERHEAD_S] = g.layer_overhead_us * US
     sys[L.SYS_USD_PER_GPU_S] = usd_per_gpu_second(scenario)
     sys[L.SYS_POWER_W] = g.power_w or 0.0
+    sys[L.SYS_HOST_LINK_BANDWIDTH] = (c.host_to_device_GBps or 0.0) * GB
+    sys[L.SYS_HOST_MEMORY_BANDWIDTH] = (c.host_memory_GBps or 0.0) * GB
     for i, t in enumerate(c.tiers):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         sys[base + L.TIER_SIZE] = t.size
@@ -299,6 +301,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_weight_cache_bytes(j.recipe)
     job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
     job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
+    job[L.JOB_OFFLOAD_OPTIMIZER] = 1.0 if j.offload_optimizer else 0.0
     return job
 
 
