@@ -5,6 +5,7 @@ a function counts as much as one at the top of a module: a lazy import still cou
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import trainscape
@@ -165,3 +166,22 @@ def test_readme_layout_names_every_subpackage():
     layout = readme[readme.index("## Project layout"):]
     subpackages = sorted(p.parent.name for p in SRC.glob("*/__init__.py"))
     assert [p for p in subpackages if f"  {p}/" not in layout] == []
+
+
+def test_every_relative_import_names_a_module_of_the_package():
+    """``from .x import y`` inside a function fails only when it runs: a module moved to another
+    package must not leave such an import pointing at its old neighbours."""
+    mods = _modules()
+    builders = "".join(p.read_text() for p in (SRC / "native").glob("build_*.py"))
+    cffi_modules = set(re.findall(r'"(trainscape\.native\._\w+)"', builders))
+    assert cffi_modules == {"trainscape.native._llm", "trainscape.native._dlrm"}
+    missing = []
+    for name, (path, is_pkg) in mods.items():
+        package = name if is_pkg else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level and node.module:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}"
+                if target not in mods and target not in cffi_modules:
+                    missing.append(f"{name}: from {'.' * node.level}{node.module}")
+    assert missing == []

@@ -84,7 +84,7 @@ def _prepare(scenario: str | None, overrides, top: int, out: str | None = None,
     space = design_space(sc)
     space.check_nonempty()
     if hardware_note:
-        from .hardware import hardware_note as note
+        from ..explore.hardware import hardware_note as note
 
         text = note(sc)
         if text:
