@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from trainscape import dlrm
 from trainscape.dlrm import coldstart
+from _dlrm_common import write_tiny_scenario
 
 
 def test_choose_method(monkeypatch):
@@ -52,14 +53,7 @@ def test_shard_reports_the_cold_fallback(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TRAINSCAPE_COLD_START", "no-background")
     monkeypatch.setattr(coldstart, "evolve_ready", lambda: False)
-    csv = tmp_path / "t.csv"
-    csv.write_text("table,rows,dim,multi_hot\n" + "\n".join(
-        f"c{i},{1000 * (i + 1)},64,{i % 5 + 1}" for i in range(12)) + "\n")
-    scen = tmp_path / "s.toml"
-    scen.write_text(
-        'name = "tiny"\n[model]\ntables_csv = "t.csv"\ninteraction = "dcn"\n'
-        "[job]\nglobal_batch = 1024\n"
-        '[cluster]\npreset = "zionex"\ngpus = 8\n[planner]\nmethod = "evolve"\n')
+    scen = write_tiny_scenario(tmp_path, '[planner]\nmethod = "evolve"\n')
     res = CliRunner().invoke(group, ["shard", str(scen), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

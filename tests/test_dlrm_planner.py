@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from trainscape import dlrm
 from trainscape.dlrm import layout as D
 from trainscape.dlrm import balance, bounds, planner
+from _dlrm_common import write_tiny_scenario
 
 TIERS = [
     {"name": "node", "size": 4, "bandwidth_GBps": 300.0, "latency_us": 2.0, "efficiency": 0.9},
@@ -413,14 +414,7 @@ def test_polish_never_worsens():
 def test_shard_command(tmp_path):
     from trainscape.cli import main
 
-    csv = tmp_path / "t.csv"
-    csv.write_text("table,rows,dim,multi_hot\n" + "\n".join(
-        f"c{i},{1000 * (i + 1)},64,{i % 5 + 1}" for i in range(12)) + "\n")
-    scen = tmp_path / "s.toml"
-    scen.write_text(
-        'name = "tiny"\n[model]\ntables_csv = "t.csv"\ninteraction = "dcn"\n'
-        "[job]\nglobal_batch = 1024\n"
-        '[cluster]\npreset = "zionex"\ngpus = 8\n')
+    scen = write_tiny_scenario(tmp_path)
     group = main
     runner = CliRunner()
     res = runner.invoke(group, ["shard", str(scen), "--method", "beam", "--json",

@@ -16,6 +16,7 @@ from trainscape import dlrm
 from trainscape.dlrm import layout as D
 from trainscape.dlrm import torchrec_plan as tp
 from trainscape.spec import ScenarioError
+from _dlrm_common import write_tiny_scenario
 
 TIERS = [
     {"name": "node", "size": 4, "bandwidth_GBps": 400.0, "latency_us": 2.0, "efficiency": 1.0},
@@ -142,14 +143,7 @@ def test_import_refuses_what_it_cannot_cost(edit, path):
 def test_shard_format_torchrec_and_from_torchrec(tmp_path):
     from trainscape.cli import main as group
 
-    csv = tmp_path / "t.csv"
-    csv.write_text("table,rows,dim,multi_hot\n" + "\n".join(
-        f"c{i},{1000 * (i + 1)},64,{i % 5 + 1}" for i in range(12)) + "\n")
-    scen = tmp_path / "s.toml"
-    scen.write_text(
-        'name = "tiny"\n[model]\ntables_csv = "t.csv"\ninteraction = "dcn"\n'
-        "[job]\nglobal_batch = 1024\n"
-        '[cluster]\npreset = "zionex"\ngpus = 8\n')
+    scen = write_tiny_scenario(tmp_path)
     runner = CliRunner()
     res = runner.invoke(group, ["shard", str(scen), "--method", "greedy", "--json"])
     assert res.exit_code == 0, res.output

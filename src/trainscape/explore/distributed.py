@@ -32,7 +32,7 @@ import numpy as np
 
 from .reduce import Reduced, WorkerState
 from .results import SweepInterrupted, SweepResult, fingerprint, objective_column
-from .sweep import _finish, _Progress, _python_range, sweep_backend
+from .sweep import _finish, _Progress, _python_range, prepare_sweep, sweep_backend
 
 #: What ``--dask`` says when Dask is not installed.
 INSTALL_HINT = "pip install 'trainscape[dask]' (or: pip install 'dask[distributed]')"
@@ -335,19 +335,9 @@ def run_dask_sweep(scenario, *, dask: str | Cluster = "local", space=None, top: 
     ``stop_after_chunks``: stop as if interrupted once this many chunks are merged (tests).
     ``on_chunk(chunks_merged, cluster)``: called after each merged chunk (tests).
     """
-    from ..space import design_space
-    from ..spec.errors import ScenarioError
-    from ..spec.pack import pack
-
     require_dask()
-    if not isinstance(top, int) or top < 1:
-        raise ScenarioError.at("--top", "must be a positive integer", top, ">= 1")
-    col, obj_col, sign = objective_column(objective)
-    if space is None:
-        space = design_space(scenario)
-    space.check_nonempty()
-    blocks = pack(scenario)
-    name = sweep_backend(backend)
+    col, obj_col, sign, space, blocks, name = prepare_sweep(scenario, space, top, objective,
+                                                            backend)
     fp = fingerprint(scenario, space, col, top)
     ck = Path(checkpoint) if checkpoint is not None else None
 

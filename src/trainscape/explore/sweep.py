@@ -127,6 +127,23 @@ def reduce_columns(idx, cfg, out, obj_col, sign, k) -> Reduced:
                    float(out[L.OUT_MEMORY_GIB][valid].min()) if valid.any() else np.inf)
 
 
+def prepare_sweep(scenario, space, top, objective: str, backend: str | None):
+    """What every sweep runner checks and builds first: ``(objective column, its OUT_* index,
+    its sign, the design space (non-empty), the packed blocks, the kernel backend)``;
+    ScenarioError for a bad ``top`` or objective, or an empty space."""
+    from ..space import design_space
+    from ..spec.errors import ScenarioError
+    from ..spec.pack import pack
+
+    if not isinstance(top, int) or top < 1:
+        raise ScenarioError.at("--top", "must be a positive integer", top, ">= 1")
+    col, obj_col, sign = objective_column(objective)
+    if space is None:
+        space = design_space(scenario)
+    space.check_nonempty()
+    return col, obj_col, sign, space, pack(scenario), sweep_backend(backend)
+
+
 def run_sweep(scenario, *, space=None, top: int = 10, objective: str = "step_time_s",
               backend: str | None = None, workers: int | None = None,
               checkpoint: str | Path | None = None, resume: bool = False,
@@ -140,19 +157,8 @@ def run_sweep(scenario, *, space=None, top: int = 10, objective: str = "step_tim
     merged reduction; ``resume``: continue from it. ``stop_after``: stop (as if interrupted)
     once this many indices are done (tests, benches). Raises ScenarioError on an empty space.
     """
-    from ..space import design_space
-    from ..spec.pack import pack
-
-    if not isinstance(top, int) or top < 1:
-        from ..spec.errors import ScenarioError
-
-        raise ScenarioError.at("--top", "must be a positive integer", top, ">= 1")
-    col, obj_col, sign = objective_column(objective)
-    if space is None:
-        space = design_space(scenario)
-    space.check_nonempty()
-    blocks = pack(scenario)
-    name = sweep_backend(backend)
+    col, obj_col, sign, space, blocks, name = prepare_sweep(scenario, space, top, objective,
+                                                            backend)
     workers = int(workers or default_workers())
     fp = fingerprint(scenario, space, col, top)
     ck = Path(checkpoint) if checkpoint is not None else None
