@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from ..cli import load_scenario_arg, scenario_argument, set_option
@@ -30,7 +28,9 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
     config = parse_assignments(config_text) if config_text is not None else None
     result = evaluate(sc, config)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        from ..jsonsafe import dumps
+
+        click.echo(dumps(result.to_dict(), indent=2))
         return
     from rich.console import Console
 
