@@ -45,6 +45,12 @@ export LD_PRELOAD="$LIBASAN"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:verify_asan_link_order=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export PYTHONDONTWRITEBYTECODE=1
+# The sanitizers instrument the C kernels only. numba's kernels would be compiled afresh for the
+# copy's paths (minutes); by default they run as plain Python here (the reference's twin), set
+# SANITIZE_NUMBA_JIT=1 to compile them instead.
+if [ "${SANITIZE_NUMBA_JIT:-0}" != "1" ]; then
+    export NUMBA_DISABLE_JIT=1
+fi
 
 cd "$DIR"
 "$PY" -c "import trainscape, sys; assert trainscape.__file__.startswith('$DIR'), trainscape.__file__; \

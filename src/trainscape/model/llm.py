@@ -1890,7 +1890,7 @@ def guard_finite(out, i):
     bad = not (out[OUT_STEP_TIME_S, i] > 0.0)
     for k in range(N_OUT):
         v = out[k, i]
-        if not (v - v == 0.0):  # NaN or +-Infinity
+        if not math.isfinite(v):
             bad = True
     if bad:
         for k in range(N_OUT):
