@@ -46,10 +46,13 @@ export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:verify_asan
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export PYTHONDONTWRITEBYTECODE=1
 # The sanitizers instrument the C kernels only. numba's kernels would be compiled afresh for the
-# copy's paths (minutes); by default they run as plain Python here (the reference's twin), set
-# SANITIZE_NUMBA_JIT=1 to compile them instead.
+# copy's paths (minutes); by default they run as plain Python here and the numba-backend test
+# cases are deselected;
+# SANITIZE_NUMBA_JIT=1 to compile them and test the numba backend too.
+KSEL=()
 if [ "${SANITIZE_NUMBA_JIT:-0}" != "1" ]; then
     export NUMBA_DISABLE_JIT=1
+    KSEL=(-k "not numba")  # (numba's threaded entry points need the JIT)
 fi
 
 cd "$DIR"
@@ -61,7 +64,7 @@ echo "== tests against the sanitized kernels"
 "$PY" -m pytest -q -p no:cacheprovider -x \
     tests/test_native_guards.py tests/test_kernel_guard.py tests/test_backends_differential.py \
     tests/test_dlrm_kernels.py tests/test_dlrm_moves.py tests/test_sweep.py \
-    tests/test_reliability_battery.py tests/test_fuzz.py "$@"
+    tests/test_reliability_battery.py tests/test_fuzz.py "${KSEL[@]}" "$@"
 
 if [ "$FUZZ_MINUTES" != "0" ]; then
     echo "== fuzzing for $FUZZ_MINUTES minute(s) against the sanitized kernels"

@@ -357,3 +357,17 @@ def test_readme_lists_the_documented_ranges():
     readme = (F.ROOT / "README.md").read_text()
     for field, allowed in DOCUMENTED:
         assert f"| {field} | {allowed} |" in readme, field
+
+
+def test_space_over_the_tabulation_cap_says_what_to_narrow():
+    """A space over the cap on core combinations: one line naming ``space``, that every
+    command tabulates it (so suggesting search would be wrong), and the widest axes."""
+    many = "[" + ",".join(str(i) for i in range(1, 1001)) + "]"
+    for cmd in ("sweep", "search"):
+        code, out, err, violation = F.run_cli([cmd, GPT3, "--set", f"space.tp={many}",
+                                               "--set", f"space.dp={many}", "--set",
+                                               "space.cp=[1,2,3,4,5,6,7,8,9,10]"])
+        assert violation is None, violation
+        last = err.strip().splitlines()[-1]
+        assert code == 2 and last.startswith("Error: space: too many combinations"), last
+        assert "space.dp (1000 values)" in last and "space.tp (1000 values)" in last, last
