@@ -34,9 +34,13 @@ MAX_EMB_DIM = 2**16
 MAX_TABLES = 2**20
 #: Lookups per sample per table (pooling factor): 10^6.
 MAX_POOLING = 1e6
-#: Peak TFLOP/s of one GPU per dtype: 10^6 (an H100 has ~10^3).
+#: Peak TFLOP/s of one GPU per dtype: 10^-3 to 10^6 (an H100 has ~10^3). Below the floor (and
+#: below the bandwidth floor) a step takes longer than the age of the universe: a typo.
+MIN_TFLOPS = 1e-3
 MAX_TFLOPS = 1e6
-#: Any bandwidth per GPU in GB/s (HBM, links, host-to-device): 10^7 (HBM3e: ~5*10^3).
+#: Any bandwidth per GPU in GB/s (HBM, links, host-to-device): 10^-3 (1 MB/s) to 10^7 (HBM3e:
+#: ~5*10^3); host_to_device_GBps may be 0 (no host link).
+MIN_GBPS = 1e-3
 MAX_GBPS = 1e7
 #: Memory per GPU (``hbm_gb``, ``hbm_reserve_gb``) in GB: 10^6; host DDR per node: 10^9 GB.
 MAX_HBM_GB = 1e6
@@ -79,8 +83,8 @@ Degree = _int(1, MAX_GPUS)
 Dim = _int(1, MAX_DIM)
 DimOrZero = _int(0, MAX_DIM)
 Batch = _int(1, MAX_BATCH)
-Tflops = _float(0.0, MAX_TFLOPS, lo_open=True)
-Bandwidth = _float(0.0, MAX_GBPS, lo_open=True)
+Tflops = _float(MIN_TFLOPS, MAX_TFLOPS)
+Bandwidth = _float(MIN_GBPS, MAX_GBPS)
 BandwidthOrZero = _float(0.0, MAX_GBPS)
 HbmGb = _float(0.0, MAX_HBM_GB, lo_open=True)
 HbmGbOrZero = _float(0.0, MAX_HBM_GB)
@@ -110,8 +114,8 @@ DOCUMENTED = (
     ("DLRM cluster.gpus", f"1 to 2^16 ({MAX_DLRM_GPUS})"),
     ("model shape fields, job.seq_len", f"1 to 2^24 ({MAX_DIM}) (MoE counts: 0 to 2^24)"),
     ("job.global_batch", f"1 to 2^31-1 ({MAX_BATCH})"),
-    ("peak_tflops.*", "> 0 to 1e6"),
-    ("*_GBps", "> 0 to 1e7 (host_to_device_GBps: 0 to 1e7)"),
+    ("peak_tflops.*", "1e-3 to 1e6"),
+    ("*_GBps", "1e-3 to 1e7 (host_to_device_GBps: 0 to 1e7)"),
     ("hbm_gb / hbm_reserve_gb", "> 0 to 1e6 / 0 to 1e6"),
     ("host_ddr_gb", "0 to 1e9"),
     ("*_us", "0 to 1e9"),
