@@ -371,3 +371,18 @@ def test_space_over_the_tabulation_cap_says_what_to_narrow():
         last = err.strip().splitlines()[-1]
         assert code == 2 and last.startswith("Error: space: too many combinations"), last
         assert "space.dp (1000 values)" in last and "space.tp (1000 values)" in last, last
+
+
+def test_nul_bytes_in_paths(tmp_path):
+    """Found by scripts/fuzz.py: a NUL byte in a path option escaped click as a ValueError
+    traceback (os.stat). Only reachable in-process (argv cannot hold NUL), still exit 2."""
+    for args in (["evaluate", "a\x00b"], ["search", GPT3, "--out", "x\x00.json"],
+                 ["shard", "d\x00.toml"]):
+        code, out, err, violation = F.run_cli(args)
+        assert violation is None and code == 2 and "NUL byte" in err, (args, err)
+    raw = F.dlrm_base()
+    raw["model"].pop("tables")
+    raw["model"]["tables_csv"] = "t\x00.csv"
+    path = F.write_scenario(raw, str(tmp_path))
+    code, out, err, violation = F.run_cli(["shard", path], cwd=tmp_path)
+    assert violation is None and code == 2 and "model.tables_csv" in err, err

@@ -16,6 +16,7 @@ import pkgutil
 import click
 
 from .spec import ScenarioError
+from .spec import options as O
 
 #: Exit code for bad input (scenario files, overrides, options).
 EXIT_BAD_INPUT = 2
@@ -66,7 +67,7 @@ def main() -> None:
     long will a step take?"""
 
 
-scenario_argument = click.argument("scenario", type=click.Path(dir_okay=False, path_type=str))
+scenario_argument = click.argument("scenario", type=O.Path(dir_okay=False, path_type=str))
 
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="PATH=VALUE",

@@ -91,13 +91,13 @@ def _print_text(rep: dict) -> None:
 
 
 @click.command("shard")
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=O.Path(dir_okay=False))
 @click.option("--method", type=click.Choice(["greedy", "beam", "evolve"]), default=None,
               help="planner (default: the scenario's [planner] method, else evolve)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=O.Path(dir_okay=False), default=None,
               help="also write the JSON report to this file")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", "plot_path", type=O.Path(dir_okay=False), default=None,
               help="write a per-rank load plot (PNG)")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default=None)
 @click.option("--iterations", type=O.ITERATIONS, default=None, help="evolutionary moves to score")

@@ -64,7 +64,7 @@ _top_option = click.option("--top", "top", type=O.TOP, default=10, show_default=
                            help="How many best configurations to keep (K).")
 _obj_option = click.option("--objective", default="step_time_s", show_default=True,
                            help=_OBJ_HELP)
-_out_option = click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+_out_option = click.option("--out", "out", type=O.Path(dir_okay=False), default=None,
                            help="Write the top-K and the Pareto front to FILE "
                                 "(.parquet, .csv or .json).")
 _json_option = click.option("--json", "as_json", is_flag=True,
@@ -125,13 +125,13 @@ def _emit(res, scenario, out, as_json, console, extra_lines=()):
 
 
 @click.command("sweep")
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=O.Path(dir_okay=False))
 @_top_option
 @_obj_option
 @_out_option
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted sweep from its checkpoint.")
-@click.option("--checkpoint", type=click.Path(dir_okay=False), default=None,
+@click.option("--checkpoint", type=O.Path(dir_okay=False), default=None,
               help="Checkpoint file (default: .trainscape/sweep-<id>.npz).")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default=None,
               help="Sweep kernel (default: C when built, else numba).")
@@ -166,7 +166,7 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
 
 
 @click.command("search")
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=O.Path(dir_okay=False))
 @click.option("--method", type=click.Choice(["evolve", "beam"]), default="evolve",
               show_default=True, help="Evolutionary search or beam search.")
 @click.option("--budget", type=O.BUDGET, default=None,
@@ -203,8 +203,8 @@ def search(scenario, method, budget, seed, width, multi, top, objective, out, ov
 
 
 @click.command("explore")
-@click.argument("scenario", type=click.Path(dir_okay=False), required=False)
-@click.option("--out-dir", type=click.Path(file_okay=False), default=None,
+@click.argument("scenario", type=O.Path(dir_okay=False), required=False)
+@click.option("--out-dir", type=O.Path(file_okay=False), default=None,
               help="Report folder (default: trainscape-report/<scenario>).")
 @click.option("--time-budget", type=O.TIME_BUDGET, default=20.0,
               show_default=True,

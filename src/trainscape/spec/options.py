@@ -56,3 +56,13 @@ def check_suffix(path: str | None, option: str, suffixes: tuple[str, ...]) -> No
     if not low.endswith(suffixes):
         raise click.BadParameter(f"{path!r} has an unsupported suffix (allowed: "
                                  f"{', '.join(suffixes)}).", param_hint=f"'{option}'")
+
+
+class Path(click.Path):
+    """click.Path that refuses a NUL byte with a message (``os.stat`` raises ValueError on one,
+    which click does not catch; only reachable from Python, argv cannot hold NUL)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and "\x00" in value:
+            self.fail(f"{value!r} contains a NUL byte (allowed: a file path).", param, ctx)
+        return super().convert(value, param, ctx)

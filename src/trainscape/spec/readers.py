@@ -53,6 +53,9 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_SCENARIO_BYTES,
     except OSError as exc:
         raise ScenarioError.at(where, f"cannot open {what}{shown}: {exc.strerror}", None,
                                show_got=False) from None
+    except ValueError:  # a NUL byte in the path
+        raise ScenarioError.at(where, f"{what} path contains a NUL byte", str(path),
+                               "a file path") from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
