@@ -76,7 +76,7 @@ EDGES = [
     ("cluster.tiers[1].latency_us", 1e9), ("cluster.tiers[1].oversubscription", 1e6),
     ("cluster.gpu.gemm_half_flops", 1e18), ("cluster.gpu.gemm_efficiency_max", 1e-6),
     ("cluster.gpu.attention_efficiency", 1e-6), ("cluster.gpu.memory_efficiency", 1e-6),
-    ("cluster.gpu.peak_tflops.bf16", 1e6), ("cluster.gpu.peak_tflops.bf16", 1e-6),
+    ("cluster.gpu.peak_tflops.bf16", 1e6), ("cluster.gpu.peak_tflops.bf16", 1e-3),
     ("cluster.gpu.hbm_bandwidth_GBps", 1e-3), ("cluster.gpu.hbm_gb", 1e6),
     ("cluster.gpu.layer_overhead_us", 1e9), ("cluster.gpu.attention_half_seq", 2.0**24),
     ("job.global_batch", 2147483136),
