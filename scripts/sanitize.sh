@@ -41,9 +41,13 @@ nm -D "$DIR/src/trainscape/_native.abi3.so" | grep -q __asan_init \
     || { echo "sanitize.sh: the extension is not instrumented" >&2; exit 1; }
 
 export PYTHONPATH="$DIR/src${PYTHONPATH:+:$PYTHONPATH}"
-export LD_PRELOAD="$LIBASAN"
-export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:verify_asan_link_order=0"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+# libstdc++ preloaded beside libasan: else ASan's __cxa_throw interceptor fails a CHECK the first
+# time a C++ extension (matplotlib's ft2font) throws
+LIBSTDCXX="$($CC_BIN -print-file-name=libstdc++.so)"
+export LD_PRELOAD="$LIBASAN${LIBSTDCXX:+:$LIBSTDCXX}"
+# reports also go to $DIR/asan.<pid> / ubsan.<pid> (pytest captures stderr)
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:verify_asan_link_order=0:log_path=$DIR/asan"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$DIR/ubsan"
 export PYTHONDONTWRITEBYTECODE=1
 # The sanitizers instrument the C kernels. numba compiles its kernels afresh for the copy's paths
 # (a few minutes, once per copy); SANITIZE_NUMBA_JIT=0 runs them as plain Python instead and
@@ -68,5 +72,10 @@ echo "== tests against the sanitized kernels"
 if [ "$FUZZ_MINUTES" != "0" ]; then
     echo "== fuzzing for $FUZZ_MINUTES minute(s) against the sanitized kernels"
     "$PY" scripts/fuzz.py --minutes "$FUZZ_MINUTES" --timeout 120
+fi
+if ls "$DIR"/asan.* "$DIR"/ubsan.* >/dev/null 2>&1; then
+    echo "sanitize.sh: sanitizer reports:" >&2
+    cat "$DIR"/asan.* "$DIR"/ubsan.* >&2
+    exit 1
 fi
 echo "== sanitizer run clean"
