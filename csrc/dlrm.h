@@ -203,6 +203,7 @@ enum {
     DL_STATUS_OUT_OF_MEMORY = 1,
     DL_STATUS_INVALID_CONFIG = 2,
     DL_STATUS_BAD_INDEX = 3,
+    DL_STATUS_OVERFLOW = 4,
 };
 
 /* Doubles of scratch dl_evaluate_plans needs: the per-rank rows [DL_N_RANK][world + 1]

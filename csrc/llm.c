@@ -834,6 +834,25 @@ TS_FN int ts_write_invalid(double *out, int64_t os, int code)
     return status;
 }
 
+/* llm.py guard_finite: a non-finite output or a step time that is not > 0 -> status overflow,
+ * zeros, infinite step time (never NaN / Infinity with status ok). */
+TS_FN int ts_guard_finite(double *out, int64_t os, int status)
+{
+    int bad = !(out[TS_OUT_STEP_TIME_S * os] > 0.0);
+    for (int k = 0; k < TS_N_OUT; k++) {
+        double v = out[k * os];
+        if (!(v - v == 0.0))
+            bad = 1;
+    }
+    if (!bad)
+        return status;
+    for (int k = 0; k < TS_N_OUT; k++)
+        out[k * os] = 0.0;
+    out[TS_OUT_STATUS * os] = (double)TS_STATUS_OVERFLOW;
+    out[TS_OUT_STEP_TIME_S * os] = INFINITY;
+    return TS_STATUS_OVERFLOW;
+}
+
 /* ===== One configuration, in stages ======================================================= */
 
 /* llm.py evaluate_config, the core row's part: config_error over the core fields and every
@@ -1603,7 +1622,7 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
                                                               sys[TS_SYS_USD_PER_GPU_S]);
     out[TS_OUT_TOKENS_PER_USD * os] = ctx->inv.tokens_per_usd_s * r_step;
     out[TS_OUT_TOKENS_PER_JOULE * os] = ctx->inv.tokens_per_j_s * r_step;
-    return status;
+    return ts_guard_finite(out, os, status);
 }
 
 /* The rest of a configuration after its core row: config_error's free-field checks, then the

@@ -175,7 +175,8 @@ enum {
     TS_STATUS_OUT_OF_MEMORY = 1,
     TS_STATUS_INVALID_CONFIG = 2,
     TS_STATUS_BAD_INDEX = 3,
-    TS_STATUS_COUNT = 4
+    TS_STATUS_OVERFLOW = 4,
+    TS_STATUS_COUNT = 5
 };
 
 #define TS_MAX_TIERS 6
@@ -190,6 +191,6 @@ enum {
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0xE3931691
+#define TS_LAYOUT_HASH 0xE2066733
 
 #endif /* TRAINSCAPE_LAYOUT_H */

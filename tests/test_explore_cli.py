@@ -77,7 +77,7 @@ def test_explore_without_argument_writes_plots(cli, tmp_path):
     (("search", GPT3, "--set", "cluster.gpu.hbm_gb=6"), "space: no feasible configuration"),
     (("sweep", GPT3, "--out", "x.xlsx"), "--out: unknown results format"),
     (("sweep", GPT3, "--objective", "speed"), "--objective: unknown objective"),
-    (("sweep", GPT3, "--top", 0), "--top: must be a positive integer"),
+    (("sweep", GPT3, "--top", 0), "'--top': 0 is not in the range 1<=x<=100000"),
     (("explore", "no-such-file.toml"), "no-such-file.toml: file not found"),
 ])
 def test_bad_input_is_one_line_exit_2(cli, args, message, tmp_path, monkeypatch):

@@ -275,13 +275,30 @@ def test_invalid_config_is_flagged_not_nan():
 
 
 def test_too_big_for_memory_is_infeasible_but_costed():
+    """GPT-3 175B (GeLU MLP) at TP 8, PP 1, DP 1, ZeRO 0, by hand:
+
+    per layer 4h^2 (Q, K, V, output projection; MHA) + 8h^2 (two h x 4h MLP matrices) + 2h
+    (two norm scales) = 12h^2 + 2h = 1,811,963,904 for h = 12288; 96 layers =
+    173,948,534,784; input embedding and untied output projection 2 x 51200 x 12288 =
+    1,258,291,200 (one stage holds both); total 175,206,825,984, over TP 8:
+    21,900,853,248 per GPU. Weights 2 B each (BF16) = 43,801,706,496 B, gradients 4 B (FP32)
+    = 87,603,412,992 B, Adam states 12 B (FP32 master, m, v; no ZeRO sharding at DP 1) =
+    262,810,238,976 B; the reserve is the system's 2e9 B. Each term exact, and the total over
+    the 80e9 B of HBM: out of memory, still costed."""
     sys = system([NODE, FABRIC], gpus=8)
     mdl = gpt_model(layers=96, h=12288, heads=96)  # 175B on 8 GPUs
     out = evaluate_batch(sys, mdl, job(batch=8), one_config(tp=8))
     col = out[:, 0]
+    gib = 2.0**30
+    per_gpu = (96 * (12 * 12288**2 + 2 * 12288) + 2 * 51200 * 12288) / 8
+    assert per_gpu == 21_900_853_248
+    assert col[L.OUT_MEM_WEIGHTS_GIB] == pytest.approx(2 * per_gpu / gib, rel=1e-12)
+    assert col[L.OUT_MEM_GRADS_GIB] == pytest.approx(4 * per_gpu / gib, rel=1e-12)
+    assert col[L.OUT_MEM_OPTIMIZER_GIB] == pytest.approx(12 * per_gpu / gib, rel=1e-12)
+    assert col[L.OUT_MEM_RESERVE_GIB] == pytest.approx(2e9 / gib, rel=1e-12)
+    assert col[L.OUT_MEMORY_GIB] > 18 * per_gpu / gib  # plus activations and logits
     assert col[L.OUT_STATUS] == L.STATUS_OUT_OF_MEMORY
     assert col[L.OUT_FEASIBLE] == 0.0
-    assert col[L.OUT_MEMORY_GIB] > 80
     assert np.isfinite(col[L.OUT_STEP_TIME_S])
 
 

@@ -128,18 +128,19 @@ def test_wrong_type_table():
                                   "cluster.gpus", "config.pp", "cluster.gpu.hbm_gb"])
 @pytest.mark.parametrize("value", [0, -3])
 def test_non_positive_sizes(path, value):
-    assert_error(base(), [f"{path}={value}"], path, "out of range", f"got {value}",
-                 "allowed: > 0")
+    msg = assert_error(base(), [f"{path}={value}"], path, "out of range", f"got {value}")
+    # both ends of the documented range (spec/ranges.py): integers from 1, floats above 0
+    assert ("allowed: 1 to " in msg) or ("allowed: > 0 to " in msg), msg
 
 
 def test_efficiency_out_of_range():
     assert_error(base(), ["cluster.tiers[0].efficiency=1.5"], "cluster.tiers[0].efficiency",
-                 "allowed: <= 1")
+                 "allowed: 1e-06 to 1)")
 
 
 def test_oversubscription_below_one():
     assert_error(base(), ["cluster.tiers[1].oversubscription=0.5"],
-                 "cluster.tiers[1].oversubscription", "allowed: >= 1")
+                 "cluster.tiers[1].oversubscription", "allowed: 1 to 1e+06")
 
 
 def test_missing_required_field():

@@ -212,8 +212,8 @@ def test_pareto_overflow_is_retried_not_lost(sc):
     st_small = WorkerState(1, 4, cap=1)
     ok = kernel_numba.run_range(ds, blocks, 0, ds.size, L.OUT_STEP_TIME_S, 1.0, st_small)
     full = run_sweep(sc, top=4, backend="numba")
-    if len(full.front) > 1:
-        assert not ok
+    assert len(full.front) > 1  # the premise: a front larger than the 1-point buffer
+    assert not ok
     st_big = WorkerState(1, 4, cap=4096)
     assert kernel_numba.run_range(ds, blocks, 0, ds.size, L.OUT_STEP_TIME_S, 1.0, st_big)
     assert np.array_equal(st_big.reduced().front_idx, full.front.index)

@@ -41,7 +41,10 @@ DIMS = ("tp", "cp", "ep", "dp", "pp")
 MAX_TIERS = 6
 
 #: Result status codes.
-STATUS = ("ok", "out_of_memory", "invalid_config", "bad_index")
+#: ``overflow``: a valid configuration whose cost left the float64 range (a non-finite or
+#: non-positive step time, or any non-finite output); every output is zeroed, the step time set
+#: to infinity, and it is infeasible -- never a NaN or Infinity reported as "ok".
+STATUS = ("ok", "out_of_memory", "invalid_config", "bad_index", "overflow")
 
 # --------------------------------------------------------------------------------------------
 # Field lists. Each name becomes an index constant below (``SYS_GPUS`` ...) and, upper-cased,
@@ -251,7 +254,8 @@ DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP = range(len(DIMS))
 N_DIMS = len(DIMS)
 N_SCHEDULES = len(SCHEDULES)
 N_ORDERS = 120  # 5!
-STATUS_OK, STATUS_OUT_OF_MEMORY, STATUS_INVALID_CONFIG, STATUS_BAD_INDEX = range(len(STATUS))
+STATUS_OK, STATUS_OUT_OF_MEMORY, STATUS_INVALID_CONFIG, STATUS_BAD_INDEX, STATUS_OVERFLOW = \
+    range(len(STATUS))
 
 #: (python name, field tuple, C prefix) for every enumerated list, used by the header generator
 #: and the agreement test.

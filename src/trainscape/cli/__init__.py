@@ -15,6 +15,7 @@ import importlib
 import click
 
 from ..spec import ScenarioError
+from . import options as O
 
 #: Exit code for bad input (scenario files, overrides, options).
 EXIT_BAD_INPUT = 2
@@ -70,7 +71,7 @@ def main() -> None:
     long will a step take?"""
 
 
-scenario_argument = click.argument("scenario", type=click.Path(dir_okay=False, path_type=str))
+scenario_argument = click.argument("scenario", type=O.Path(dir_okay=False, path_type=str))
 
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="PATH=VALUE",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from . import load_scenario_arg, scenario_argument, set_option
@@ -32,10 +30,11 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
     result = evaluate(sc, config)
     if as_json:
         from ..api import link_report
+        from ..jsonsafe import dumps
 
         out = result.to_dict()
         out["links"] = link_report(sc, config)
-        click.echo(json.dumps(out, indent=2))
+        click.echo(dumps(out, indent=2))
         return
     from ..report import make_console, render_result
 

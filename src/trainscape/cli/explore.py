@@ -11,6 +11,7 @@ import sys
 import click
 
 from ..explore.results import OBJECTIVE_ALIASES, OBJECTIVES
+from . import options as O
 from . import InputError
 
 _OBJ_HELP = "Objective: " + ", ".join([*OBJECTIVES, *OBJECTIVE_ALIASES]) + "."
@@ -55,11 +56,11 @@ _set_option = click.option(
     "--set", "overrides", multiple=True, metavar="PATH=VALUE",
     help="Override a scenario field, e.g. --set cluster.tiers[2].bandwidth_GBps=100 "
          "(repeatable).")
-_top_option = click.option("--top", "top", type=int, default=10, show_default=True,
+_top_option = click.option("--top", "top", type=O.TOP, default=10, show_default=True,
                            help="How many best configurations to keep (K).")
 _obj_option = click.option("--objective", default="step_time_s", show_default=True,
                            help=_OBJ_HELP)
-_out_option = click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+_out_option = click.option("--out", "out", type=O.Path(dir_okay=False), default=None,
                            help="Write the top-K and the Pareto front to FILE "
                                 "(.parquet, .csv or .json).")
 _json_option = click.option("--json", "as_json", is_flag=True,
@@ -126,7 +127,9 @@ def _emit(res, scenario, out, as_json, console, extra_lines=()):
     if out:
         write_records(res.top.records("top") + res.front.records("pareto"), out)
     if as_json:
-        click.echo(json.dumps(result_summary(res, scenario), default=str, indent=1))
+        from ..jsonsafe import dumps
+
+        click.echo(dumps(result_summary(res, scenario), default=str, indent=1))
         return
     console.print(headline(res), soft_wrap=True)
     print_result(res, console, scenario)
@@ -137,17 +140,17 @@ def _emit(res, scenario, out, as_json, console, extra_lines=()):
 
 
 @click.command("sweep")
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=O.Path(dir_okay=False))
 @_top_option
 @_obj_option
 @_out_option
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted sweep from its checkpoint.")
-@click.option("--checkpoint", type=click.Path(dir_okay=False), default=None,
+@click.option("--checkpoint", type=O.Path(dir_okay=False), default=None,
               help="Checkpoint file (default: .trainscape/sweep-<id>.npz).")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default=None,
               help="Sweep kernel (default: C when built, else numba).")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=O.THREADS, default=None,
               help="Worker threads (default: every core; with --dask: kernel threads per "
                    "chunk, default 1).")
 @click.option("--progress/--no-progress", default=None,
@@ -189,14 +192,14 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
 
 
 @click.command("search")
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=O.Path(dir_okay=False))
 @click.option("--method", type=click.Choice(["evolve", "beam"]), default="evolve",
               show_default=True, help="Evolutionary search or beam search.")
-@click.option("--budget", type=click.IntRange(min=1), default=None,
+@click.option("--budget", type=O.BUDGET, default=None,
               help="Distinct configurations to evaluate (default: 1% of the space, "
                    "200..20,000).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--width", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--seed", type=O.SEED, default=0, show_default=True, help="Random seed.")
+@click.option("--width", type=O.WIDTH, default=8, show_default=True,
               help="Beam width: at most this many partial configurations go on from a "
                    "level (beam only).")
 @click.option("--multi-objective", "multi", is_flag=True,
@@ -233,13 +236,13 @@ def search(scenario, method, budget, seed, width, multi, top, objective, out, ov
 
 
 @click.command("explore")
-@click.argument("scenario", type=click.Path(dir_okay=False), required=False)
-@click.option("--out-dir", type=click.Path(file_okay=False), default=None,
+@click.argument("scenario", type=O.Path(dir_okay=False), required=False)
+@click.option("--out-dir", type=O.Path(file_okay=False), default=None,
               help="Report folder (default: trainscape-report/<scenario>).")
-@click.option("--time-budget", type=click.FloatRange(min=0.1), default=20.0,
+@click.option("--time-budget", type=O.TIME_BUDGET, default=20.0,
               show_default=True,
               help="Seconds a full sweep may take; larger spaces are searched instead.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=O.SEED, default=0, show_default=True)
 @_top_option
 @_obj_option
 @_set_option

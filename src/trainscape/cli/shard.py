@@ -10,6 +10,7 @@ import math
 import click
 import numpy as np
 
+from . import options as O
 from ..spec.errors import ScenarioError
 from ..dlrm import layout as D
 
@@ -32,7 +33,9 @@ def _report(sc, res) -> dict:
         "step_time_s": r["step_time_s"],
         "samples_per_s": r["samples_per_s"],
         "lower_bound_s": res.lower_bound_s,
-        "gap_to_lower_bound": r["step_time_s"] / res.lower_bound_s - 1.0,
+        # no bound when no plan fits (lower bound infinite): null in JSON, not -1
+        "gap_to_lower_bound": (r["step_time_s"] / res.lower_bound_s - 1.0
+                               if 0 < res.lower_bound_s < math.inf else math.nan),
         "greedy_baselines_s": res.baselines,
         "breakdown": {f: r[f] for f in D.DBREAKDOWN_FIELDS},
         "dense_allreduce_s": r["dense_allreduce_s"],
@@ -42,6 +45,7 @@ def _report(sc, res) -> dict:
         "planning_s": res.elapsed_s,
         "evaluations": res.evaluations,
         "moves_scored": res.moves_scored,
+        "time_limited": res.time_limited,
         "per_rank": {k: [float(x) for x in v] for k, v in r["per_rank"].items()
                      if k in ("lookup_fwd_s", "lookup_bwd_s", "a2a_s", "hbm_bytes",
                               "ddr_bytes")},
@@ -56,9 +60,11 @@ def _print_text(rep: dict) -> None:
     con = Console()
     con.print(f"[bold]{rep['scenario']}[/bold]: {rep['tables']} tables on {rep['world']} ranks,"
               f" method {rep['method']}")
+    bound = (f"lower bound {rep['lower_bound_s'] * 1e3:.4f} ms  (gap "
+             f"{100 * rep['gap_to_lower_bound']:.1f}%)"
+             if math.isfinite(rep["gap_to_lower_bound"]) else "no lower bound (no plan fits)")
     con.print(f"step {rep['step_time_s'] * 1e3:.4f} ms  ({rep['samples_per_s']:.4g} samples/s)"
-              f"  lower bound {rep['lower_bound_s'] * 1e3:.4f} ms  (gap "
-              f"{100 * rep['gap_to_lower_bound']:.1f}%)  status {rep['status']}")
+              f"  {bound}  status {rep['status']}")
     con.print("greedy baselines: " + ", ".join(
         f"{k} {v * 1e3:.4f} ms" if math.isfinite(v) else f"{k} infeasible"
         for k, v in rep["greedy_baselines_s"].items()))
@@ -85,18 +91,20 @@ def _print_text(rep: dict) -> None:
 
 
 @click.command("shard")
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=O.Path(dir_okay=False))
 @click.option("--method", type=click.Choice(["greedy", "beam", "evolve"]), default=None,
               help="planner (default: the scenario's [planner] method, else evolve)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", "out_path", type=O.Path(dir_okay=False), default=None,
               help="also write the JSON report to this file")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", "plot_path", type=O.Path(dir_okay=False), default=None,
               help="write a per-rank load plot (PNG)")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default=None)
-@click.option("--iterations", type=int, default=None, help="evolutionary moves to score")
-@click.option("--beam-width", type=int, default=None)
-@click.option("--seed", type=int, default=None)
+@click.option("--iterations", type=O.ITERATIONS, default=None, help="evolutionary moves to score")
+@click.option("--beam-width", type=O.WIDTH, default=None)
+@click.option("--seed", type=O.SEED, default=None)
+@click.option("--time-limit", "time_limit", type=O.TIME_LIMIT, default=None,
+              help="seconds of planning (default: the scenario's [planner] time_limit_s)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "torchrec"]), default=None,
               help="output: text (default), json (the report), torchrec (the plan as a "
                    "TorchRec ShardingPlan document; --out writes it)")
@@ -106,11 +114,13 @@ def _print_text(rep: dict) -> None:
               help="on a cold numba cache, compile evolve's kernels now instead of answering "
                    "with the C beam planner meanwhile")
 def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
-          seed, fmt, from_torchrec, wait_compile):
+          seed, time_limit, fmt, from_torchrec, wait_compile):
     """Plan the sharding of SCENARIO's embedding tables over its GPUs."""
     from ..dlrm import evaluate
     from ..dlrm.spec import load
 
+    O.check_suffix(out_path, "--out", (".json",))
+    O.check_suffix(plot_path, "--plot", (".png",))
     try:
         sc = load(scenario)
         if from_torchrec:
@@ -129,7 +139,8 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
         use = coldstart.choose_method(want, backend, wait_compile)
         res = run_plan(sc, method=use, beam_width=beam_width or ps.beam_width,
                        seed=ps.seed if seed is None else seed,
-                       iterations=iterations or ps.iterations, backend=backend)
+                       iterations=iterations or ps.iterations, backend=backend,
+                       time_limit_s=ps.time_limit_s if time_limit is None else time_limit)
         if use != want:
             note = coldstart.NOTE
         elif use == "evolve":
@@ -159,7 +170,9 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
                        f"{sc.name}: {res.method}, step {res.step_time_s * 1e3:.3f} ms",
                        res.lower_bound_s, step_time_s=res.step_time_s)
         rep["plot"] = plot_path
-    text = json.dumps(rep, indent=2, default=float)
+    from ..jsonsafe import dumps
+
+    text = dumps(rep, indent=2, default=float)
     if out_path:
         with open(out_path, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")

@@ -74,7 +74,13 @@ class PlanResult:
     evaluations: int = 0
     moves_scored: int = 0
     moves_accepted: int = 0
+    #: True when ``time_limit_s`` ended the planning before all its phases ran
+    time_limited: bool = False
 
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,7 +434,8 @@ def _critical_tables(sc: DlrmScenario, plan: np.ndarray, work: np.ndarray, n_ran
 
 
 def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: int = 0,
-           backend=None, batch: int = 1024) -> tuple[np.ndarray, float, int]:
+           backend=None, batch: int = 1024,
+           deadline: float | None = None) -> tuple[np.ndarray, float, int]:
     """Exact local search on the critical ranks: every change of one table's sharding form
     (:func:`table_forms`) and place -- all ranks, first shards or nodes, at most 32 drawn at
     random per form -- for the tables on the busiest ranks of each maximum (every table when
@@ -446,7 +453,7 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
     out = _eval(sc, plan, backend=backend, work=work)
     cur = out[D.DO_STEP_TIME_S, 0] if out[D.DO_FEASIBLE, 0] > 0 else math.inf
     evals = 1
-    while evals < max_evals:
+    while evals < max_evals and not _past(deadline):
         tables = (list(range(sc.n_tables)) if sc.n_tables * w <= 4096
                   else _critical_tables(sc, plan, work, 2))
         cands = []
@@ -501,7 +508,8 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
 
 def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int = 0,
            tier_moves: bool = True, rounds: int = 20, structural: int = 256,
-           batch: int = 128, backend=None) -> tuple[np.ndarray, float, int, int]:
+           batch: int = 128, backend=None,
+           deadline: float | None = None) -> tuple[np.ndarray, float, int, int]:
     """Evolutionary refinement; returns (plan, step, O(1) scores, accepted changes).
 
     ``rounds`` times: ``iters / rounds`` candidate moves / swaps / tier changes of the
@@ -521,6 +529,8 @@ def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int =
     scored = accepted = 0
     rounds = max(1, int(rounds))
     for r in range(rounds):
+        if r and _past(deadline):
+            break
         movable = np.flatnonzero(plan[D.PL_KIND] == D.SH_TW).astype(np.int64)
         n = int(iters) // rounds + (1 if r < int(iters) % rounds else 0)
         if len(movable) and n > 0:
@@ -576,13 +586,15 @@ def split_hot(sc: DlrmScenario, plan: np.ndarray, alpha: float = 1.0) -> np.ndar
 
 def balance(sc: DlrmScenario, plan: np.ndarray, candidates: int, seed: int = 0,
             taus: tuple = TAUS, form_frac: float = 0.05,
-            n_scan: int = 8) -> tuple[np.ndarray, float, int]:
+            n_scan: int = 8, deadline: float | None = None) -> tuple[np.ndarray, float, int]:
     """Smoothed balancing (:class:`Balancer`) from ``plan``: ``candidates`` in all, split over
     the temperatures ``taus`` (rising); returns (best plan by the exact step, its step,
     accepted changes)."""
     bal = Balancer(sc, plan)
     acc = 0
     for k, tau in enumerate(taus):
+        if k and _past(deadline):
+            break
         n = int(candidates) // len(taus) + (1 if k < int(candidates) % len(taus) else 0)
         acc += bal.run(tau, n, int(seed) * 7919 + k, form_frac=form_frac, n_scan=n_scan)[1]
     best = bal.plan()
@@ -590,19 +602,26 @@ def balance(sc: DlrmScenario, plan: np.ndarray, candidates: int, seed: int = 0,
 
 
 def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: int = 0,
-         iterations: int = 200_000, backend=None) -> PlanResult:
+         iterations: int = 200_000, backend=None,
+         time_limit_s: float | None = None) -> PlanResult:
     """Plan the sharding of ``sc``: ``greedy`` (best of the baselines), ``beam``, or
     ``evolve``: the best of three starts -- the best greedy plan and the bound's relaxed plan
     (:func:`bound_plan`), each with its hot tables split (:func:`split_hot`), and every
     table data-parallel -- balanced by ``iterations`` smoothed candidates (:func:`balance`:
     placements, swaps and sharding types), then ``iterations / 4`` exact O(1)-scored moves
     and structural changes (:func:`refine`) and an exact local search on the critical ranks
-    (:func:`polish`); the best plan met on the way is returned."""
+    (:func:`polish`); the best plan met on the way is returned.
+
+    ``time_limit_s`` (the scenario's ``[planner] time_limit_s``): checked between phases,
+    balancing temperatures, refinement rounds and local-search steps; once past it the
+    remaining work is skipped (``PlanResult.time_limited``) and the best plan so far is
+    returned. The greedy baselines always run."""
     if method not in METHODS:
         raise ValueError(f"method: unknown {method!r} (allowed: {', '.join(METHODS)})")
     from .evaluation import evaluate
 
     t0 = time.perf_counter()
+    deadline = None if time_limit_s is None else t0 + float(time_limit_s)
     parts = lower_bound_parts(sc)
     base = greedy_baselines(sc, backend=backend)
     evals = len(base)
@@ -633,20 +652,25 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         start = starts[int(np.argmin(steps))] if np.isfinite(steps).any() else starts[0]
         consider(start)
         n_bal = int(iterations)
-        bp, _, acc = balance(sc, start, n_bal, seed)
-        scored += n_bal
-        accepted += acc
-        consider(bp)
-        ep, _, sc_n, acc = refine(sc, best_plan, max(1, n_bal // 4), seed, backend=backend)
-        scored += sc_n
-        accepted += acc
-        consider(ep)
-        pp, _, n = polish(sc, best_plan, 20_000, seed, backend=backend)
-        evals += n
-        consider(pp)
+        if not _past(deadline):
+            bp, _, acc = balance(sc, start, n_bal, seed, deadline=deadline)
+            scored += n_bal
+            accepted += acc
+            consider(bp)
+        if not _past(deadline):
+            ep, _, sc_n, acc = refine(sc, best_plan, max(1, n_bal // 4), seed,
+                                      backend=backend, deadline=deadline)
+            scored += sc_n
+            accepted += acc
+            consider(ep)
+        if not _past(deadline):
+            pp, _, n = polish(sc, best_plan, 20_000, seed, backend=backend, deadline=deadline)
+            evals += n
+            consider(pp)
     res = evaluate(sc, best_plan, backend=backend)
     return PlanResult(method=method, plan=best_plan, step_time_s=res["step_time_s"], result=res,
                       lower_bound_s=parts["lower_bound_s"],
                       baselines={k: v[1] for k, v in base.items()},
                       elapsed_s=time.perf_counter() - t0, evaluations=evals,
-                      moves_scored=scored, moves_accepted=accepted)
+                      moves_scored=scored, moves_accepted=accepted,
+                      time_limited=_past(deadline))

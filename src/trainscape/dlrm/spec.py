@@ -40,15 +40,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..spec.errors import ScenarioError, from_validation_error
 from ..spec.models import ClusterSpec, expand_presets
+from ..spec import ranges as R
 from ..spec.pack import pack_system
 from . import layout as D
 
 GB = 1e9
 
-PosInt = Annotated[int, Field(gt=0)]
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+# every numeric field has a documented range (spec/ranges.py, README "Input ranges")
+PosInt = R.Dim
+Fraction = R.Share
 
 
 class _Spec(BaseModel):
@@ -59,9 +59,9 @@ class TableSpec(_Spec):
     """One embedding table: ``pooling`` is lookups per sample (multi-hot size)."""
 
     name: str
-    rows: PosInt
-    dim: PosInt
-    pooling: NonNegFloat = 1.0
+    rows: R.Rows
+    dim: R.EmbDim
+    pooling: R.Pooling = 1.0
     hit_rate: Fraction | None = None  # UVM cache hit rate (default: job.uvm_hit_rate)
 
 
@@ -71,20 +71,20 @@ class DenseSpec(_Spec):
     preset: str | None = None
     name: str | None = None
     tables_csv: str | None = None
-    tables: list[TableSpec] | None = None
-    embedding_dim: PosInt | None = None  # dim for tables that do not give one (CSV)
+    tables: Annotated[list[TableSpec], Field(max_length=R.MAX_TABLES)] | None = None
+    embedding_dim: R.EmbDim | None = None  # dim for tables that do not give one (CSV)
     dense_in_features: PosInt = 13
     dense_arch: list[PosInt] = Field(default_factory=lambda: [512, 256, 128], min_length=1)
     over_arch: list[PosInt] = Field(default_factory=lambda: [1024, 1024, 512, 256, 1],
                                     min_length=1)
     interaction: Literal[D.INTERACTIONS] = "dot"
-    dcn_layers: Annotated[int, Field(ge=0)] = 3
+    dcn_layers: R.DimOrZero = 3
     dcn_low_rank: PosInt = 512
-    global_batch: PosInt | None = None  # from a preset; job.global_batch wins
+    global_batch: R.Batch | None = None  # from a preset; job.global_batch wins
 
 
 class JobSpec(_Spec):
-    global_batch: PosInt | None = None
+    global_batch: R.Batch | None = None
     embedding_dtype: Literal["fp32", "fp16", "int8"] = "fp32"
     comm_dtype: Literal["fp32", "bf16", "fp16", "fp8"] = "fp32"
     bwd_comm_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
@@ -92,28 +92,28 @@ class JobSpec(_Spec):
     dense_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     optimizer: Literal[D.OPTIMIZERS] = "rowwise_adagrad"
     index_bytes: Literal[4, 8] = 8
-    lookup_efficiency: Fraction | None = None  # default: the GPU's memory_efficiency
-    dense_efficiency: Annotated[float, Field(gt=0, le=1)] = 0.5
+    lookup_efficiency: R.Efficiency | None = None  # default: the GPU's memory_efficiency
+    dense_efficiency: R.Efficiency = 0.5
     uvm_cache_fraction: Fraction = 0.2
     uvm_hit_rate: Fraction = 0.9
-    bwd_multiplier: PosFloat = 2.0
-    dp_update_factor: NonNegFloat = 9.22
+    bwd_multiplier: R.PosFactor = 2.0
+    dp_update_factor: R.Factor = 9.22
 
 
 class PlanEntry(_Spec):
     type: str
-    shards: PosInt = 1
-    rank: Annotated[int, Field(ge=0)] = 0
-    stride: Annotated[int, Field(ge=0)] | None = None
+    shards: R.DlrmGpuCount = 1
+    rank: Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)] = 0
+    stride: Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)] | None = None
     tier: str = "hbm"
 
 
 class PlannerSpec(_Spec):
     method: Literal["greedy", "beam", "evolve"] = "evolve"
-    beam_width: PosInt = 8
-    seed: int = 0
-    iterations: PosInt = 200000
-    time_limit_s: PosFloat = 8.0
+    beam_width: R.BeamWidth = 8
+    seed: R.Seed = 0
+    iterations: R.Iterations = 200000
+    time_limit_s: R.Seconds = 8.0
 
 
 class DlrmScenarioSpec(_Spec):
@@ -170,28 +170,52 @@ def fail(path: str, problem: str, got: Any = None, allowed: str | None = None,
 
 def read_tables_csv(path: Path, default_dim: int | None) -> list[dict]:
     """Tables from a CSV with columns ``table|name, rows, dim, pooling|multi_hot[, hit_rate]``
-    (``#`` lines are comments)."""
-    if not path.exists():
-        raise fail("model.tables_csv", "file not found", str(path))
-    with path.open(newline="", encoding="utf-8") as fh:
-        lines = [ln for ln in fh if ln.strip() and not ln.lstrip().startswith("#")]
-    reader = csv.DictReader(lines)
+    (``#`` lines are comments). The file must be a regular UTF-8 file of at most
+    ``readers.MAX_CSV_BYTES``; a cell that is not a finite number (or not an integer where one
+    is needed: ``rows = 1.5``) is an error naming the CSV line and column."""
+    from ..spec.readers import MAX_CSV_BYTES, read_text
+
+    text = read_text(path, "tables CSV", MAX_CSV_BYTES, field="model.tables_csv")
+    numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1)
+                if ln.strip() and not ln.lstrip().startswith("#")]
+    if not numbered:
+        raise fail("model.tables_csv", f"tables CSV {path} has no header line", None,
+                   "a header such as table,rows,dim,pooling", show_got=False)
+    if len(numbered) - 1 > R.MAX_TABLES:
+        raise fail("model.tables_csv", f"too many tables ({len(numbered) - 1})", None,
+                   f"at most {R.MAX_TABLES}", show_got=False)
+    reader = csv.DictReader([ln for _, ln in numbered])
     out = []
     for i, row in enumerate(reader):
+        line = numbered[i + 1][0] if i + 1 < len(numbered) else len(numbered)
         name = (row.get("table") or row.get("name") or f"t{i}").strip()
-        where = f"tables[{name}]"
+        where = f"model.tables_csv line {line}"
 
         def num(key, cast, required=True, default=None):
             text = row.get(key)
             if text is None or text.strip() == "":
                 if required:
-                    raise fail(f"{where}.{key}", "missing in CSV", None, show_got=False)
+                    raise fail(f"{where} column {key}", "missing in CSV", None, show_got=False)
                 return default
+            text = text.strip()
+            if cast is int:
+                try:
+                    return int(text)
+                except ValueError:
+                    pass
             try:
                 v = float(text)
-                return int(v) if cast is int and v == int(v) else cast(v)
             except ValueError:
-                raise fail(f"{where}.{key}", "not a number", text) from None
+                raise fail(f"{where} column {key}", "not a number", text,
+                           "an integer" if cast is int else "a finite number") from None
+            if not np.isfinite(v):
+                raise fail(f"{where} column {key}", "must be a finite number", text,
+                           "an integer" if cast is int else "a finite number")
+            if cast is int:
+                if v != int(v):
+                    raise fail(f"{where} column {key}", "expected an integer", text, "an integer")
+                return int(v)
+            return v
 
         pool_key = "pooling" if "pooling" in row else "multi_hot"
         entry = {"name": name, "rows": num("rows", int),
@@ -245,6 +269,9 @@ def load(source: str | Path | dict, base_dir: str | Path | None = None) -> DlrmS
     raw = expand(raw)
     model = raw.get("model")
     if isinstance(model, dict) and model.get("tables_csv") is not None and not model.get("tables"):
+        if not isinstance(model["tables_csv"], str) or not model["tables_csv"].strip():
+            raise fail("model.tables_csv", "expected a file name", model["tables_csv"],
+                       "a path to a CSV file (relative to the scenario file)")
         csv_path = Path(model["tables_csv"])
         if not csv_path.is_absolute():
             csv_path = base / csv_path
@@ -339,6 +366,9 @@ def build(spec: DlrmScenarioSpec) -> DlrmScenario:
     if batch is None:
         raise fail("job.global_batch", "missing required field", show_got=False)
     world = c.gpus
+    if world > R.MAX_DLRM_GPUS:
+        raise fail("cluster.gpus", "too many ranks for a DLRM scenario", world,
+                   f"1 to {R.MAX_DLRM_GPUS}")
     if batch % world != 0:
         raise fail("job.global_batch", f"must be a multiple of cluster.gpus = {world}", batch,
                    f"multiples of {world}")

@@ -114,6 +114,7 @@ from ..layout import (
     STATUS_INVALID_CONFIG,
     STATUS_OK,
     STATUS_OUT_OF_MEMORY,
+    STATUS_OVERFLOW,
     SYS_GPUS,
     SYS_HBM_BANDWIDTH,
     SYS_HBM_BYTES,
@@ -1948,4 +1949,23 @@ def write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq, gl
     out[OUT_TOKENS_PER_USD, i] = tokens_per_unit(tokens, cost)
     out[OUT_TOKENS_PER_JOULE, i] = tokens_per_unit(tokens,
                                                    energy_per_step_j(step, gpus, sys[SYS_POWER_W]))
+    return guard_finite(out, i)
+
+
+def guard_finite(out, i):
+    """The kernel's own defence (the reliability contract): a result with a non-finite output
+    or a step time that is not a positive finite number becomes status ``overflow`` --
+    infeasible, every output 0, step time infinite -- instead of NaN or Infinity reported with
+    status ok. The validator's ranges (``spec/ranges.py``) keep valid inputs away from this;
+    the guard holds whatever reaches the kernel. Returns the status."""
+    bad = not (out[OUT_STEP_TIME_S, i] > 0.0)
+    for k in range(N_OUT):
+        v = out[k, i]
+        if not math.isfinite(v):
+            bad = True
+    if bad:
+        for k in range(N_OUT):
+            out[k, i] = 0.0
+        out[OUT_STATUS, i] = STATUS_OVERFLOW
+        out[OUT_STEP_TIME_S, i] = math.inf
     return int(out[OUT_STATUS, i])

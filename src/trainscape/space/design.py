@@ -455,8 +455,13 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
     lens = [len(v) for v in vals]
     core_raw = int(np.prod(lens, dtype=np.int64))
     if core_raw > MAX_CORE_PRODUCT:
-        raise _err("space", f"too many combinations of {', '.join(CORE_FIELDS)} to tabulate",
-                   core_raw, f"at most {MAX_CORE_PRODUCT:,}")
+        # sweep, search and explore all start from this table of valid core rows: say so, and
+        # which axes to narrow (the longest value lists first)
+        widest = sorted(((n, f) for f, n in zip(CORE_FIELDS, lens) if n > 1), reverse=True)
+        hint = ", ".join(f"space.{f} ({n} values)" for n, f in widest[:3])
+        raise _err("space", f"too many combinations of {', '.join(CORE_FIELDS)} to tabulate "
+                   f"(sweep, search and explore all tabulate them); give fewer values for "
+                   f"{hint}", core_raw, f"at most {MAX_CORE_PRODUCT:,} combinations")
 
     rows_chunks = []
     rejections: dict[int, int] = {}

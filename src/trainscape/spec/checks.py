@@ -33,6 +33,10 @@ def config_problem(scenario, config) -> Problem | None:
     context = " ".join(f"{k}={c[k]}" for k in ("tp", "cp", "pp", "dp", "ep", "mbs", "vpp"))
     problem = (f"{message}; here {context} schedule={c['schedule']} on "
                f"{scenario.cluster.gpus} GPUs")
+    if field == "sp" and not getattr(config, "_sp_given", True):
+        # sequence parallelism defaulted on with tp > 1: the user chose tp, not sp
+        return ("config.tp", f"{problem} (sequence parallelism is on by default for tp > 1)",
+                c["tp"], "a tp dividing seq_len / cp, or config.sp = false")
     if field in layout.CONFIG_FIELDS:
         return f"config.{field}", problem, c[field], None
     return field, problem, _value_at(scenario, field), None

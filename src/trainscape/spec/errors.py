@@ -263,6 +263,9 @@ def _message_for(err: dict, root: type[BaseModel] | None, prefix: str) -> tuple[
         return path, " ".join(msg.split())
     path = join_path(prefix, format_path(loc))
     allowed = _allowed_from_ctx(err)
+    if (kind.startswith(("greater_than", "less_than")) or kind == "finite_number") \
+            and root is not None:
+        allowed = _range_of(root, loc) or allowed
     if kind == "extra_forbidden" and root is not None:
         owner = model_at(root, loc)
         if owner is not None:
@@ -270,6 +273,54 @@ def _message_for(err: dict, root: type[BaseModel] | None, prefix: str) -> tuple[
     if kind == "missing":
         return path, one_line(path, _problem_for(err), show_got=False, allowed=allowed)
     return path, one_line(path, _problem_for(err), err.get("input"), allowed)
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _range_text(annotation: Any, info: Any = None) -> str | None:
+    """``"1 to 16777216"``, ``"> 0 to 1e+07"``: both bounds of a ranged field, from the
+    ``Field(ge=..., le=...)`` metadata of the field or of the annotation it holds."""
+    def bounds(items):
+        return [m for m in items or [] if any(getattr(m, k, None) is not None
+                                                for k in ("ge", "gt", "le", "lt"))]
+
+    metas = bounds(getattr(info, "metadata", None))
+    stack = [annotation]
+    while stack and not metas:
+        a = stack.pop()
+        args = typing.get_args(a)
+        if typing.get_origin(a) is typing.Annotated:
+            for m in args[1:]:
+                metas.extend(bounds(getattr(m, "metadata", None)))
+        stack.extend(x for x in args if x is not type(None))
+    lo = hi = None
+    for m in metas:
+        for key, fmt in (("ge", "{}"), ("gt", "> {}"), ("le", "{}"), ("lt", "< {}")):
+            v = getattr(m, key, None)
+            if v is not None:
+                if key in ("ge", "gt"):
+                    lo = fmt.format(_num(v))
+                else:
+                    hi = fmt.format(_num(v))
+    if lo is None and hi is None:
+        return None
+    if lo is None:
+        return f"<= {hi}" if not hi.startswith("<") else hi
+    if hi is None:
+        return f">= {lo}" if not lo.startswith(">") else lo
+    return f"{lo} to {hi}"
+
+
+def _range_of(root: type[BaseModel], loc: Sequence[Any]) -> str | None:
+    """Both bounds of the ranged field at ``loc`` (None when unknown)."""
+    for upto in reversed([i for i, p in enumerate(loc) if isinstance(p, str)]):
+        owner = model_at(root, list(loc[: upto + 1]))
+        info = owner.model_fields.get(loc[upto]) if owner is not None else None
+        if info is not None:  # (a dict key such as peak_tflops.bf16: its field's range)
+            return _range_text(info.annotation, info)
+    return None
 
 
 def from_validation_error(exc: ValidationError, root: type[BaseModel] | None = None,

@@ -19,11 +19,15 @@ from pydantic import ValidationError
 
 from .errors import ScenarioError, format_path, from_validation_error
 from .models import Scenario, expand_presets
+from .readers import finite_depth, parse_guarded, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+#: Deepest nesting of tables/lists a scenario may use (a real one uses 4).
+MAX_NESTING = 32
 
 _TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]")
 
@@ -53,9 +57,15 @@ def parse_scalar(text: str) -> Any:
     that TOML would reject (``interleaved``, ``tp-cp-pp-dp``) is taken as a string."""
     text = text.strip()
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        value = None
+    if value is None or not finite_depth(value, MAX_NESTING):
+        raise ScenarioError.at("--set", "value nested too deeply", text[:40],
+                               f"at most {MAX_NESTING} levels of lists or tables")
+    return value
 
 
 def parse_override(item: str) -> tuple[list[str | int], Any]:
@@ -168,31 +178,29 @@ def apply_overrides(raw: Mapping, overrides: Iterable[str | tuple[str, Any]]) ->
 
 
 def read_raw(path: str | Path) -> dict:
-    """The raw dict of a scenario file (TOML, or JSON by suffix ``.json``)."""
+    """The raw dict of a scenario file (TOML, or JSON by suffix ``.json``): a regular file of
+    at most ``readers.MAX_SCENARIO_BYTES``, nested at most ``MAX_NESTING`` levels."""
     p = Path(path)
-    if not p.exists():
-        raise ScenarioError.at(str(path), "file not found", None, show_got=False)
-    if p.is_dir():
-        raise ScenarioError.at(str(path), "is a directory, not a scenario file", None,
-                               show_got=False)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError.at(str(path), f"cannot read: {exc}", None, show_got=False) from None
+    text = read_text(p, "scenario file")
     if p.suffix.lower() == ".json":
         try:
-            data = json.loads(text)
+            data = parse_guarded(json.loads, text, str(path), "the JSON")
         except json.JSONDecodeError as exc:
             raise ScenarioError.at(str(path), f"invalid JSON: {exc.msg} (at line {exc.lineno}, "
                                    f"column {exc.colno})", None, show_got=False) from None
         if not isinstance(data, dict):
             raise ScenarioError.at(str(path), "expected a JSON object at the top level",
                                    type(data).__name__, "an object", show_got=True)
-        return data
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError.at(str(path), f"invalid TOML: {exc}", None, show_got=False) from None
+    else:
+        try:
+            data = parse_guarded(tomllib.loads, text, str(path), "the TOML")
+        except tomllib.TOMLDecodeError as exc:
+            raise ScenarioError.at(str(path), f"invalid TOML: {exc}", None,
+                                   show_got=False) from None
+    if not finite_depth(data, MAX_NESTING):
+        raise ScenarioError.at(str(path), "tables or lists nested too deeply", None,
+                               f"at most {MAX_NESTING} levels", show_got=False)
+    return data
 
 
 def validate(raw: Mapping) -> Scenario:

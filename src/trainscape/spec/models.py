@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from .. import layout
+from . import ranges as R
 from .errors import ScenarioError, fail
 
 DTYPES = ("bf16", "fp16", "fp8")
@@ -38,11 +39,10 @@ DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 #: Keys of preset tables that document where numbers come from; dropped when merging.
 PRESET_META_KEYS = ("sources",)
 
-PosInt = Annotated[int, Field(gt=0)]
-NonNegInt = Annotated[int, Field(ge=0)]
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+# every numeric field has a documented range (spec/ranges.py, README "Input ranges")
+PosInt = R.Dim
+NonNegInt = R.DimOrZero
+Fraction = R.Efficiency
 
 Dtype = Literal[DTYPES]
 Schedule = Literal[layout.SCHEDULES]
@@ -130,7 +130,7 @@ class JobSpec(_Spec):
     """What one training step processes and in which precision."""
 
     seq_len: PosInt
-    global_batch: PosInt  # sequences per step
+    global_batch: R.Batch  # sequences per step
     dtype: Dtype = "bf16"  # compute precision of the GEMMs
     optimizer: Literal[OPTIMIZERS] = "adam"
     grad_dtype: Literal[GRAD_DTYPES] = "fp32"  # gradient accumulation (Megatron: fp32)
@@ -182,35 +182,35 @@ class GpuSpec(_Spec):
 
     preset: str | None = None
     name: str | None = None
-    peak_tflops: dict[Dtype, PosFloat] = Field(min_length=1)
-    hbm_gb: PosFloat
-    hbm_bandwidth_GBps: PosFloat
-    nvlink_bandwidth_GBps: PosFloat | None = None
+    peak_tflops: dict[Dtype, R.Tflops] = Field(min_length=1)
+    hbm_gb: R.HbmGb
+    hbm_bandwidth_GBps: R.Bandwidth
+    nvlink_bandwidth_GBps: R.Bandwidth | None = None
     gemm_efficiency_max: Fraction
-    gemm_half_flops: NonNegFloat  # GEMM FLOPs at which efficiency is half its maximum
+    gemm_half_flops: R.HalfFlops  # GEMM FLOPs at which efficiency is half its maximum
     attention_efficiency: Fraction
     memory_efficiency: Fraction
-    hbm_reserve_gb: NonNegFloat = 0.0
-    layer_overhead_us: NonNegFloat = 0.0  # fixed cost per layer per microbatch pass
+    hbm_reserve_gb: R.HbmGbOrZero = 0.0
+    layer_overhead_us: R.Micros = 0.0  # fixed cost per layer per microbatch pass
     # with ``preset``: apply the constants fitted for this GPU (presets/calibrated.toml)
     calibrated: bool = True
     # FP8 GEMMs of the linear layers on their own curve; left out: the BF16 curve's values
     fp8_gemm_efficiency_max: Fraction | None = None
-    fp8_gemm_half_flops: NonNegFloat | None = None
+    fp8_gemm_half_flops: R.HalfFlops | None = None
     # TP communication overlap (TE userbuffers): fraction that stays exposed, and fractional
     # slowdown of the overlapped GEMMs. Defaults: the H100 derivation in presets/gpus.toml.
-    tp_overlap_exposed: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.125
-    tp_overlap_slowdown: NonNegFloat = 0.064
+    tp_overlap_exposed: R.Share = 0.125
+    tp_overlap_slowdown: R.Slowdown = 0.064
     # slowdown of attention while context parallelism's ring P2P runs beside it
-    cp_overlap_slowdown: NonNegFloat = 0.03
+    cp_overlap_slowdown: R.Slowdown = 0.03
     # K/V length at which a fused attention kernel reaches half of attention_efficiency; 0: no
     # dependence on the sequence length
-    attention_half_seq: NonNegFloat = 0.0
+    attention_half_seq: R.HalfSeq = 0.0
     # cost and power (optional): price of one GPU-hour in US dollars and electrical power per GPU
     # while training, in watts; they give the results' cost_per_step_usd, tokens_per_usd and
     # tokens_per_joule (0 when left out)
-    price_per_hour_usd: NonNegFloat | None = None
-    power_w: NonNegFloat | None = None
+    price_per_hour_usd: R.Price | None = None
+    power_w: R.PowerW | None = None
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
@@ -239,7 +239,7 @@ class TransportSpec(_Spec):
 
     protocol: Literal["rdma", "tcp"] = "rdma"
     channels: PosInt = 1
-    window_MiB: PosFloat | None = None
+    window_MiB: R.WindowMiB | None = None
 
     @property
     def window_bytes(self) -> float:
@@ -259,16 +259,16 @@ class TierSpec(_Spec):
     sub-domains per domain above it; bandwidth is per GPU, per direction."""
 
     name: str
-    size: PosInt
-    bandwidth_GBps: PosFloat
-    latency_us: NonNegFloat
+    size: R.GpuCount
+    bandwidth_GBps: R.Bandwidth
+    latency_us: R.Micros
     # Default achieved fraction of link bandwidth: nccl-tests reports ~360 GB/s bus bandwidth
     # for all-reduce on 450 GB/s NVLink4 (H100), i.e. ~0.8 (nccl-tests doc/PERFORMANCE.md).
     efficiency: Fraction = 0.8
-    oversubscription: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 1.0
+    oversubscription: R.Oversubscription = 1.0
     # this tier's cost per GPU per hour (switches, NICs, optics amortized), added to the GPU's
     # price for cost_per_step_usd
-    cost_per_gpu_hour_usd: NonNegFloat = 0.0
+    cost_per_gpu_hour_usd: R.Price = 0.0
     transport: TransportSpec | None = None
     source: str | None = None
 
@@ -279,12 +279,12 @@ class ClusterSpec(_Spec):
     preset: str | None = None
     name: str | None = None
     gpu: GpuSpec
-    gpus: PosInt
+    gpus: R.GpuCount
     tiers: list[TierSpec] = Field(min_length=1, max_length=layout.MAX_TIERS)
-    host_ddr_gb: NonNegFloat | None = None
-    host_to_device_GBps: NonNegFloat | None = None
+    host_ddr_gb: R.DdrGb | None = None
+    host_to_device_GBps: R.BandwidthOrZero | None = None
     # host DRAM bandwidth per GPU's share (GB/s): the CPU optimizer step of job.offload_optimizer
-    host_memory_GBps: NonNegFloat | None = None
+    host_memory_GBps: R.BandwidthOrZero | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
@@ -345,13 +345,13 @@ class ConfigSpec(_Spec):
     """One point of the design space. ``dp`` may be omitted: it is derived from the GPU count
     as ``gpus / (tp * cp * pp)``. ``sp`` defaults to ``tp > 1``."""
 
-    tp: PosInt = 1
-    cp: PosInt = 1
-    pp: PosInt = 1
-    dp: PosInt | None = None
-    ep: PosInt = 1
-    mbs: PosInt = 1
-    vpp: PosInt = 1
+    tp: R.Degree = 1
+    cp: R.Degree = 1
+    pp: R.Degree = 1
+    dp: R.Degree | None = None
+    ep: R.Degree = 1
+    mbs: R.Degree = 1
+    vpp: R.Degree = 1
     schedule: Schedule = "1f1b"
     recompute: Recompute = "none"
     zero: Zero = 1
@@ -359,6 +359,9 @@ class ConfigSpec(_Spec):
     order: str = DEFAULT_ORDER
     tp_overlap: bool = True
     dp_overlap: bool = True
+    #: whether ``sp`` was written (else it defaulted to ``tp > 1``): an error that sequence
+    #: parallelism causes then names ``tp``, the field the user chose
+    _sp_given: bool = PrivateAttr(default=True)
 
     @field_validator("order")
     @classmethod
@@ -373,6 +376,7 @@ class ConfigSpec(_Spec):
     def _defaults(self) -> ConfigSpec:
         if self.sp is None:
             self.sp = self.tp > 1
+            self._sp_given = False
         if self.dp is not None:
             self.check_order()
         return self
@@ -406,7 +410,9 @@ class ConfigSpec(_Spec):
                 show_got=False)
         data = self.model_dump()
         data["dp"] = gpus // inner
-        return ConfigSpec.model_validate(data)
+        out = ConfigSpec.model_validate(data)
+        out._sp_given = self._sp_given
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values with the full placement order spelled out."""
@@ -415,7 +421,7 @@ class ConfigSpec(_Spec):
         return data
 
 
-IntAxis = Annotated[list[PosInt], Field(min_length=1)]
+IntAxis = Annotated[list[R.Degree], Field(min_length=1)]
 BoolAxis = Annotated[list[bool], Field(min_length=1)]
 
 

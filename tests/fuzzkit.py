@@ -1,0 +1,339 @@
+"""The reliability contract as code: run one CLI invocation and say whether it kept the
+contract; build invalid and extreme scenarios from the examples.
+
+Used by ``tests/test_reliability_battery.py`` (fixed cases), ``tests/test_fuzz.py``
+(hypothesis) and ``scripts/fuzz.py`` (long runs that save new failures under
+``tests/fuzz_regressions/``).
+
+The contract (README, "Reliability contract"): every invocation ends with
+
+* exit status 2 and one line on stderr, ``Error: <field path or option>: <problem> ...``,
+  and no traceback; or
+* exit status 0 with no NaN / Infinity anywhere in its output (JSON parsed and walked).
+
+Anything else -- another exit status, an exception escaping, a non-finite number, a run past
+the time limit -- is a violation, returned as a one-line description.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+import signal
+import tempfile
+import tomllib
+from contextlib import contextmanager
+from pathlib import Path
+
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
+
+#: The LLM examples and a small DLRM scenario (8 of the Criteo tables inline), as raw dicts.
+LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml")
+
+_NONFINITE_TEXT = re.compile(r"\b(NaN|nan|-?Infinity|-?inf)\b")
+
+
+def llm_base(i: int = 0) -> dict:
+    return tomllib.loads((EXAMPLES / LLM_BASES[i % len(LLM_BASES)]).read_text())
+
+
+def dlrm_base() -> dict:
+    from trainscape.dlrm.spec import read_tables_csv
+
+    raw = tomllib.loads((EXAMPLES / "dlrm" / "criteo_1tb_8gpu.toml").read_text())
+    tables = read_tables_csv(EXAMPLES / "dlrm" / "criteo_1tb_tables.csv", None)[:8]
+    raw["model"].pop("tables_csv")
+    raw["model"]["tables"] = tables
+    raw["planner"] = {"method": "greedy"}
+    return raw
+
+
+class Timeout(Exception):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """SIGALRM-based limit for an in-process run (main thread, POSIX)."""
+    if seconds is None or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise Timeout()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _nonfinite_in(value) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return True
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def check_result(exit_code: int, stdout: str, stderr: str, exception=None) -> str | None:
+    """None when the run kept the contract, else what it broke (one line)."""
+    if exception is not None and not isinstance(exception, SystemExit):
+        return f"exception {type(exception).__name__}: {str(exception)[:200]}"
+    if "Traceback" in stdout or "Traceback" in stderr:
+        return "traceback in output"
+    if exit_code == 2:
+        lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+        if not lines:
+            return "exit 2 without a message"
+        last = lines[-1]
+        # our own errors: "Error: path: problem"; click's: "Error: Invalid value for '--x': ..."
+        # or "Error: No such option: --x" (usage lines above it are click's standard output)
+        if not last.startswith("Error: ") or ":" not in last[len("Error: "):]:
+            return f"exit 2 but the message is not one 'Error: <where>: <problem>' line: {last!r}"
+        return None
+    if exit_code != 0:
+        return f"exit status {exit_code}: {(stderr.strip().splitlines() or [''])[-1][:200]}"
+    text = stdout.strip()
+    if text.startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return "stdout is not valid JSON"
+        if _nonfinite_in(data):
+            return "NaN or Infinity in the JSON output"
+    elif _NONFINITE_TEXT.search(stdout):
+        return "nan or inf in the text output"
+    return None
+
+
+def run_cli(args: list[str], timeout: float | None = 30.0, cwd: str | None = None):
+    """Run ``trainscape ARGS`` in-process; returns (exit_code, stdout, stderr, violation)."""
+    from trainscape.cli import main
+
+    runner = CliRunner()
+    here = os.getcwd()
+    try:
+        if cwd:
+            os.chdir(cwd)
+        with time_limit(timeout):
+            res = runner.invoke(main, args, catch_exceptions=True)
+    except Timeout:
+        return -1, "", "", f"no answer within {timeout} s (hang or runaway work)"
+    finally:
+        os.chdir(here)
+    if isinstance(res.exception, Timeout):
+        return -1, "", "", f"no answer within {timeout} s (hang or runaway work)"
+    stderr = res.stderr if hasattr(res, "stderr") else ""
+    stdout = res.stdout
+    return res.exit_code, stdout, stderr, check_result(res.exit_code, stdout, stderr,
+                                                         res.exception)
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario mutations
+# --------------------------------------------------------------------------------------------
+
+#: Values a hand-written or generated scenario gets wrong: out of range, non-finite, subnormal,
+#: past int32 / int64, wrong types.
+EXTREME_VALUES = (
+    0, -1, 1, 3, 2**31 - 1, 2**31, 2**32, 2**53 + 1, 2**63, 2**64, 10**30,
+    0.0, -0.0, 1.5, 1e-6, 9.99e-7, 1e-300, 5e-324, 1e-310, 1e6, 1e7, 1.0000001e7, 1e18, 1e300,
+    1e308, -1e308, float("nan"), float("inf"), float("-inf"),
+    "", "x", "8", "1e308", "nan", True, False, [], [1], [0, -1], {}, {"a": 1},
+)
+
+
+def leaf_paths(raw, prefix=()) -> list[tuple]:
+    """Every path to a scalar or list leaf of a raw scenario dict."""
+    out = []
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            out.extend(leaf_paths(v, prefix + (k,)))
+    elif isinstance(raw, list) and raw and isinstance(raw[0], dict):
+        for i, v in enumerate(raw):
+            out.extend(leaf_paths(v, prefix + (i,)))
+    else:
+        out.append(prefix)
+    return out
+
+
+def set_at(raw: dict, path: tuple, value) -> dict:
+    out = copy.deepcopy(raw)
+    obj = out
+    for p in path[:-1]:
+        obj = obj[p]
+    if value is _DELETE:
+        if isinstance(obj, dict):
+            obj.pop(path[-1], None)
+    else:
+        obj[path[-1]] = value
+    return out
+
+
+_DELETE = object()
+DELETE = _DELETE
+
+
+def dump_json(raw: dict) -> str:
+    """JSON with NaN / Infinity written as Python's json does (json.loads reads them back)."""
+    return json.dumps(raw, allow_nan=True)
+
+
+def write_scenario(raw: dict, directory: str, name: str = "s.json") -> str:
+    path = Path(directory) / name
+    path.write_text(dump_json(raw))
+    return str(path)
+
+
+#: The command run for each kind of scenario: fast, with JSON output so it can be checked.
+LLM_COMMANDS = (["evaluate", "{path}", "--json"],
+                ["search", "{path}", "--budget", "200", "--top", "3", "--json"])
+DLRM_COMMANDS = (["shard", "{path}", "--json", "--method", "greedy"],
+                 ["shard", "{path}", "--json", "--method", "evolve", "--iterations", "200",
+                  "--time-limit", "5"])
+
+
+def run_scenario(raw: dict, command: list[str], timeout: float = 30.0):
+    """Write ``raw`` as JSON and run ``command`` on it; returns run_cli's tuple."""
+    with tempfile.TemporaryDirectory() as d:
+        path = write_scenario(raw, d)
+        args = [a.replace("{path}", path) for a in command]
+        return run_cli(args, timeout=timeout, cwd=d)
+
+
+def save_regression(kind: str, case: dict, violation: str) -> Path:
+    """Store a failing case as ``tests/fuzz_regressions/<kind>-<hash>.json``."""
+    import hashlib
+
+    REGRESSIONS.mkdir(exist_ok=True)
+    body = dump_json(case)
+    digest = hashlib.sha1(body.encode()).hexdigest()[:12]
+    path = REGRESSIONS / f"{kind}-{digest}.json"
+    path.write_text(json.dumps({"kind": kind, "violation": violation, "case": case},
+                               allow_nan=True, indent=1) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# hypothesis strategies (imported lazily: scripts/fuzz.py drives them too)
+# --------------------------------------------------------------------------------------------
+
+
+def strategies():
+    """``(llm_case, dlrm_case, cli_case)`` hypothesis strategies.
+
+    A case is a dict ``{"command": [...], "scenario": raw or None}``: a base scenario with 1 to
+    3 fields replaced by an extreme value (or deleted), run by a fast command with JSON output;
+    or an argument list for a command on an example file with fuzzed options and values."""
+    from hypothesis import strategies as st
+
+    def value():
+        return st.one_of(
+            st.sampled_from(EXTREME_VALUES),
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.integers(min_value=-2**70, max_value=2**70),
+            st.sampled_from([2**k for k in (15, 16, 17, 23, 24, 25, 30, 31, 32, 40, 41, 53)]),
+            st.text(max_size=4),
+            st.booleans(),
+            st.just(DELETE),
+        )
+
+    def scaled(raw, path):
+        """The field's own value times a factor: in-range neighbours and range edges."""
+        obj = raw
+        for p in path:
+            obj = obj[p]
+        if isinstance(obj, bool) or not isinstance(obj, (int, float)):
+            return value()
+        factors = st.sampled_from([0, 1e-300, 1e-9, 1e-3, 0.5, 0.999, 1.001, 2, 1e3, 1e9,
+                                   1e300])
+        if isinstance(obj, int):
+            return factors.map(lambda f: int(min(obj * f, 2**70)))
+        return factors.map(lambda f: obj * f)
+
+    def mutated(base):
+        paths = leaf_paths(base)
+
+        @st.composite
+        def build(draw):
+            raw = base
+            for _ in range(draw(st.integers(1, 3))):
+                path = draw(st.sampled_from(paths))
+                v = draw(st.one_of(value(), scaled(base, path)))
+                raw = set_at(raw, path, v)
+            return raw
+
+        return build()
+
+    llm_bases = [llm_base(i) for i in range(len(LLM_BASES))]
+    llm = st.builds(lambda raw, cmd: {"command": list(cmd), "scenario": raw},
+                    st.one_of(*[mutated(b) for b in llm_bases]),
+                    st.sampled_from(LLM_COMMANDS[:1]))
+    dlrm = st.builds(lambda raw, cmd: {"command": list(cmd), "scenario": raw},
+                     mutated(dlrm_base()), st.sampled_from(DLRM_COMMANDS[:1]))
+
+    option_values = st.one_of(
+        st.sampled_from(["0", "-1", "1", "nan", "inf", "-inf", "1e10", "1e308", "18446744073709551616",
+                         "", "x", "1.5", "tp=3", "tp=x,pp=", "dp=4294967296", "=", "a=b=c",
+                         "cluster.gpus=0", "cluster.tiers[7].size=1", "job.seq_len=nan",
+                         "x.xlsx", "x.json", "x.csv", "/dev/zero", "beam", "evolve"]),
+        st.text(max_size=6))
+    gpt3 = str(EXAMPLES / "gpt3-175b-a100.toml")
+    dlrm8 = "{dlrm}"
+    commands = {
+        "evaluate": ([gpt3], ["--config", "--set", "--json"], []),
+        "search": ([gpt3], ["--method", "--budget", "--seed", "--width", "--top", "--objective",
+                            "--set", "--json", "--out", "--multi-objective"],
+                   ["--budget", "50", "--json"]),
+        "sweep": ([gpt3], ["--top", "--objective", "--threads", "--set", "--json", "--out",
+                           "--backend"], ["--no-progress", "--json", "--set",
+                                          "space.tp=[8]", "--set", "space.pp=[8]"]),
+        "shard": ([dlrm8], ["--method", "--iterations", "--seed", "--beam-width", "--json",
+                            "--out", "--plot", "--time-limit", "--backend"],
+                  ["--method", "greedy", "--json"]),
+        "explore": ([gpt3], ["--time-budget", "--seed", "--top", "--objective", "--set"],
+                    ["--time-budget", "0.5", "--out-dir", "report"]),
+    }
+    flags = {"--json", "--multi-objective"}
+
+    @st.composite
+    def cli(draw):
+        name = draw(st.sampled_from(sorted(commands)))
+        pos, opts, tail = commands[name]
+        args = [name, *pos]
+        for _ in range(draw(st.integers(0, 3))):
+            opt = draw(st.sampled_from(opts))
+            args.append(opt)
+            if opt not in flags:
+                args.append(draw(option_values))
+        return {"command": args + tail, "scenario": None}
+
+    return llm, dlrm, cli()
+
+
+def run_case(case: dict, timeout: float = 30.0):
+    """Run a case from :func:`strategies` (or a saved regression); returns run_cli's tuple."""
+    with tempfile.TemporaryDirectory() as d:
+        dl = write_scenario(dlrm_base(), d, "dlrm.json")
+        if case.get("scenario") is not None:
+            path = write_scenario(case["scenario"], d)
+        else:
+            path = ""
+        args = [a.replace("{path}", path).replace("{dlrm}", dl) for a in case["command"]]
+        return run_cli(args, timeout=timeout, cwd=d)
