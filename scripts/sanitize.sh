@@ -37,7 +37,7 @@ echo "== building the C extensions with: $SAN"
     tail -30 "$DIR/build.log" >&2
     exit 1
 }
-nm -D "$DIR/src/trainscape/_native.abi3.so" | grep -q __asan_init \
+nm -D "$DIR"/src/trainscape/native/_llm*.so | grep -q __asan_init \
     || { echo "sanitize.sh: the extension is not instrumented" >&2; exit 1; }
 
 export PYTHONPATH="$DIR/src${PYTHONPATH:+:$PYTHONPATH}"
