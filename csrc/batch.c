@@ -402,7 +402,8 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
         zero = c[TS_CFG_ZERO * n];
         order = c[TS_CFG_ORDER * n];
         dp_overlap = c[TS_CFG_DP_OVERLAP * n];
-        code = ts_join_error(R->code, ts_free_error(recompute, zero, order, dp_overlap));
+        code = ts_join_error(R->code,
+                             ts_free_sync_error(ctx->job, recompute, zero, order, dp_overlap));
         if (code != 0) {
             ts_write_invalid(out + i, n, code);
             continue;

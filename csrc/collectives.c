@@ -133,6 +133,60 @@ TS_FN double ts_reduce_scatter_time(const ts_net *net, double nbytes, const ts_g
     return ts_all_gather_time(net, nbytes, g);
 }
 
+/* ---- sites: the outermost tier of a cluster with two or more (job.sync) ---- */
+
+/* collectives.py site_members: the group's members inside one site (the product of its
+ * fan-outs below the outermost tier; all of them with fewer than two tiers). */
+TS_FN double ts_site_members(const ts_net *net, const ts_group *g)
+{
+    double m = 1.0;
+    if (net->n_tiers < 2 || g->n <= 1.0) /* one rank: its fan-outs may be left unset */
+        return g->n;
+    for (int i = 0; i < net->n_tiers - 1; i++)
+        m *= g->fanout[i];
+    return m;
+}
+
+/* collectives.py within_site_time: a group inside one site, the synchronous collective; a
+ * group across sites, the hierarchical algorithm's tiers below the outermost. */
+TS_FN double ts_within_site_time(const ts_net *net, double nbytes, int reduce, const ts_group *g)
+{
+    int t = net->n_tiers;
+    double hier = 0.0, inner = 1.0;
+    if (g->n <= 1.0 || nbytes <= 0.0)
+        return 0.0;
+    if (t < 2 || g->fanout[t - 1] <= 1.0)
+        return reduce ? ts_all_reduce_time(net, nbytes, g) : ts_all_gather_time(net, nbytes, g);
+    for (int i = 0; i < t - 1; i++) {
+        double f = g->fanout[i];
+        if (f > 1.0) {
+            if (reduce)
+                hier += ts_ring_all_reduce_time_inv(f, nbytes / inner, net->latency[i],
+                                                    net->inv_path_bw[i]);
+            else
+                hier += ts_ring_all_gather_time_inv(f, nbytes / inner, net->latency[i],
+                                                    net->inv_path_bw[i]);
+            inner *= f;
+        }
+    }
+    return hier;
+}
+
+/* collectives.py cross_site_time: ring all-reduce over the sites of each member's
+ * nbytes / site_members shard at the outermost tier. */
+TS_FN double ts_cross_site_time(const ts_net *net, double nbytes, const ts_group *g)
+{
+    int t = net->n_tiers;
+    double f;
+    if (t < 2 || g->n <= 1.0 || nbytes <= 0.0)
+        return 0.0;
+    f = g->fanout[t - 1];
+    if (f <= 1.0)
+        return 0.0;
+    return ts_ring_all_reduce_time_inv(f, nbytes / ts_site_members(net, g), net->latency[t - 1],
+                                       net->inv_path_bw[t - 1]);
+}
+
 /* collectives.py all_to_all_time: direct all-to-all, busiest tier's links set the time, plus
  * one latency of the outermost tier. */
 TS_FN double ts_all_to_all_time(const ts_net *net, double nbytes, const ts_group *g)

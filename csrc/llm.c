@@ -650,6 +650,22 @@ static inline int ts_join_error(int core, int free_)
     return free_;
 }
 
+/* llm.py sync_config_error: ZeRO-3 under a non-synchronous job.sync.strategy (code 28). */
+static inline int ts_sync_error(const double *job, int64_t zero)
+{
+    if (zero == 3 && job[TS_JOB_SYNC_STRATEGY] != TS_SYNC_SYNCHRONOUS)
+        return 28;
+    return 0;
+}
+
+/* llm.py free_sync_error: the free fields' checks, then sync_config_error. */
+TS_FN int ts_free_sync_error(const double *job, int64_t recompute, int64_t zero, int64_t order,
+                             int64_t dp_overlap)
+{
+    return ts_join_error(ts_free_error(recompute, zero, order, dp_overlap),
+                         ts_sync_error(job, zero));
+}
+
 /* llm.py config_error (exact port; codes into CONFIG_ERRORS, >= 100 from schedule_valid).
  * cfg[f * stride] is field f of this configuration. */
 TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
@@ -659,8 +675,9 @@ TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
                              cfg[TS_CFG_EP * stride], cfg[TS_CFG_MBS * stride],
                              cfg[TS_CFG_VPP * stride], cfg[TS_CFG_SCHEDULE * stride],
                              cfg[TS_CFG_SP * stride], cfg[TS_CFG_TP_OVERLAP * stride]);
-    int free_ = ts_free_error(cfg[TS_CFG_RECOMPUTE * stride], cfg[TS_CFG_ZERO * stride],
-                              cfg[TS_CFG_ORDER * stride], cfg[TS_CFG_DP_OVERLAP * stride]);
+    int free_ = ts_free_sync_error(ctx->job, cfg[TS_CFG_RECOMPUTE * stride],
+                                   cfg[TS_CFG_ZERO * stride], cfg[TS_CFG_ORDER * stride],
+                                   cfg[TS_CFG_DP_OVERLAP * stride]);
     return ts_join_error(core, free_);
 }
 
@@ -1500,13 +1517,33 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     const ts_net *net = &ctx->net;
     double dp_time, optimizer, step, memory, r_step, model_flops, pp_comm = O->pp_comm;
     double w_shard_d, w_shard_e, g_shard_d, g_shard_e, o_shard_d, o_shard_e;
+    double opt_params, r_dp_dense, r_dp_expert;
     double mem_weights = 0.0, mem_grads = 0.0, mem_opt = 0.0, mem_act, mem_logits, mem_reserve;
     double global_batch = job[TS_JOB_GLOBAL_BATCH], seq = job[TS_JOB_SEQ_LEN];
     int fits, status;
+    /* llm.py job.sync: 0 synchronous (inside the collectives), else the part inside a site
+     * here and the site tier's part below (cross_site_sync_time) */
+    int strategy = (int)job[TS_JOB_SYNC_STRATEGY];
 
-    if (!O->groups_ok && (zero == 0 ? !O->have_ar : zero == 3 ? !O->have_ag3 : !O->have_ag))
+    if (strategy != TS_SYNC_SYNCHRONOUS && zero == 3) /* sweeps reach here unchecked */
+        return ts_write_invalid(out, os, ts_sync_error(job, zero));
+    if (!O->groups_ok && (strategy != TS_SYNC_SYNCHRONOUS
+                          || (zero == 0 ? !O->have_ar : zero == 3 ? !O->have_ag3 : !O->have_ag)))
         ts_ord_dp_groups(ctx, R, O);
-    if (zero == 0) {
+    if (strategy != TS_SYNC_SYNCHRONOUS) {
+        /* llm.py dp_collective_time: within_site_time (zero 0, 1 or 2 here) */
+        if (zero == 0 && !O->have_ar) {
+            O->ar = ts_within_site_time(net, R->ar_dense_bytes, 1, &O->g_dp_dense)
+                    + ts_within_site_time(net, R->ar_expert_bytes, 1, &O->g_dp_expert);
+            O->have_ar = 1;
+        } else if (zero != 0 && !O->have_ag) {
+            O->rs = ts_within_site_time(net, R->ar_dense_bytes, 0, &O->g_dp_dense)
+                    + ts_within_site_time(net, R->ar_expert_bytes, 0, &O->g_dp_expert);
+            O->ag = ts_within_site_time(net, R->ag_dense_bytes, 0, &O->g_dp_dense)
+                    + ts_within_site_time(net, R->ag_expert_bytes, 0, &O->g_dp_expert);
+            O->have_ag = 1;
+        }
+    } else if (zero == 0) {
         if (!O->have_ar) {
             O->ar = ts_all_reduce_time(net, R->ar_dense_bytes, &O->g_dp_dense)
                     + ts_all_reduce_time(net, R->ar_expert_bytes, &O->g_dp_expert);
@@ -1541,25 +1578,48 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
                                          V->fbw_stage, dp_overlap);
     }
     optimizer = R->optimizer[zero >= 1];
+    opt_params = R->opt_params[zero >= 1];
+    r_dp_dense = R->r_dp_dense;
+    r_dp_expert = R->r_dp_expert;
+    if (strategy != TS_SYNC_SYNCHRONOUS) {
+        /* llm.py cross_site_sync_time + cross_site_exposed */
+        double cross = ts_cross_site_time(net, R->dense_params * job[TS_JOB_SYNC_OUTER_BYTES],
+                                          &O->g_dp_dense)
+                       + ts_cross_site_time(net, R->expert_params * job[TS_JOB_SYNC_OUTER_BYTES],
+                                            &O->g_dp_expert);
+        if (strategy == TS_SYNC_DILOCO)
+            dp_time += cross / job[TS_JOB_SYNC_INNER_STEPS];
+        else
+            dp_time += TS_PYMAX(0.0, cross - V->compute);
+        /* each site keeps a full replica: ZeRO-1/2 shard over the members inside a site */
+        r_dp_dense = 1.0 / ts_site_members(net, &O->g_dp_dense);
+        r_dp_expert = 1.0 / ts_site_members(net, &O->g_dp_expert);
+        if (zero >= 1) {
+            opt_params = R->dense_params * r_dp_dense + R->expert_params * r_dp_expert;
+            optimizer = opt_params * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES] * ctx->inv.inv_hbm;
+        }
+    }
     if (job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0)
-        optimizer = ts_offload_optimizer_time(sys, job, R->opt_params[zero >= 1], V->bw_stage,
-                                              dp_overlap);
+        optimizer = ts_offload_optimizer_time(sys, job, opt_params, V->bw_stage, dp_overlap);
     step = V->step_pre + dp_time + optimizer;
 
     /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
     /* shards: dp_dense / dp_expert when sharded by the ZeRO stage, else 1 (no division) */
-    w_shard_d = zero == 3 ? R->r_dp_dense : 1.0;
-    w_shard_e = zero == 3 ? R->r_dp_expert : 1.0;
-    g_shard_d = zero >= 2 ? R->r_dp_dense : 1.0;
-    g_shard_e = zero >= 2 ? R->r_dp_expert : 1.0;
-    o_shard_d = zero >= 1 ? R->r_dp_dense : 1.0;
-    o_shard_e = zero >= 1 ? R->r_dp_expert : 1.0;
+    w_shard_d = zero == 3 ? r_dp_dense : 1.0;
+    w_shard_e = zero == 3 ? r_dp_expert : 1.0;
+    g_shard_d = zero >= 2 ? r_dp_dense : 1.0;
+    g_shard_e = zero >= 2 ? r_dp_expert : 1.0;
+    o_shard_d = zero >= 1 ? r_dp_dense : 1.0;
+    o_shard_e = zero >= 1 ? r_dp_expert : 1.0;
     /* llm.py stage_memory of the first, busiest middle and last stage; the largest counts (the
      * last unless another one needs more) */
     {
         double pb = job[TS_JOB_PARAM_BYTES], gb = job[TS_JOB_GRAD_BYTES];
         /* offloaded: the optimizer states live in host memory */
-        double ob = job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0 ? 0.0 : job[TS_JOB_OPTIMIZER_BYTES];
+        double ob = job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0
+                        ? 0.0
+                        : job[TS_JOB_OPTIMIZER_BYTES]
+                              + (strategy == TS_SYNC_DILOCO ? 8.0 : 0.0); /* outer states */
         double best = 0.0;
         int sel = 2;
         static const int stage_order[3] = {2, 0, 1};
@@ -1632,7 +1692,8 @@ TS_FN int ts_evaluate_free(const ts_ctx *ctx, ts_row *R, const int32_t *cfg,
 {
     int recompute = cfg[TS_CFG_RECOMPUTE * stride], zero = cfg[TS_CFG_ZERO * stride];
     int order = cfg[TS_CFG_ORDER * stride], dp_overlap = cfg[TS_CFG_DP_OVERLAP * stride];
-    int code = ts_join_error(R->code, ts_free_error(recompute, zero, order, dp_overlap));
+    int code = ts_join_error(R->code,
+                             ts_free_sync_error(ctx->job, recompute, zero, order, dp_overlap));
     ts_ord O;
     ts_rec V;
     if (code != 0)

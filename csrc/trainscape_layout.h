@@ -81,7 +81,10 @@ enum {
     TS_JOB_LINEAR_INPUT_BYTES = 16,
     TS_JOB_LOGITS_EXTRA_BYTES = 17,
     TS_JOB_OFFLOAD_OPTIMIZER = 18,
-    TS_JOB_COUNT = 19
+    TS_JOB_SYNC_STRATEGY = 19,
+    TS_JOB_SYNC_INNER_STEPS = 20,
+    TS_JOB_SYNC_OUTER_BYTES = 21,
+    TS_JOB_COUNT = 22
 };
 
 /* CONFIG_FIELDS */
@@ -179,18 +182,26 @@ enum {
     TS_STATUS_COUNT = 5
 };
 
+/* SYNC_STRATEGIES */
+enum {
+    TS_SYNC_SYNCHRONOUS = 0,
+    TS_SYNC_DILOCO = 1,
+    TS_SYNC_DELAYED = 2,
+    TS_SYNC_COUNT = 3
+};
+
 #define TS_MAX_TIERS 6
 #define TS_N_SYS_SCALARS 22
 #define TS_N_TIER 7
 #define TS_SYS_TIER_BASE 22
 #define TS_N_SYS 64
 #define TS_N_MODEL 14
-#define TS_N_JOB 19
+#define TS_N_JOB 22
 #define TS_N_CFG 14
 #define TS_N_OUT 26
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0xE2066733
+#define TS_LAYOUT_HASH 0x1CCF2B3A
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -99,6 +99,9 @@ TS_FN double ts_all_reduce_time(const ts_net *net, double nbytes, const ts_group
 TS_FN double ts_all_gather_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN double ts_reduce_scatter_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN double ts_all_to_all_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN double ts_site_members(const ts_net *net, const ts_group *g);
+TS_FN double ts_within_site_time(const ts_net *net, double nbytes, int reduce, const ts_group *g);
+TS_FN double ts_cross_site_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN double ts_node_limited_share(double copies, double max_nodes, double n,
                                    double node_members);
 TS_FN double ts_routed_all_to_all_pair_time(const ts_net *net, double nd, double nc,
@@ -237,6 +240,8 @@ TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, i
                         int64_t ep, int64_t mbs, int64_t vpp, int64_t schedule, int64_t sp,
                         int64_t tp_overlap);
 TS_FN int ts_free_error(int64_t recompute, int64_t zero, int64_t order, int64_t dp_overlap);
+TS_FN int ts_free_sync_error(const double *job, int64_t recompute, int64_t zero, int64_t order,
+                             int64_t dp_overlap);
 TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts_row *R);
 TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O);
 TS_FN void ts_ord_dp_groups(const ts_ctx *ctx, const ts_row *R, ts_ord *O);

@@ -195,6 +195,15 @@ def job_blocks(draw):
     # the cross-entropy's fp32 copy of the logits, or a fused kernel's gradient (spec.pack)
     job[L.JOB_LOGITS_EXTRA_BYTES] = draw(st.sampled_from([4.0, 4.0, act]))
     job[L.JOB_OFFLOAD_OPTIMIZER] = draw(st.sampled_from([0.0, 0.0, 1.0]))  # ZeRO-Offload
+    # job.sync: synchronous (most draws), DiLoCo with H steps, or a one-step delayed reduction;
+    # outer traffic in fp32 / bf16 / fp8-int8 widths (a ZeRO-3 column is then invalid: code 28)
+    strategy = draw(st.sampled_from([L.SYNC_SYNCHRONOUS, L.SYNC_SYNCHRONOUS, L.SYNC_DILOCO,
+                                     L.SYNC_DELAYED]))
+    job[L.JOB_SYNC_STRATEGY] = strategy
+    job[L.JOB_SYNC_INNER_STEPS] = draw(st.sampled_from([1.0, 4.0, 32.0, 500.0])) \
+        if strategy == L.SYNC_DILOCO else 1.0
+    job[L.JOB_SYNC_OUTER_BYTES] = draw(st.sampled_from([job[L.JOB_GRAD_COMM_BYTES], 4.0, 2.0,
+                                                        1.0]))
     return job
 
 

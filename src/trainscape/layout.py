@@ -130,7 +130,13 @@ JOB_FIELDS = (
     "logits_extra_bytes",  # bytes per logit held beside the activation-dtype logits by the
     # cross-entropy: 4 (Megatron's fp32 copy), activation_bytes (a fused kernel's gradient)
     "offload_optimizer",  # 1: optimizer states in host memory, the step on the CPU (ZeRO-Offload)
+    "sync_strategy",  # cross-site data-parallel synchronisation: index into SYNC_STRATEGIES
+    "sync_inner_steps",  # H: steps between DiLoCo's cross-site outer syncs (1 otherwise)
+    "sync_outer_bytes",  # bytes per element of the cross-site (outer) traffic
 )
+
+#: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
+SYNC_STRATEGIES = ("synchronous", "diloco", "delayed")
 
 CONFIG_FIELDS = (
     "tp",
@@ -236,6 +242,10 @@ JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_B
     JOB_FP8_WEIGHT_CACHE_BYTES, JOB_LINEAR_INPUT_BYTES = range(17)
 JOB_LOGITS_EXTRA_BYTES = JOB_FIELDS.index("logits_extra_bytes")
 JOB_OFFLOAD_OPTIMIZER = JOB_FIELDS.index("offload_optimizer")
+JOB_SYNC_STRATEGY = JOB_FIELDS.index("sync_strategy")
+JOB_SYNC_INNER_STEPS = JOB_FIELDS.index("sync_inner_steps")
+JOB_SYNC_OUTER_BYTES = JOB_FIELDS.index("sync_outer_bytes")
+SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
 OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
@@ -270,6 +280,7 @@ GROUPS = (
     ("RECOMPUTE", RECOMPUTE, "TS_RECOMPUTE_"),
     ("DIMS", DIMS, "TS_DIM_"),
     ("STATUS", STATUS, "TS_STATUS_"),
+    ("SYNC_STRATEGIES", SYNC_STRATEGIES, "TS_SYNC_"),
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Group
@@ -168,6 +169,40 @@ def make_console(**kwargs):
     return Console(**kwargs)
 
 
+def sync_summary(scenario, result) -> dict[str, Any]:
+    """``[job.sync]`` as costed: the strategy, DiLoCo's H, the cross-site element type (the
+    gradient's when not given) and the user's convergence factor ``tokens_factor`` (tokens to
+    reach the target relative to synchronous training). The factor is reported, never applied
+    to the step time: ``step_time_x_tokens_factor_s`` is the step time weighted by it, the
+    figure to compare strategies by for time to the same target."""
+    sync = scenario.job.sync
+    step = result.step_time_s
+    return {
+        "strategy": sync.strategy,
+        "inner_steps": sync.inner_steps,
+        "outer_dtype": sync.outer_dtype or scenario.job.grad_dtype,
+        "tokens_factor": sync.tokens_factor,
+        "step_time_x_tokens_factor_s": step * sync.tokens_factor if math.isfinite(step) else None,
+    }
+
+
+def sync_line(scenario, result) -> Text | None:
+    """One line on ``[job.sync]`` when it is not the plain synchronous default."""
+    sync = scenario.job.sync
+    if sync.strategy == "synchronous" and sync.tokens_factor == 1.0 and sync.outer_dtype is None:
+        return None
+    info = sync_summary(scenario, result)
+    text = f"sync: {info['strategy']}"
+    if info["strategy"] == "diloco":
+        text += f", H = {info['inner_steps']}"
+    text += f", cross-site traffic in {info['outer_dtype']}"
+    text += f"; tokens to target x{sync.tokens_factor:g}"
+    text += " (user-given, not in the step time)"
+    if info["step_time_x_tokens_factor_s"] is not None:
+        text += f"; step time x factor = {format_seconds(info['step_time_x_tokens_factor_s'])}"
+    return Text(text)
+
+
 def render_result(result, scenario=None) -> Group:
     """Everything about one costed configuration, as a rich renderable."""
     head = Text()
@@ -175,6 +210,9 @@ def render_result(result, scenario=None) -> Group:
         head.append(result.scenario_name + "\n", style="bold")
     head.append(config_line(result.config), style="dim")
     parts: list[Any] = [head, summary_table(result)]
+    line = sync_line(scenario, result) if scenario is not None else None
+    if line is not None:
+        parts.append(line)
     if result.status == "invalid_config":
         return Group(*parts)
     capacity = None

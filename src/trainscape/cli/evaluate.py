@@ -34,6 +34,9 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
 
         out = result.to_dict()
         out["links"] = link_report(sc, config)
+        from ..report import sync_summary
+
+        out["sync"] = sync_summary(sc, result)
         click.echo(dumps(out, indent=2))
         return
     from ..report import make_console, render_result

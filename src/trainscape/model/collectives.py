@@ -38,6 +38,7 @@ from .network import (
     tier_latency,
     tier_link_bandwidth,
     tier_path_bandwidth,
+    tier_span,
 )
 
 
@@ -137,6 +138,79 @@ def all_gather_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
 def reduce_scatter_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
     """Reduce-scatter of ``nbytes`` input per rank: the all-gather's cost (same traffic)."""
     return all_gather_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c)
+
+
+# ---- sites: the outermost tier of a cluster with two or more (job.sync) -------------------
+# The hierarchical collective (hierarchical_time) splits into the part inside one site (the
+# tiers below the outermost) and the ring over the sites at the outermost tier; cross-site
+# synchronisation strategies (DiLoCo, delayed reduction) charge the two parts differently.
+
+
+def site_members(sys, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Members of the group inside one site: those sharing one domain of the tier below the
+    outermost (all of them when the cluster has fewer than two tiers)."""
+    t = n_tiers(sys)
+    if t < 2:
+        return group_size(n_a, n_b, n_c)
+    return group_members_within(tier_span(sys, t - 2), n_a, s_a, n_b, s_b, n_c, s_c)
+
+
+def within_site_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
+    """The part of a collective inside each site. A group inside one site: the synchronous
+    collective (cheapest of flat and hierarchical, :func:`all_reduce_time` /
+    :func:`all_gather_time`). A group across sites: the tiers of the hierarchical algorithm
+    below the outermost (:func:`hierarchical_time`'s terms for ``i < n_tiers - 1``), which leave
+    each member with its ``1 / site_members`` shard for the cross-site ring
+    (:func:`cross_site_time`; the 2D / hierarchical all-reduce of Jia et al. 2018,
+    arXiv 1807.11205 §3, with sites as the outer dimension, as DiLoCo's outer all-reduce,
+    Douillard et al. 2023, arXiv 2311.08105)."""
+    n = group_size(n_a, n_b, n_c)
+    if n <= 1.0 or nbytes <= 0.0:
+        return 0.0
+    t = n_tiers(sys)
+    if t < 2 or site_members(sys, n_a, s_a, n_b, s_b, n_c, s_c) >= n:
+        hier, flat = hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c)
+        return min(flat, hier)
+    hier = 0.0
+    inner = 1.0
+    span = 1.0
+    nic = math.inf
+    for i in range(t - 1):
+        span = next_tier_span(sys, i, span)
+        members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
+        if i == 0:
+            path = tier_link_bandwidth(sys, 0)
+        else:
+            nic = min(nic, tier_link_bandwidth(sys, i))
+            path = nic
+        f = members / inner
+        if f > 1.0:
+            if reduce:
+                hier += ring_all_reduce_time(f, nbytes / inner, tier_latency(sys, i), path)
+            else:
+                hier += ring_all_gather_time(f, nbytes / inner, tier_latency(sys, i), path)
+        inner = members
+    return hier
+
+
+def cross_site_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """The site-tier part of a data-parallel reduction: a ring all-reduce over the ``f`` sites
+    the group spans of each member's ``nbytes / site_members`` shard, at the outermost tier's
+    latency and path bandwidth -- :func:`hierarchical_time`'s term at the outermost tier
+    (an all-reduce's; a reduce-scatter plus an all-gather there move the same bytes). 0 for a
+    group inside one site or a cluster of fewer than two tiers."""
+    t = n_tiers(sys)
+    n = group_size(n_a, n_b, n_c)
+    if t < 2 or n <= 1.0 or nbytes <= 0.0:
+        return 0.0
+    inner = site_members(sys, n_a, s_a, n_b, s_b, n_c, s_c)
+    f = n / inner
+    if f <= 1.0:
+        return 0.0
+    nic = math.inf
+    for i in range(1, t):
+        nic = min(nic, tier_link_bandwidth(sys, i))
+    return ring_all_reduce_time(f, nbytes / inner, tier_latency(sys, t - 1), nic)
 
 
 def all_to_all_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):

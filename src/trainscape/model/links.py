@@ -29,14 +29,19 @@ from ..layout import (
     JOB_DISPATCH_BYTES,
     JOB_GRAD_COMM_BYTES,
     JOB_PARAM_BYTES,
+    JOB_SYNC_INNER_STEPS,
+    JOB_SYNC_OUTER_BYTES,
+    JOB_SYNC_STRATEGY,
     MDL_HEAD_DIM,
     MDL_HIDDEN,
     MDL_KV_HEADS,
     MDL_MAX_ROUTE_NODES,
     MDL_TOP_K,
+    SYNC_DILOCO,
+    SYNC_SYNCHRONOUS,
 )
 from . import llm
-from .collectives import node_limited_share
+from .collectives import node_limited_share, site_members
 from .network import (
     boundary_link_bandwidth,
     dim_members_within,
@@ -70,6 +75,21 @@ def collective_tier_bytes(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
         if members >= n:
             break
     return out
+
+
+def cross_site_tier_bytes(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Bytes per GPU at the site tier (the outermost of two or more) of the cross-site ring
+    all-reduce of :func:`~trainscape.model.collectives.cross_site_time`:
+    ``2 (f - 1)/f * nbytes / site_members`` over the ``f`` sites the group spans; 0 inside one
+    site."""
+    n = n_a * n_b * n_c
+    if n_tiers(sys) < 2 or n <= 1.0 or nbytes <= 0.0:
+        return 0.0
+    inner = site_members(sys, n_a, s_a, n_b, s_b, n_c, s_c)
+    f = n / inner
+    if f <= 1.0:
+        return 0.0
+    return 2.0 * (f - 1.0) / f * nbytes / inner
 
 
 def all_to_all_tier_bytes(sys, nbytes, copies, max_nodes, n_a, s_a, n_b, s_b):
@@ -206,8 +226,27 @@ def link_loads(sys, mdl, job, cfg, i=0):
     grad = job[JOB_GRAD_COMM_BYTES]
     param = job[JOB_PARAM_BYTES]
     groups = ((dense, cp, s_cp, ep_d, s_ep, dpx_d, s_dp), (expert, cp, s_cp, e_a, se_a, e_b, se_b))
+    strategy = job[JOB_SYNC_STRATEGY]
     for params, na, sa, nb, sb, nc, sc in groups:
-        if zero == 0:
+        if strategy != SYNC_SYNCHRONOUS:
+            # job.sync (llm.dp_collective_time, cross_site_sync_time): inside a site the
+            # gradients' collectives every step; at the site tier the outer traffic instead,
+            # for DiLoCo once every H steps (zero <= 2 here: sync_config_error)
+            if zero == 0:
+                tb = collective_tier_bytes(sys, params * grad, True, na, sa, nb, sb, nc, sc)
+            else:
+                tb = collective_tier_bytes(sys, params * grad, False, na, sa, nb, sb, nc, sc)
+                ag = collective_tier_bytes(sys, params * param, False, na, sa, nb, sb, nc, sc)
+                for t in range(nt):
+                    tb[t] += ag[t]
+            if nt >= 2:
+                outer = cross_site_tier_bytes(sys, params * job[JOB_SYNC_OUTER_BYTES], na, sa,
+                                              nb, sb, nc, sc)
+                if strategy == SYNC_DILOCO:
+                    outer = outer / job[JOB_SYNC_INNER_STEPS]
+                tb[nt - 1] = outer
+            add("dp", tb, 1.0)
+        elif zero == 0:
             add("dp", collective_tier_bytes(sys, params * grad, True, na, sa, nb, sb, nc, sc), 1.0)
         else:
             # ZeRO-3 gathers the weights twice (forward, backward) per microbatch and

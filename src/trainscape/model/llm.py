@@ -55,6 +55,9 @@ from ..layout import (
     JOB_OPTIMIZER_TRAFFIC_BYTES,
     JOB_PARAM_BYTES,
     JOB_SEQ_LEN,
+    JOB_SYNC_INNER_STEPS,
+    JOB_SYNC_OUTER_BYTES,
+    JOB_SYNC_STRATEGY,
     MDL_EXPERT_FFN_HIDDEN,
     MDL_EXPERTS,
     MDL_FFN_HIDDEN,
@@ -107,6 +110,8 @@ from ..layout import (
     SCHED_DUALPIPE,
     SCHED_DUALPIPE_V,
     N_SCHEDULES,
+    SYNC_DILOCO,
+    SYNC_SYNCHRONOUS,
     SYS_ATTENTION_EFFICIENCY,
     SYS_GEMM_EFFICIENCY_MAX,
     SYS_GEMM_HALF_FLOPS,
@@ -142,10 +147,13 @@ from ..layout import (
 from .collectives import (
     all_gather_time,
     all_reduce_time,
+    cross_site_time,
     p2p_time,
     pipeline_boundary_transfers,
     reduce_scatter_time,
     routed_all_to_all_time,
+    site_members,
+    within_site_time,
 )
 from .network import placement_strides, tier_capacity
 from .pipeline import (
@@ -749,7 +757,11 @@ CONFIG_ERRORS = (
     ("vpp", "the interleaved schedule needs vpp >= 2 when pp > 1"),
     ("dp", "the network tiers cannot hold this many GPUs"),
     ("tp", "must divide the hidden size and the FFN hidden sizes"),
+    ("zero", "must be 0, 1 or 2 with job.sync.strategy \"diloco\" or \"delayed\" (each site "
+             "keeps a full replica; ZeRO shards only inside a site)"),
 )
+#: :func:`sync_config_error`'s code
+SYNC_ZERO_ERROR = 28
 N_CONFIG_ERRORS = len(CONFIG_ERRORS)
 SCHEDULE_ERROR_BASE = 100
 
@@ -761,7 +773,23 @@ def config_error(sys, mdl, job, cfg, i):
     The checks run in code order and the first failing one is reported; the core fields' checks
     (:func:`core_config_error`) and the free fields' (:func:`free_config_error`) interleave in
     that order, so the first failure is the smaller non-zero code of the two."""
-    return first_config_error(core_config_error(sys, mdl, job, cfg, i), free_config_error(cfg, i))
+    return first_config_error(core_config_error(sys, mdl, job, cfg, i),
+                              free_sync_error(job, cfg, i))
+
+
+def free_sync_error(job, cfg, i):
+    """The free fields' checks (:func:`free_config_error`), then :func:`sync_config_error`."""
+    return first_config_error(free_config_error(cfg, i), sync_config_error(job, cfg[CFG_ZERO, i]))
+
+
+def sync_config_error(job, zero):
+    """Code 28 for ZeRO-3 under a non-synchronous ``job.sync.strategy``: DiLoCo keeps a full
+    replica of the model per site (Douillard et al. 2023, arXiv 2311.08105, Algorithm 1) and a
+    delayed cross-site reduction needs each site's whole gradient, so the weights cannot be
+    sharded across sites; ZeRO-1/2 states are sharded inside a site only. Else 0."""
+    if zero == 3 and job[JOB_SYNC_STRATEGY] != SYNC_SYNCHRONOUS:
+        return SYNC_ZERO_ERROR
+    return 0
 
 
 def first_config_error(core, free):
@@ -1672,27 +1700,16 @@ def fsdp_exposed(unit_gather, comm, window, overlap):
     return max(unit_gather, comm - window)
 
 
-def data_parallel_comm(sys, job, row, ordt, zero):
-    """The data-parallel collectives of one step before overlap: ``(all-reduce, 0)`` of the
-    gradients without ZeRO; with ZeRO-1/2 ``(reduce-scatter of gradients, all-gather of
-    weights)`` of all the device's parameters at once; with ZeRO-3 the same pair for one FSDP
-    unit, ``1 / fsdp_units`` of the parameters (Zhao et al. VLDB 2023 §3.2: one collective per
-    unit's ``FlatParameter``, so each pays the collective's latency). Dense weights are
-    replicated over cp x ep x dp/ep, expert weights over cp x dp/ep; folded
-    (:func:`moe_folded`) dense weights over cp x dp and expert weights over cp and the
-    expert-data-parallel complement of the EP group in the TP x DP ranks
-    (:func:`folded_ep_groups`, ``tp * dp / ep`` of them)."""
-    cp = row[ROW_CP]
+def dp_groups(row, ordt):
+    """The data-parallel groups of :func:`data_parallel_comm`: ``(cp, s_cp, ep, s_ep, dpx,
+    s_dp)`` over which the dense weights are replicated and ``(cp, s_cp, e_a, se_a, e_b,
+    se_b)`` over which the expert weights are, as one flat tuple. Dense weights are replicated
+    over cp x ep x dp/ep, expert weights over cp x dp/ep; folded (:func:`moe_folded`) dense
+    weights over cp x dp and expert weights over cp and the expert-data-parallel complement of
+    the EP group in the TP x DP ranks (:func:`folded_ep_groups`, ``tp * dp / ep`` of them)."""
     ep = row[ROW_EP]
     dpx = row[ROW_DPX]
-    s_cp = ordt[ORD_S_CP]
-    s_ep = ordt[ORD_S_EP]
     s_dp = ordt[ORD_S_DP]
-    dense_params = row[ROW_DENSE_PARAMS]
-    expert_params = row[ROW_EXPERT_PARAMS]
-    grad_comm = job[JOB_GRAD_COMM_BYTES]
-    # folded (moe_folded): dense weights replicated over cp x dp, expert weights over cp and
-    # the expert-data-parallel complement of the EP group in the TP x DP ranks
     e_a = dpx
     se_a = s_dp
     e_b = 1.0
@@ -1705,27 +1722,97 @@ def data_parallel_comm(sys, job, row, ordt, zero):
         se_b = g[7]
         ep = 1.0
         dpx = row[ROW_DP]
+    return (row[ROW_CP], ordt[ORD_S_CP], ep, ordt[ORD_S_EP], dpx, s_dp, e_a, se_a, e_b, se_b)
+
+
+def dp_collective_time(sys, job, nbytes, reduce, cp, s_cp, n_b, s_b, n_c, s_c):
+    """One data-parallel collective: the synchronous one (:func:`all_reduce_time`, or
+    :func:`all_gather_time`, which a reduce-scatter costs alike) or, under a non-synchronous
+    ``job.sync.strategy``, only its part inside each site (:func:`within_site_time`; the
+    cross-site part is :func:`cross_site_sync_time`)."""
+    if job[JOB_SYNC_STRATEGY] != SYNC_SYNCHRONOUS:
+        return within_site_time(sys, nbytes, reduce, cp, s_cp, n_b, s_b, n_c, s_c)
+    if reduce:
+        return all_reduce_time(sys, nbytes, cp, s_cp, n_b, s_b, n_c, s_c)
+    return all_gather_time(sys, nbytes, cp, s_cp, n_b, s_b, n_c, s_c)
+
+
+def data_parallel_comm(sys, job, row, ordt, zero):
+    """The data-parallel collectives of one step before overlap: ``(all-reduce, 0)`` of the
+    gradients without ZeRO; with ZeRO-1/2 ``(reduce-scatter of gradients, all-gather of
+    weights)`` of all the device's parameters at once; with ZeRO-3 the same pair for one FSDP
+    unit, ``1 / fsdp_units`` of the parameters (Zhao et al. VLDB 2023 §3.2: one collective per
+    unit's ``FlatParameter``, so each pays the collective's latency), over the groups of
+    :func:`dp_groups`. Under a non-synchronous ``job.sync.strategy`` the part of each inside a
+    site (:func:`dp_collective_time`)."""
+    g = dp_groups(row, ordt)
+    cp = g[0]
+    s_cp = g[1]
+    dense_params = row[ROW_DENSE_PARAMS]
+    expert_params = row[ROW_EXPERT_PARAMS]
+    grad_comm = job[JOB_GRAD_COMM_BYTES]
     if zero == 0:
-        red = all_reduce_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
-            + all_reduce_time(sys, expert_params * grad_comm, cp, s_cp, e_a, se_a, e_b, se_b)
+        red = dp_collective_time(sys, job, dense_params * grad_comm, True, cp, s_cp, g[2], g[3],
+                                 g[4], g[5]) \
+            + dp_collective_time(sys, job, expert_params * grad_comm, True, cp, s_cp, g[6], g[7],
+                                 g[8], g[9])
         return (red, 0.0)
     param_bytes = job[JOB_PARAM_BYTES]
+    units = 1.0
     if zero == 3:
         units = fsdp_units(row)
-        rs = reduce_scatter_time(sys, dense_params * grad_comm / units, cp, s_cp, ep, s_ep, dpx,
-                                 s_dp) \
-            + reduce_scatter_time(sys, expert_params * grad_comm / units, cp, s_cp, e_a, se_a,
-                                  e_b, se_b)
-        ag = all_gather_time(sys, dense_params * param_bytes / units, cp, s_cp, ep, s_ep, dpx,
-                             s_dp) \
-            + all_gather_time(sys, expert_params * param_bytes / units, cp, s_cp, e_a, se_a,
-                              e_b, se_b)
-        return (rs, ag)
-    rs = reduce_scatter_time(sys, dense_params * grad_comm, cp, s_cp, ep, s_ep, dpx, s_dp) \
-        + reduce_scatter_time(sys, expert_params * grad_comm, cp, s_cp, e_a, se_a, e_b, se_b)
-    ag = all_gather_time(sys, dense_params * param_bytes, cp, s_cp, ep, s_ep, dpx, s_dp) \
-        + all_gather_time(sys, expert_params * param_bytes, cp, s_cp, e_a, se_a, e_b, se_b)
+    rs = dp_collective_time(sys, job, dense_params * grad_comm / units, False, cp, s_cp, g[2],
+                            g[3], g[4], g[5]) \
+        + dp_collective_time(sys, job, expert_params * grad_comm / units, False, cp, s_cp, g[6],
+                             g[7], g[8], g[9])
+    ag = dp_collective_time(sys, job, dense_params * param_bytes / units, False, cp, s_cp, g[2],
+                            g[3], g[4], g[5]) \
+        + dp_collective_time(sys, job, expert_params * param_bytes / units, False, cp, s_cp,
+                             g[6], g[7], g[8], g[9])
     return (rs, ag)
+
+
+def cross_site_sync_time(sys, job, row, ordt, strategy):
+    """Time per step of the data-parallel traffic at the site tier (before overlap) under
+    ``strategy`` (a ``SYNC_*`` code): the gradients' (``grad_comm_bytes`` per element) or, for
+    the non-synchronous strategies, ``sync_outer_bytes`` per element, through
+    :func:`cross_site_time` (dense and expert groups). DiLoCo (Douillard et al. 2023, arXiv
+    2311.08105, Algorithm 1) all-reduces the pseudo-gradient across sites once every ``H =
+    inner_steps`` steps, so a step carries ``1 / H`` of it. For the synchronous strategy this is
+    the site-tier term of the hierarchical collective (what the strategies are compared
+    against; the synchronous step charges the cheapest of flat and hierarchical)."""
+    g = dp_groups(row, ordt)
+    nbytes = job[JOB_GRAD_COMM_BYTES]
+    if strategy != SYNC_SYNCHRONOUS:
+        nbytes = job[JOB_SYNC_OUTER_BYTES]
+    t = cross_site_time(sys, row[ROW_DENSE_PARAMS] * nbytes, g[0], g[1], g[2], g[3], g[4], g[5]) \
+        + cross_site_time(sys, row[ROW_EXPERT_PARAMS] * nbytes, g[0], g[1], g[6], g[7], g[8],
+                          g[9])
+    if strategy == SYNC_DILOCO:
+        t = t / job[JOB_SYNC_INNER_STEPS]
+    return t
+
+
+def cross_site_exposed(strategy, cross, compute):
+    """What the site-tier traffic ``cross`` adds to a step: DiLoCo's outer all-reduce blocks
+    the next inner phase (Douillard et al. 2023, Algorithm 1: the outer step needs the averaged
+    pseudo-gradient), all of it; a one-step delayed reduction runs under the next step's
+    compute (the 1-stale weight update of PipeDream-2BW, Narayanan et al., "Memory-Efficient
+    Pipeline-Parallel DNN Training", ICML 2021; the overlapped outer step of Streaming DiLoCo,
+    Douillard et al. 2025 arXiv 2501.18512, and of "eager updates", Kale et al. 2025 arXiv
+    2502.12996), only what outlasts ``compute``."""
+    if strategy == SYNC_DILOCO:
+        return cross
+    return max(0.0, cross - compute)
+
+
+def sync_outer_state_bytes(job):
+    """Bytes per parameter DiLoCo adds to the optimizer states: the fp32 outer copy of the
+    parameters (theta at the last outer step) and the outer Nesterov momentum (Douillard et al.
+    2023, Algorithm 1: OuterOpt = SGD with Nesterov momentum), 4 + 4; 0 for the others."""
+    if job[JOB_SYNC_STRATEGY] == SYNC_DILOCO:
+        return 8.0
+    return 0.0
 
 
 def offload_optimizer_time(sys, job, shard_params, window, overlap):
@@ -1768,9 +1855,20 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
         dp_time = m * fsdp_exposed(dp_second, units * (2.0 * dp_second + dp_first),
                                    f_stage + b_stage + w_stage, dp_overlap)
 
-    # ---- optimizer step (memory-bound over the shard this GPU owns) ---------------------------
+    # ---- cross-site synchronisation (job.sync; synchronous: inside the collectives above) ----
+    strategy = job[JOB_SYNC_STRATEGY]
     dp_dense = row[ROW_CP] * row[ROW_DP]
     dp_expert = row[ROW_CP] * row[ROW_DPX]
+    if strategy != SYNC_SYNCHRONOUS:
+        dp_time += cross_site_exposed(strategy, cross_site_sync_time(sys, job, row, ordt,
+                                                                     strategy),
+                                      rect[REC_COMPUTE])
+        # each site keeps a full replica: ZeRO-1/2 shard over the members inside a site
+        g = dp_groups(row, ordt)
+        dp_dense = site_members(sys, g[0], g[1], g[2], g[3], g[4], g[5])
+        dp_expert = site_members(sys, g[0], g[1], g[6], g[7], g[8], g[9])
+
+    # ---- optimizer step (memory-bound over the shard this GPU owns) ---------------------------
     opt_dense = dense_params / dp_dense if zero >= 1 else dense_params
     opt_expert = expert_params / dp_expert if zero >= 1 else expert_params
     optimizer = memory_bound_time(sys, (opt_dense + opt_expert) * job[JOB_OPTIMIZER_TRAFFIC_BYTES])
@@ -1814,9 +1912,9 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
                                                                  swiglu)
     param_bytes = job[JOB_PARAM_BYTES]
     grad_bytes = job[JOB_GRAD_BYTES]
-    opt_bytes = job[JOB_OPTIMIZER_BYTES]
+    opt_bytes = job[JOB_OPTIMIZER_BYTES] + sync_outer_state_bytes(job)
     if offload:
-        opt_bytes = 0.0  # the optimizer states live in host memory
+        opt_bytes = 0.0  # the optimizer states (DiLoCo's outer ones too) live in host memory
     logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES],
                                  job[JOB_LOGITS_EXTRA_BYTES])
     last_embed = row[ROW_PP] <= 1.0

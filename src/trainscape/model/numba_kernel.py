@@ -130,7 +130,7 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
                 terms = row_terms(sys, mdl, job, cfg, i)
                 for k in range(llm.N_ROW):
                     row_val[r, k] = terms[k]
-        code = first_config_error(row_code[r], free_config_error(cfg, i))
+        code = first_config_error(row_code[r], free_sync_error(job, cfg, i))
         if code != 0:
             write_invalid(out, i, code)
             i += 1

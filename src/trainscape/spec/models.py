@@ -126,6 +126,35 @@ class ModelSpec(_Spec):
         return self.experts > 0
 
 
+SYNC_STRATEGIES = layout.SYNC_STRATEGIES
+#: element types of the cross-site (outer) traffic of job.sync.outer_dtype
+OUTER_DTYPES = ("fp32", "bf16", "fp8", "int8")
+
+
+class SyncSpec(_Spec):
+    """``[job.sync]``: how data-parallel replicas at different sites (the outermost network tier
+    when the cluster has two or more) synchronise. ``synchronous``: every step, as in one
+    building. ``diloco``: DiLoCo (Douillard et al. 2023, arXiv 2311.08105, Algorithm 1): each
+    site trains ``inner_steps`` (H) steps on its own, then the sites all-reduce the
+    pseudo-gradient. ``delayed``: the cross-site reduction of a step's gradients runs under the
+    next step and is applied one step late. ``outer_dtype``: element type of the cross-site
+    traffic (default: the gradient's). ``tokens_factor``: the user's convergence factor, tokens
+    to reach the target relative to synchronous training; reported, never applied to the
+    step time."""
+
+    strategy: Literal[SYNC_STRATEGIES] = "synchronous"
+    inner_steps: R.InnerSteps = 1
+    outer_dtype: Literal[OUTER_DTYPES] | None = None
+    tokens_factor: R.PosFactor = 1.0
+
+    @model_validator(mode="after")
+    def _check_inner(self) -> SyncSpec:
+        if self.inner_steps != 1 and self.strategy != "diloco":
+            raise fail("inner_steps", "only for strategy = \"diloco\" (H steps between outer "
+                       "syncs)", self.inner_steps, "leave it out, or set strategy = \"diloco\"")
+        return self
+
+
 class JobSpec(_Spec):
     """What one training step processes and in which precision."""
 
@@ -161,6 +190,8 @@ class JobSpec(_Spec):
     # FP8 scaling recipe (dtype = "fp8" only); default "delayed", Transformer Engine's default
     # recipe (DelayedScaling)
     fp8_recipe: Literal[FP8_RECIPES] | None = None
+    # cross-site synchronisation strategy ([job.sync], see SyncSpec)
+    sync: SyncSpec = SyncSpec()
 
     @model_validator(mode="after")
     def _check_recipe(self) -> JobSpec:

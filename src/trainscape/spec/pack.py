@@ -51,6 +51,14 @@ def grad_bytes(grad_dtype: str) -> int:
     return dtype_bytes(grad_dtype)
 
 
+def outer_sync_bytes(outer_dtype: str | None, gradient_bytes: float) -> float:
+    """Bytes per element of the cross-site (outer) data-parallel traffic of ``[job.sync]``:
+    ``outer_dtype``'s width (int8 and fp8: 1), else the gradient's (``grad_dtype``)."""
+    if outer_dtype is None:
+        return float(gradient_bytes)
+    return float({"fp32": 4, "bf16": 2, "fp8": 1, "int8": 1}[outer_dtype])
+
+
 def optimizer_state_bytes(optimizer: str, grad_dtype: str) -> int:
     """Optimizer state per parameter, in bytes.
 
@@ -302,6 +310,9 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
     job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
     job[L.JOB_OFFLOAD_OPTIMIZER] = 1.0 if j.offload_optimizer else 0.0
+    job[L.JOB_SYNC_STRATEGY] = L.SYNC_STRATEGIES.index(j.sync.strategy)
+    job[L.JOB_SYNC_INNER_STEPS] = j.sync.inner_steps
+    job[L.JOB_SYNC_OUTER_BYTES] = outer_sync_bytes(j.sync.outer_dtype, gb)
     return job
 
 

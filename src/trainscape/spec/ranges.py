@@ -71,6 +71,8 @@ MAX_PRICE = 1e6
 MAX_POWER_W = 1e6
 #: a transport's in-flight window per channel (MiB)
 MAX_WINDOW_MIB = 1e9
+#: job.sync.inner_steps (DiLoCo's H): 1 to 10^6
+MAX_INNER_STEPS = 10**6
 
 
 def _int(lo: int, hi: int):
@@ -115,6 +117,7 @@ Seed = _int(0, MAX_SEED)
 Price = _float(0.0, MAX_PRICE)
 PowerW = _float(0.0, MAX_POWER_W)
 WindowMiB = _float(0.0, MAX_WINDOW_MIB, lo_open=True)
+InnerSteps = _int(1, MAX_INNER_STEPS)
 
 #: (field, range) rows for the README table and the test that keeps the two in step.
 DOCUMENTED = (
@@ -138,6 +141,7 @@ DOCUMENTED = (
     ("DLRM bwd_multiplier, dp_update_factor", "(0 or >0) to 1e3"),
     ("price_per_hour_usd, cost_per_gpu_hour_usd / power_w", "0 to 1e6 / 0 to 1e6"),
     ("transport window_MiB / channels", "> 0 to 1e9 / 1 to 2^24"),
+    ("job.sync.inner_steps / tokens_factor", "1 to 1e6 / > 0 to 1e3"),
     ("planner iterations / beam_width / seed / time_limit_s",
      "1 to 1e9 / 1 to 1e4 / 0 to 2^32-1 / > 0 to 1e6"),
 )
