@@ -243,12 +243,15 @@ def search(scenario, method, budget, seed, width, multi, top, objective, out, ov
               show_default=True,
               help="Seconds a full sweep may take; larger spaces are searched instead.")
 @click.option("--seed", type=O.SEED, default=0, show_default=True)
+@click.option("--sensitivity/--no-sensitivity", default=None,
+              help="Sensitivity grid of the outermost tier's bandwidth x latency (>= 2 tiers; "
+                   "default: when it fits the time budget).")
 @_top_option
 @_obj_option
 @_set_option
 @_dask_option
 @_one_line_errors
-def explore(scenario, out_dir, time_budget, seed, top, objective, overrides, dask):
+def explore(scenario, out_dir, time_budget, seed, sensitivity, top, objective, overrides, dask):
     """Find the best ways to lay out SCENARIO's training job (default: a built-in Llama-3
     405B scenario on 16K GPUs in two buildings) and write a report with plots."""
     from pathlib import Path
@@ -280,6 +283,9 @@ def explore(scenario, out_dir, time_budget, seed, top, objective, overrides, das
     print_result(res, console, sc)
     d = Path(out_dir) if out_dir else default_report_dir(sc)
     paths = write_report(res, d, sc)
+    from ..explore.sensitivity import explore_sensitivity
+
+    paths.update(explore_sensitivity(sc, d, console, sensitivity, time_budget))
     console.print(f"report written to {d}/", soft_wrap=True)
     for what, p in paths.items():
         console.print(f"  {what:15s} {p}", soft_wrap=True)
