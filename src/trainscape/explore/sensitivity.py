@@ -220,8 +220,11 @@ def sensitivity_table(g: SensitivityGrid):
         cells = []
         for j in range(len(g.latency_us)):
             s = g.speedup[i, j]
-            head = "no layout fits" if not math.isfinite(s) else f"{s:.2f}x"
-            cells.append(f"{head}\nconfig {g.config_step_s[i, j]:.2f} s\n"
+            head = (f"{s:.2f}x" if math.isfinite(s) else "no layout fits"
+                    if not math.isfinite(g.best_step_s[i, j]) else "-")
+            c = g.config_step_s[i, j]
+            cs = f"config {c:.2f} s" if math.isfinite(c) else "config not valid"
+            cells.append(f"{head}\n{cs}\n"
                          f"{_layout_short(g.best_layout[i][j])}")
         t.add_row(_bw_label(b), *cells)
     return t
@@ -261,7 +264,8 @@ def plot_sensitivity(g: SensitivityGrid, path: str | Path) -> Path:
             s = g.speedup[i, j]
             c = g.best_layout[i][j]
             if not math.isfinite(s):
-                txt, color = "no layout\nfits", "black"
+                txt = "-" if math.isfinite(g.best_step_s[i, j]) else "no layout\nfits"
+                color = "black"
             else:
                 txt = f"{s:.2f}x\n" + (f"tp{c['tp']} pp{c['pp']}\ncp{c['cp']} z{c['zero']}"
                                        if c else "")
@@ -295,7 +299,13 @@ def explore_sensitivity(scenario, out_dir: str | Path, console, enabled: bool | 
         console.print(f"sensitivity grid skipped: ~{est:.0f} s estimated > time budget "
                       f"{time_budget_s:g} s (run with --sensitivity to force)", soft_wrap=True)
         return {}
-    g = sensitivity_grid(scenario, bandwidth_GBps=bws, latency_us=lats)
+    from ..spec.errors import ScenarioError
+
+    try:
+        g = sensitivity_grid(scenario, bandwidth_GBps=bws, latency_us=lats)
+    except ScenarioError as exc:  # a grid value outside a documented range, an invalid config
+        console.print(f"sensitivity grid skipped: {exc}", soft_wrap=True, markup=False)
+        return {}
     console.print(sensitivity_table(g), soft_wrap=True)
     if not g.config_in_space:
         console.print("note: the \\[config] is not a point of the \\[space]; a speedup below "
