@@ -1394,7 +1394,7 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
         ts_folded_ep_groups(R->tp, strides[TS_DIM_TP], R->dp, strides[TS_DIM_DP], ep, fg);
         ts_group_init(&O->g_dp_dense, net, cp, strides[TS_DIM_CP], 1.0, strides[TS_DIM_EP],
                       R->dp, strides[TS_DIM_DP]);
-        if (R->expert_params > 0.0) {
+        if (ctx->inv.experts > 0) {
             ts_group_init(&O->g_dp_expert, net, cp, strides[TS_DIM_CP], fg[4], fg[5], fg[6],
                           fg[7]);
         } else {
@@ -1407,14 +1407,16 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
     }
     ts_group_init(&O->g_dp_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP], dpx,
                   strides[TS_DIM_DP]);
-    if (R->expert_params > 0.0) {
+    /* a MoE model's expert group is set even when the costed stage holds no expert layer: the
+     * job.sync shards (site_members) of the other stages read it */
+    if (ctx->inv.experts > 0) {
         if (ep == 1.0) /* same members as the dense group: (cp, 1, dpx) == (cp, dpx, 1) */
             O->g_dp_expert = O->g_dp_dense;
         else
             ts_group_init(&O->g_dp_expert, net, cp, strides[TS_DIM_CP], dpx, strides[TS_DIM_DP],
                           1.0, 1.0);
     } else {
-        /* no expert weights: every collective on this group has nbytes <= 0 and returns 0
+        /* a dense model: every collective on this group has nbytes <= 0 and returns 0
          * before reading the group */
         O->g_dp_expert.n = 1.0;
         O->g_dp_expert.top = -1;

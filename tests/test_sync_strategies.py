@@ -230,3 +230,32 @@ def test_evaluate_reports_the_tokens_factor():
     res = runner.invoke(main, ["evaluate", str(EXAMPLE), "--set", "job.sync.inner_steps=0"])
     assert res.exit_code == 2
     assert "job.sync.inner_steps" in res.output
+
+
+def test_moe_stages_without_expert_layers_keep_the_site_shards(backend):
+    """Regression (found by the differential test): a MoE model on more pipeline stages than
+    MoE layers leaves some stages without expert weights; when the costed stage is such a stage
+    the C port left the expert group unset and DiLoCo's outer states of the other stages went
+    unsharded. By hand: one tier, so the whole cluster is one site and ZeRO-1 shards the
+    8-byte outer copy and momentum over cp x dp = 4 x 1024 ranks, in every backend. (The
+    blocks are the case hypothesis found.)"""
+    import numpy as np
+
+    sys = np.zeros(L.N_SYS)
+    sys[:27] = [65536, 1, 1e13, 1.6e10, 2e11, 0, 1, 0, 0.5, 1, 0, 1e13, 1, 0, 0, 0, 0, 0, 0, 0,
+                8e9, 2e10, 65536, 1e8, 0, 1, 1]
+    mdl = np.array([14, 32, 128, 2, 1, 16, 32000, 0, 2, 1, 1408, 1, 0, 0], dtype=float)
+    j = np.zeros(L.N_JOB)
+    j[:17] = [512, 65536, 1, 1, 2, 0, 0, 1, 2, 0, 1.03125, 2, 1, 0, 0, 0, 1]
+    j[L.JOB_LOGITS_EXTRA_BYTES] = 4.0
+    j[L.JOB_SYNC_STRATEGY] = 1.0  # diloco
+    j[L.JOB_SYNC_INNER_STEPS] = 1.0
+    j[L.JOB_SYNC_OUTER_BYTES] = 2.0
+    cfg = np.array([[1], [4], [16], [1024], [1], [1], [1], [0], [0], [1], [0], [0], [0], [0]],
+                   dtype=np.int32)  # tp 1, cp 4, pp 16 (gpipe), dp 1024, zero 1
+    got = api.evaluate_columns(sys, mdl, j, cfg, backend=backend)
+    ref = api.evaluate_columns(sys, mdl, j, cfg, backend="python")
+    col = L.OUTPUT_FIELDS.index("mem_optimizer_gib")
+    assert got[col, 0] == pytest.approx(ref[col, 0], rel=1e-12)
+    # every stage's parameters over 4096 ranks: a few hundred bytes a GPU, not ~1.4 MB
+    assert ref[col, 0] * 2**30 < 2.0e3

@@ -235,12 +235,13 @@ def _build_namespace():
         twin.__qualname__ = f.__name__
         ns[f.__name__] = _njit(twin, parallel=f is _evaluate_batch, nogil=True,
                                error_model="numpy")
-    return ns
+    return ns, (*owners, "_core_hash", "_evaluate_range", "_evaluate_batch")
 
 
-_NS = _build_namespace()
-#: jitted twin of every reference function, by name (e.g. ``jitted["all_reduce_time"]``)
-jitted = {k: v for k, v in _NS.items() if isinstance(v, numba.core.registry.CPUDispatcher)}
+_NS, _COMPILED_NAMES = _build_namespace()
+#: jitted twin of every reference function, by name (e.g. ``jitted["all_reduce_time"]``); under
+#: ``NUMBA_DISABLE_JIT=1`` the twins are plain Python functions, listed all the same
+jitted = {k: _NS[k] for k in _COMPILED_NAMES}
 
 
 def evaluate_batch(sys, mdl, job, cfg, out=None, threads=None):
