@@ -72,16 +72,10 @@ def group_size(n_a, n_b, n_c):
     return n_a * n_b * n_c
 
 
-def hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
-    """Walk the tiers from the inside out once and cost the collective both ways.
-
-    At tier ``i`` the group joins ``f_i`` sub-groups (its fan-out there); the hierarchical
-    algorithm runs a ring of ``f_i`` ranks on ``nbytes / (f_0 ... f_{i-1})`` at that tier's
-    latency and path bandwidth. The walk stops once every member is inside the current tier.
-    Returns ``(hierarchical, flat)``: the hierarchical sum, and the cheapest flat algorithm over
-    all ``n`` members at the outermost tier crossed (ring, and the tree for an all-reduce).
-    ``reduce`` selects all-reduce (else all-gather / reduce-scatter).
-    """
+def hierarchical_terms(sys, nbytes, reduce, tiers, n_a, s_a, n_b, s_b, n_c, s_c):
+    """The hierarchical algorithm's sum over the tiers ``0 .. tiers - 1`` (see
+    :func:`hierarchical_time`), and the latency and path bandwidth of the outermost of them the
+    group crosses: ``(sum, latency, bandwidth)``."""
     n = group_size(n_a, n_b, n_c)
     hier = 0.0
     inner = 1.0  # members inside one domain of the tier below
@@ -89,7 +83,7 @@ def hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
     nic = math.inf  # slowest link from tier 1 up to here
     lat = 0.0
     bw = 0.0
-    for i in range(n_tiers(sys)):
+    for i in range(tiers):
         span = next_tier_span(sys, i, span)
         members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
         if i == 0:
@@ -108,6 +102,22 @@ def hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
         inner = members
         if members >= n:
             break
+    return hier, lat, bw
+
+
+def hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Walk the tiers from the inside out once and cost the collective both ways.
+
+    At tier ``i`` the group joins ``f_i`` sub-groups (its fan-out there); the hierarchical
+    algorithm runs a ring of ``f_i`` ranks on ``nbytes / (f_0 ... f_{i-1})`` at that tier's
+    latency and path bandwidth. The walk stops once every member is inside the current tier.
+    Returns ``(hierarchical, flat)``: the hierarchical sum, and the cheapest flat algorithm over
+    all ``n`` members at the outermost tier crossed (ring, and the tree for an all-reduce).
+    ``reduce`` selects all-reduce (else all-gather / reduce-scatter).
+    """
+    n = group_size(n_a, n_b, n_c)
+    hier, lat, bw = hierarchical_terms(sys, nbytes, reduce, n_tiers(sys), n_a, s_a, n_b, s_b,
+                                       n_c, s_c)
     if reduce:
         flat = min(ring_all_reduce_time(n, nbytes, lat, bw), tree_all_reduce_time(n, nbytes, lat, bw))
     else:
@@ -171,26 +181,9 @@ def within_site_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
     if t < 2 or site_members(sys, n_a, s_a, n_b, s_b, n_c, s_c) >= n:
         hier, flat = hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c)
         return min(flat, hier)
-    hier = 0.0
-    inner = 1.0
-    span = 1.0
-    nic = math.inf
-    for i in range(t - 1):
-        span = next_tier_span(sys, i, span)
-        members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
-        if i == 0:
-            path = tier_link_bandwidth(sys, 0)
-        else:
-            nic = min(nic, tier_link_bandwidth(sys, i))
-            path = nic
-        f = members / inner
-        if f > 1.0:
-            if reduce:
-                hier += ring_all_reduce_time(f, nbytes / inner, tier_latency(sys, i), path)
-            else:
-                hier += ring_all_gather_time(f, nbytes / inner, tier_latency(sys, i), path)
-        inner = members
-    return hier
+    # the tiers below the outermost (a group whose members stay inside one domain of a tier
+    # adds nothing beyond it)
+    return hierarchical_terms(sys, nbytes, reduce, t - 1, n_a, s_a, n_b, s_b, n_c, s_c)[0]
 
 
 def cross_site_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
