@@ -360,17 +360,39 @@ def test_readme_lists_the_documented_ranges():
 
 
 def test_space_over_the_tabulation_cap_says_what_to_narrow():
-    """A space over the cap on core combinations: one line naming ``space``, that every
-    command tabulates it (so suggesting search would be wrong), and the widest axes."""
-    many = "[" + ",".join(str(i) for i in range(1, 1001)) + "]"
+    """A space over the cap on core combinations even after the GPU-count and batch
+    constraints have pruned it: one line naming ``space``, that every command tabulates it
+    (so suggesting search would be wrong), and the widest axes. (Wide degree lists alone no
+    longer reach the cap: tests/test_space_core_enum.py.)"""
+    vpp = "[" + ",".join(str(i) for i in range(1, 2001)) + "]"
+    ep = "[" + ",".join(str(i) for i in range(1, 1001)) + "]"
     for cmd in ("sweep", "search"):
-        code, out, err, violation = F.run_cli([cmd, GPT3, "--set", f"space.tp={many}",
-                                               "--set", f"space.dp={many}", "--set",
-                                               "space.cp=[1,2,3,4,5,6,7,8,9,10]"])
+        code, out, err, violation = F.run_cli([cmd, GPT3, "--set", f"space.vpp={vpp}",
+                                               "--set", f"space.ep={ep}", "--set",
+                                               "space.tp_overlap=[false,true]"])
         assert violation is None, violation
         last = err.strip().splitlines()[-1]
         assert code == 2 and last.startswith("Error: space: too many combinations"), last
-        assert "space.dp (1000 values)" in last and "space.tp (1000 values)" in last, last
+        assert "space.vpp (2000 values)" in last and "space.ep (1000 values)" in last, last
+
+
+def test_wide_degree_lists_are_searched():
+    """Every integer from 1 to 1000 as tp and dp: a plain product of 10^7 core combinations
+    the GPU count prunes to a few hundred; search answers from them."""
+    many = "[" + ",".join(str(i) for i in range(1, 1001)) + "]"
+    code, out, err, violation = F.run_cli(["search", GPT3, "--set", f"space.tp={many}",
+                                           "--set", f"space.dp={many}", "--set",
+                                           "space.cp=[1,2,3,4,5,6,7,8,9,10]", "--budget", "300",
+                                           "--json"])
+    assert violation is None, violation
+    assert code == 0, err
+    import json
+
+    import trainscape
+
+    gpus = trainscape.load(GPT3).cluster.gpus
+    top = json.loads(out)["top"]
+    assert top and all(r["tp"] * r["cp"] * r["pp"] * r["dp"] == gpus for r in top)
 
 
 def test_nul_bytes_in_paths(tmp_path):

@@ -28,6 +28,7 @@ Reproducible for a seed: all randomness comes from the ``numpy.random.Generator`
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -91,7 +92,16 @@ class Encoding:
         self.n_classes = self.C_TWO + self.n_genes * self.n_genes
         self.cls_gene = np.concatenate([np.full(n, x) for x, n in enumerate(sizes)]
                                        + [np.full(2 + self.n_genes ** 2, -1)]).astype(np.int64)
-        # mixed-radix key of a core value-index vector -> row (sorted for searchsorted)
+        # mixed-radix key of a core value-index vector -> row (sorted for searchsorted); the
+        # keys are int64, so the product of the value counts must stay below 2^62
+        if math.prod(int(v) for v in self.nv_core) >= 1 << 62:
+            from ..spec.errors import ScenarioError
+
+            widest = sorted(zip(self.nv_core.tolist(), self.names), reverse=True)[:3]
+            raise ScenarioError.at(
+                "space", "too many distinct values among the valid combinations to search; "
+                "give fewer values for " + ", ".join(f"space.{n} ({v})" for v, n in widest),
+                allowed="a product of distinct value counts below 2^62")
         self.mult = np.ones(k, dtype=np.int64)
         for a in range(k - 2, -1, -1):
             self.mult[a] = self.mult[a + 1] * self.nv_core[a + 1]

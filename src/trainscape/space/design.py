@@ -27,6 +27,7 @@ O(core rows) whatever the size, and the same arrays drive the numba and C sweep 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ import numpy as np
 from .. import layout as L
 from . import canonical as C
 from . import orders as O
+from .core_enum import CoreCandidates
 
 #: Axes that decide validity, tabulated as the core table (rows are values, not indices).
 CORE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "mbs", "vpp", "schedule", "sp", "tp_overlap")
@@ -46,8 +48,9 @@ C_TP, C_CP, C_PP, C_DP, C_EP, C_MBS, C_VPP, C_SCHEDULE, C_SP, C_TP_OVERLAP = ran
 #: Config column of each core field.
 CORE_CFG = np.array([L.CONFIG_FIELDS.index(f) for f in CORE_FIELDS], dtype=np.int64)
 
-#: Largest raw core product tabulated (10 int32 per row, checked in chunks).
-MAX_CORE_PRODUCT = 200_000_000
+#: Most core combinations checked in the kernel, after the GPU-count and batch constraints
+#: have pruned the plain product (:mod:`.core_enum`; 10 int32 per row, checked in chunks).
+MAX_CORE_CANDIDATES = 200_000_000
 _CHUNK = 1 << 18
 
 
@@ -453,27 +456,22 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
     sp_canon = 0 if (sp_vals == 0).any() else int(sp_vals[0])
     tpo_canon = int(tpo_vals[0])
     lens = [len(v) for v in vals]
-    core_raw = int(np.prod(lens, dtype=np.int64))
-    if core_raw > MAX_CORE_PRODUCT:
+    core_raw = math.prod(lens)
+    cand = CoreCandidates(vals, axes["dp"] is None, gpus, mdl, job)
+    if cand.n_candidates > MAX_CORE_CANDIDATES:
         # sweep, search and explore all start from this table of valid core rows: say so, and
         # which axes to narrow (the longest value lists first)
         widest = sorted(((n, f) for f, n in zip(CORE_FIELDS, lens) if n > 1), reverse=True)
         hint = ", ".join(f"space.{f} ({n} values)" for n, f in widest[:3])
         raise _err("space", f"too many combinations of {', '.join(CORE_FIELDS)} to tabulate "
-                   f"(sweep, search and explore all tabulate them); give fewer values for "
-                   f"{hint}", core_raw, f"at most {MAX_CORE_PRODUCT:,} combinations")
+                   f"(sweep, search and explore all tabulate them; {cand.n_candidates:,} are "
+                   f"left after the GPU-count and batch constraints); give fewer values for "
+                   f"{hint}", core_raw,
+                   f"at most {MAX_CORE_CANDIDATES:,} after those constraints")
 
     rows_chunks = []
-    rejections: dict[int, int] = {}
-    counted_raw = 0
-    for start in range(0, core_raw, _CHUNK):
-        flat = np.arange(start, min(core_raw, start + _CHUNK), dtype=np.int64)
-        idx = np.unravel_index(flat, lens)
-        cols = np.stack([vals[k][idx[k]] for k in range(N_CORE)])  # (N_CORE, n)
-        if axes["dp"] is None:
-            inner = cols[C_TP].astype(np.int64) * cols[C_CP] * cols[C_PP]
-            # not derivable: a dp whose product misses the GPU count fails check 15
-            cols[C_DP] = np.maximum(gpus // inner, 1).astype(np.int32)
+    rejections: dict[int, int] = dict(cand.rejections)
+    for cols in cand.chunks(_CHUNK):
         if axes["sp"] is None:
             cols[C_SP] = (cols[C_TP] > 1).astype(np.int32)
             keep = np.ones(cols.shape[1], dtype=bool)
@@ -481,13 +479,8 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
             keep = (cols[C_TP] > 1) | (cols[C_SP] == sp_canon)
         keep &= (cols[C_TP] > 1) | (cols[C_TP_OVERLAP] == tpo_canon)
         cols = cols[:, keep]
-        counted_raw += cols.shape[1]
         cfg = np.zeros((L.N_CFG, cols.shape[1]), dtype=np.int32)
         cfg[CORE_CFG] = cols
-        cfg[L.CFG_ORDER] = 0
-        cfg[L.CFG_RECOMPUTE] = 0
-        cfg[L.CFG_ZERO] = 0
-        cfg[L.CFG_DP_OVERLAP] = 0
         codes = _config_error_codes(sys, mdl, job, cfg)
         # the search keeps expert parallelism inside data parallelism (ep | dp): a folded
         # layout (llm.moe_folded, ep | tp * dp only) is costed when given as a config, not
@@ -541,7 +534,7 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
     np.cumsum(weight, out=cum[1:])
 
     n_order_raw = L.N_ORDERS if axes["order"] == "all" else len(axes["order"])
-    raw_size = int(np.prod(lens, dtype=np.int64)) * n_order_raw * len(rec) * len(zer) * len(dpo)
+    raw_size = math.prod(lens) * n_order_raw * len(rec) * len(zer) * len(dpo)
     ds = DesignSpace(
         axes=axes, raw_size=raw_size, core=core, mask=mask, cum=cum,
         order_off=order_off, order_cnt=order_cnt, order_flat=order_flat,
