@@ -38,6 +38,27 @@ def test_sweep_writes_results_by_suffix(cli, tmp_path, suffix):
     assert steps == sorted(steps)
 
 
+def test_sweep_of_a_big_space_says_how_long_and_what_else(cli, tmp_path, monkeypatch):
+    """Above SWEEP_HINT_SIZE the sweep says how long it should take at the documented rate and
+    points to search; --json output stays pure JSON."""
+    import trainscape
+    import trainscape.cli.explore as E
+    from trainscape.space import design_space
+
+    size = design_space(trainscape.load(GPT3)).size
+    monkeypatch.setattr(E, "SWEEP_HINT_SIZE", size - 1)
+    r = run(cli, "sweep", GPT3, "--top", 1, "--threads", 2, "--checkpoint", tmp_path / "a.npz")
+    assert r.exit_code == 0, r.output
+    minutes = size / (E.SWEEP_RATE_PER_CORE * 2) / 60
+    assert f"note: sweeping {size:,} configurations takes about {minutes:,.0f} min on 2 core(s)" \
+        in r.output and "`trainscape search`" in r.output
+    j = run(cli, "sweep", GPT3, "--top", 1, "--json", "--checkpoint", tmp_path / "b.npz")
+    assert j.exit_code == 0 and json.loads(j.output)["space_size"] == size
+    monkeypatch.setattr(E, "SWEEP_HINT_SIZE", size)
+    q = run(cli, "sweep", GPT3, "--top", 1, "--checkpoint", tmp_path / "c.npz")
+    assert "note: sweeping" not in q.output
+
+
 def test_sweep_json_and_resume(cli, tmp_path):
     ck = tmp_path / "ck.npz"
     a = run(cli, "sweep", GPT3, "--json", "--checkpoint", ck)

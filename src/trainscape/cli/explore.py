@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 
 import click
@@ -139,6 +140,13 @@ def _emit(res, scenario, out, as_json, console, extra_lines=()):
         console.print(f"results written to {out}", soft_wrap=True)
 
 
+#: Spaces above this size get a note on the sweep's duration and the alternatives.
+SWEEP_HINT_SIZE = 10**9
+#: Configurations per second per core of the C sweep kernel, for that note only
+#: (bench/throughput.py measures 10-30 M/s on the bench scenarios).
+SWEEP_RATE_PER_CORE = 1e7
+
+
 @click.command("sweep")
 @click.argument("scenario", type=O.Path(dir_okay=False))
 @_top_option
@@ -173,6 +181,14 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
     console = _console()
     if not as_json:
         console.print(f"space: {space.describe()}", soft_wrap=True)
+        if space.size > SWEEP_HINT_SIZE:
+            cores = threads or os.cpu_count() or 1
+            minutes = space.size / (SWEEP_RATE_PER_CORE * cores) / 60
+            console.print(f"note: sweeping {space.size:,} configurations takes about "
+                          f"{minutes:,.0f} min on {cores} core(s) at ~10 M/s each (the bar "
+                          "shows the real rate; Ctrl-C leaves a checkpoint for --resume); "
+                          "`trainscape search` or `explore` samples the space instead",
+                          soft_wrap=True)
     show = sys.stderr.isatty() if progress is None else progress
     try:
         if dask:
