@@ -117,7 +117,7 @@ def test_dp_axis_and_listed_orders():
 def brute_force_points_listed(sc, ds):
     """Brute force with a dp axis and listed orders (each written order completed, checked
     like ConfigSpec, canonicalized)."""
-    from trainscape.spec.models import ConfigSpec
+    from trainscape.spec.config import ConfigSpec
 
     out = set()
     cfg = ds.enumerate(0, ds.size)

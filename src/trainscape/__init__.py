@@ -22,7 +22,12 @@ from .api import (
     evaluate_columns,
     load,
 )
+from .space import design_space as _design_space
 from .spec import ConfigSpec, Scenario, ScenarioError
+from .spec.models import use_design_space_builder as _use_design_space_builder
+
+# the scenario schema builds its [space] with the design-space package above it
+_use_design_space_builder(_design_space)
 
 __version__ = "0.1.0"
 

@@ -110,7 +110,7 @@ def resolve_axes(scenario, space: Mapping[str, Any] | None = None) -> dict[str, 
     Axes left out keep the value of ``[config]``, or the ConfigSpec default. ``vpp`` left out
     is ``{1, 2}`` when the interleaved schedule is among the schedules (it needs vpp >= 2).
     """
-    from ..spec.models import DEFAULT_ORDER, ConfigSpec
+    from ..spec.config import DEFAULT_ORDER, ConfigSpec
 
     if space is None:
         space = scenario.space.axes() if scenario.space is not None else default_axes(scenario)
@@ -172,7 +172,7 @@ def _check_axis_values(axes: dict[str, Any]) -> None:
             if not isinstance(v, (bool, np.bool_)) and v not in (0, 1):
                 raise _err(f"space.{name}", "expected true or false", v, "true, false")
     if axes["order"] != "all":
-        from ..spec.models import parse_order
+        from ..spec.config import parse_order
 
         for i, text in enumerate(axes["order"]):
             try:

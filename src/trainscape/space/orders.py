@@ -70,7 +70,7 @@ def order_sets(orders: str | Sequence[str]) -> list[tuple[int, ...]]:
 
     ``orders`` is ``"all"`` (every distinct placement) or a list of order strings.
     """
-    from ..spec.models import complete_order, parse_order
+    from ..spec.config import complete_order, parse_order
 
     out: list[tuple[int, ...]] = []
     for mask in range(N_MASKS):

@@ -5,19 +5,17 @@ The public names: :class:`Scenario` and its parts, :class:`ScenarioError`,
 ``pack_configs``.
 """
 
+from .config import ConfigSpec, complete_order, parse_order
 from .errors import ScenarioError
 from .load import apply_overrides, load_scenario, parse_assignments, read_raw, validate
 from .models import (
     ClusterSpec,
-    ConfigSpec,
     GpuSpec,
     JobSpec,
     ModelSpec,
     Scenario,
     SpaceSpec,
     TierSpec,
-    complete_order,
-    parse_order,
 )
 from .pack import encode_order, pack, pack_configs, pack_job, pack_model, pack_system
 

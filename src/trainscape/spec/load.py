@@ -15,10 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from .errors import ScenarioError, format_path, from_validation_error
-from .models import Scenario, expand_presets
+from .errors import ScenarioError, format_path
+from .models import Scenario, expand_presets, validate  # noqa: F401 (validate: re-exported)
 from .readers import finite_depth, parse_guarded, read_text
 
 if sys.version_info >= (3, 11):
@@ -201,16 +199,6 @@ def read_raw(path: str | Path) -> dict:
         raise ScenarioError.at(str(path), "tables or lists nested too deeply", None,
                                f"at most {MAX_NESTING} levels", show_got=False)
     return data
-
-
-def validate(raw: Mapping) -> Scenario:
-    """A validated :class:`Scenario` from a raw dict; ``ScenarioError`` on any problem."""
-    if not isinstance(raw, Mapping):
-        raise ScenarioError.at("<scenario>", "expected a table", raw, "a table")
-    try:
-        return Scenario.model_validate(dict(raw))
-    except ValidationError as exc:
-        raise from_validation_error(exc, Scenario) from None
 
 
 def load_scenario(source: str | Path | Mapping, overrides: Iterable[str] = ()) -> Scenario:

@@ -9,13 +9,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import layout as L
+from .config import ConfigSpec, complete_order, parse_order
 from .errors import ScenarioError
-from .models import ConfigSpec, Scenario, complete_order, parse_order
+
+if TYPE_CHECKING:  # for annotations only: the schema packs its own config while validating
+    from .models import Scenario
 
 GB = 1e9  # decimal gigabyte (bytes); GB/s likewise
 GIB = 2.0**30  # HBM capacities are binary: an "80GB" A100 has 81920 MiB (nvidia-smi)
