@@ -59,6 +59,22 @@ def test_sweep_of_a_big_space_says_how_long_and_what_else(cli, tmp_path, monkeyp
     assert "note: sweeping" not in q.output
 
 
+def test_plain_sweep_and_search_rows_carry_their_hardware(cli, tmp_path):
+    """Every row says what it was costed on (the columns co-design uses): the GPU preset and
+    count, in the --out file and in --json, for sweep and search alike."""
+    out = tmp_path / "r.csv"
+    r = run(cli, "sweep", GPT3, "--top", 2, "--out", out, "--checkpoint", tmp_path / "k.npz")
+    assert r.exit_code == 0, r.output
+    recs = read_records(out)
+    assert recs and all(x["cluster.gpu"] == "a100-sxm-80gb" and x["cluster.gpus"] == 1536
+                        for x in recs)
+    j = run(cli, "search", GPT3, "--budget", 100, "--json")
+    doc = json.loads(j.output)
+    rows = doc["top"] + doc["pareto"] + doc["best_by_order"]
+    assert rows and all(x["cluster.gpu"] == "a100-sxm-80gb" and x["cluster.gpus"] == 1536
+                        for x in rows)
+
+
 def test_sweep_json_and_resume(cli, tmp_path):
     ck = tmp_path / "ck.npz"
     a = run(cli, "sweep", GPT3, "--json", "--checkpoint", ck)

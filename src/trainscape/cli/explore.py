@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 
@@ -122,11 +121,18 @@ def _check_feasible(res, scenario) -> None:
 
 
 def _emit(res, scenario, out, as_json, console, extra_lines=()):
-    from ..explore.report import headline, print_result, result_summary, write_records
+    from ..explore.report import (
+        headline,
+        print_result,
+        result_summary,
+        with_hardware,
+        write_records,
+    )
 
     _check_feasible(res, scenario)
     if out:
-        write_records(res.top.records("top") + res.front.records("pareto"), out)
+        write_records(with_hardware(res.top.records("top") + res.front.records("pareto"),
+                                    scenario), out)
     if as_json:
         from ..jsonsafe import dumps
 
@@ -278,7 +284,8 @@ def explore(scenario, out_dir, time_budget, seed, sensitivity, top, objective, o
     _require_dask(dask)
     sc, space = _prepare(scenario, overrides, top, hardware_note=False)
     console = _console()
-    from ..explore.hardware import explore_codesign, hardware_axes
+    from ..explore.hardware import explore_codesign
+    from ..explore.hardware_axes import hardware_axes
 
     if hardware_axes(sc):  # co-design: hardware points x layouts
         return explore_codesign(sc, console, out_dir, time_budget_s=time_budget, top=top,

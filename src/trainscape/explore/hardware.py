@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .hardware_axes import flatten_values, hardware_axes
+
 
 @dataclass
 class HardwarePoint:
@@ -55,14 +57,6 @@ class HardwarePoint:
 def _short(path: str) -> str:
     """A short column label of a hardware path (``cluster.tiers[0].size`` -> ``tiers[0].size``)."""
     return path[len("cluster."):] if path.startswith("cluster.") else path
-
-
-def hardware_axes(scenario) -> dict[str, list]:
-    """The hardware axes of ``scenario``'s ``[space]`` (path -> values), empty when none."""
-    sp = scenario.space
-    if sp is None or not sp.hardware:
-        return {}
-    return {k: list(v) for k, v in sp.hardware.items()}
 
 
 def hardware_note(scenario) -> str | None:
@@ -118,20 +112,6 @@ def hardware_points(scenario) -> list[HardwarePoint]:
         sc.name = f"{scenario.name} [{pt.label()}]"
         points.append(pt)
     return points
-
-
-def flatten_values(values: dict[str, Any]) -> dict[str, Any]:
-    """A table value sets several fields at once (coupled values, e.g. a tier's size and its
-    cost): ``{"cluster.tiers[0]": {"size": 72, "cost_per_gpu_hour_usd": 0.5}}`` becomes
-    ``{"cluster.tiers[0].size": 72, "cluster.tiers[0].cost_per_gpu_hour_usd": 0.5}``."""
-    out: dict[str, Any] = {}
-    for k, v in values.items():
-        if isinstance(v, dict):
-            for kk, vv in flatten_values({f"{k}.{sub}": x for sub, x in v.items()}).items():
-                out[kk] = vv
-        else:
-            out[k] = v
-    return out
 
 
 def value_columns(points: list[HardwarePoint]) -> list[str]:

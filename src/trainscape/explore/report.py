@@ -81,6 +81,18 @@ def _json_default(x):
     return str(x)
 
 
+def with_hardware(records: list[dict[str, Any]], scenario=None) -> list[dict[str, Any]]:
+    """Records with the hardware they were costed with in front (see
+    :func:`trainscape.explore.hardware.scenario_hardware_values`); unchanged without a
+    scenario."""
+    if scenario is None:
+        return records
+    from .hardware_axes import scenario_hardware_values
+
+    hw = scenario_hardware_values(scenario)
+    return [{**hw, **r} for r in records]
+
+
 def result_summary(res, scenario=None) -> dict[str, Any]:
     """Plain-data summary of a sweep / search result (for ``--json``)."""
     out = {
@@ -96,9 +108,9 @@ def result_summary(res, scenario=None) -> dict[str, Any]:
         "elapsed_s": res.elapsed_s,
         "configs_per_s": res.rate,
         "complete": res.complete,
-        "top": res.top.records(),
-        "pareto": res.front.records(),
-        "best_by_order": res.by_order.records(),
+        "top": with_hardware(res.top.records(), scenario),
+        "pareto": with_hardware(res.front.records(), scenario),
+        "best_by_order": with_hardware(res.by_order.records(), scenario),
     }
     for k, v in res.extra.items():
         if isinstance(v, (int, float, str, bool, list)) and k != "hbm":
