@@ -1584,14 +1584,21 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     r_dp_dense = R->r_dp_dense;
     r_dp_expert = R->r_dp_expert;
     if (strategy != TS_SYNC_SYNCHRONOUS) {
-        /* llm.py cross_site_sync_time + cross_site_exposed */
-        double cross = ts_cross_site_time(net, R->dense_params * job[TS_JOB_SYNC_OUTER_BYTES],
+        /* llm.py cross_site_sync_time + cross_site_exposed (+ streaming_overlap_window):
+         * DiLoCo moves 1/P of the parameters per fragment sync, P/H syncs a step */
+        double share = strategy == TS_SYNC_DILOCO ? 1.0 / job[TS_JOB_SYNC_FRAGMENTS] : 1.0;
+        double cross = ts_cross_site_time(net, R->dense_params * share
+                                                   * job[TS_JOB_SYNC_OUTER_BYTES],
                                           &O->g_dp_dense)
-                       + ts_cross_site_time(net, R->expert_params * job[TS_JOB_SYNC_OUTER_BYTES],
+                       + ts_cross_site_time(net, R->expert_params * share
+                                                     * job[TS_JOB_SYNC_OUTER_BYTES],
                                             &O->g_dp_expert);
-        if (strategy == TS_SYNC_DILOCO)
-            dp_time += cross / job[TS_JOB_SYNC_INNER_STEPS];
-        else
+        if (strategy == TS_SYNC_DILOCO) {
+            double per_step = cross * job[TS_JOB_SYNC_FRAGMENTS] / job[TS_JOB_SYNC_INNER_STEPS];
+            double window = job[TS_JOB_SYNC_FRAGMENTS] / job[TS_JOB_SYNC_INNER_STEPS]
+                            * job[TS_JOB_SYNC_OVERLAP_STEPS] * V->compute;
+            dp_time += TS_PYMAX(0.0, per_step - window);
+        } else
             dp_time += TS_PYMAX(0.0, cross - V->compute);
         /* each site keeps a full replica: ZeRO-1/2 shard over the members inside a site */
         r_dp_dense = 1.0 / ts_site_members(net, &O->g_dp_dense);

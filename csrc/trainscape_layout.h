@@ -84,7 +84,9 @@ enum {
     TS_JOB_SYNC_STRATEGY = 19,
     TS_JOB_SYNC_INNER_STEPS = 20,
     TS_JOB_SYNC_OUTER_BYTES = 21,
-    TS_JOB_COUNT = 22
+    TS_JOB_SYNC_FRAGMENTS = 22,
+    TS_JOB_SYNC_OVERLAP_STEPS = 23,
+    TS_JOB_COUNT = 24
 };
 
 /* CONFIG_FIELDS */
@@ -196,12 +198,12 @@ enum {
 #define TS_SYS_TIER_BASE 22
 #define TS_N_SYS 64
 #define TS_N_MODEL 14
-#define TS_N_JOB 22
+#define TS_N_JOB 24
 #define TS_N_CFG 14
 #define TS_N_OUT 26
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x1CCF2B3A
+#define TS_LAYOUT_HASH 0x03EB191C
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -204,6 +204,14 @@ def job_blocks(draw):
         if strategy == L.SYNC_DILOCO else 1.0
     job[L.JOB_SYNC_OUTER_BYTES] = draw(st.sampled_from([job[L.JOB_GRAD_COMM_BYTES], 4.0, 2.0,
                                                         1.0]))
+    # Streaming DiLoCo: P fragments (at most H) and tau overlapped inner steps (below H)
+    h = int(job[L.JOB_SYNC_INNER_STEPS])
+    job[L.JOB_SYNC_FRAGMENTS] = float(draw(st.sampled_from([1, 1, 2, 4, h]))) \
+        if strategy == L.SYNC_DILOCO and h > 1 else 1.0
+    if job[L.JOB_SYNC_FRAGMENTS] > h:
+        job[L.JOB_SYNC_FRAGMENTS] = 1.0
+    job[L.JOB_SYNC_OVERLAP_STEPS] = float(draw(st.sampled_from([0, 0, 1, h - 1]))) \
+        if strategy == L.SYNC_DILOCO and h > 1 else 0.0
     return job
 
 

@@ -85,11 +85,60 @@ def test_one_tier_cluster_has_no_sites():
 
 
 def test_exposure_of_the_cross_site_part():
-    """DiLoCo's outer all-reduce blocks: all of it; the delayed reduction hides under the
-    step's compute: only what outlasts it."""
-    assert llm.cross_site_exposed(L.SYNC_DILOCO, 0.3, 5.0) == 0.3
-    assert llm.cross_site_exposed(L.SYNC_DELAYED, 0.3, 5.0) == 0.0
-    assert llm.cross_site_exposed(L.SYNC_DELAYED, 7.0, 5.0) == 2.0
+    """DiLoCo's outer all-reduce blocks: all of it (no overlap window); the delayed reduction
+    hides under the step's compute: only what outlasts it. Streaming DiLoCo's window hides
+    what it can: 0.3 s against 0.25 s leaves 0.05 s; against 1 s, nothing."""
+    assert llm.cross_site_exposed(L.SYNC_DILOCO, 0.3, 5.0, 0.0) == 0.3
+    assert llm.cross_site_exposed(L.SYNC_DILOCO, 0.3, 5.0, 0.25) == pytest.approx(0.05)
+    assert llm.cross_site_exposed(L.SYNC_DILOCO, 0.3, 5.0, 1.0) == 0.0
+    assert llm.cross_site_exposed(L.SYNC_DELAYED, 0.3, 5.0, 0.0) == 0.0
+    assert llm.cross_site_exposed(L.SYNC_DELAYED, 7.0, 5.0, 0.0) == 2.0
+
+
+def test_streaming_overlap_window():
+    """P = 4 fragments, H = 32, tau = 2 overlapped steps of 5 s compute: a step holds 4 / 32
+    of the fragment syncs, each hidden behind 2 x 5 s, so 4 / 32 x 10 = 1.25 s; tau = 0: 0."""
+    import numpy as np
+
+    job = np.zeros(L.N_JOB)
+    job[L.JOB_SYNC_FRAGMENTS], job[L.JOB_SYNC_INNER_STEPS] = 4.0, 32.0
+    job[L.JOB_SYNC_OVERLAP_STEPS] = 2.0
+    assert llm.streaming_overlap_window(job, 5.0) == 1.25
+    job[L.JOB_SYNC_OVERLAP_STEPS] = 0.0
+    assert llm.streaming_overlap_window(job, 5.0) == 0.0
+
+
+def test_fragments_move_the_same_bytes_and_pay_the_latency_per_fragment():
+    """Streaming DiLoCo with P = 4 fragments, H = 32: a step carries 4/32 of a fragment's
+    all-reduce of 1/4 of the parameters, the same bandwidth term as plain DiLoCo, and each
+    fragment pays the ring's latency, 2 (f - 1) x 64 us over f = 2 buildings: the difference is
+    (4 - 1) / 32 x 128 us. Region-tier bytes per step are those of plain DiLoCo."""
+    base = DP_ACROSS + ['job.sync.strategy="diloco"', "job.sync.inner_steps=32"]
+    sys, job, row, ordt = _terms(base)
+    one = llm.cross_site_sync_time(sys, job, row, ordt, L.SYNC_DILOCO)
+    sys, job, row, ordt = _terms(base + ["job.sync.fragments=4"])
+    four = llm.cross_site_sync_time(sys, job, row, ordt, L.SYNC_DILOCO)
+    assert four - one == pytest.approx(3.0 / 32.0 * 2.0 * 64e-6, rel=1e-6)
+    links = [api.link_report(api.load(EXAMPLE, base + extra))[2]["by_dimension"]["dp"]
+             for extra in ([], ["job.sync.fragments=4"])]
+    assert links[0] == pytest.approx(links[1], rel=1e-12)
+
+
+def test_overlapped_fragments_hide_the_cross_site_part(backend):
+    """With tau = 31 of H = 32 steps overlapped and P = 4, the window (4/32 x 31 x compute)
+    exceeds the cross-site part: DP time is what stays inside the buildings, the same as an
+    infinitely fast site link would leave (the outer traffic at ~0 bytes); tau = 0 exposes
+    all of it. Every backend."""
+    base = DP_ACROSS + ["config.zero=2", 'job.sync.strategy="diloco"', "job.sync.inner_steps=32",
+                        "job.sync.fragments=4"]
+    hidden = api.evaluate(api.load(EXAMPLE, base + ["job.sync.overlap_steps=31"]),
+                          backend=backend)
+    exposed = api.evaluate(api.load(EXAMPLE, base), backend=backend)
+    sys, job, row, ordt = _terms(base)
+    cross = llm.cross_site_sync_time(sys, job, row, ordt, L.SYNC_DILOCO)
+    assert cross > 0
+    assert exposed.dp_comm_s - hidden.dp_comm_s == pytest.approx(cross, rel=1e-9)
+    assert exposed.step_time_s - hidden.step_time_s == pytest.approx(cross, rel=1e-9)
 
 
 def _terms(overrides):
@@ -203,10 +252,16 @@ def test_zero3_with_a_non_synchronous_strategy_is_a_config_error(backend):
     ("job.sync.inner_steps=8", "job.sync.inner_steps"),  # synchronous: no H
     ('job.sync.outer_dtype="fp4"', "job.sync.outer_dtype"),
     ("job.sync.tokens_factor=0", "job.sync.tokens_factor"),
+    ("job.sync.fragments=2", "job.sync.fragments"),  # synchronous: no fragments
+    ('job.sync.strategy="diloco"\njob.sync.inner_steps=4\njob.sync.fragments=8',
+     "job.sync.fragments"),
+    ('job.sync.strategy="diloco"\njob.sync.inner_steps=4\njob.sync.overlap_steps=4',
+     "job.sync.overlap_steps"),
+    ("job.sync.overlap_steps=-1", "job.sync.overlap_steps"),
 ])
 def test_bad_sync_settings_name_the_field(setting, path):
     with pytest.raises(ScenarioError) as exc:
-        api.load(EXAMPLE, [setting])
+        api.load(EXAMPLE, setting.split("\n"))
     assert path in str(exc.value)
 
 
@@ -251,6 +306,7 @@ def test_moe_stages_without_expert_layers_keep_the_site_shards(backend):
     j[L.JOB_SYNC_STRATEGY] = 1.0  # diloco
     j[L.JOB_SYNC_INNER_STEPS] = 1.0
     j[L.JOB_SYNC_OUTER_BYTES] = 2.0
+    j[L.JOB_SYNC_FRAGMENTS] = 1.0
     cfg = np.array([[1], [4], [16], [1024], [1], [1], [1], [0], [0], [1], [0], [0], [0], [0]],
                    dtype=np.int32)  # tp 1, cp 4, pp 16 (gpipe), dp 1024, zero 1
     got = api.evaluate_columns(sys, mdl, j, cfg, backend=backend)

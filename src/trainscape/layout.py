@@ -133,6 +133,8 @@ JOB_FIELDS = (
     "sync_strategy",  # cross-site data-parallel synchronisation: index into SYNC_STRATEGIES
     "sync_inner_steps",  # H: steps between DiLoCo's cross-site outer syncs (1 otherwise)
     "sync_outer_bytes",  # bytes per element of the cross-site (outer) traffic
+    "sync_fragments",  # P: Streaming DiLoCo's fragments, each synced on its own (1: DiLoCo)
+    "sync_overlap_steps",  # tau: inner steps a fragment's outer all-reduce runs beside
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -245,6 +247,8 @@ JOB_OFFLOAD_OPTIMIZER = JOB_FIELDS.index("offload_optimizer")
 JOB_SYNC_STRATEGY = JOB_FIELDS.index("sync_strategy")
 JOB_SYNC_INNER_STEPS = JOB_FIELDS.index("sync_inner_steps")
 JOB_SYNC_OUTER_BYTES = JOB_FIELDS.index("sync_outer_bytes")
+JOB_SYNC_FRAGMENTS = JOB_FIELDS.index("sync_fragments")
+JOB_SYNC_OVERLAP_STEPS = JOB_FIELDS.index("sync_overlap_steps")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

@@ -55,8 +55,10 @@ from ..layout import (
     JOB_OPTIMIZER_TRAFFIC_BYTES,
     JOB_PARAM_BYTES,
     JOB_SEQ_LEN,
+    JOB_SYNC_FRAGMENTS,
     JOB_SYNC_INNER_STEPS,
     JOB_SYNC_OUTER_BYTES,
+    JOB_SYNC_OVERLAP_STEPS,
     JOB_SYNC_STRATEGY,
     MDL_EXPERT_FFN_HIDDEN,
     MDL_EXPERTS,
@@ -1778,31 +1780,50 @@ def cross_site_sync_time(sys, job, row, ordt, strategy):
     the non-synchronous strategies, ``sync_outer_bytes`` per element, through
     :func:`cross_site_time` (dense and expert groups). DiLoCo (Douillard et al. 2023, arXiv
     2311.08105, Algorithm 1) all-reduces the pseudo-gradient across sites once every ``H =
-    inner_steps`` steps, so a step carries ``1 / H`` of it. For the synchronous strategy this is
+    inner_steps`` steps, so a step carries ``1 / H`` of it; Streaming DiLoCo (Douillard et al.
+    2025, arXiv 2501.18512, §2.2) all-reduces each of its ``P = fragments`` fragments once per H
+    steps, so a step carries ``P / H`` of one fragment's all-reduce (the same bytes; the latency
+    is paid per fragment). For the synchronous strategy this is
     the site-tier term of the hierarchical collective (what the strategies are compared
     against; the synchronous step charges the cheapest of flat and hierarchical)."""
     g = dp_groups(row, ordt)
     nbytes = job[JOB_GRAD_COMM_BYTES]
+    share = 1.0  # of the parameters in one all-reduce
     if strategy != SYNC_SYNCHRONOUS:
         nbytes = job[JOB_SYNC_OUTER_BYTES]
-    t = cross_site_time(sys, row[ROW_DENSE_PARAMS] * nbytes, g[0], g[1], g[2], g[3], g[4], g[5]) \
-        + cross_site_time(sys, row[ROW_EXPERT_PARAMS] * nbytes, g[0], g[1], g[6], g[7], g[8],
-                          g[9])
     if strategy == SYNC_DILOCO:
-        t = t / job[JOB_SYNC_INNER_STEPS]
+        share = 1.0 / job[JOB_SYNC_FRAGMENTS]
+    t = cross_site_time(sys, row[ROW_DENSE_PARAMS] * share * nbytes, g[0], g[1], g[2], g[3],
+                        g[4], g[5]) \
+        + cross_site_time(sys, row[ROW_EXPERT_PARAMS] * share * nbytes, g[0], g[1], g[6], g[7],
+                          g[8], g[9])
+    if strategy == SYNC_DILOCO:
+        t = t * job[JOB_SYNC_FRAGMENTS] / job[JOB_SYNC_INNER_STEPS]
     return t
 
 
-def cross_site_exposed(strategy, cross, compute):
+def streaming_overlap_window(job, compute):
+    """Compute per step that hides Streaming DiLoCo's outer all-reduces (Douillard et al. 2025,
+    arXiv 2501.18512, §2.3 "overlapping communication"): each fragment's all-reduce runs beside
+    the next ``tau = overlap_steps`` inner steps and its outer update is applied after them; a
+    step holds ``P / H`` of these syncs on average, each with ``tau`` steps of ``compute``, so
+    ``P / H * tau * compute`` (0 without overlap: plain DiLoCo blocks)."""
+    return job[JOB_SYNC_FRAGMENTS] / job[JOB_SYNC_INNER_STEPS] * job[JOB_SYNC_OVERLAP_STEPS] \
+        * compute
+
+
+def cross_site_exposed(strategy, cross, compute, window):
     """What the site-tier traffic ``cross`` adds to a step: DiLoCo's outer all-reduce blocks
     the next inner phase (Douillard et al. 2023, Algorithm 1: the outer step needs the averaged
-    pseudo-gradient), all of it; a one-step delayed reduction runs under the next step's
+    pseudo-gradient), all of it beyond the Streaming DiLoCo overlap ``window``
+    (:func:`streaming_overlap_window`: per sync ``max(0, t_fragment - tau * compute)``, times
+    the ``P / H`` syncs of a step); a one-step delayed reduction runs under the next step's
     compute (the 1-stale weight update of PipeDream-2BW, Narayanan et al., "Memory-Efficient
     Pipeline-Parallel DNN Training", ICML 2021; the overlapped outer step of Streaming DiLoCo,
     Douillard et al. 2025 arXiv 2501.18512, and of "eager updates", Kale et al. 2025 arXiv
     2502.12996), only what outlasts ``compute``."""
     if strategy == SYNC_DILOCO:
-        return cross
+        return max(0.0, cross - window)
     return max(0.0, cross - compute)
 
 
@@ -1862,7 +1883,8 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     if strategy != SYNC_SYNCHRONOUS:
         dp_time += cross_site_exposed(strategy, cross_site_sync_time(sys, job, row, ordt,
                                                                      strategy),
-                                      rect[REC_COMPUTE])
+                                      rect[REC_COMPUTE],
+                                      streaming_overlap_window(job, rect[REC_COMPUTE]))
         # each site keeps a full replica: ZeRO-1/2 shard over the members inside a site
         g = dp_groups(row, ordt)
         dp_dense = site_members(sys, g[0], g[1], g[2], g[3], g[4], g[5])

@@ -132,18 +132,35 @@ class SyncSpec(_Spec):
     next step and is applied one step late. ``outer_dtype``: element type of the cross-site
     traffic (default: the gradient's). ``tokens_factor``: the user's convergence factor, tokens
     to reach the target relative to synchronous training; reported, never applied to the
-    step time."""
+    step time. Streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512): ``fragments`` (P)
+    groups of layers, each all-reduced once per H steps at its own offset, and
+    ``overlap_steps`` (tau) inner steps each fragment's all-reduce runs beside (its outer
+    update lands tau steps late)."""
 
     strategy: Literal[SYNC_STRATEGIES] = "synchronous"
     inner_steps: R.InnerSteps = 1
     outer_dtype: Literal[OUTER_DTYPES] | None = None
     tokens_factor: R.PosFactor = 1.0
+    fragments: R.InnerSteps = 1
+    overlap_steps: R.OverlapSteps = 0
 
     @model_validator(mode="after")
     def _check_inner(self) -> SyncSpec:
         if self.inner_steps != 1 and self.strategy != "diloco":
             raise fail("inner_steps", "only for strategy = \"diloco\" (H steps between outer "
                        "syncs)", self.inner_steps, "leave it out, or set strategy = \"diloco\"")
+        for name in ("fragments", "overlap_steps"):
+            if getattr(self, name) != (1 if name == "fragments" else 0) \
+                    and self.strategy != "diloco":
+                raise fail(name, "only for strategy = \"diloco\" (Streaming DiLoCo)",
+                           getattr(self, name), "leave it out, or set strategy = \"diloco\"")
+        if self.fragments > self.inner_steps:
+            raise fail("fragments", "more fragments than inner steps: each fragment syncs "
+                       "once every inner_steps steps, one fragment per step at most",
+                       self.fragments, f"1 to inner_steps ({self.inner_steps})")
+        if self.overlap_steps >= self.inner_steps and self.overlap_steps > 0:
+            raise fail("overlap_steps", "a fragment's all-reduce must end before its next "
+                       "sync", self.overlap_steps, f"0 to inner_steps - 1 ({self.inner_steps - 1})")
         return self
 
 
@@ -584,6 +601,9 @@ class Scenario(_Spec):
             raise fail("job.pipeline_edge_layers", "must leave transformer layers: "
                        "2 * pipeline_edge_layers < model.layers", self.job.pipeline_edge_layers,
                        f"< {self.model.layers / 2:g}")
+        if self.job.sync.fragments > self.model.layers:
+            raise fail("job.sync.fragments", "more fragments than layers (a fragment is a group "
+                       "of layers)", self.job.sync.fragments, f"1 to model.layers ({self.model.layers})")
         if self.job.offload_optimizer:
             for field_name in ("host_to_device_GBps", "host_memory_GBps"):
                 v = getattr(self.cluster, field_name)

@@ -316,6 +316,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_SYNC_STRATEGY] = L.SYNC_STRATEGIES.index(j.sync.strategy)
     job[L.JOB_SYNC_INNER_STEPS] = j.sync.inner_steps
     job[L.JOB_SYNC_OUTER_BYTES] = outer_sync_bytes(j.sync.outer_dtype, gb)
+    job[L.JOB_SYNC_FRAGMENTS] = j.sync.fragments
+    job[L.JOB_SYNC_OVERLAP_STEPS] = j.sync.overlap_steps
     return job
 
 

@@ -118,6 +118,7 @@ Price = _float(0.0, MAX_PRICE)
 PowerW = _float(0.0, MAX_POWER_W)
 WindowMiB = _float(0.0, MAX_WINDOW_MIB, lo_open=True)
 InnerSteps = _int(1, MAX_INNER_STEPS)
+OverlapSteps = _int(0, MAX_INNER_STEPS)
 
 #: (field, range) rows for the README table and the test that keeps the two in step.
 DOCUMENTED = (
@@ -142,6 +143,7 @@ DOCUMENTED = (
     ("price_per_hour_usd, cost_per_gpu_hour_usd / power_w", "0 to 1e6 / 0 to 1e6"),
     ("transport window_MiB / channels", "> 0 to 1e9 / 1 to 2^24"),
     ("job.sync.inner_steps / tokens_factor", "1 to 1e6 / > 0 to 1e3"),
+    ("job.sync.fragments / overlap_steps", "1 to 1e6 / 0 to 1e6"),
     ("planner iterations / beam_width / seed / time_limit_s",
      "1 to 1e9 / 1 to 1e4 / 0 to 2^32-1 / > 0 to 1e6"),
 )
