@@ -1,0 +1,314 @@
+"""Known answers for every LLM output column (``layout.OUTPUT_FIELDS``), by hand.
+
+Each test builds a tiny scenario whose numbers can be followed with pencil and paper, and
+derives the expected value from the published formula named in its docstring -- never from
+the package's own helper functions, never from a golden file. Every test runs on each loaded
+backend (python reference, numba, C), so the ports are held to the hand values too. The
+coverage table (which test proves which column) is in ``docs/testing.md``.
+
+The toy machine (``toy_system``) is chosen so that every efficiency curve is flat:
+``gemm_half_flops = linear_half_flops = attention_half_seq = 0`` make the achieved GEMM
+efficiency exactly ``eff_max = 0.5`` and the fused attention kernel exactly
+``attention_efficiency = 0.25`` of the 1e15 FLOP/s peak; memory-bound kernels run at
+``hbm_bandwidth x memory_efficiency = 2e12 x 0.5 = 1e12`` B/s; one network tier of 8 GPUs at
+``100e9 x 0.8 = 80e9`` B/s per GPU with 1 us latency. The toy model is a 2-layer GPT (GeLU
+MLP, multi-head attention): h = 1024, ffn = 4h = 4096, a = 8 heads of d = 128, V = 32000;
+sequences of s = 1024 tokens. 16-bit job: 2-byte weights and activations, fp32 gradients
+(4 B), mixed-precision Adam (12 B of states), FlashAttention, no dropout.
+
+Shorthands used in the docstrings: ``sbh = 1024 x 1024 = 1,048,576``; one GPU's share of a
+layer's FLOPs is the layer's FLOPs over ``t x c`` (TP x CP degree).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trainscape import layout as L
+from trainscape.backends import evaluate_blocks
+
+GIB = 2.0**30
+PEAK = 1e15
+GEMM = PEAK * 0.5  # FLOP/s of every GEMM (flat efficiency curve)
+ATTN = PEAK * 0.25  # FLOP/s of the fused attention kernel
+HBM = 2e12 * 0.5  # B/s of memory-bound kernels
+BW0, LAT0 = 100e9 * 0.8, 1e-6  # tier 0: per-GPU bandwidth after efficiency, latency
+OVERHEAD = 1e-5  # fixed time per layer per pass
+LAYERS, HID, FFN, HEADS, HDIM, VOCAB, SEQ = 2, 1024, 4096, 8, 128, 32000, 1024
+SBH = SEQ * HID
+
+
+def toy_system(gpus=8, tiers=((8, 100e9, 1e-6, 0.8, 1.0),), usd_per_gpu_hour=0.0, power_w=0.0,
+               tp_exposed=0.0, tp_slowdown=0.0, cp_slowdown=0.0):
+    sys = np.zeros(L.N_SYS)
+    sys[L.SYS_GPUS] = gpus
+    sys[L.SYS_N_TIERS] = len(tiers)
+    sys[L.SYS_PEAK_FLOPS] = PEAK
+    sys[L.SYS_HBM_BYTES] = 80e9
+    sys[L.SYS_HBM_BANDWIDTH] = 2e12
+    sys[L.SYS_HBM_RESERVE_BYTES] = 1e9
+    sys[L.SYS_GEMM_EFFICIENCY_MAX] = 0.5
+    sys[L.SYS_GEMM_HALF_FLOPS] = 0.0
+    sys[L.SYS_ATTENTION_EFFICIENCY] = 0.25
+    sys[L.SYS_MEMORY_EFFICIENCY] = 0.5
+    sys[L.SYS_LAYER_OVERHEAD_S] = OVERHEAD
+    sys[L.SYS_LINEAR_PEAK_FLOPS] = PEAK
+    sys[L.SYS_LINEAR_EFFICIENCY_MAX] = 0.5
+    sys[L.SYS_LINEAR_HALF_FLOPS] = 0.0
+    sys[L.SYS_TP_OVERLAP_EXPOSED] = tp_exposed
+    sys[L.SYS_TP_OVERLAP_SLOWDOWN] = tp_slowdown
+    sys[L.SYS_CP_OVERLAP_SLOWDOWN] = cp_slowdown
+    sys[L.SYS_ATTENTION_HALF_SEQ] = 0.0
+    sys[L.SYS_USD_PER_GPU_S] = usd_per_gpu_hour / 3600.0
+    sys[L.SYS_POWER_W] = power_w
+    for i, t in enumerate(tiers):
+        base = L.SYS_TIER_BASE + i * L.N_TIER
+        sys[base:base + len(t)] = t
+    return sys
+
+
+def toy_model():
+    mdl = np.zeros(L.N_MODEL)
+    mdl[[L.MDL_LAYERS, L.MDL_HIDDEN, L.MDL_FFN_HIDDEN, L.MDL_HEADS, L.MDL_KV_HEADS,
+         L.MDL_HEAD_DIM, L.MDL_VOCAB]] = (LAYERS, HID, FFN, HEADS, HEADS, HDIM, VOCAB)
+    return mdl
+
+
+def toy_job(batch=16):
+    j = np.zeros(L.N_JOB)
+    j[L.JOB_SEQ_LEN] = SEQ
+    j[L.JOB_GLOBAL_BATCH] = batch
+    j[L.JOB_ACTIVATION_BYTES] = 2
+    j[L.JOB_PARAM_BYTES] = 2
+    j[L.JOB_GRAD_BYTES] = 4
+    j[L.JOB_OPTIMIZER_BYTES] = 12
+    j[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = 16
+    j[L.JOB_COMM_BYTES] = 2
+    j[L.JOB_GRAD_COMM_BYTES] = 4
+    j[L.JOB_FLASH_ATTENTION] = 1
+    j[L.JOB_DISPATCH_BYTES] = 2
+    j[L.JOB_COMBINE_BYTES] = 2
+    j[L.JOB_DROPOUT] = 0
+    j[L.JOB_LINEAR_INPUT_BYTES] = 2
+    j[L.JOB_LOGITS_EXTRA_BYTES] = 4
+    j[L.JOB_SYNC_INNER_STEPS] = 1
+    j[L.JOB_SYNC_OUTER_BYTES] = 4
+    return j
+
+
+def config(**kw):
+    cfg = np.zeros((L.N_CFG, 1), dtype=np.int32)
+    values = dict(tp=1, cp=1, pp=1, dp=1, ep=1, mbs=1, vpp=1, schedule=L.SCHED_1F1B,
+                  recompute=L.RECOMPUTE_NONE, zero=0, sp=0, order=0, tp_overlap=0, dp_overlap=0)
+    values.update(kw)
+    for k, v in values.items():
+        cfg[L.CONFIG_FIELDS.index(k), 0] = v
+    return cfg
+
+
+def run(backend, sys, mdl, job, cfg):
+    out = evaluate_blocks(sys, mdl, job, cfg, backend=backend)
+    return {name: out[k, 0] for k, name in enumerate(L.OUTPUT_FIELDS)}
+
+
+def close(got, want, rel=1e-9):
+    assert got == pytest.approx(want, rel=rel, abs=0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario A: TP 2 (with SP) x DP 4 on one node of 8, ZeRO-1, no pipeline, m = 4
+# ---------------------------------------------------------------------------------------------
+
+# Per-microbatch (b = 1) times of one GPU, TP 2 (the hand derivation of scenario A):
+#   Q, K, V, output projection: 8 s h^2 = 8.589934592e9 FLOPs (Narayanan et al. SC'21 §5.1),
+#     / t = 4.294967296e9 at 5e14 FLOP/s                              -> 8.589934592e-6 s
+#   GeLU MLP: 2 matrices, 2 s h ffn x 2 = 16 s h^2 = 1.7179869184e10, / t -> 1.7179869184e-5 s
+#   attention core 4 s^2 h = 4.294967296e9 (full square), / t, causal FlashAttention runs half
+#     (FlashAttention-2 §3.1.1): 1.073741824e9 at 2.5e14               -> 4.294967296e-6 s
+#   memory-bound kernels touch the stored activations once forward, twice backward. Stored per
+#     layer (Korthikanti et al. 2022 Table 2 with SP, sbh/t x 34, less the two 1-byte dropout
+#     masks without dropout -> 32 sbh/t, scores replaced by FlashAttention's fp32 LSE 4 a s/t):
+#     32 x 1,048,576 / 2 + 4 x 8 x 1024 / 2 = 16,777,216 + 16,384 = 16,793,600 B -> 1.67936e-5 s
+#   embedding (first stage): read + write b s h 2-byte rows = 4,194,304 B        -> 4.194304e-6 s
+#   output layer: 2 s h V = 6.7108864e10 FLOPs, / t                   -> 6.7108864e-5 s
+#   cross-entropy sweep over b s V / t logits at 2 + 4 (fp32 copy) bytes = 98,304,000 B
+#                                                                    -> 9.8304e-5 s
+# F = layers (proj + mlp + core + mem + overhead) + embed + logits + ce
+# B = layers (proj + mlp + 2.5 core + 2 mem + overhead) + embed + logits + ce  (FA-2 bwd 2.5x)
+# W = layers (proj + mlp) + logits                           (Qi et al. 2024 §2: W = F's GEMMs)
+T_PROJ_2 = 8 * SBH * HID / 2 / GEMM
+T_MLP_2 = 16 * SBH * HID / 2 / GEMM
+T_CORE_2 = 4 * SEQ * SEQ * HID / 2 / 2 / ATTN
+T_MEM_2 = (32 * SBH / 2 + 4 * HEADS * SEQ / 2) / HBM
+T_EMBED = 2 * 2 * SBH / HBM
+T_LOGITS_2 = 2 * SBH * VOCAB / 2 / GEMM
+T_CE_2 = SEQ * VOCAB / 2 * (2 + 4) / HBM
+
+
+def test_scenario_a_hand_numbers_are_what_the_docstring_says():
+    # the shorthands above, written out once, so a typo in an expression shows here
+    assert T_PROJ_2 == pytest.approx(8.589934592e-6, rel=1e-15)
+    assert T_MLP_2 == pytest.approx(1.7179869184e-5, rel=1e-15)
+    assert T_CORE_2 == pytest.approx(4.294967296e-6, rel=1e-15)
+    assert T_MEM_2 == pytest.approx(1.67936e-5, rel=1e-15)
+    assert T_EMBED == pytest.approx(4.194304e-6, rel=1e-15)
+    assert T_LOGITS_2 == pytest.approx(6.7108864e-5, rel=1e-15)
+    assert T_CE_2 == pytest.approx(9.8304e-5, rel=1e-15)
+
+
+def _scenario_a_f_b_w():
+    f = LAYERS * (T_PROJ_2 + T_MLP_2 + T_CORE_2 + T_MEM_2 + OVERHEAD) + T_EMBED + T_LOGITS_2 \
+        + T_CE_2
+    b = LAYERS * (T_PROJ_2 + T_MLP_2 + 2.5 * T_CORE_2 + 2 * T_MEM_2 + OVERHEAD) + T_EMBED \
+        + T_LOGITS_2 + T_CE_2
+    w = LAYERS * (T_PROJ_2 + T_MLP_2) + T_LOGITS_2
+    return f, b, w
+
+
+# TP traffic of one layer pass with SP (Korthikanti et al. §4.2.2): 2 all-gathers + 2
+# reduce-scatters of the b s h activations (2 B): 2,097,152 B each; a ring of 2 ranks in the
+# node (nccl-tests busBw factor (n-1)/n): 1 us + 0.5 x 2,097,152 / 80e9 = 1.41072e-5 s.
+T_TP_COLL = LAT0 + 0.5 * 2 * SBH / BW0
+# parameters per GPU: per layer 4 h^2 (Q, K, V, O) + 2 h (two norms) + 8 h^2 (GeLU MLP) =
+# 12,584,960; 2 layers + input embedding + untied output layer (2 V h = 65,536,000) =
+# 90,705,920, over TP 2: 45,352,960
+P_GPU_A = (LAYERS * (12 * HID * HID + 2 * HID) + 2 * VOCAB * HID) / 2
+# ZeRO-1 (Rajbhandari et al. 2020 §5): reduce-scatter the fp32 gradients and all-gather the
+# bf16 weights over the DP group of 4 (stride 2 after TP, inside the node): ring of 4,
+# 3 latencies + 3/4 of the buffer: 4 B x P = 181,411,840 B and 2 B x P = 90,705,920 B
+T_RS_A = 3 * LAT0 + 0.75 * 4 * P_GPU_A / BW0
+T_AG_A = 3 * LAT0 + 0.75 * 2 * P_GPU_A / BW0
+
+
+def scenario_a(backend, **kw):
+    sysk = {k: kw.pop(k) for k in list(kw) if k in ("usd_per_gpu_hour", "power_w", "tp_exposed",
+                                                     "tp_slowdown")}
+    return run(backend, toy_system(**sysk), toy_model(), toy_job(16),
+               config(tp=2, dp=4, sp=1, zero=1, **kw))
+
+
+def test_scenario_a_time_columns(backend):
+    """Compute, TP and DP communication, optimizer step, step time and rates of scenario A.
+
+    compute = m (F + B + W) with m = 16 / (4 x 1) = 4 microbatches (numbers above);
+    tp_comm = m x (forward + backward) x layers x 4 collectives x 1.41072e-5 s;
+    dp_comm = reduce-scatter + all-gather, no overlap: 3e-6 + 0.75 x 181,411,840 / 80e9 =
+    1.703736e-3 s and 3e-6 + 0.75 x 90,705,920 / 80e9 = 8.53368e-4 s;
+    optimizer: Adam streams 16 B per parameter of its ZeRO-1 shard P / 4 = 11,338,240 at 1e12
+    B/s = 1.8141184e-4 s; no pipeline, context or expert parallelism: those columns are 0.
+    The step is the sum; tokens/s = 16 x 1024 / step."""
+    r = scenario_a(backend)
+    f, b, w = _scenario_a_f_b_w()
+    m = 4
+    compute = m * (f + b + w)
+    tp = m * 2 * LAYERS * 4 * T_TP_COLL
+    assert T_RS_A == pytest.approx(1.703736e-3, rel=1e-15)
+    assert T_AG_A == pytest.approx(8.53368e-4, rel=1e-15)
+    optimizer = P_GPU_A / 4 * 16 / HBM
+    assert optimizer == pytest.approx(1.8141184e-4, rel=1e-15)
+    step = compute + tp + T_RS_A + T_AG_A + optimizer
+    assert r["status"] == L.STATUS_OK and r["feasible"] == 1.0
+    assert r["microbatches"] == 4.0
+    close(r["compute_s"], compute)
+    close(r["tp_comm_s"], tp)
+    close(r["dp_comm_s"], T_RS_A + T_AG_A)
+    close(r["optimizer_s"], optimizer)
+    assert r["cp_comm_s"] == 0.0 and r["ep_comm_s"] == 0.0
+    assert r["pp_comm_s"] == 0.0 and r["bubble_s"] == 0.0
+    close(r["step_time_s"], step)
+    close(r["tokens_per_s"], 16 * 1024 / step)
+
+
+def test_scenario_a_flops_and_mfu(backend):
+    """Model FLOPs (Narayanan et al. SC'21 eq. 3 without recomputation; PaLM App. B for MFU):
+    3 x [layers (8 s h^2 + 4 s^2 h + 16 s h^2) + 2 s h V] per sequence
+    = 3 x [2 x 3.0064771072e10 + 6.7108864e10] = 3.81715218432e11, x 16 sequences
+    = 6.107443494912e12. Hardware FLOPs count what runs: the causal FlashAttention core is half
+    the square forward (2.147483648e9 per layer) and its backward 2.5x the forward (FA-2 §3.2)
+    instead of 2x: per sequence 3 x [2 x (8.589934592e9 + 2.147483648e9 + 1.7179869184e10)
+    + 6.7108864e10] + 0.5 x 2 x 2.147483648e9. MFU = model FLOPs / (step x 8 GPUs x 1e15);
+    TFLOP/s per GPU = FLOPs / (step x 8) / 1e12."""
+    r = scenario_a(backend)
+    model = 16 * 3 * (LAYERS * (8 * SBH * HID + 4 * SEQ * SBH + 16 * SBH * HID)
+                      + 2 * SBH * VOCAB)
+    assert model == 6.107443494912e12
+    core_exec = 2 * SEQ * SBH  # half of 4 s^2 h
+    hw = 16 * (3 * (LAYERS * (8 * SBH * HID + core_exec + 16 * SBH * HID) + 2 * SBH * VOCAB)
+               + 0.5 * LAYERS * core_exec)
+    step = r["step_time_s"]
+    close(r["mfu"], model / (step * 8 * PEAK))
+    close(r["model_tflops_per_gpu"], model / (step * 8) / 1e12)
+    close(r["hw_tflops_per_gpu"], hw / (step * 8) / 1e12)
+
+
+def test_scenario_a_memory_columns(backend):
+    """Memory per GPU (ZeRO paper §5 accounting, Rajbhandari et al. 2020), ZeRO-1 over DP 4:
+    weights 2 B x 45,352,960 = 90,705,920 B; fp32 gradients 4 B x P (not sharded by ZeRO-1)
+    = 181,411,840 B; Adam states 12 B x P / 4 = 136,058,880 B; activations of one microbatch in
+    flight (no pipeline), 2 layers x 16,793,600 B = 33,587,200 B; logits b s V / t at 2 + 4 B =
+    98,304,000 B; the reserve 1e9 B. The total is their sum; under 80e9 B: feasible."""
+    r = scenario_a(backend)
+    parts = {"mem_weights_gib": 2 * P_GPU_A, "mem_grads_gib": 4 * P_GPU_A,
+             "mem_optimizer_gib": 12 * P_GPU_A / 4,
+             "mem_activations_gib": LAYERS * (32 * SBH / 2 + 4 * HEADS * SEQ / 2),
+             "mem_logits_gib": SEQ * VOCAB / 2 * 6, "mem_reserve_gib": 1e9}
+    assert parts["mem_weights_gib"] == 90_705_920
+    assert parts["mem_activations_gib"] == 33_587_200
+    assert parts["mem_logits_gib"] == 98_304_000
+    for name, nbytes in parts.items():
+        close(r[name], nbytes / GIB)
+    close(r["memory_gib"], sum(parts.values()) / GIB)
+
+
+def test_scenario_a_cost_and_energy(backend):
+    """$2.50 per GPU-hour and 700 W per GPU: cost per step = step x 8 GPUs x 2.5 / 3600 (the
+    cloud GPU-hour accounting), tokens per dollar = 16,384 tokens / that, tokens per joule =
+    16,384 / (step x 8 x 700 W). Without a price or a power: 0, not infinity."""
+    priced = scenario_a(backend, usd_per_gpu_hour=2.5, power_w=700.0)
+    f, b, w = _scenario_a_f_b_w()
+    step = 4 * (f + b + w) + 4 * 2 * LAYERS * 4 * T_TP_COLL + T_RS_A + T_AG_A \
+        + P_GPU_A / 4 * 16 / HBM
+    cost = step * 8 * 2.5 / 3600
+    close(priced["step_time_s"], step)
+    close(priced["cost_per_step_usd"], cost)
+    close(priced["tokens_per_usd"], 16384 / cost)
+    close(priced["tokens_per_joule"], 16384 / (step * 8 * 700.0))
+    free = scenario_a(backend)
+    assert free["cost_per_step_usd"] == 0.0
+    assert free["tokens_per_usd"] == 0.0 and free["tokens_per_joule"] == 0.0
+
+
+def test_scenario_a_overlap_exposed_versus_hidden(backend):
+    """TP overlap (Wang et al. ASPLOS'23 decomposition; TE userbuffers) with an unhidable
+    fraction f = 0.25 and a GEMM slowdown sigma = 0.1 while overlapped, per pass:
+    max(f C, C - W) + sigma min((1 - f) C, W) with C = 2 layers x 4 x 1.41072e-5 = 1.128576e-4 s
+    and W = the pass's GEMMs, 2 (T_proj + T_mlp) = 5.1539607552e-5 s: C - W > f C and
+    (1 - f) C > W, so C - W + sigma W. DP overlap (ZeRO-1): the gradient reduce-scatter hides
+    behind the last microbatch's B + W, the weight all-gather behind the next F (both the
+    stage times with their exposed TP traffic): max(0, RS - (B + W)) + max(0, AG - F)."""
+    r = scenario_a(backend, tp_overlap=1, dp_overlap=1, tp_exposed=0.25, tp_slowdown=0.1)
+    f, b, w = _scenario_a_f_b_w()
+    c = LAYERS * 4 * T_TP_COLL
+    window = LAYERS * (T_PROJ_2 + T_MLP_2)
+    assert c - window > 0.25 * c and 0.75 * c > window
+    tp_pass = c - window + 0.1 * window
+    close(r["tp_comm_s"], 4 * 2 * tp_pass)
+    f_stage, b_stage = f + tp_pass, b + tp_pass
+    dp = max(0.0, T_RS_A - (b_stage + w)) + max(0.0, T_AG_A - f_stage)
+    assert 0.0 < dp < T_RS_A + T_AG_A  # partly hidden
+    close(r["dp_comm_s"], dp)
+    close(r["compute_s"], 4 * (f + b + w))
+
+
+def test_scenario_a_out_of_memory_is_costed_not_feasible(backend):
+    """The same layout on a GPU with 1.5e9 B of HBM: the 1e9 B reserve plus ~0.54e9 B of
+    weights, gradients, optimizer states, activations and logits do not fit: status
+    out_of_memory, feasible 0, the step time still the hand value."""
+    sys = toy_system()
+    sys[L.SYS_HBM_BYTES] = 1.5e9
+    r = run(backend, sys, toy_model(), toy_job(16), config(tp=2, dp=4, sp=1, zero=1))
+    assert r["status"] == L.STATUS_OUT_OF_MEMORY and r["feasible"] == 0.0
+    f, b, w = _scenario_a_f_b_w()
+    close(r["step_time_s"], 4 * (f + b + w) + 4 * 2 * LAYERS * 4 * T_TP_COLL + T_RS_A + T_AG_A
+          + P_GPU_A / 4 * 16 / HBM)
