@@ -312,3 +312,150 @@ def test_scenario_a_out_of_memory_is_costed_not_feasible(backend):
     f, b, w = _scenario_a_f_b_w()
     close(r["step_time_s"], 4 * (f + b + w) + 4 * 2 * LAYERS * 4 * T_TP_COLL + T_RS_A + T_AG_A
           + P_GPU_A / 4 * 16 / HBM)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario B: a pipeline of 2 stages, 1F1B, one layer per stage, m = 4
+# ---------------------------------------------------------------------------------------------
+
+# TP 1: every GPU runs the whole layer (times of scenario A x 2)
+T_PROJ_1 = 8 * SBH * HID / GEMM  # 1.7179869184e-5 s
+T_MLP_1 = 16 * SBH * HID / GEMM  # 3.4359738368e-5 s
+T_CORE_1 = 4 * SEQ * SEQ * HID / 2 / ATTN  # 8.589934592e-6 s
+T_MEM_1 = (32 * SBH + 4 * HEADS * SEQ) / HBM  # 33,587,200 B -> 3.35872e-5 s
+T_LOGITS_1 = 2 * SBH * VOCAB / GEMM  # 1.34217728e-4 s
+T_CE_1 = SEQ * VOCAB * (2 + 4) / HBM  # 196,608,000 B -> 1.96608e-4 s
+
+
+def _last_stage_f_b_w(layers=1):
+    """F, B, W of a stage holding ``layers`` layers, the output layer and the loss, TP 1."""
+    f = layers * (T_PROJ_1 + T_MLP_1 + T_CORE_1 + T_MEM_1 + OVERHEAD) + T_LOGITS_1 + T_CE_1
+    b = layers * (T_PROJ_1 + T_MLP_1 + 2.5 * T_CORE_1 + 2 * T_MEM_1 + OVERHEAD) + T_LOGITS_1 \
+        + T_CE_1
+    w = layers * (T_PROJ_1 + T_MLP_1) + T_LOGITS_1
+    return f, b, w
+
+
+def test_scenario_b_pipeline_bubble_transfers_and_memory(backend):
+    """PP 2 on one node, 1F1B, 2 layers: one per stage. The last stage (layer + output layer
+    + cross-entropy) is slower than the first (layer + embedding) and sets the pace.
+
+    bubble = (p - 1)(F + B + W) (Narayanan et al. SC'21 §2.1, PipeDream-Flush);
+    compute = m (F + B + W), m = 4;
+    pp_comm: the first microbatch's activation crosses the one boundary forward and its
+    gradient backward (fill + drain): 2 x (1 us + b s h x 2 B / 80e9) = 2 x 2.72144e-5 s, and no
+    steady-state stall since a transfer is shorter than the F that hides it;
+    optimizer (ZeRO 0): 16 B per parameter of the device, 12,584,960 (layer) + 32,768,000
+    (output layer) = 45,352,960 (the first device holds the embedding instead: as many).
+    Memory (1F1B, Megatron-LM warm-up p - r - 1): the first device keeps 2 microbatches of its
+    layer (67,174,400 B), the last 1 (33,587,200 B) plus the logits, 1024 x 32000 x 6 B =
+    196,608,000 B: the last device is the largest and is reported."""
+    r = run(backend, toy_system(gpus=2), toy_model(), toy_job(4), config(pp=2))
+    f, b, w = _last_stage_f_b_w()
+    transfer = LAT0 + 2 * SBH / BW0
+    assert transfer == pytest.approx(2.72144e-5, rel=1e-15)
+    assert transfer < f
+    p_dev = 12 * HID * HID + 2 * HID + VOCAB * HID
+    assert p_dev == 45_352_960
+    close(r["compute_s"], 4 * (f + b + w))
+    close(r["bubble_s"], f + b + w)
+    close(r["pp_comm_s"], 2 * transfer)
+    close(r["optimizer_s"], p_dev * 16 / HBM)
+    close(r["step_time_s"], 4 * (f + b + w) + (f + b + w) + 2 * transfer + p_dev * 16 / HBM)
+    close(r["mem_activations_gib"], 33_587_200 / GIB)
+    close(r["mem_logits_gib"], 196_608_000 / GIB)
+    close(r["mem_weights_gib"], 2 * p_dev / GIB)
+    close(r["memory_gib"], (18 * p_dev + 33_587_200 + 196_608_000 + 1e9) / GIB)
+
+
+def test_scenario_b_slow_boundary_stalls_the_steady_state(backend):
+    """The same pipeline with its two stages in two nodes of one GPU joined by a 1 GB/s,
+    1 ms link: a transfer takes 1e-3 + 2,097,152 / 1e9 = 3.097152e-3 s, longer than the
+    F = 4.3454247e-4 s of the last stage that hides it, so besides fill and drain (2 transfers)
+    every microbatch stalls the pipeline by the excess: pp_comm = 2 t + m (t - F)
+    (``pipeline.pipeline_comm_time``: steady state m x chunks x max(0, t_max - hide), hide =
+    min(F, B + W) / chunks, 1 chunk under 1F1B)."""
+    sys = toy_system(gpus=2, tiers=((1, 100e9, 1e-6, 0.8, 1.0), (2, 1e9, 1e-3, 1.0, 1.0)))
+    r = run(backend, sys, toy_model(), toy_job(4), config(pp=2))
+    f, b, w = _last_stage_f_b_w()
+    t = 1e-3 + 2 * SBH / 1e9
+    assert t > f and b + w > f
+    close(r["pp_comm_s"], 2 * t + 4 * (t - f))
+    close(r["bubble_s"], f + b + w)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario C: context parallelism 2 (ring attention), m = 2
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scenario_c_context_parallel_ring_and_gradient_all_reduce(backend):
+    """CP 2 on one node, 2 sequences, ZeRO 0. Each rank holds s / 2 = 512 tokens; one ring step
+    moves the K and V blocks of its tokens, 2 x 512 x 8 heads x 128 x 2 B = 2,097,152 B:
+    step = 1 us + 2,097,152 / 80e9 = 2.72144e-5 s. The attention core on a rank is
+    4 s^2 h / 2 = 2.147483648e9 FLOPs, half executed causal: T_core = 4.294967296e-6 s; each of
+    the cp steps computes T_core / cp (load-balanced causal split).
+    Forward per layer (TE AttnFuncWithCPAndKVP2P): (cp - 1) overlapped transfers,
+    max(0, step - T_core/2) + sigma min(step, T_core/2) with the P2P slowdown sigma = 0.1;
+    backward: (cp - 1) x [2 step against 2.5 T_core / 2] + the final dK/dV hop, one step.
+    cp_comm = m x layers x (forward + backward).
+    DP gradients (ZeRO 0) are all-reduced over the CP x DP = 2 ranks: a ring of 2 (cheaper
+    than the tree), 2 latencies + 2 (n-1)/n x 4 B x 90,705,920 parameters / 80e9."""
+    sys = toy_system(gpus=2, cp_slowdown=0.1)
+    r = run(backend, sys, toy_model(), toy_job(2), config(cp=2))
+    step = LAT0 + 2 * 512 * HEADS * HDIM * 2 / BW0
+    t_core = 4 * SEQ * SEQ * HID / 2 / 2 / ATTN
+    assert step == pytest.approx(2.72144e-5, rel=1e-15)
+    assert t_core == pytest.approx(4.294967296e-6, rel=1e-15)
+    wf, wb = t_core / 2, 2.5 * t_core / 2
+    fwd = (step - wf) + 0.1 * wf
+    bwd = (2 * step - wb) + 0.1 * wb + step
+    close(r["cp_comm_s"], 2 * LAYERS * (fwd + bwd))
+    p_all = LAYERS * (12 * HID * HID + 2 * HID) + 2 * VOCAB * HID
+    close(r["dp_comm_s"], 2 * LAT0 + 4 * p_all / BW0)
+    assert r["tp_comm_s"] == 0.0 and r["pp_comm_s"] == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario D: data parallelism across two sites -- cross-site synchronisation (job.sync)
+# ---------------------------------------------------------------------------------------------
+
+SITES = ((8, 100e9, 1e-6, 0.8, 1.0), (2, 10e9, 1e-3, 1.0, 1.0))
+P_ALL = LAYERS * (12 * HID * HID + 2 * HID) + 2 * VOCAB * HID  # 90,705,920
+
+
+def _sync_run(backend, strategy, inner_steps=1):
+    j = toy_job(16)
+    j[L.JOB_SYNC_STRATEGY] = strategy
+    j[L.JOB_SYNC_INNER_STEPS] = inner_steps
+    j[L.JOB_SYNC_OUTER_BYTES] = 4
+    return run(backend, toy_system(gpus=16, tiers=SITES), toy_model(), j,
+               config(dp=16, zero=1))
+
+
+def test_scenario_d_diloco_and_delayed_cross_site_sync(backend):
+    """DP 16 over 2 sites of one 8-GPU node each (site link 10 GB/s, 1 ms), ZeRO-1, m = 1.
+    Under a non-synchronous strategy each site reduce-scatters the fp32 gradients and
+    all-gathers the bf16 weights inside itself -- a ring of 8 in the node: 7 latencies +
+    7/8 x buffer / 80e9 with buffers 4 B x P and 2 B x P, P = 90,705,920 -- and the sites
+    exchange fp32 outer traffic over their link: a ring all-reduce of 2 on each member's shard
+    P x 4 B / 8: 2 x 1 ms + 2 (2-1)/2 x 45,352,960 B / 10e9 = 6.535296e-3 s.
+    DiLoCo (Douillard et al. 2023, Algorithm 1) with H = 4 blocks on that every 4th step:
+    1/4 of it per step. Delayed reduction hides it under the step's compute (1-stale update,
+    PipeDream-2BW): only max(0, cross - compute) with compute = F + B + W (TP 1, whole model).
+    Optimizer states shard over the 8 members of a site only; DiLoCo adds its fp32 outer copy
+    and momentum (4 + 4 B): (12 + 8) x P / 8 bytes; the optimizer step streams 16 B x P / 8."""
+    inside = (7 * LAT0 + 7 / 8 * 4 * P_ALL / BW0) + (7 * LAT0 + 7 / 8 * 2 * P_ALL / BW0)
+    cross = 2 * 1e-3 + P_ALL * 4 / 8 / 10e9
+    assert cross == pytest.approx(6.535296e-3, rel=1e-15)
+    dil = _sync_run(backend, L.SYNC_DILOCO, 4)
+    close(dil["dp_comm_s"], inside + cross / 4)
+    close(dil["mem_optimizer_gib"], 20 * P_ALL / 8 / GIB)
+    close(dil["optimizer_s"], 16 * P_ALL / 8 / HBM)
+    delayed = _sync_run(backend, L.SYNC_DELAYED)
+    f, b, w = _last_stage_f_b_w(layers=LAYERS)
+    compute = (f + T_EMBED) + (b + T_EMBED) + w  # one device: the embedding in F and in B
+    assert cross > compute
+    close(delayed["compute_s"], compute)
+    close(delayed["dp_comm_s"], inside + (cross - compute))
+    close(delayed["mem_optimizer_gib"], 12 * P_ALL / 8 / GIB)
