@@ -184,8 +184,9 @@ T_AG_A = 3 * LAT0 + 0.75 * 2 * P_GPU_A / BW0
 def scenario_a(backend, **kw):
     sysk = {k: kw.pop(k) for k in list(kw) if k in ("usd_per_gpu_hour", "power_w", "tp_exposed",
                                                      "tp_slowdown")}
-    return run(backend, toy_system(**sysk), toy_model(), toy_job(16),
-               config(tp=2, dp=4, sp=1, zero=1, **kw))
+    cfg = dict(tp=2, dp=4, sp=1, zero=1)
+    cfg.update(kw)
+    return run(backend, toy_system(**sysk), toy_model(), toy_job(16), config(**cfg))
 
 
 def test_scenario_a_time_columns(backend):
@@ -459,3 +460,62 @@ def test_scenario_d_diloco_and_delayed_cross_site_sync(backend):
     close(delayed["compute_s"], compute)
     close(delayed["dp_comm_s"], inside + (cross - compute))
     close(delayed["mem_optimizer_gib"], 12 * P_ALL / 8 / GIB)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario A under the other ZeRO stages and full recomputation
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scenario_a_zero0_all_reduce_overlapped_with_the_last_backward(backend):
+    """ZeRO 0, DP overlap: the fp32 gradients (4 B x 45,352,960 = 181,411,840 B) are
+    all-reduced over the DP group of 4 in the node -- a ring, 2 (n-1) latencies + 2 (n-1)/n of
+    the buffer (cheaper here than the double binary tree, 2 log2(4) latencies + 2 x the
+    buffer) -- behind the last microbatch's B + W (PyTorch DDP bucketed overlap): exposed
+    max(0, AR - (B + W)). Memory: no sharding, Adam's 12 B per parameter all on the GPU."""
+    r = scenario_a(backend, zero=0, dp_overlap=1)
+    f, b, w = _scenario_a_f_b_w()
+    nbytes = 4 * P_GPU_A
+    ring = 2 * 3 * LAT0 + 2 * 3 / 4 * nbytes / BW0
+    tree = 2 * 2 * LAT0 + 2 * nbytes / BW0
+    assert ring < tree
+    tp_pass = LAYERS * 4 * T_TP_COLL
+    close(r["dp_comm_s"], ring - (b + tp_pass + w))
+    close(r["mem_optimizer_gib"], 12 * P_GPU_A / GIB)
+    close(r["optimizer_s"], 16 * P_GPU_A / HBM)
+
+
+def test_scenario_a_fsdp_gathers_and_reduces_per_layer_unit(backend):
+    """ZeRO-3 / FSDP, no overlap (Zhao et al., PyTorch FSDP, VLDB 2023 §3.2-3.3): one unit per
+    transformer layer (2 units; the embedding and output layer are spread over them), each
+    all-gathers its weights for the forward and again for the backward and reduce-scatters
+    its gradients, every microbatch: m x units x (2 AG_u + RS_u) with rings of 4 on P / 2 of
+    the parameters: AG_u = 3 us + 0.75 x 2 B x P / 2 / 80e9, RS_u the same at 4 B. Weights,
+    gradients and optimizer states are all sharded over DP 4."""
+    r = scenario_a(backend, zero=3)
+    ag_u = 3 * LAT0 + 0.75 * 2 * P_GPU_A / 2 / BW0
+    rs_u = 3 * LAT0 + 0.75 * 4 * P_GPU_A / 2 / BW0
+    close(r["dp_comm_s"], 4 * 2 * (2 * ag_u + rs_u))
+    close(r["mem_weights_gib"], 2 * P_GPU_A / 4 / GIB)
+    close(r["mem_grads_gib"], 4 * P_GPU_A / 4 / GIB)
+    close(r["mem_optimizer_gib"], 12 * P_GPU_A / 4 / GIB)
+
+
+def test_scenario_a_full_recompute(backend):
+    """Full recomputation (Korthikanti et al. §5; Narayanan et al. SC'21 eq. 3's 4th forward):
+    the backward re-runs each layer's forward -- GEMMs, attention core, memory-bound kernels
+    and the per-layer overhead, not the embedding or the output layer -- and its TP
+    collectives (one more forward pass of TP traffic); a layer keeps only its input, b s h x
+    2 B / t with SP = 1,048,576 B; hardware FLOPs add one forward of the layers (executed
+    attention: half the square), not of the logits."""
+    r = scenario_a(backend, recompute=L.RECOMPUTE_FULL)
+    f, b, w = _scenario_a_f_b_w()
+    redo = LAYERS * (T_PROJ_2 + T_MLP_2 + T_CORE_2 + T_MEM_2 + OVERHEAD)
+    close(r["compute_s"], 4 * (f + b + redo + w))
+    close(r["tp_comm_s"], 4 * 3 * LAYERS * 4 * T_TP_COLL)
+    close(r["mem_activations_gib"], LAYERS * 2 * SBH / 2 / GIB)
+    core_exec = 2 * SEQ * SBH
+    layer_fwd = 8 * SBH * HID + core_exec + 16 * SBH * HID
+    hw = 16 * (3 * (LAYERS * layer_fwd + 2 * SBH * VOCAB) + 0.5 * LAYERS * core_exec
+               + LAYERS * layer_fwd)
+    close(r["hw_tflops_per_gpu"], hw / (r["step_time_s"] * 8) / 1e12)
