@@ -519,3 +519,55 @@ def test_scenario_a_full_recompute(backend):
     hw = 16 * (3 * (LAYERS * layer_fwd + 2 * SBH * VOCAB) + 0.5 * LAYERS * core_exec
                + LAYERS * layer_fwd)
     close(r["hw_tflops_per_gpu"], hw / (r["step_time_s"] * 8) / 1e12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario E: a mixture-of-experts toy, EP 4 = DP 4
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scenario_e_moe_compute_all_to_all_and_expert_memory(backend):
+    """Both layers MoE: 4 experts of ffn 1024 (GeLU), top-2, no shared expert; EP 4 = DP 4 on
+    a node of 4 GPUs, TP 1, 8 sequences: m = 2. Per microbatch and MoE layer on one GPU:
+    router 2 s h E = 8,388,608 FLOPs (Switch Transformer) -> 1.6777216e-8 s; the routed
+    experts 2 copies x 2 matrices x 2 s h 1024 = 8,589,934,592 FLOPs -> 1.7179869184e-5 s
+    (balanced routing: each rank runs the same FLOPs); stored activations (Korthikanti §4.1,
+    no dropout, FlashAttention): attention 2 sbh (QKV input) + 6 sbh (Q, K, V) + 2 sbh (proj
+    input) + 4 a s = 10,518,528 B, the MoE block's input 2 sbh + per copy (fc1 input 2 sbh,
+    fc1 output and fc2 input 2 x 2 s 1024) = 14,680,064 B, two norms 4 sbh: 29,392,896 B.
+    All-to-all (GShard; Megatron-Core alltoall dispatcher): each rank sends its 1024 tokens x
+    2 copies x h = 2,097,152 elements at 2 B, 3/4 of them to the 3 peers: 1 us +
+    0.75 x 4,194,304 / 80e9 = 4.03216e-5 s, a dispatch and a combine per layer forward and
+    again backward. Parameters: per MoE layer 4 h^2 + 2 h + h E (router) = 4,200,448 dense
+    (replicated over the 4 ranks, all-reduced: ring of 4 at 4 B) and one whole expert,
+    2 h 1024 = 2,097,152 (expert DP 1: no reduction); plus both embeddings."""
+    mdl = toy_model()
+    mdl[[L.MDL_EXPERTS, L.MDL_TOP_K, L.MDL_EXPERT_FFN_HIDDEN, L.MDL_MOE_EVERY]] = (4, 2, 1024, 1)
+    r = run(backend, toy_system(gpus=4, tiers=((4, 100e9, 1e-6, 0.8, 1.0),)), mdl, toy_job(8),
+            config(dp=4, ep=4))
+    t_router = 2 * SBH * 4 / GEMM
+    t_expert = 2 * 2 * 2 * SBH * 1024 / GEMM
+    assert t_router == pytest.approx(1.6777216e-8, rel=1e-15)
+    mem = 10_518_528 + 14_680_064 + 4 * SBH
+    assert 2 * SBH + 6 * SBH + 2 * SBH + 4 * HEADS * SEQ == 10_518_528
+    assert 2 * SBH + 2 * (2 * SBH + 2 * 2 * SEQ * 1024) == 14_680_064
+    t_mem = mem / HBM
+    f = LAYERS * (T_PROJ_1 + t_router + t_expert + T_CORE_1 + t_mem + OVERHEAD) + T_EMBED \
+        + T_LOGITS_1 + T_CE_1
+    b = LAYERS * (T_PROJ_1 + t_router + t_expert + 2.5 * T_CORE_1 + 2 * t_mem + OVERHEAD) \
+        + T_EMBED + T_LOGITS_1 + T_CE_1
+    w = LAYERS * (T_PROJ_1 + t_router + t_expert) + T_LOGITS_1
+    close(r["compute_s"], 2 * (f + b + w))
+    a2a = LAT0 + 0.75 * 1024 * 2 * HID * 2 / BW0
+    assert a2a == pytest.approx(4.03216e-5, rel=1e-15)
+    close(r["ep_comm_s"], 2 * 2 * LAYERS * 2 * a2a)
+    dense = LAYERS * (4 * HID * HID + 2 * HID + 4 * HID) + 2 * VOCAB * HID
+    expert = LAYERS * 2 * HID * 1024
+    assert (dense, expert) == (73_936_896, 4_194_304)
+    close(r["dp_comm_s"], 2 * 3 * LAT0 + 2 * 3 / 4 * 4 * dense / BW0)
+    close(r["mem_weights_gib"], 2 * (dense + expert) / GIB)
+    close(r["mem_optimizer_gib"], 12 * (dense + expert) / GIB)
+    close(r["mem_activations_gib"], LAYERS * mem / GIB)
+    model = 8 * 3 * (LAYERS * (8 * SBH * HID + 4 * SEQ * SBH + 2 * SBH * 4
+                               + 2 * 2 * 2 * SBH * 1024) + 2 * SBH * VOCAB)
+    close(r["model_tflops_per_gpu"], model / (r["step_time_s"] * 4) / 1e12)
