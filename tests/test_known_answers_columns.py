@@ -571,3 +571,57 @@ def test_scenario_e_moe_compute_all_to_all_and_expert_memory(backend):
     model = 8 * 3 * (LAYERS * (8 * SBH * HID + 4 * SEQ * SBH + 2 * SBH * 4
                                + 2 * 2 * 2 * SBH * 1024) + 2 * SBH * VOCAB)
     close(r["model_tflops_per_gpu"], model / (r["step_time_s"] * 4) / 1e12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario B variants: GPipe memory, interleaved transfers; scenario A with ZeRO-Offload
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scenario_b_gpipe_keeps_every_microbatch(backend):
+    """GPipe (Huang et al. 2019) runs all m = 4 forwards before the backwards: every device
+    keeps 4 microbatches of its layer (4 x 33,587,200 B); the last adds the logits
+    (196,608,000 B) and is reported. The bubble is 1F1B's, (p - 1)(F + B + W)."""
+    r = run(backend, toy_system(gpus=2), toy_model(), toy_job(4),
+            config(pp=2, schedule=L.SCHED_GPIPE))
+    f, b, w = _last_stage_f_b_w()
+    close(r["mem_activations_gib"], 4 * 33_587_200 / GIB)
+    close(r["mem_logits_gib"], 196_608_000 / GIB)
+    close(r["bubble_s"], f + b + w)
+
+
+def test_scenario_b_interleaved_transfers_and_bubble(backend):
+    """A 4-layer toy on PP 2 with v = 2 virtual stages (Narayanan et al. SC'21 §2.2): each
+    device holds 2 layers in 2 chunks; the last device's pass is 2 layers + output layer +
+    cross-entropy. Bubble (p - 1)(F + B + W) / v. Fill and drain cross the pv - 1 = 3
+    chunk boundaries each way (every one a device boundary): 2 (v route + (v - 1) t_top) =
+    6 transfers of 2.72144e-5 s; the steady state hides every transfer behind
+    min(F, B + W) / v."""
+    mdl = toy_model()
+    mdl[L.MDL_LAYERS] = 4
+    r = run(backend, toy_system(gpus=2), mdl, toy_job(4),
+            config(pp=2, vpp=2, schedule=L.SCHED_INTERLEAVED))
+    f, b, w = _last_stage_f_b_w(layers=2)
+    t = LAT0 + 2 * SBH / BW0
+    assert t < f / 2
+    close(r["pp_comm_s"], 6 * t)
+    close(r["bubble_s"], (f + b + w) / 2)
+    close(r["compute_s"], 4 * (f + b + w))
+
+
+def test_scenario_a_zero_offload_optimizer(backend):
+    """ZeRO-Offload (Ren et al., USENIX ATC 2021, §4.1-4.2), no overlap: the GPU's ZeRO-1
+    shard of P / 4 = 11,338,240 parameters sends its fp32 gradients to the host over a
+    50 GB/s link (4 B each), the CPU's Adam streams 16 B per parameter at 100 GB/s of host
+    memory, and the bf16 weights (2 B) come back: (4 + 2) x P/4 / 50e9 + 16 x P/4 / 100e9.
+    No optimizer state stays in HBM."""
+    sys = toy_system()
+    sys[L.SYS_HOST_LINK_BANDWIDTH] = 50e9
+    sys[L.SYS_HOST_MEMORY_BANDWIDTH] = 100e9
+    j = toy_job(16)
+    j[L.JOB_OFFLOAD_OPTIMIZER] = 1
+    r = run(backend, sys, toy_model(), j, config(tp=2, dp=4, sp=1, zero=1))
+    shard = P_GPU_A / 4
+    close(r["optimizer_s"], 6 * shard / 50e9 + 16 * shard / 100e9)
+    assert r["mem_optimizer_gib"] == 0.0
+    close(r["mem_weights_gib"], 2 * P_GPU_A / GIB)
