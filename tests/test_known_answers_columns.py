@@ -625,3 +625,41 @@ def test_scenario_a_zero_offload_optimizer(backend):
     close(r["optimizer_s"], 6 * shard / 50e9 + 16 * shard / 100e9)
     assert r["mem_optimizer_gib"] == 0.0
     close(r["mem_weights_gib"], 2 * P_GPU_A / GIB)
+
+
+def test_scenario_a_fp8_linear_layers(backend):
+    """Scenario A as an FP8 job the way Transformer Engine runs it: only the linear layers
+    (QKV, proj, fc1, fc2) at a 2e15 FLOP/s FP8 peak (x 0.5 flat efficiency: half the bf16
+    GEMM time), attention, the output layer and memory-bound kernels unchanged, plus the casts
+    of their inputs at 3 B of HBM traffic per element. Per layer on one GPU (t = 2, SP):
+    forward casts QKV's and fc1's b s h / t = 524,288 inputs, proj's b s a d / t = 524,288 and
+    fc2's b s ffn / t = 2,097,152: 3,670,016 elements; backward casts the output gradients,
+    QKV's 1,572,864, proj's and fc2's 524,288 each, fc1's 2,097,152: 4,718,592 elements.
+    The saved linear inputs are FP8 (1 B): per layer (Korthikanti §4.1 terms, SP over 2)
+    attention (QKV input 1 sbh + Q, K, V 6 sbh + proj input 1 sbh + 4 a s) / 2 = 4,210,688 B,
+    MLP (fc1 input 1 sbh + fc1 output 2 s ffn + fc2 input 1 s ffn) / 2 = (1,048,576 +
+    8,388,608 + 4,194,304) / 2 = 6,815,744 B, norms 2,097,152 B: 13,123,584 B.
+    TE also caches FP8 copies (2 B) of the 12,582,912 linear weights per GPU."""
+    sys = toy_system()
+    sys[L.SYS_LINEAR_PEAK_FLOPS] = 2e15
+    j = toy_job(16)
+    j[L.JOB_LINEAR_CAST_BYTES] = 3
+    j[L.JOB_LINEAR_INPUT_BYTES] = 1
+    j[L.JOB_FP8_WEIGHT_CACHE_BYTES] = 2
+    r = run(backend, sys, toy_model(), j, config(tp=2, dp=4, sp=1, zero=1))
+    proj, mlp = T_PROJ_2 / 2, T_MLP_2 / 2
+    cast_f = 3_670_016 * 3 / HBM
+    cast_b = 4_718_592 * 3 / HBM
+    assert 2 * 524_288 + 524_288 + 2_097_152 == 3_670_016
+    assert 1_572_864 + 2 * 524_288 + 2_097_152 == 4_718_592
+    f = LAYERS * (proj + mlp + T_CORE_2 + T_MEM_2 + cast_f + OVERHEAD) + T_EMBED + T_LOGITS_2 \
+        + T_CE_2
+    b = LAYERS * (proj + mlp + 2.5 * T_CORE_2 + 2 * T_MEM_2 + cast_b + OVERHEAD) + T_EMBED \
+        + T_LOGITS_2 + T_CE_2
+    w = LAYERS * (proj + mlp) + T_LOGITS_2
+    close(r["compute_s"], 4 * (f + b + w))
+    assert 4_210_688 + 6_815_744 + 2 * SBH == 13_123_584
+    close(r["mem_activations_gib"], LAYERS * 13_123_584 / GIB)
+    lin = LAYERS * 12 * HID * HID / 2
+    assert lin == 12_582_912
+    close(r["mem_weights_gib"], (2 * P_GPU_A + 2 * lin) / GIB)
