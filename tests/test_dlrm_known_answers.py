@@ -273,3 +273,36 @@ def test_host_memory_over_capacity_is_out_of_memory(backend):
     res, _ = evaluate(backend, ddr_bytes=500_000)
     assert res["status"] == L.STATUS_OUT_OF_MEMORY and res["feasible"] == 0.0
     assert res["step_time_s"] == pytest.approx(_expected_columns()["step_time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("tier, kernel_bw, hbm, ddr", [
+    # TorchRec kernel_bw_lookup per compute kernel, storage per tier (UVM_CACHING_RATIO and
+    # KV_CACHING_RATIO 0.2 of the rows cached in HBM)
+    ("hbm", 5e11, 260_000, 0),  # FUSED: HBM x lookup efficiency
+    ("uvm_cache", (0.8 * 5e11 + 0.2 * 10e9) * 0.1, 0.2 * 1000 * 64 * 4, 260_000),  # / 10
+    ("ddr", 10e9 * 0.1, 0, 260_000),  # FUSED_UVM: host link / 10
+    ("dense", 5e11 * 0.5, 260_000, 0),  # DENSE: half the fused kernel
+    ("key_value", 10e9, 0.2 * 1000 * 64 * 4, 0),  # KEY_VALUE: host link, rows in the store
+])
+def test_one_table_in_each_memory_tier(backend, tier, kernel_bw, hbm, ddr):
+    """One table (1000 rows x 64, pooling 2, cache hit rate 0.8) table-wise on rank 1. Its
+    64-column rows fill half of FBGEMM's 128-column block: TorchRec's block-usage penalty
+    1.15 on the kernel bytes, (64 x 2 x 8 + 64 x 2 x 64 x 4 + 64 x 64 x 2) x 1.15 =
+    48,281.6 B, at the tier's kernel bandwidth; backward 2x. State 1000 x 64 x 4 + 1000 x 4
+    = 260,000 B placed by the tier; rank 1 adds its I/O buffers 64 x 2 x 8 + 2 x 64 x 64 x 2 =
+    17,408 B to the 2 x 16 x (64 x 2 + 2 x 8) = 4,608 B of local ids and pooled embeddings and
+    the dense part's 24,800 B that every rank holds."""
+    tables = np.array([[1000], [64], [2], [0.8]], dtype=np.float64)
+    plan = np.zeros((D.N_PLAN, 1), dtype=np.int32)
+    plan[D.PL_KIND, 0], plan[D.PL_SHARDS, 0], plan[D.PL_RANK, 0] = D.SH_TW, 1, 1
+    plan[D.PL_TIER, 0] = D.MEMORY_TIERS.index(tier)
+    sc = SimpleNamespace(sys=system(), job=job(), tables=tables, n_tables=1, world=W)
+    out = evaluate_plans(sc, plan, backend=backend)
+    res = {f: out[i, 0] for i, f in enumerate(D.DOUT_FIELDS)}
+    fwd = 48_281.6 / kernel_bw
+    assert (1024 + 32768 + 8192) * 1.15 == pytest.approx(48_281.6, rel=1e-15)
+    assert res["lookup_fwd_s"] == pytest.approx(fwd, rel=1e-9)
+    assert res["lookup_bwd_s"] == pytest.approx(2 * fwd, rel=1e-9)
+    assert res["hbm_max_gib"] == pytest.approx((hbm + 17_408 + 4_608 + 24_800) / GIB, rel=1e-12)
+    assert res["ddr_max_gib"] == pytest.approx(ddr / GIB, rel=1e-12)
+    assert res["critical_rank"] == 1.0
