@@ -571,6 +571,11 @@ def test_scenario_e_moe_compute_all_to_all_and_expert_memory(backend):
     model = 8 * 3 * (LAYERS * (8 * SBH * HID + 4 * SEQ * SBH + 2 * SBH * 4
                                + 2 * 2 * 2 * SBH * 1024) + 2 * SBH * VOCAB)
     close(r["model_tflops_per_gpu"], model / (r["step_time_s"] * 4) / 1e12)
+    # hardware FLOPs: the causal FlashAttention core runs half the square, its backward 2.5x
+    core_exec = 2 * SEQ * SBH
+    hw = 8 * (3 * (LAYERS * (8 * SBH * HID + core_exec + 2 * SBH * 4 + 2 * 2 * 2 * SBH * 1024)
+                   + 2 * SBH * VOCAB) + 0.5 * LAYERS * core_exec)
+    close(r["hw_tflops_per_gpu"], hw / (r["step_time_s"] * 4) / 1e12)
 
 
 # ---------------------------------------------------------------------------------------------
