@@ -39,7 +39,7 @@ import pytest
 
 from trainscape import layout as L
 from trainscape.dlrm import layout as D
-from trainscape.dlrm.evaluation import evaluate_plans, new_work
+from trainscape.dlrm.evaluation import evaluate_plans, native_available, new_work
 
 from backend_fixture import LOADED
 
@@ -111,8 +111,9 @@ def evaluate(backend, **job_kw):
     return res, rank
 
 
-@pytest.fixture(params=LOADED)
+@pytest.fixture(params=[b for b in LOADED if b != "c" or native_available()])
 def backend(request):
+    """Every loaded DLRM backend (the C one only where ``trainscape.native._dlrm`` is built)."""
     return request.param
 
 

@@ -443,7 +443,8 @@ def test_scenario_d_diloco_and_delayed_cross_site_sync(backend):
     P x 4 B / 8: 2 x 1 ms + 2 (2-1)/2 x 45,352,960 B / 10e9 = 6.535296e-3 s.
     DiLoCo (Douillard et al. 2023, Algorithm 1) with H = 4 blocks on that every 4th step:
     1/4 of it per step. Delayed reduction hides it under the step's compute (1-stale update,
-    PipeDream-2BW): only max(0, cross - compute) with compute = F + B + W (TP 1, whole model).
+    PipeDream-2BW): only max(0, cross - compute) with compute = F + B + W (TP 1, the whole
+    model and the embedding on one GPU, m = 1).
     Optimizer states shard over the 8 members of a site only; DiLoCo adds its fp32 outer copy
     and momentum (4 + 4 B): (12 + 8) x P / 8 bytes; the optimizer step streams 16 B x P / 8."""
     inside = (7 * LAT0 + 7 / 8 * 4 * P_ALL / BW0) + (7 * LAT0 + 7 / 8 * 2 * P_ALL / BW0)
