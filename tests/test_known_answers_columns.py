@@ -669,3 +669,52 @@ def test_scenario_a_fp8_linear_layers(backend):
     lin = LAYERS * 12 * HID * HID / 2
     assert lin == 12_582_912
     close(r["mem_weights_gib"], (2 * P_GPU_A + 2 * lin) / GIB)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario F: 3D parallelism (TP 2 x DP 2 x PP 2); scenario G: DP across two nodes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scenario_f_3d_parallel_bubble_includes_the_stage_communication(backend):
+    """TP 2 (SP) x DP 2 x PP 2 on one node, order tp-cp-ep-dp-pp (TP stride 1, DP 2, PP 4),
+    8 sequences: m = 4. The last stage (1 layer + output layer + loss, TP 2) sets the pace;
+    its F and B each carry one layer pass of TP traffic, 4 x 1.41072e-5 s, and the 1F1B bubble
+    is (p - 1) x that stage's F + B + W *with* the exposed communication (Narayanan et al.
+    SC'21 §2.1: the bubble idles for whole stage passes). The stage boundary moves the
+    microbatch's activations split over the TP ranks (Megatron's scatter/gather
+    optimisation, SC'21 §4.1): b s h x 2 B / 2 = 1,048,576 B -> 1 us + 1,048,576 / 80e9 =
+    1.41072e-5 s, twice (fill + drain). ZeRO-1 over DP 2: rings of 2 on the stage's
+    P = (12,584,960 + 32,768,000) / 2 = 22,676,480 parameters per GPU."""
+    r = run(backend, toy_system(gpus=8), toy_model(), toy_job(8),
+            config(tp=2, pp=2, dp=2, sp=1, zero=1))
+    f = T_PROJ_2 + T_MLP_2 + T_CORE_2 + T_MEM_2 + OVERHEAD + T_LOGITS_2 + T_CE_2
+    b = T_PROJ_2 + T_MLP_2 + 2.5 * T_CORE_2 + 2 * T_MEM_2 + OVERHEAD + T_LOGITS_2 + T_CE_2
+    w = T_PROJ_2 + T_MLP_2 + T_LOGITS_2
+    tp_pass = 4 * T_TP_COLL
+    t = LAT0 + SBH * 2 / 2 / BW0
+    assert t == pytest.approx(1.41072e-5, rel=1e-15)
+    p = (12 * HID * HID + 2 * HID + VOCAB * HID) / 2
+    assert p == 22_676_480
+    close(r["compute_s"], 4 * (f + b + w))
+    close(r["tp_comm_s"], 4 * 2 * tp_pass)
+    close(r["bubble_s"], f + tp_pass + b + tp_pass + w)
+    close(r["pp_comm_s"], 2 * t)
+    close(r["dp_comm_s"], (LAT0 + 0.5 * 4 * p / BW0) + (LAT0 + 0.5 * 2 * p / BW0))
+    close(r["optimizer_s"], p / 2 * 16 / HBM)
+
+
+def test_scenario_g_data_parallel_all_reduce_over_two_tiers(backend):
+    """DP 16 over 2 nodes of 8 (node 80 GB/s, 1 us; fabric 10 GB/s, 10 us), ZeRO 0, m = 1: the
+    fp32 gradients of all P = 90,705,920 parameters, 362,823,680 B, all-reduced the cheapest of
+    three ways (NCCL's choice): hierarchical (ASTRA-sim; ring of 8 in the node on the whole
+    buffer, ring of 2 across on 1/8 of it), flat ring over 16 at the fabric, double binary
+    tree at the fabric. The hierarchical one wins."""
+    sys = toy_system(gpus=16, tiers=((8, 100e9, 1e-6, 0.8, 1.0), (2, 10e9, 1e-5, 1.0, 1.0)))
+    r = run(backend, sys, toy_model(), toy_job(16), config(dp=16))
+    nbytes = 4 * P_ALL
+    hier = (2 * 7 * LAT0 + 2 * 7 / 8 * nbytes / BW0) + (2 * 1 * 1e-5 + nbytes / 8 / 10e9)
+    ring = 2 * 15 * 1e-5 + 2 * 15 / 16 * nbytes / 10e9
+    tree = 2 * 4 * 1e-5 + 2 * nbytes / 10e9
+    assert hier < min(ring, tree)
+    close(r["dp_comm_s"], hier)
