@@ -94,6 +94,8 @@ def toy_job(batch=16):
     j[L.JOB_LOGITS_EXTRA_BYTES] = 4
     j[L.JOB_SYNC_INNER_STEPS] = 1
     j[L.JOB_SYNC_OUTER_BYTES] = 4
+    j[L.JOB_SYNC_FRAGMENTS] = 1  # plain DiLoCo: one fragment, no overlap (Streaming DiLoCo off)
+    j[L.JOB_SYNC_OVERLAP_STEPS] = 0
     return j
 
 
