@@ -650,11 +650,25 @@ static inline int ts_join_error(int core, int free_)
     return free_;
 }
 
-/* llm.py sync_config_error: ZeRO-3 under a non-synchronous job.sync.strategy (code 28). */
+/* llm.py sync_config_error: ZeRO-3 under a non-synchronous job.sync.strategy (code 28);
+ * sync settings out of range in the job block (code 29). */
 static inline int ts_sync_error(const double *job, int64_t zero)
 {
-    if (zero == 3 && job[TS_JOB_SYNC_STRATEGY] != TS_SYNC_SYNCHRONOUS)
+    double strategy = job[TS_JOB_SYNC_STRATEGY];
+    double steps = job[TS_JOB_SYNC_INNER_STEPS];
+    double fragments = job[TS_JOB_SYNC_FRAGMENTS];
+    double overlap = job[TS_JOB_SYNC_OVERLAP_STEPS];
+    if (zero == 3 && strategy != TS_SYNC_SYNCHRONOUS)
         return 28;
+    if (!(strategy == TS_SYNC_SYNCHRONOUS || strategy == TS_SYNC_DILOCO
+          || strategy == TS_SYNC_DELAYED))
+        return 29;
+    if (strategy == TS_SYNC_DILOCO) { /* the only strategy that reads H, P and tau */
+        if (!(steps >= 1.0 && fragments >= 1.0 && fragments <= steps))
+            return 29;
+        if (!(overlap >= 0.0 && (overlap < steps || overlap == 0.0)))
+            return 29;
+    }
     return 0;
 }
 

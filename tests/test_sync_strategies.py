@@ -84,6 +84,24 @@ def test_one_tier_cluster_has_no_sites():
     assert C.within_site_time(sys, NBYTES, True, *dims) == C.all_reduce_time(sys, NBYTES, *dims)
 
 
+@pytest.mark.parametrize("field,value", [
+    (L.JOB_SYNC_FRAGMENTS, 0.0), (L.JOB_SYNC_FRAGMENTS, 8.0), (L.JOB_SYNC_INNER_STEPS, 0.0),
+    (L.JOB_SYNC_OVERLAP_STEPS, 4.0), (L.JOB_SYNC_OVERLAP_STEPS, -1.0),
+    (L.JOB_SYNC_FRAGMENTS, float("nan")), (L.JOB_SYNC_STRATEGY, 7.0)])
+def test_a_raw_job_block_with_bad_sync_settings_is_invalid_not_a_lie(backend, field, value):
+    """Job blocks from the C library or a program skip the validator: DiLoCo with 0 fragments
+    used to divide by zero and the NaN vanished in a max() (status ok, a cross-site part of 0).
+    The kernel now flags the column invalid (code 29) in every backend."""
+    sc = api.load(EXAMPLE, DP_ACROSS + ['job.sync.strategy="diloco"', "job.sync.inner_steps=4"])
+    sys, mdl, job = pack(sc)
+    cfg = pack_configs([sc.config])
+    assert llm.config_error(sys, mdl, job, cfg, 0) == 0
+    job[field] = value
+    assert llm.config_error(sys, mdl, job, cfg, 0) == llm.SYNC_SETTINGS_ERROR
+    out = api.evaluate_columns(sys, mdl, job, cfg, backend=backend)
+    assert out[L.OUT_STATUS, 0] == L.STATUS_INVALID_CONFIG
+
+
 def test_exposure_of_the_cross_site_part():
     """DiLoCo's outer all-reduce blocks: all of it (no overlap window); the delayed reduction
     hides under the step's compute: only what outlasts it. Streaming DiLoCo's window hides

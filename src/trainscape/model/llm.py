@@ -112,6 +112,7 @@ from ..layout import (
     SCHED_DUALPIPE,
     SCHED_DUALPIPE_V,
     N_SCHEDULES,
+    SYNC_DELAYED,
     SYNC_DILOCO,
     SYNC_SYNCHRONOUS,
     SYS_ATTENTION_EFFICIENCY,
@@ -761,9 +762,13 @@ CONFIG_ERRORS = (
     ("tp", "must divide the hidden size and the FFN hidden sizes"),
     ("zero", "must be 0, 1 or 2 with job.sync.strategy \"diloco\" or \"delayed\" (each site "
              "keeps a full replica; ZeRO shards only inside a site)"),
+    ("job.sync", "settings out of range in the job block (a known strategy; with diloco "
+                 "inner_steps >= 1, 1 <= fragments <= inner_steps, 0 <= overlap_steps < "
+                 "inner_steps or 0)"),
 )
-#: :func:`sync_config_error`'s code
+#: :func:`sync_config_error`'s codes
 SYNC_ZERO_ERROR = 28
+SYNC_SETTINGS_ERROR = 29
 N_CONFIG_ERRORS = len(CONFIG_ERRORS)
 SCHEDULE_ERROR_BASE = 100
 
@@ -788,9 +793,22 @@ def sync_config_error(job, zero):
     """Code 28 for ZeRO-3 under a non-synchronous ``job.sync.strategy``: DiLoCo keeps a full
     replica of the model per site (Douillard et al. 2023, arXiv 2311.08105, Algorithm 1) and a
     delayed cross-site reduction needs each site's whole gradient, so the weights cannot be
-    sharded across sites; ZeRO-1/2 states are sharded inside a site only. Else 0."""
-    if zero == 3 and job[JOB_SYNC_STRATEGY] != SYNC_SYNCHRONOUS:
+    sharded across sites; ZeRO-1/2 states are sharded inside a site only. Code 29 for sync
+    settings a validated scenario cannot have (a job block written by hand or by another
+    program: the kernel defends itself instead of dividing by zero). Else 0."""
+    strategy = job[JOB_SYNC_STRATEGY]
+    if zero == 3 and strategy != SYNC_SYNCHRONOUS:
         return SYNC_ZERO_ERROR
+    steps = job[JOB_SYNC_INNER_STEPS]
+    fragments = job[JOB_SYNC_FRAGMENTS]
+    overlap = job[JOB_SYNC_OVERLAP_STEPS]
+    if not (strategy == SYNC_SYNCHRONOUS or strategy == SYNC_DILOCO or strategy == SYNC_DELAYED):
+        return SYNC_SETTINGS_ERROR
+    if strategy == SYNC_DILOCO:  # the only strategy that reads H, P and tau
+        if not (steps >= 1.0 and fragments >= 1.0 and fragments <= steps):
+            return SYNC_SETTINGS_ERROR
+        if not (overlap >= 0.0 and (overlap < steps or overlap == 0.0)):
+            return SYNC_SETTINGS_ERROR
     return 0
 
 
