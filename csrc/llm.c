@@ -799,7 +799,8 @@ TS_FN double ts_cp_ring_exposed_backward(const double *sys, double step, double 
            + step;
 }
 
-/* llm.py fp8_weight_cache_bytes: TE's FP8 weight (+ transpose) copies. */
+/* llm.py fp8_weight_cache_bytes: TE's FP8 weight (+ transpose) copies, net of the 16-bit
+   copy with FP8 parameters (job.fp8_param_gather; spec.pack). */
 TS_FN double ts_fp8_weight_cache_bytes(const double *job, double linear_params)
 {
     return linear_params * job[TS_JOB_FP8_WEIGHT_CACHE_BYTES];

@@ -176,7 +176,7 @@ def job_blocks(draw):
     job[L.JOB_ACTIVATION_BYTES] = act
     job[L.JOB_PARAM_BYTES] = draw(st.sampled_from([1.0, 2.0, 4.0]))
     job[L.JOB_GRAD_BYTES] = draw(st.sampled_from([2.0, 4.0]))
-    job[L.JOB_OPTIMIZER_BYTES] = draw(st.sampled_from([0.0, 8.0, 12.0, 16.0]))
+    job[L.JOB_OPTIMIZER_BYTES] = draw(st.sampled_from([0.0, 6.0, 8.0, 12.0, 16.0]))
     job[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = draw(st.sampled_from([0.0, 16.0, 24.0, 36.0]))
     job[L.JOB_COMM_BYTES] = draw(st.sampled_from([act, 1.0, 2.0]))
     job[L.JOB_GRAD_COMM_BYTES] = draw(st.sampled_from([2.0, 4.0]))
@@ -186,9 +186,11 @@ def job_blocks(draw):
     job[L.JOB_COMBINE_BYTES] = draw(st.sampled_from([2.0, 1.03125, act]))
     job[L.JOB_PIPELINE_EDGE_LAYERS] = draw(st.sampled_from([0.0, 0.0, 1.0, 2.0, 5.0]))
     job[L.JOB_DROPOUT] = draw(st.sampled_from([0.0, 1.0]))
-    # FP8 recipes' cast traffic and weight copies (spec.pack.fp8_cast_bytes), or none (bf16)
+    # FP8 recipes' cast traffic and weight copies (spec.pack.fp8_cast_bytes), or none (bf16);
+    # with FP8 parameters the copies net of the 16-bit weight (mxfp8: 0.0625,
+    # spec.pack.fp8_linear_weight_extra_bytes)
     job[L.JOB_LINEAR_CAST_BYTES] = draw(st.sampled_from([0.0, 0.0, 4.0, 6.0, 4.0625]))
-    job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = draw(st.sampled_from([0.0, 0.0, 2.0, 2.0625]))
+    job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = draw(st.sampled_from([0.0, 0.0, 2.0, 2.0625, 0.0625]))
     # saved linear-layer inputs: the activation width (16-bit) or the FP8 copy with its scales
     # (spec.pack.saved_linear_input_bytes)
     job[L.JOB_LINEAR_INPUT_BYTES] = draw(st.sampled_from([act, act, 1.0, 1.03125]))

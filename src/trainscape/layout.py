@@ -124,7 +124,7 @@ JOB_FIELDS = (
     # k layers each: Megatron-LM --account-for-embedding/loss-in-pipeline-split, k = 1)
     "dropout",  # 1: hidden and attention dropout on (1-byte masks stored), 0: off
     "linear_cast_bytes",  # HBM bytes per linear-layer input element to quantize it (0: bf16)
-    "fp8_weight_cache_bytes",  # bytes per linear weight of the FP8 weight copies (0: bf16)
+    "fp8_weight_cache_bytes",  # bytes per linear weight beyond its 16-bit count (FP8 copies)
     "linear_input_bytes",  # bytes per element of a linear layer's input saved for its wgrad
     # GEMM: 1 in an fp8 job (Transformer Engine saves the FP8 copy), else activation_bytes
     "logits_extra_bytes",  # bytes per logit held beside the activation-dtype logits by the

@@ -346,6 +346,80 @@ def grad_dtype_of(row: dict[str, str], stack: str, release: tuple[int, ...],
     return "fp32"
 
 
+def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...],
+                        notes: list[str]) -> bool:
+    """Whether an FP8 run kept its linear weights only in FP8 (``job.fp8_param_gather``).
+
+    - NeMo 2.0 performance scripts (DGX Cloud Benchmarking v25.04+: NeMo >= 25.02) take the FP8
+      precision plugin ``bf16_with_fp8_mixed`` (``scripts/performance/utils.py``), which sets
+      ``fp8_params = True`` (NeMo 2.2) / ``fp8_param_gather = True`` (NeMo 2.3;
+      ``nemo/collections/llm/recipes/precision/mixed_precision.py``).
+    - Megatron-Bridge performance configs (NeMo 25.11+ containers) take
+      ``bf16_with_fp8_current_scaling_mixed`` (``fp8_param_gather = True``,
+      ``src/megatron/bridge/training/mixed_precision.py``); the 25.09 H100 rows ran 128x128 /
+      1x128 block scaling (the page's footnote), whose recipe keeps 16-bit weights.
+    - NeMo 1.0 yamls: only the GPT-3 175B one sets ``fp8_params: true``
+      (dgxc-benchmarking ``nemo_megatron/gpt3_175b_hydra.yaml``, v24.11.1 and v25.02); the
+      Llama 3.1 and Nemotron-4 yamls do not.
+    """
+    if row["dtype"] != "fp8" or stack != "megatron-core":
+        return False
+    source = row["source"]
+    on = False
+    if source == "nemo_perf_summary":
+        on = release >= (25, 11)
+        why = "Megatron-Bridge FP8 precision config sets fp8_param_gather = True"
+    elif source == "dgxc_benchmarking":
+        if release >= (25, 2):
+            on = True
+            why = "NeMo 2.0 bf16_with_fp8_mixed sets fp8_params / fp8_param_gather = True"
+        elif row["model"].startswith("gpt3"):
+            on = True
+            why = "NeMo 1.0 gpt3_175b_hydra.yaml sets fp8_params: true"
+    if on:
+        notes.append(f"FP8 weights without a 16-bit copy assumed ({why})")
+    return on
+
+
+#: Optimizer settings a recipe file states beside the layout the table prints: (source, model,
+#: newest NeMo release the recipe applies to) -> job fields and the file. DGX Cloud
+#: Benchmarking's NeMo 1.0 Nemotron-4 340B yaml (v24.11.1 and v25.02,
+#: ``nemotron/nemotron4-340b-synth.yaml``, ``optim``) runs ``distributed_fused_adam`` with
+#: ``dtype: bf16`` and ``grad_sync_dtype: bf16``: Apex DistributedFusedAdam with bf16 moments
+#: and, the optimizer dtype equalling the model's, no master copy (NeMo
+#: ``megatron_base_model.py setup_optimization``: ``store_params = False``).
+RECIPE_OPTIMIZER = {
+    ("dgxc_benchmarking", "nemotron4-340b", (24, 9)): (
+        {"optimizer_dtype": "bf16", "grad_dtype": "bf16"},
+        "recipe yaml (nemotron4-340b-synth.yaml optim: distributed_fused_adam, dtype bf16, "
+        "grad_sync_dtype bf16): Adam moments and gradients in bf16, no fp32 master copy"),
+}
+
+
+def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
+                        notes: list[str]) -> dict[str, str]:
+    """Optimizer fields a row's recipe file states (``RECIPE_OPTIMIZER``), with a note."""
+    for (source, model, newest), (fields, why) in RECIPE_OPTIMIZER.items():
+        if row["source"] == source and row["model"] == model and () < release <= newest:
+            notes.append(why)
+            return dict(fields)
+    return {}
+
+
+#: Micro-batch sizes a release's recipe states where the printed table contradicts itself:
+#: (source, model, release) -> (mbs, why). The NeMo 25.11 DGX-H100 GPT-OSS 120B row prints
+#: MBS 4 and GA 2 -- the DGX-B200 row's values (64 GPUs, PP 1, DP 64: 512 / (4 x 64) = 2); on
+#: H100's PP 4, DP 16 they would need GA 8. The release's H100 recipe (Megatron-Bridge v0.2.0,
+#: ``scripts/performance/configs/gpt_oss/workload_base_configs.py``,
+#: ``GPT_OSS_120B_H100_BF16_BASE_CONFIG``) keeps the base ``micro_batch_size = 1`` (GA 32).
+RECIPE_MBS = {
+    ("nemo_perf_summary", "gpt-oss-120b", (25, 11)): (
+        1, "printed MBS 4 / GA 2 are the DGX-B200 row's (GBS / (MBS x DP) = 8 here): MBS 1 from "
+           "the release's H100 recipe (Megatron-Bridge v0.2.0 GPT_OSS_120B_H100_BF16_BASE_CONFIG);"
+           " its recompute_modules [layernorm, moe_act] are not modelled (activations kept)"),
+}
+
+
 #: model families trained with dropout (Megatron-LM's default hidden/attention dropout 0.1,
 #: kept by the GPT-3 recipes); every other family here trains without (Llama, MPT, Nemotron-4,
 #: Qwen3, GPT-OSS configs: dropout 0; BLOOM tr11: hidden/attention dropout 0)
@@ -371,6 +445,10 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     release = release_of(row)
     model = model_of(row, notes)
     config = config_of(row, stack, notes)
+    recipe_mbs = RECIPE_MBS.get((row["source"], row["model"], release))
+    if recipe_mbs is not None:
+        config["mbs"] = recipe_mbs[0]
+        notes.append(recipe_mbs[1])
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
     dtype = row["dtype"]
     flash = source_id != "bloom_176b_a100"  # BLOOM (2022) ran Megatron's unfused attention
@@ -378,6 +456,9 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
            "stack": stack,
            "grad_dtype": grad_dtype_of(row, stack, release, notes)}
     job["dropout"] = dropout_of(model["name"], notes)
+    if fp8_param_gather_of(row, stack, release, notes):
+        job["fp8_param_gather"] = True
+    job.update(recipe_optimizer_of(row, release, notes))
     if source_id == "llm_foundry_mpt":
         # llm-foundry's MPT reads loss_fn from the model config, default "fused_crossentropy":
         # flash-attn's fused cross-entropy (llmfoundry/models/mpt/modeling_mpt.py)

@@ -2010,7 +2010,10 @@ def fp8_weight_cache_bytes(job, linear_params):
     """Bytes of the FP8 weight copies Transformer Engine keeps beside the BF16 weights: every FP8
     linear layer caches its quantized weight (and, for Hopper's TN-only FP8 GEMMs, its transposed
     copy for dgrad) across microbatches (``is_first_microbatch``; TE docs, FP8 primer), at
-    ``fp8_weight_cache_bytes`` per weight (0 in a 16-bit job)."""
+    ``fp8_weight_cache_bytes`` per weight (0 in a 16-bit job). With FP8 parameters
+    (``job.fp8_param_gather``) the weights have no 16-bit copy and the field holds the FP8
+    copies net of the 16-bit bytes already counted (``spec.pack.fp8_linear_weight_extra_bytes``:
+    0 for per-tensor recipes)."""
     return linear_params * job[JOB_FP8_WEIGHT_CACHE_BYTES]
 
 

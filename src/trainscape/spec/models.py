@@ -30,6 +30,8 @@ STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla")
 DEFAULT_STACK = "megatron-core"
 OPTIMIZERS = ("adam", "sgd")
 GRAD_DTYPES = ("fp32", "bf16")
+#: element types of the optimizer states (Adam's moments, SGD's momentum)
+OPTIMIZER_DTYPES = ("fp32", "bf16")
 MLPS = ("swiglu", "gelu")
 #: FP8 scaling recipes (see ``spec.pack.fp8_cast_bytes``): Transformer Engine's delayed and
 #: current ("tensorwise") per-tensor scaling, torchao's rowwise scaling, DeepSeek-V3's 1x128 /
@@ -199,6 +201,16 @@ class JobSpec(_Spec):
     # FP8 scaling recipe (dtype = "fp8" only); default "delayed", Transformer Engine's default
     # recipe (DelayedScaling)
     fp8_recipe: Literal[FP8_RECIPES] | None = None
+    # FP8 weights without a 16-bit copy (dtype = "fp8" only): the linear layers' weights are
+    # held only as their FP8 copies and all-gathered in FP8 (Megatron-LM --fp8-param-gather,
+    # NeMo 2.0 / Megatron-Bridge FP8 precision recipes); the distributed optimizer keeps the
+    # fp32 master copy. Default false: 16-bit weights plus Transformer Engine's FP8 copies.
+    fp8_param_gather: bool = False
+    # Element type of the optimizer states. "fp32" (default): fp32 master weights and moments
+    # (mixed-precision Adam). "bf16": moments in bf16 and no separate master copy -- the 16-bit
+    # weights are the master (Apex DistributedFusedAdam with dtype = bf16, as NeMo 1.0's
+    # Nemotron-4 340B recipe runs it).
+    optimizer_dtype: Literal[OPTIMIZER_DTYPES] = "fp32"
     # cross-site synchronisation strategy ([job.sync], see SyncSpec)
     sync: SyncSpec = SyncSpec()
 
@@ -207,6 +219,17 @@ class JobSpec(_Spec):
         if self.fp8_recipe is not None and self.dtype != "fp8":
             raise fail("fp8_recipe", "only for FP8 training (job.dtype = \"fp8\")",
                        self.fp8_recipe, "leave it out, or set job.dtype = \"fp8\"")
+        if self.fp8_param_gather and self.dtype != "fp8":
+            raise fail("fp8_param_gather", "only for FP8 training (job.dtype = \"fp8\")",
+                       self.fp8_param_gather, "false, or set job.dtype = \"fp8\"")
+        if self.optimizer_dtype == "bf16" and self.dtype == "fp16":
+            raise fail("optimizer_dtype", "bf16 optimizer states keep no master copy: the "
+                       "weights must be bf16 (job.dtype = \"bf16\" or \"fp8\")",
+                       self.optimizer_dtype, "\"fp32\"")
+        if self.optimizer_dtype == "bf16" and self.fp8_param_gather:
+            raise fail("optimizer_dtype", "bf16 optimizer states keep no master copy: with "
+                       "fp8_param_gather the weights are FP8 and need an fp32 one",
+                       self.optimizer_dtype, "\"fp32\", or fp8_param_gather = false")
         return self
 
     @property

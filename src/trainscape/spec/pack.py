@@ -62,7 +62,7 @@ def outer_sync_bytes(outer_dtype: str | None, gradient_bytes: float) -> float:
     return float({"fp32": 4, "bf16": 2, "fp8": 1, "int8": 1}[outer_dtype])
 
 
-def optimizer_state_bytes(optimizer: str, grad_dtype: str) -> int:
+def optimizer_state_bytes(optimizer: str, grad_dtype: str, state_dtype: str = "fp32") -> int:
     """Optimizer state per parameter, in bytes.
 
     Mixed-precision Adam holds an fp32 master copy, momentum and variance: 4 + 4 + 4 = 12
@@ -70,14 +70,27 @@ def optimizer_state_bytes(optimizer: str, grad_dtype: str) -> int:
     master copy and the momentum: 8. When gradients are reduced in 16 bits the optimizer also
     keeps an fp32 main-gradient copy, +4 (Megatron Core distributed optimizer guide: 20 bytes
     per parameter for fp16 params + fp16 grads vs 18 for bf16 params + fp32 grads).
+
+    ``state_dtype`` "bf16" (``job.optimizer_dtype``): the moments in bf16 and no master copy --
+    the bf16 weights are updated in place -- plus the optimizer's shard of the reduced
+    gradient in the gradient dtype. That is Apex ``DistributedFusedAdam`` with ``dtype =
+    bf16`` (``apex/contrib/optimizers/distributed_fused_adam.py``: ``exp_avg_shard`` and
+    ``exp_avg_sq_shard`` in ``dtype``, ``params_shard`` only with ``store_params``, the bucket's
+    ``grads_shard`` in ``grad_sync_dtype``), which NeMo 1.0 runs without ``store_params`` when
+    the optimizer dtype equals the model's (``megatron_base_model.py setup_optimization``):
+    Adam 2 + 2 + the gradient shard (2 for bf16 gradients); SGD 2 + the gradient shard.
     """
+    if state_dtype == "bf16":
+        moments = {"adam": 2, "sgd": 1}[optimizer]
+        return dtype_bytes("bf16") * moments + dtype_bytes(grad_dtype)
     state = {"adam": 12, "sgd": 8}[optimizer]
     if grad_dtype != "fp32":
         state += 4
     return state
 
 
-def optimizer_traffic_bytes(optimizer: str, grad_dtype: str, param_bytes_: int) -> int:
+def optimizer_traffic_bytes(optimizer: str, grad_dtype: str, param_bytes_: int,
+                            state_dtype: str = "fp32") -> int:
     """HBM bytes moved per parameter by one optimizer step (a memory-bound kernel).
 
     Adam's update (Kingma & Ba 2015, Algorithm 1) reads the gradient, reads and writes m, v and
@@ -86,7 +99,14 @@ def optimizer_traffic_bytes(optimizer: str, grad_dtype: str, param_bytes_: int) 
     read fp32 grad 4 + read/write (master, m, v) 2·12 + write compute weight 2 = 30 bytes.
     SGD with momentum: 4 + 2·8 + 2 = 22. With 16-bit gradients the cast into the fp32
     main-gradient copy adds a read of the 16-bit gradient and a write of 4 bytes.
+
+    With bf16 states (:func:`optimizer_state_bytes`, no master copy): read the gradient shard,
+    read and write the bf16 moments and the 16-bit weight: Adam ``g + 2·(2 + 2) + 2·2``
+    (14 with bf16 gradients), SGD ``g + 2·2 + 2·2``.
     """
+    if state_dtype == "bf16":
+        moments = {"adam": 2, "sgd": 1}[optimizer]
+        return dtype_bytes(grad_dtype) + 2 * dtype_bytes("bf16") * moments + 2 * param_bytes_
     state = {"adam": 12, "sgd": 8}[optimizer]
     traffic = 4 + 2 * state + param_bytes_
     if grad_dtype != "fp32":
@@ -166,6 +186,28 @@ def fp8_weight_cache_bytes(recipe: str | None) -> float:
     return {"delayed": 2.0, "tensorwise": 2.0, "rowwise": 2.0,
             "blockwise": 2.0 * (1.0 + 4.0 / (128.0 * 128.0)),
             "mxfp8": 2.0 * (1.0 + 1.0 / 32.0)}[recipe]
+
+
+def fp8_linear_weight_extra_bytes(recipe: str | None, fp8_param_gather: bool,
+                                  param_bytes_: float) -> float:
+    """Bytes per linear weight held beyond the ``param_bytes_`` every weight is counted at: the
+    FP8 copies (:func:`fp8_weight_cache_bytes`), less the 16-bit copy when the job keeps none.
+
+    With FP8 parameters (``job.fp8_param_gather``; Megatron-LM ``--fp8-param-gather``: "Keep
+    the compute param in fp8 (do not use any other intermediate dtype) and perform the param
+    all-gather in fp8", ``megatron/training/arguments.py``; Transformer Engine
+    ``fp8_model_init``) a linear weight lives only as its FP8 data and the transposed copy
+    Hopper's dgrad GEMM reads: :func:`fp8_weight_cache_bytes` bytes in all, so the 16-bit
+    ``param_bytes_`` already counted for it is not held (``delayed``: 2 - 2 = 0). NeMo 2.0's
+    FP8 precision recipes set it (``bf16_with_fp8_mixed``: ``fp8_params = True`` in NeMo
+    2.1-2.2, ``fp8_param_gather = True`` from 2.3, ``nemo/collections/llm/recipes/precision/
+    mixed_precision.py``), as do Megatron-Bridge's (``bf16_with_fp8_current_scaling_mixed``,
+    ``src/megatron/bridge/training/mixed_precision.py``). The fp32 master copy stays in the
+    optimizer states (:func:`optimizer_state_bytes`)."""
+    cache = fp8_weight_cache_bytes(recipe)
+    if fp8_param_gather and recipe is not None:
+        return cache - param_bytes_
+    return cache
 
 
 def logits_extra_bytes(cross_entropy: str, activation_bytes_: float) -> float:
@@ -297,8 +339,10 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_ACTIVATION_BYTES] = activation_bytes(j.dtype)
     job[L.JOB_PARAM_BYTES] = pb
     job[L.JOB_GRAD_BYTES] = gb
-    job[L.JOB_OPTIMIZER_BYTES] = optimizer_state_bytes(j.optimizer, j.grad_dtype)
-    job[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = optimizer_traffic_bytes(j.optimizer, j.grad_dtype, pb)
+    job[L.JOB_OPTIMIZER_BYTES] = optimizer_state_bytes(j.optimizer, j.grad_dtype,
+                                                       j.optimizer_dtype)
+    job[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = optimizer_traffic_bytes(j.optimizer, j.grad_dtype, pb,
+                                                                 j.optimizer_dtype)
     job[L.JOB_COMM_BYTES] = activation_bytes(j.dtype)
     job[L.JOB_GRAD_COMM_BYTES] = gb
     job[L.JOB_FLASH_ATTENTION] = 1.0 if j.flash_attention else 0.0
@@ -309,7 +353,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_PIPELINE_EDGE_LAYERS] = j.pipeline_edge_layers
     job[L.JOB_DROPOUT] = 1.0 if j.dropout else 0.0
     job[L.JOB_LINEAR_CAST_BYTES] = fp8_cast_bytes(j.recipe)
-    job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_weight_cache_bytes(j.recipe)
+    job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_linear_weight_extra_bytes(j.recipe,
+                                                                      j.fp8_param_gather, pb)
     job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
     job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
     job[L.JOB_OFFLOAD_OPTIMIZER] = 1.0 if j.offload_optimizer else 0.0
