@@ -125,6 +125,18 @@ def system_blocks(draw, gpus: int | None = None):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         for f, v in enumerate(row):
             sys[base + f] = v
+    # a site graph over the outermost tier's domains (spec.pack: the site links in path order,
+    # each a tier record), often when the outermost tier has 2..MAX_SITES domains
+    outer = int(rows[-1][0])
+    if len(rows) >= 2 and 2 <= outer <= L.MAX_SITES and draw(st.integers(0, 2)) > 0:
+        sys[L.SYS_N_SITES] = outer
+        for a in range(outer):
+            for b in range(a + 1, outer):
+                link = draw(tiers(1).map(lambda r: r[0]))  # one tier row's link fields
+                for x, y in ((a, b), (b, a)):
+                    base = L.SYS_SITE_LINK_BASE + (x * L.MAX_SITES + y) * L.N_TIER
+                    for f, v in enumerate(link):
+                        sys[base + f] = v if f != L.TIER_SIZE else 0.0
     return sys
 
 
