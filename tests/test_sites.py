@@ -424,3 +424,87 @@ def test_two_building_as_sites_keeps_its_numbers():
     a = trainscape.evaluate(validate(raw(TWO)))
     b = trainscape.evaluate(validate(two_sites_raw()))
     assert a.to_dict() == b.to_dict()
+
+
+# ---- robustness: random site graphs hold the reliability contract -----------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def site_graphs(draw):
+    """The three-region example with a random graph: 1..9 sites (some names repeated or
+    unknown), random GPU counts and types, a random subset of the pairs linked (sometimes a
+    pair twice, a self-link or an unknown name), random link fields in and out of range."""
+    r = raw(THREE)
+    r["config"].pop("dp")  # derived from the GPU count
+    if draw(st.booleans()):
+        # well formed: 2..8 sites of 4096 GPUs, every pair linked (one perhaps dropped),
+        # fields in range
+        n = draw(st.integers(2, L.MAX_SITES))
+        r["cluster"]["sites"] = [{"name": f"s{k}", "gpus": 4096, **(
+            {"gpu": draw(st.sampled_from(["a100-sxm-80gb", "h200-141gb", "b200"]))}
+            if draw(st.booleans()) else {})} for k in range(n)]
+        r["cluster"]["gpus"] = 4096 * n
+        r["job"]["global_batch"] = 512 * n
+        r["config"] = {"tp": 8, "pp": 2, "schedule": "1f1b", "vpp": 1, "recompute": "full",
+                       "zero": 1, "order": draw(st.sampled_from(["tp-cp-pp-dp", "tp-cp-dp-pp"]))}
+        pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
+        if n >= 4 and draw(st.booleans()):
+            pairs.pop(draw(st.integers(0, len(pairs) - 1)))
+        r["cluster"]["links"] = [
+            {"sites": [f"s{a}", f"s{b}"],
+             "bandwidth_GBps": draw(st.floats(1e-3, 1e3)),
+             "latency_us": draw(st.floats(0.0, 1e5)),
+             "efficiency": draw(st.floats(0.05, 1.0)),
+             "oversubscription": draw(st.floats(1.0, 64.0)),
+             **({"transport": {"protocol": "tcp", "channels": 4, "window_MiB": 16.0}}
+                if draw(st.booleans()) else {})}
+            for a, b in pairs]
+        return r
+    n = draw(st.integers(1, 9))
+    names = [draw(st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h", "i", "a"]))
+             for _ in range(n)]
+    per = draw(st.sampled_from([4096, 2048, 4095]))
+    sites = []
+    for name in names:
+        s = {"name": name, "gpus": draw(st.sampled_from([per, per, per, 1, 8192]))}
+        if draw(st.booleans()):
+            s["gpu"] = draw(st.sampled_from(["a100-sxm-80gb", "h200-141gb", "b200", "nope"]))
+        sites.append(s)
+    r["cluster"]["sites"] = sites
+    r["cluster"]["gpus"] = draw(st.sampled_from([sum(s["gpus"] for s in sites), 12288]))
+    r["cluster"]["tiers"][1]["size"] = max(1, per // 8)
+    links = []
+    pool = names + ["zz"]
+    for _ in range(draw(st.integers(0, 12))):
+        links.append({"sites": [draw(st.sampled_from(pool)), draw(st.sampled_from(pool))],
+                      "bandwidth_GBps": draw(st.sampled_from([0.5, 50.0, 1e-9, 1e9])),
+                      "latency_us": draw(st.sampled_from([0.0, 9000.0, -1.0, 1e12])),
+                      "oversubscription": draw(st.sampled_from([1.0, 16.0, 0.5]))})
+    r["cluster"]["links"] = links
+    r["cluster"]["sites"][0].pop("tiers", None)
+    return r
+
+
+@settings(max_examples=60, deadline=None)
+@given(r=site_graphs())
+def test_random_site_graphs_validate_or_fail_with_a_field_path(r):
+    """Every random site graph either validates and evaluates to finite numbers, or raises one
+    ScenarioError naming a field under ``cluster`` (never another exception)."""
+    import trainscape
+
+    try:
+        sc = validate(r)
+    except ScenarioError as exc:
+        assert exc.path.startswith("cluster") or exc.path.startswith("config"), str(exc)
+        return
+    try:
+        res = trainscape.evaluate(sc)
+    except ScenarioError as exc:  # the [config] may not fit the new graph
+        assert exc.path, str(exc)
+        return
+    assert math.isfinite(res.step_time_s) and res.step_time_s > 0
+    for link in trainscape.api.link_report(sc):
+        assert math.isfinite(link["bytes_per_step"]) and math.isfinite(link["busy_s"])

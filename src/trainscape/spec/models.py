@@ -367,9 +367,14 @@ class ClusterSpec(_Spec):
 
     @property
     def capacity(self) -> int:
-        """GPUs the tiers can hold: the product of the tier sizes."""
+        """GPUs the tiers can hold: the product of the tier sizes (with ``sites``: the sites
+        times the product of the first site's inner tier sizes)."""
         out = 1
-        for t in self.tiers:
+        tiers = self.tiers
+        if self.sites:
+            tiers = self.sites[0].tiers if self.sites[0].tiers is not None else self.tiers
+            out = len(self.sites)
+        for t in tiers:
             out *= t.size
         return out
 
