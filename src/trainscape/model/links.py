@@ -302,7 +302,9 @@ def site_link_loads(sys, mdl, job, cfg, i, loads, cycle_pairs):
     * Pipeline sends cross the path links between the consecutive sites of each pipeline
       (:func:`~trainscape.model.collectives.site_path_transfers`): each such link gets the
       boundary GPU's sends of the site tier; an interleaved schedule's wraps from a pipeline's
-      last site to its first add ``m (v - 1)`` sends on that pair.
+      last site to its first add ``m (v - 1)`` sends on that pair. A pipeline whose stages do
+      not tile the sites (:func:`pipeline_site_span`) is costed at the site tier's ring
+      parameters; its sends are reported on the site tier only, not on a link.
 
     ``busy_s``: the bytes over the link's per-GPU rate (ring traffic,
     :func:`~trainscape.model.network.tier_link_bandwidth`; the pipeline's,
