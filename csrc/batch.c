@@ -96,6 +96,29 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
         if (!ts_in_range(sys[base + TS_TIER_HANDSHAKE_RTTS], 0.0, 0, INFINITY))
             return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_HANDSHAKE_RTTS);
     }
+    {
+        /* the site graph: 0 (none) or 2..TS_MAX_SITES sites, each link a tier record */
+        double ns = sys[TS_SYS_N_SITES];
+        int m;
+        if (!(ns >= 0.0 && ns <= (double)TS_MAX_SITES && ns == floor(ns) && ns != 1.0))
+            return ts_field_error(TS_ERR_BLOCK_SYS, TS_SYS_N_SITES);
+        m = (int)ns;
+        for (int a = 0; a < m; a++)
+            for (int b = 0; b < m; b++) {
+                int base = TS_SYS_SITE_LINK_BASE + (a * TS_MAX_SITES + b) * TS_N_TIER;
+                if (a == b)
+                    continue;
+                for (unsigned k = 1; k < sizeof tier_positive / sizeof *tier_positive; k++)
+                    if (!ts_in_range(sys[base + tier_positive[k]], 0.0, 1, INFINITY))
+                        return ts_field_error(TS_ERR_BLOCK_SYS, base + tier_positive[k]);
+                if (!ts_in_range(sys[base + TS_TIER_LATENCY], 0.0, 0, INFINITY))
+                    return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_LATENCY);
+                if (!ts_in_range(sys[base + TS_TIER_WINDOW_BYTES], 0.0, 0, INFINITY))
+                    return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_WINDOW_BYTES);
+                if (!ts_in_range(sys[base + TS_TIER_HANDSHAKE_RTTS], 0.0, 0, INFINITY))
+                    return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_HANDSHAKE_RTTS);
+            }
+    }
     for (unsigned k = 0; k < sizeof mdl_count / sizeof *mdl_count; k++)
         if (!ts_in_range(mdl[mdl_count[k]], 1.0, 0, TS_MAX_INT_FIELD))
             return ts_field_error(TS_ERR_BLOCK_MDL, mdl_count[k]);

@@ -262,6 +262,7 @@ TS_FN void ts_pipeline_boundary_transfers(const ts_net *net, double nbytes, doub
                                           double s_pp, double out[3])
 {
     double route = 0.0, t_top = 0.0, t_max = 0.0, inner = 1.0, nic = INFINITY, path;
+    double path_inner = INFINITY, span_inner = 1.0;
     out[0] = out[1] = out[2] = 0.0;
     if (p <= 1.0 || nbytes <= 0.0)
         return;
@@ -275,12 +276,25 @@ TS_FN void ts_pipeline_boundary_transfers(const ts_net *net, double nbytes, doub
             path = nic;
         }
         if (members > inner) {
-            double t = net->latency[i] + nbytes / path;
-            route += (p / inner - p / members) * t;
-            t_top = t;
-            if (t > t_max)
-                t_max = t;
+            double f = members / inner;
+            double d = ts_site_stride(s_pp, span_inner);
+            if (i >= 1 && i == net->n_tiers - 1 && ts_site_path_applies(net, f, d)) {
+                double st[3];
+                ts_site_path_transfers(net, nbytes, inner, f, d, path_inner, st);
+                route += st[0];
+                t_top = st[1];
+                if (st[2] > t_max)
+                    t_max = st[2];
+            } else {
+                double t = net->latency[i] + nbytes / path;
+                route += (p / inner - p / members) * t;
+                t_top = t;
+                if (t > t_max)
+                    t_max = t;
+            }
         }
+        path_inner = nic;
+        span_inner = net->span[i];
         inner = members;
         if (members >= p)
             break;
@@ -288,4 +302,74 @@ TS_FN void ts_pipeline_boundary_transfers(const ts_net *net, double nbytes, doub
     out[0] = route;
     out[1] = t_top;
     out[2] = t_max;
+}
+
+/* collectives.py site_stride: sites between consecutive stages. */
+TS_FN double ts_site_stride(double s_pp, double site_span)
+{
+    if (s_pp > site_span)
+        return s_pp / site_span;
+    return 1.0;
+}
+
+/* collectives.py site_path_applies: pipelines of f sites, d apart, tile the site graph. */
+TS_FN int ts_site_path_applies(const ts_net *net, double f, double d)
+{
+    int ns = net->n_sites;
+    int64_t k, dd;
+    if (ns < 2 || f < 2.0 || d < 1.0)
+        return 0;
+    if (f > (double)ns || d > (double)ns)
+        return 0; /* (then k * dd > ns; keeps the casts below in range) */
+    k = (int64_t)f;
+    dd = (int64_t)d;
+    if ((double)k != f || (double)dd != d || k * dd > ns)
+        return 0;
+    return ns % (k * dd) == 0;
+}
+
+/* collectives.py site_link_transfer: one stage-boundary transfer over the a -> b site link. */
+TS_FN double ts_site_link_transfer(const ts_net *net, double nbytes, double inner, int a, int b,
+                                   double nic)
+{
+    double o = net->site_oversub[a][b];
+    double factor = o / inner;
+    double floor = o < 1.0 ? o : 1.0;
+    double bw;
+    if (factor < floor)
+        factor = floor;
+    bw = net->site_line_bw[a][b] / factor;
+    bw = TS_PYMIN(bw, net->site_window_bw[a][b]);
+    if (nic < bw)
+        bw = nic;
+    return net->site_latency[a][b] + nbytes / bw;
+}
+
+/* collectives.py site_path_transfers: out = {route, wrap, worst}. */
+TS_FN void ts_site_path_transfers(const ts_net *net, double nbytes, double inner, double f,
+                                  double d, double nic, double out[3])
+{
+    int ns = net->n_sites;
+    int k = (int)f, dd = (int)d;
+    double route = 0.0, wrap = 0.0, worst = 0.0;
+    for (int first = 0; first < ns; first++) {
+        double r = 0.0, w;
+        if ((first / dd) % k != 0)
+            continue;
+        for (int j = 0; j < k - 1; j++) {
+            int a = first + j * dd;
+            double t = ts_site_link_transfer(net, nbytes, inner, a, a + dd, nic);
+            r += t;
+            if (t > worst)
+                worst = t;
+        }
+        if (r > route)
+            route = r;
+        w = ts_site_link_transfer(net, nbytes, inner, first + (k - 1) * dd, first, nic);
+        if (w > wrap)
+            wrap = w;
+    }
+    out[0] = route;
+    out[1] = wrap;
+    out[2] = worst;
 }

@@ -125,6 +125,25 @@ TS_FN void ts_net_init(ts_net *net, const double *sys)
         }
     }
     net->capacity = ts_tier_capacity(sys);
+    /* network.py n_sites / site_link_tier: links of the site graph (checked to be
+     * 0..TS_MAX_SITES by ts_check_blocks) */
+    net->n_sites = (int)sys[TS_SYS_N_SITES];
+    for (int a = 0; a < TS_MAX_SITES; a++)
+        for (int b = 0; b < TS_MAX_SITES; b++) {
+            int link = TS_MAX_TIERS + a * TS_MAX_SITES + b;
+            if (a < net->n_sites && b < net->n_sites && a != b) {
+                net->site_latency[a][b] = ts_tier_latency(sys, link);
+                net->site_line_bw[a][b] = ts_tier_field(sys, link, TS_TIER_BANDWIDTH)
+                                          * ts_tier_field(sys, link, TS_TIER_EFFICIENCY);
+                net->site_oversub[a][b] = ts_tier_field(sys, link, TS_TIER_OVERSUBSCRIPTION);
+                net->site_window_bw[a][b] = ts_transport_window_bandwidth(sys, link);
+            } else {
+                net->site_latency[a][b] = 0.0;
+                net->site_line_bw[a][b] = 0.0;
+                net->site_oversub[a][b] = 1.0;
+                net->site_window_bw[a][b] = INFINITY;
+            }
+        }
 }
 
 /* network.py order_dim_at: dimension at a position of a placement order (Lehmer code). */

@@ -26,7 +26,8 @@ enum {
     TS_SYS_POWER_W = 19,
     TS_SYS_HOST_LINK_BANDWIDTH = 20,
     TS_SYS_HOST_MEMORY_BANDWIDTH = 21,
-    TS_SYS_COUNT = 22
+    TS_SYS_N_SITES = 22,
+    TS_SYS_COUNT = 23
 };
 
 /* TIER_FIELDS */
@@ -193,10 +194,12 @@ enum {
 };
 
 #define TS_MAX_TIERS 6
-#define TS_N_SYS_SCALARS 22
+#define TS_MAX_SITES 8
+#define TS_N_SYS_SCALARS 23
 #define TS_N_TIER 7
-#define TS_SYS_TIER_BASE 22
-#define TS_N_SYS 64
+#define TS_SYS_TIER_BASE 23
+#define TS_SYS_SITE_LINK_BASE 65
+#define TS_N_SYS 513
 #define TS_N_MODEL 14
 #define TS_N_JOB 24
 #define TS_N_CFG 14
@@ -204,6 +207,6 @@ enum {
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x03EB191C
+#define TS_LAYOUT_HASH 0x615806F6
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -53,6 +53,14 @@ typedef struct {
     double oversub[TS_MAX_TIERS];  /* oversubscription */
     double window_bw[TS_MAX_TIERS]; /* transport_window_bandwidth(sys, i) */
     double capacity;               /* tier_capacity(sys) */
+    /* the site graph (network.py n_sites; 0: none) and its links in path order, read as tier
+     * records site_link_tier(a, b): tier_latency, bandwidth * efficiency, oversubscription and
+     * transport_window_bandwidth of each */
+    int n_sites;
+    double site_latency[TS_MAX_SITES][TS_MAX_SITES];
+    double site_line_bw[TS_MAX_SITES][TS_MAX_SITES];
+    double site_oversub[TS_MAX_SITES][TS_MAX_SITES];
+    double site_window_bw[TS_MAX_SITES][TS_MAX_SITES];
 } ts_net;
 
 /* One communication group (up to three dimensions) over the tiers. */
@@ -109,6 +117,12 @@ TS_FN double ts_routed_all_to_all_pair_time(const ts_net *net, double nd, double
 TS_FN double ts_p2p_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN void ts_pipeline_boundary_transfers(const ts_net *net, double nbytes, double p,
                                           double s_pp, double out[3]);
+TS_FN double ts_site_stride(double s_pp, double site_span);
+TS_FN int ts_site_path_applies(const ts_net *net, double f, double d);
+TS_FN double ts_site_link_transfer(const ts_net *net, double nbytes, double inner, int a, int b,
+                                   double nic);
+TS_FN void ts_site_path_transfers(const ts_net *net, double nbytes, double inner, double f,
+                                  double d, double nic, double out[3]);
 
 /* ---- pipeline.py ------------------------------------------------------------------------- */
 TS_FN int64_t ts_schedule_chunks(int schedule, int64_t v);

@@ -34,7 +34,8 @@ def render() -> str:
         lines.append(f"    {prefix}COUNT = {len(fields)}")
         lines.append("};")
         lines.append("")
-    for name in ("MAX_TIERS", "N_SYS_SCALARS", "N_TIER", "SYS_TIER_BASE", "N_SYS", "N_MODEL",
+    for name in ("MAX_TIERS", "MAX_SITES", "N_SYS_SCALARS", "N_TIER", "SYS_TIER_BASE",
+                 "SYS_SITE_LINK_BASE", "N_SYS", "N_MODEL",
                  "N_JOB", "N_CFG", "N_OUT", "N_DIMS", "N_ORDERS"):
         lines.append(f"#define TS_{name} {getattr(L, name)}")
     lines.append("/* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */")

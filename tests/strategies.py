@@ -125,6 +125,18 @@ def system_blocks(draw, gpus: int | None = None):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         for f, v in enumerate(row):
             sys[base + f] = v
+    # a site graph over the outermost tier's domains (spec.pack: the site links in path order,
+    # each a tier record), often when the outermost tier has 2..MAX_SITES domains
+    outer = int(rows[-1][0])
+    if len(rows) >= 2 and 2 <= outer <= L.MAX_SITES and draw(st.integers(0, 2)) > 0:
+        sys[L.SYS_N_SITES] = outer
+        for a in range(outer):
+            for b in range(a + 1, outer):
+                link = draw(tiers(1).map(lambda r: r[0]))  # one tier row's link fields
+                for x, y in ((a, b), (b, a)):
+                    base = L.SYS_SITE_LINK_BASE + (x * L.MAX_SITES + y) * L.N_TIER
+                    for f, v in enumerate(link):
+                        sys[base + f] = v if f != L.TIER_SIZE else 0.0
     return sys
 
 
@@ -215,6 +227,51 @@ def job_blocks(draw):
     job[L.JOB_SYNC_OVERLAP_STEPS] = float(draw(st.sampled_from([0, 0, 1, h - 1]))) \
         if strategy == L.SYNC_DILOCO and h > 1 else 0.0
     return job
+
+
+@st.composite
+def site_blocks(draw, moe: bool | None = None):
+    """``(sys, mdl, job)`` on a site graph whose sites tile the GPUs exactly (as spec.pack packs
+    one): 2..MAX_SITES sites of ``node x mid`` GPUs, the site tier and random per-pair links
+    (asymmetric at times: the kernels read each direction), so that pipelines crossing sites
+    take the per-link path (collectives.site_path_transfers)."""
+    ns = draw(st.integers(2, L.MAX_SITES))
+    node = draw(st.sampled_from([1, 2, 4, 8]))
+    mid = draw(st.sampled_from([1, 2, 3, 4]))
+    gpus = ns * node * mid
+    sys = draw(system_blocks(gpus))
+    rows = [draw(tiers(1).map(lambda r: r[0])) for _ in range(3)]  # tier fields (size reset)
+    sizes = [node, mid, ns]
+    sys[L.SYS_TIER_BASE:L.SYS_SITE_LINK_BASE] = 0.0
+    sys[L.SYS_N_TIERS] = 3
+    for i, row in enumerate(rows):
+        base = L.SYS_TIER_BASE + i * L.N_TIER
+        for f, v in enumerate(row):
+            sys[base + f] = v if f != L.TIER_SIZE else sizes[i]
+    sys[L.SYS_SITE_LINK_BASE:] = 0.0
+    sys[L.SYS_N_SITES] = ns
+    symmetric = draw(st.booleans())
+    for a in range(ns):
+        for b in range(ns):
+            if a == b or (symmetric and b < a):
+                continue
+            link = draw(tiers(1).map(lambda r: r[0]))
+            pairs = ((a, b), (b, a)) if symmetric else ((a, b),)
+            for x, y in pairs:
+                base = L.SYS_SITE_LINK_BASE + (x * L.MAX_SITES + y) * L.N_TIER
+                for f, v in enumerate(link):
+                    sys[base + f] = v if f != L.TIER_SIZE else 0.0
+    mdl, job = draw(model_blocks(moe)), draw(job_blocks())
+    job[L.JOB_GLOBAL_BATCH] = gpus * draw(st.sampled_from([1, 2, 4]))
+    return sys, mdl, job
+
+
+@st.composite
+def site_batches(draw, max_size: int = 32):
+    """``(sys, mdl, job, cfg)`` on :func:`site_blocks`."""
+    sys, mdl, job = draw(site_blocks())
+    cfg = draw(config_columns(sys, mdl, job, max_size=max_size))
+    return sys, mdl, job, cfg
 
 
 @st.composite

@@ -15,7 +15,7 @@ from trainscape.model import llm, reference
 from trainscape.spec import pack, pack_configs
 
 from backend_fixture import LOADED, warm_backends  # noqa: F401  (session fixture)
-from strategies import batches, config_column, scenarios
+from strategies import batches, config_column, scenarios, site_batches
 
 NATIVE = tuple(b for b in ("c", "numba") if b in LOADED)
 RTOL = 1e-9
@@ -152,6 +152,42 @@ def test_examples_equal_reference(name, example_path, warm_backends):  # noqa: F
     want = reference.evaluate_batch(sys, mdl, job, cfg)
     assert want[L.OUT_STATUS, 0] in (L.STATUS_OK, L.STATUS_OUT_OF_MEMORY)
     assert_same(evaluate_blocks(sys, mdl, job, cfg, backend=name), want, name)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@given(batch=site_batches())
+def test_native_equals_reference_on_site_graphs(name, batch, warm_backends):  # noqa: F811
+    """Site graphs (per-pair links in the system block, pipelines paying the links they
+    cross): C and numba equal the reference."""
+    sys, mdl, job, cfg = batch
+    want = reference.evaluate_batch(sys, mdl, job, cfg)
+    assert_same(evaluate_blocks(sys, mdl, job, cfg, backend=name), want, name)
+
+
+def test_site_strategy_takes_the_site_path():
+    """The site-graph differential test is not vacuous: its batches often cost pipelines on the
+    per-link path (collectives.site_path_transfers)."""
+    from trainscape.model import collectives
+
+    calls = []
+    real = collectives.site_path_transfers
+
+    def spy(*args):
+        calls.append(args)
+        return real(*args)
+
+    collectives.site_path_transfers = spy
+    try:
+        @settings(max_examples=60, derandomize=True)
+        @given(batch=site_batches())
+        def run(batch):
+            sys, mdl, job, cfg = batch
+            reference.evaluate_batch(sys, mdl, job, cfg)
+
+        run()
+    finally:
+        collectives.site_path_transfers = real
+    assert len(calls) >= 20
 
 
 @pytest.mark.parametrize("name", NATIVE)

@@ -145,7 +145,9 @@ def link_report(scenario: Scenario | str | Path | Mapping,
     """What each network tier carries in one step of a configuration, innermost tier first:
     ``[{name, bytes_per_step, busy_s, by_dimension}]`` -- bytes one GPU puts on the tier's
     links per step and how long they keep its share busy (before overlap); see
-    :mod:`trainscape.model.links`. Empty for an invalid configuration."""
+    :mod:`trainscape.model.links`. With ``[[cluster.sites]]`` the tiers end with ``sites`` (the
+    derived site tier) and one entry per ``[[cluster.links]]`` follows, with its ``sites``
+    (:func:`trainscape.spec.sites.site_link_report`). Empty for an invalid configuration."""
     from .model.links import link_loads
 
     if not isinstance(scenario, Scenario):
@@ -156,9 +158,28 @@ def link_report(scenario: Scenario | str | Path | Mapping,
     loads = link_loads(sys, mdl, job, cfg, 0)
     if loads is None:
         return []
-    return [{"name": tier.name, "bytes_per_step": total, "busy_s": busy,
-             "by_dimension": by_dim}
-            for tier, (total, busy, by_dim) in zip(scenario.cluster.tiers, loads)]
+    from .spec.sites import site_link_report, tier_names
+
+    out = [{"name": name, "bytes_per_step": total, "busy_s": busy, "by_dimension": by_dim}
+           for name, (total, busy, by_dim) in zip(tier_names(scenario), loads)]
+    if scenario.cluster.sites is not None:
+        out += site_link_report(scenario, sys, mdl, job, cfg, loads)
+    return out
+
+
+def site_notes(scenario: Scenario | str | Path | Mapping,
+               config: ConfigSpec | Mapping | None = None) -> list[str]:
+    """What the ``[[cluster.sites]]`` rules assumed for this scenario and configuration, one
+    line each (empty without sites): the ring and path over the sites, the slowest-site rule,
+    a pipeline whose stages do not tile the sites (:func:`trainscape.spec.sites.site_notes`)."""
+    from .spec.sites import site_notes as notes
+
+    if not isinstance(scenario, Scenario):
+        scenario = load(scenario)
+    if scenario.cluster.sites is None:
+        return []
+    scenario = _as_config(scenario, config)
+    return list(notes(scenario, (*pack(scenario), pack_configs([scenario.config]))))
 
 
 def evaluate(scenario: Scenario | str | Path | Mapping,

@@ -39,6 +39,9 @@ RECOMPUTE = ("none", "selective", "full", "dots", "dots_no_mlp_in", "dots_attn",
 DIMS = ("tp", "cp", "ep", "dp", "pp")
 #: Maximum number of network tiers a system block can hold.
 MAX_TIERS = 6
+#: Maximum number of sites of a ``[[cluster.sites]]`` graph (the best Hamiltonian cycle and path
+#: over them are found exhaustively, :mod:`trainscape.model.sites`).
+MAX_SITES = 8
 
 #: Result status codes.
 #: ``overflow``: a valid configuration whose cost left the float64 range (a non-finite or
@@ -77,6 +80,7 @@ SYSTEM_FIELDS = (
     "power_w",  # electrical power per GPU while training (0: not given)
     "host_link_bandwidth",  # GPU <-> host memory, bytes/s per GPU per direction (0: not given)
     "host_memory_bandwidth",  # host DRAM bandwidth per GPU's share, bytes/s (0: not given)
+    "n_sites",  # sites of a [[cluster.sites]] graph (0: none; the outermost tier is uniform)
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -210,7 +214,12 @@ MEMORY_FIELDS = (
 N_SYS_SCALARS = len(SYSTEM_FIELDS)
 N_TIER = len(TIER_FIELDS)
 SYS_TIER_BASE = N_SYS_SCALARS
-N_SYS = SYS_TIER_BASE + MAX_TIERS * N_TIER
+#: Site links after the tiers: the link between the ``a``-th and ``b``-th site along the sites'
+#: pipeline path is a tier record (``TIER_FIELDS``; ``size`` unused) at
+#: ``SYS_SITE_LINK_BASE + (a * MAX_SITES + b) * N_TIER`` -- "tier" ``MAX_TIERS + a*MAX_SITES + b``
+#: of the accessors in :mod:`trainscape.model.network`.
+SYS_SITE_LINK_BASE = SYS_TIER_BASE + MAX_TIERS * N_TIER
+N_SYS = SYS_SITE_LINK_BASE + MAX_SITES * MAX_SITES * N_TIER
 N_MODEL = len(MODEL_FIELDS)
 N_JOB = len(JOB_FIELDS)
 N_CFG = len(CONFIG_FIELDS)
@@ -232,6 +241,7 @@ SYS_USD_PER_GPU_S = SYSTEM_FIELDS.index("usd_per_gpu_s")
 SYS_POWER_W = SYSTEM_FIELDS.index("power_w")
 SYS_HOST_LINK_BANDWIDTH = SYSTEM_FIELDS.index("host_link_bandwidth")
 SYS_HOST_MEMORY_BANDWIDTH = SYSTEM_FIELDS.index("host_memory_bandwidth")
+SYS_N_SITES = SYSTEM_FIELDS.index("n_sites")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION, \
     TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
@@ -319,7 +329,8 @@ def order_from_names(names: list[str] | tuple[str, ...]) -> int:
 # --------------------------------------------------------------------------------------------
 
 #: Constants the hash covers besides the field lists.
-HASHED_CONSTANTS = ("MAX_TIERS", "N_SYS_SCALARS", "N_TIER", "SYS_TIER_BASE", "N_SYS", "N_MODEL",
+HASHED_CONSTANTS = ("MAX_TIERS", "MAX_SITES", "N_SYS_SCALARS", "N_TIER", "SYS_TIER_BASE",
+                    "SYS_SITE_LINK_BASE", "N_SYS", "N_MODEL",
                     "N_JOB", "N_CFG", "N_OUT", "N_DIMS", "N_ORDERS")
 
 

@@ -152,9 +152,9 @@ def memory_table(result, capacity_gib: float | None = None) -> Table:
 def hbm_capacity_gib(scenario) -> float:
     """HBM per GPU in GiB, the capacity the kernels test memory against (the packed
     ``hbm_bytes``, :func:`trainscape.spec.pack.hbm_capacity_bytes`: ``hbm_gb`` is binary)."""
-    from .spec.pack import hbm_capacity_bytes
+    from .spec.pack import effective_gpu, hbm_capacity_bytes
 
-    return hbm_capacity_bytes(scenario.cluster.gpu.hbm_gb) / GIB
+    return hbm_capacity_bytes(effective_gpu(scenario).hbm_gb) / GIB
 
 
 def make_console(**kwargs):

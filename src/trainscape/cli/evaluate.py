@@ -37,8 +37,16 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
         from ..report import sync_summary
 
         out["sync"] = sync_summary(sc, result)
+        from ..api import site_notes
+
+        if sc.cluster.sites is not None:
+            out["notes"] = site_notes(sc, config)
         click.echo(dumps(out, indent=2))
         return
+    from ..api import site_notes
     from ..report import make_console, render_result
 
-    make_console().print(render_result(result, sc))
+    console = make_console()
+    console.print(render_result(result, sc))
+    for note in site_notes(sc, config):
+        console.print("note: " + note, highlight=False)

@@ -92,6 +92,11 @@ def outer_tier(scenario) -> int:
     """Index of the cross-site tier (the outermost); ScenarioError with fewer than 2 tiers."""
     from ..spec.errors import ScenarioError
 
+    if scenario.cluster.sites is not None:
+        raise ScenarioError.at("cluster.sites", "the sensitivity grid varies one uniform "
+                               "outermost tier; a site graph's links differ per pair (vary "
+                               "them with --set cluster.links[i].bandwidth_GBps / latency_us)",
+                               None, "a tier-only cluster", show_got=False)
     n = len(scenario.cluster.tiers)
     if n < 2:
         raise ScenarioError.at("cluster.tiers", "a sensitivity grid needs at least 2 network "
@@ -287,6 +292,11 @@ def explore_sensitivity(scenario, out_dir: str | Path, console, enabled: bool | 
     fits ``time_budget_s`` (else one line says why it was skipped). Writes
     ``sensitivity.png`` and ``sensitivity.csv`` into ``out_dir`` and prints the table."""
     if enabled is False:
+        return {}
+    if scenario.cluster.sites is not None:
+        console.print("sensitivity grid skipped: a site graph's links differ per pair; vary "
+                      "them with --set cluster.links[i].bandwidth_GBps / latency_us",
+                      soft_wrap=True, markup=False)
         return {}
     if len(scenario.cluster.tiers) < 2 or scenario.config is None:
         if enabled:

@@ -78,7 +78,14 @@ def required_bandwidth(scenario, slowdown_pct: float = 5.0, *, config=None,
                                show_got=False)
     bound = step0 * (1.0 + slowdown_pct / 100.0)
     out = []
-    for i, tier in enumerate(sc.cluster.tiers):
+    tiers = sc.cluster.tiers
+    if sc.cluster.sites is not None:
+        from ..spec.sites import paced_tiers
+
+        # the tiers inside the sites as packed; the site links differ per pair and are not
+        # one bandwidth (vary them with --set cluster.links[i].bandwidth_GBps)
+        tiers = paced_tiers(sc.cluster)
+    for i, tier in enumerate(tiers):
         k = tier_bandwidth_index(i)
         b0 = float(sys[k])
         s = sys.copy()

@@ -33,8 +33,10 @@ from .network import (
     dim_members_within,
     group_members_within,
     group_top_tier,
+    n_sites,
     n_tiers,
     next_tier_span,
+    site_link_tier,
     tier_latency,
     tier_link_bandwidth,
     tier_path_bandwidth,
@@ -305,6 +307,8 @@ def pipeline_boundary_transfers(sys, nbytes, p, s_pp):
     inner = 1.0
     span = 1.0
     nic = math.inf
+    path_inner = math.inf  # the NIC path below the current tier (tiers 1 .. i-1)
+    span_inner = 1.0  # ranks in one domain of the tier below the current one
     for i in range(n_tiers(sys)):
         span = next_tier_span(sys, i, span)
         members = dim_members_within(span, p, s_pp)
@@ -314,12 +318,106 @@ def pipeline_boundary_transfers(sys, nbytes, p, s_pp):
             nic = min(nic, boundary_link_bandwidth(sys, i, inner))
             path = nic
         if members > inner:
-            t = tier_latency(sys, i) + nbytes / path
-            route += (p / inner - p / members) * t
-            t_top = t
-            if t > t_max:
-                t_max = t
+            f = members / inner
+            d = site_stride(s_pp, span_inner)
+            if i >= 1 and i == n_tiers(sys) - 1 and site_path_applies(sys, f, d):
+                # the outermost tier of a site graph: the links the stages really cross
+                s_route, s_wrap, s_max = site_path_transfers(sys, nbytes, inner, f, d,
+                                                             path_inner)
+                route += s_route
+                t_top = s_wrap
+                if s_max > t_max:
+                    t_max = s_max
+            else:
+                t = tier_latency(sys, i) + nbytes / path
+                route += (p / inner - p / members) * t
+                t_top = t
+                if t > t_max:
+                    t_max = t
+        path_inner = nic
+        span_inner = span
         inner = members
         if members >= p:
             break
     return route, t_top, t_max
+
+
+def site_stride(s_pp, site_span):
+    """Sites between consecutive stages of a pipeline whose stages are ``s_pp`` ranks apart on
+    sites of ``site_span`` ranks: ``s_pp / site_span`` when a stage stride spans whole sites, else
+    1 (consecutive stages share a site or sit in neighbouring ones)."""
+    if s_pp > site_span:
+        return s_pp / site_span
+    return 1.0
+
+
+def site_path_applies(sys, f, d):
+    """Whether a pipeline whose stages span ``f`` sites, ``d`` sites apart
+    (:func:`site_stride`), is costed on the site links (:func:`site_path_transfers`): the
+    cluster has a site graph (``n_sites`` > 0), ``f`` and ``d`` are whole numbers, ``f >= 2``,
+    and blocks of ``f * d`` sites tile the sites. Otherwise the outermost tier's own (derived)
+    parameters apply."""
+    ns = n_sites(sys)
+    if ns < 2 or f < 2.0 or d < 1.0 or f > ns or d > ns:
+        return False
+    k = int(f)
+    dd = int(d)
+    if k != f or dd != d or k * dd > ns:
+        return False
+    return ns % (k * dd) == 0
+
+
+def site_link_transfer(sys, nbytes, inner, a, b, nic):
+    """One stage-boundary transfer of ``nbytes`` from the ``a``-th to the ``b``-th site along
+    the sites' path: the link's latency (:func:`~trainscape.model.network.tier_latency`, with
+    its transport's handshake) plus the bytes at the slower of the NIC path inside the site
+    (``nic``) and the link's own bandwidth for the stage-boundary GPUs
+    (:func:`~trainscape.model.network.boundary_link_bandwidth` with the ``inner`` stages of a
+    site) -- the alpha-beta point-to-point cost of :func:`p2p_time` on the link really
+    crossed."""
+    link = site_link_tier(a, b)
+    bw = boundary_link_bandwidth(sys, link, inner)
+    if nic < bw:
+        bw = nic
+    return tier_latency(sys, link) + nbytes / bw
+
+
+def site_path_transfers(sys, nbytes, inner, f, d, nic):
+    """Site crossings of pipelines that span ``f`` sites: ``(route, wrap, worst)``.
+
+    Ranks are laid out site after site along the best Hamiltonian path over the sites
+    (:func:`trainscape.model.sites.best_path`, the order the system block stores the sites in),
+    so a pipeline of ``f`` sites ``d`` apart (:func:`site_stride`; 1 when stages fill sites in
+    turn) visits sites ``c, c + d, ..., c + (f-1) d`` of a block of ``f d`` consecutive sites
+    (``c`` its offset in the block) and crosses the links between them once each (``f - 1``
+    crossings, as the tier walk counts them), each at :func:`site_link_transfer` -- it pays the
+    link it crosses, not the slowest of the graph. Every pipeline runs the same schedule in lock step (the data-parallel reduction
+    joins them), so the slowest block paces the fill: ``route`` is the largest block sum.
+    ``wrap`` is the transfer from a block's last site back to its first (the interleaved
+    schedule's wrap, :func:`pipeline_boundary_transfers`' ``t_top``), the largest over blocks;
+    ``worst`` the slowest path crossing (the steady-state stall of
+    :func:`~trainscape.model.pipeline.pipeline_comm_time`). Point-to-point alpha-beta cost per
+    transfer as in :func:`p2p_time`; the per-link decomposition is CrossPipe's (arXiv
+    2507.00217 §3: each cross-DC stage boundary pays its own link's latency and bandwidth)."""
+    ns = n_sites(sys)
+    k = int(f)
+    dd = int(d)
+    route = 0.0
+    wrap = 0.0
+    worst = 0.0
+    for first in range(ns):
+        if (first // dd) % k != 0:
+            continue  # not the first site of a pipeline
+        r = 0.0
+        for j in range(k - 1):
+            a = first + j * dd
+            t = site_link_transfer(sys, nbytes, inner, a, a + dd, nic)
+            r += t
+            if t > worst:
+                worst = t
+        if r > route:
+            route = r
+        w = site_link_transfer(sys, nbytes, inner, first + (k - 1) * dd, first, nic)
+        if w > wrap:
+            wrap = w
+    return route, wrap, worst

@@ -41,14 +41,18 @@ from ..layout import (
     SYNC_SYNCHRONOUS,
 )
 from . import llm
-from .collectives import node_limited_share, site_members
+from ..layout import SCHED_INTERLEAVED
+from .collectives import node_limited_share, site_members, site_path_applies, site_stride
 from .network import (
     boundary_link_bandwidth,
     dim_members_within,
     group_members_within,
+    n_sites,
     n_tiers,
     next_tier_span,
+    site_link_tier,
     tier_link_bandwidth,
+    tier_span,
 )
 from .pipeline import schedule_chunks
 
@@ -265,3 +269,86 @@ def link_loads(sys, mdl, job, cfg, i=0):
             total += per[d][t]
         out.append((total, busy[t], {d: per[d][t] for d in DIMENSIONS}))
     return out
+
+
+def pipeline_site_span(sys, mdl, job, cfg, i):
+    """``(sites, tiles)`` for configuration ``i`` on a site graph: how many sites one pipeline
+    spans (``pp / stages per site``; 1 inside a site), and whether its stages tile the sites
+    (:func:`~trainscape.model.collectives.site_path_applies`: each crossing is costed on the
+    link it crosses; otherwise the crossings are charged at the site tier's ring parameters,
+    the graph's slowest ring link). ``(0.0, False)`` for an invalid configuration or a cluster
+    without sites."""
+    nt = n_tiers(sys)
+    if n_sites(sys) < 2 or nt < 2 or llm.config_error(sys, mdl, job, cfg, i) != 0:
+        return 0.0, False
+    row = llm.row_terms(sys, mdl, job, cfg, i)
+    ordt = llm.order_terms(sys, mdl, job, row, cfg[llm.CFG_ORDER, i])
+    pp, s_pp = row[llm.ROW_PP], ordt[llm.ORD_S_PP]
+    site_span = tier_span(sys, nt - 2)
+    f = pp / dim_members_within(site_span, pp, s_pp)
+    return f, f <= 1.0 or site_path_applies(sys, f, site_stride(s_pp, site_span))
+
+
+def site_link_loads(sys, mdl, job, cfg, i, loads, cycle_pairs):
+    """Per site link, what one GPU puts on it in a step: ``{(a, b): (bytes, busy_s,
+    {dimension: bytes})}`` with ``a < b`` indices along the sites' path (the system block's
+    order), from the site tier's row of :func:`link_loads` (``loads``).
+
+    * Collective traffic at the site tier (every dimension but the pipeline's) runs on the
+      ring over the sites, ``cycle_pairs`` (path indices), and every link of a ring carries the
+      same bytes (NCCL's ring: each step sends one chunk on every link at once; Patarasuk &
+      Yuan 2009 §3): each ring link gets the site tier's bytes of those dimensions. (An
+      all-to-all across sites is counted the same way -- a simplification.)
+    * Pipeline sends cross the path links between the consecutive sites of each pipeline
+      (:func:`~trainscape.model.collectives.site_path_transfers`): each such link gets the
+      boundary GPU's sends of the site tier; an interleaved schedule's wraps from a pipeline's
+      last site to its first add ``m (v - 1)`` sends on that pair. A pipeline whose stages do
+      not tile the sites (:func:`pipeline_site_span`) is costed at the site tier's ring
+      parameters; its sends are reported on the site tier only, not on a link.
+
+    ``busy_s``: the bytes over the link's per-GPU rate (ring traffic,
+    :func:`~trainscape.model.network.tier_link_bandwidth`; the pipeline's,
+    :func:`~trainscape.model.network.boundary_link_bandwidth` with the stages per site)."""
+    ns = n_sites(sys)
+    nt = n_tiers(sys)
+    out = {}
+    for a in range(ns):
+        for b in range(a + 1, ns):
+            out[(a, b)] = [0.0, 0.0, {d: 0.0 for d in DIMENSIONS}]
+    if ns < 2 or loads is None:
+        return {k: (v[0], v[1], v[2]) for k, v in out.items()}
+    _, _, by_dim = loads[nt - 1]
+    for a, b in cycle_pairs:
+        key = (min(a, b), max(a, b))
+        for d in DIMENSIONS:
+            if d == "pp" or by_dim[d] <= 0.0:
+                continue
+            out[key][0] += by_dim[d]
+            out[key][2][d] += by_dim[d]
+            out[key][1] += by_dim[d] / tier_link_bandwidth(sys, site_link_tier(a, b))
+    if by_dim["pp"] > 0.0:
+        row = llm.row_terms(sys, mdl, job, cfg, i)
+        ordt = llm.order_terms(sys, mdl, job, row, cfg[llm.CFG_ORDER, i])
+        pp, s_pp = row[llm.ROW_PP], ordt[llm.ORD_S_PP]
+        site_span = tier_span(sys, nt - 2)
+        inner = dim_members_within(site_span, pp, s_pp)
+        f = pp / inner
+        d = site_stride(s_pp, site_span)
+        if site_path_applies(sys, f, d):
+            k, dd = int(f), int(d)
+            wraps = 0.0
+            if int(row[llm.ROW_SCHEDULE]) == SCHED_INTERLEAVED and row[llm.ROW_VPP] > 1.0:
+                chunks = schedule_chunks(SCHED_INTERLEAVED, row[llm.ROW_VPP])
+                wraps = by_dim["pp"] * (row[llm.ROW_VPP] - 1.0) / chunks
+            for first in range(ns):
+                if (first // dd) % k != 0:
+                    continue
+                hops = [(first + j * dd, first + (j + 1) * dd, by_dim["pp"]) for j in range(k - 1)]
+                if wraps > 0.0:
+                    hops.append((first + (k - 1) * dd, first, wraps))
+                for a, b, x in hops:
+                    key = (min(a, b), max(a, b))
+                    out[key][0] += x
+                    out[key][2]["pp"] += x
+                    out[key][1] += x / boundary_link_bandwidth(sys, site_link_tier(a, b), inner)
+    return {k: (v[0], v[1], v[2]) for k, v in out.items()}

@@ -22,8 +22,11 @@ import math
 
 from ..layout import (
     DIMS,
+    MAX_SITES,
+    MAX_TIERS,
     N_DIMS,
     N_TIER,
+    SYS_N_SITES,
     SYS_N_TIERS,
     SYS_TIER_BASE,
     TIER_BANDWIDTH,
@@ -44,6 +47,18 @@ def tier_field(sys, tier, field):
 def n_tiers(sys):
     """Number of network tiers in use."""
     return int(sys[SYS_N_TIERS])
+
+
+def n_sites(sys):
+    """Sites of a ``[[cluster.sites]]`` graph (0: none -- the outermost tier is uniform)."""
+    return int(sys[SYS_N_SITES])
+
+
+def site_link_tier(a, b):
+    """The "tier" index under which the link between the ``a``-th and ``b``-th site along the
+    sites' pipeline path is stored (``layout.SYS_SITE_LINK_BASE``): a tier record, so every
+    ``tier_*`` accessor of this module reads it."""
+    return MAX_TIERS + a * MAX_SITES + b
 
 
 def tier_span(sys, tier):

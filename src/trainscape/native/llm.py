@@ -41,7 +41,8 @@ def check_layout() -> None:
         count = getattr(lib, prefix + "COUNT", None)
         if count != len(fields):
             problems.append(f"{prefix}COUNT={count} but layout.{pyname} has {len(fields)}")
-    for name in ("MAX_TIERS", "N_SYS_SCALARS", "N_TIER", "SYS_TIER_BASE", "N_SYS", "N_MODEL",
+    for name in ("MAX_TIERS", "MAX_SITES", "N_SYS_SCALARS", "N_TIER", "SYS_TIER_BASE",
+                 "SYS_SITE_LINK_BASE", "N_SYS", "N_MODEL",
                  "N_JOB", "N_CFG", "N_OUT", "N_DIMS", "N_ORDERS"):
         got = getattr(lib, "TS_" + name, None)
         if got != getattr(L, name):
@@ -69,6 +70,10 @@ _BLOCK_FIELDS = {1: "system", 2: "model", 3: "job"}
 def field_path(block: int, index: int) -> str:
     """``system.tiers[1].bandwidth``, ``model.hidden`` ... for a block number and field index."""
     if block == 1:
+        if index >= L.SYS_SITE_LINK_BASE:
+            pair, field = divmod(index - L.SYS_SITE_LINK_BASE, L.N_TIER)
+            a, b = divmod(pair, L.MAX_SITES)
+            return f"system.site_links[{a}][{b}].{L.TIER_FIELDS[field]}"
         if index >= L.SYS_TIER_BASE:
             tier, field = divmod(index - L.SYS_TIER_BASE, L.N_TIER)
             return f"system.tiers[{tier}].{L.TIER_FIELDS[field]}"
@@ -81,6 +86,8 @@ def field_path(block: int, index: int) -> str:
 def _field_rule(block: int, index: int) -> str:
     if block == 1 and index == L.SYS_N_TIERS:
         return f"an integer in 1..{L.MAX_TIERS}"
+    if block == 1 and index == L.SYS_N_SITES:
+        return f"0 or an integer in 2..{L.MAX_SITES}"
     if block == 1 and index >= L.SYS_TIER_BASE:
         field = (index - L.SYS_TIER_BASE) % L.N_TIER
         return "a finite number >= 0" if field in (L.TIER_LATENCY, L.TIER_WINDOW_BYTES,

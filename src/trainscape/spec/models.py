@@ -336,14 +336,49 @@ class TierSpec(_Spec):
     source: str | None = None
 
 
+class SiteSpec(_Spec):
+    """One site of a ``[[cluster.sites]]`` graph: a building or region with ``gpus`` GPUs of
+    type ``gpu`` (a GPU preset name; default ``cluster.gpu``) on its own inner ``tiers``
+    (innermost first; default ``cluster.tiers``)."""
+
+    name: str = Field(min_length=1)
+    gpus: R.GpuCount
+    gpu: str | None = None
+    tiers: list[TierSpec] | None = Field(default=None, min_length=1,
+                                         max_length=layout.MAX_TIERS - 1)
+
+
+class LinkSpec(_Spec):
+    """A link between two sites: per-GPU line rate (GB/s, per direction), one-way latency,
+    achieved fraction, oversubscription and transport, as a tier's."""
+
+    sites: list[str] = Field(min_length=2, max_length=2)
+    bandwidth_GBps: R.Bandwidth
+    latency_us: R.Micros
+    efficiency: Fraction = 0.8
+    oversubscription: R.Oversubscription = 1.0
+    transport: TransportSpec | None = None
+    name: str | None = None
+    source: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``name`` or ``"a-b"``."""
+        return self.name or f"{self.sites[0]}-{self.sites[1]}"
+
+
 class ClusterSpec(_Spec):
-    """The machine park: a GPU type, how many of them, and the network tiers."""
+    """The machine park: a GPU type, how many of them, and the network tiers -- or, with
+    ``sites`` and ``links``, a graph of sites whose inner tiers are ``tiers`` (see
+    :mod:`trainscape.spec.sites`)."""
 
     preset: str | None = None
     name: str | None = None
     gpu: GpuSpec
     gpus: R.GpuCount
     tiers: list[TierSpec] = Field(min_length=1, max_length=layout.MAX_TIERS)
+    sites: list[SiteSpec] | None = Field(default=None, min_length=2, max_length=R.MAX_SITES)
+    links: list[LinkSpec] | None = None
     host_ddr_gb: R.DdrGb | None = None
     host_to_device_GBps: R.BandwidthOrZero | None = None
     # host DRAM bandwidth per GPU's share (GB/s): the CPU optimizer step of job.offload_optimizer
@@ -351,6 +386,11 @@ class ClusterSpec(_Spec):
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
+        if self.sites is not None or self.links is not None:
+            from .sites import check_site_graph
+
+            check_site_graph(self)
+            return self
         if self.capacity < self.gpus:
             raise fail("tiers", f"the tier sizes hold only {self.capacity} GPUs, fewer than "
                        f"cluster.gpus = {self.gpus}", [t.size for t in self.tiers],
@@ -359,9 +399,14 @@ class ClusterSpec(_Spec):
 
     @property
     def capacity(self) -> int:
-        """GPUs the tiers can hold: the product of the tier sizes."""
+        """GPUs the tiers can hold: the product of the tier sizes (with ``sites``: the sites
+        times the product of the first site's inner tier sizes)."""
         out = 1
-        for t in self.tiers:
+        tiers = self.tiers
+        if self.sites:
+            tiers = self.sites[0].tiers if self.sites[0].tiers is not None else self.tiers
+            out = len(self.sites)
+        for t in tiers:
             out *= t.size
         return out
 
@@ -640,6 +685,10 @@ class Scenario(_Spec):
             raise fail("cluster.gpu.peak_tflops", "FP8 training runs attention and the output "
                        "layer in BF16: the GPU needs a bf16 peak too",
                        dict(self.cluster.gpu.peak_tflops), "a table with bf16 and fp8")
+        if self.cluster.sites is not None:
+            from .sites import check_site_gpus
+
+            check_site_gpus(self)
         if self.config is not None:
             try:
                 self.config = self.config.resolved(self.cluster.gpus)

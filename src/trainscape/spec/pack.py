@@ -254,18 +254,61 @@ def hbm_capacity_bytes(gb: float) -> float:
 
 def usd_per_gpu_second(scenario: Scenario) -> float:
     """Price of one GPU-second: the GPU's price per hour plus every tier's cost per GPU per
-    hour, / 3600 (0 when no price is given)."""
+    hour, / 3600 (0 when no price is given). With ``[[cluster.sites]]``: the GPU-weighted mean
+    over the sites of their GPU's price plus their inner tiers' costs."""
     c = scenario.cluster
+    if c.sites is not None:
+        from .sites import resolve_site_gpus, site_tiers
+
+        gpus = resolve_site_gpus(scenario)
+        per_site = [(g.price_per_hour_usd or 0.0)
+                    + sum(t.cost_per_gpu_hour_usd for t in site_tiers(c, i))
+                    for i, g in enumerate(gpus)]
+        return sum(x * s.gpus for x, s in zip(per_site, c.sites)) / c.gpus / 3600.0
     per_hour = (c.gpu.price_per_hour_usd or 0.0) + sum(t.cost_per_gpu_hour_usd for t in c.tiers)
     return per_hour / 3600.0
 
 
+def effective_gpu(scenario: Scenario):
+    """The GPU every rank is costed with: ``cluster.gpu``, or with ``[[cluster.sites]]`` of
+    several GPU types the one that paces the step (:func:`trainscape.spec.sites.paced_gpu`)."""
+    if scenario.cluster.sites is None:
+        return scenario.cluster.gpu
+    from .sites import paced_gpu, resolve_site_gpus
+
+    return paced_gpu(scenario, resolve_site_gpus(scenario))
+
+
+def _pack_tier(sys: np.ndarray, tier: int, size: float, link) -> None:
+    """One tier record (``tier`` may be a site link's "tier", ``model.network.site_link_tier``)
+    from a :class:`trainscape.model.sites.Link` already in SI units."""
+    base = L.SYS_TIER_BASE + tier * L.N_TIER
+    sys[base + L.TIER_SIZE] = size
+    sys[base + L.TIER_BANDWIDTH] = link.bandwidth
+    sys[base + L.TIER_LATENCY] = link.latency
+    sys[base + L.TIER_EFFICIENCY] = link.efficiency
+    sys[base + L.TIER_OVERSUBSCRIPTION] = link.oversubscription
+    sys[base + L.TIER_WINDOW_BYTES] = link.window_bytes
+    sys[base + L.TIER_HANDSHAKE_RTTS] = link.handshake_rtts
+
+
 def pack_system(scenario: Scenario) -> np.ndarray:
-    """The system block: GPU and network tiers, in SI units; unused tier slots are zero."""
-    c, g = scenario.cluster, scenario.cluster.gpu
+    """The system block: GPU and network tiers, in SI units; unused tier slots are zero.
+
+    With ``[[cluster.sites]]`` (:mod:`trainscape.spec.sites`): the paced GPU and inner tiers,
+    then the site tier derived from the graph, and the site links in path order."""
+    c = scenario.cluster
+    plan = None
+    tiers = c.tiers
+    if c.sites is not None:
+        from .sites import site_plan
+
+        plan = site_plan(scenario)
+        tiers = plan.tiers
+    g = plan.gpu if plan is not None else c.gpu
     sys = np.zeros(L.N_SYS, dtype=np.float64)
     sys[L.SYS_GPUS] = c.gpus
-    sys[L.SYS_N_TIERS] = len(c.tiers)
+    sys[L.SYS_N_TIERS] = len(tiers) + (1 if plan is not None else 0)
     dtype = scenario.job.dtype
     # attention, the output layer and the memory-bound kernels run in 16 bits even in an FP8
     # job (Transformer Engine); only the linear layers run at the FP8 peak
@@ -293,7 +336,17 @@ def pack_system(scenario: Scenario) -> np.ndarray:
     sys[L.SYS_POWER_W] = g.power_w or 0.0
     sys[L.SYS_HOST_LINK_BANDWIDTH] = (c.host_to_device_GBps or 0.0) * GB
     sys[L.SYS_HOST_MEMORY_BANDWIDTH] = (c.host_memory_GBps or 0.0) * GB
-    for i, t in enumerate(c.tiers):
+    if plan is not None:
+        from ..model.network import site_link_tier
+
+        n = len(c.sites)
+        _pack_tier(sys, len(tiers), n, plan.ring)
+        sys[L.SYS_N_SITES] = n
+        for a in range(n):
+            for b in range(n):
+                if a != b:
+                    _pack_tier(sys, site_link_tier(a, b), 0.0, plan.matrix[a][b])
+    for i, t in enumerate(tiers):
         base = L.SYS_TIER_BASE + i * L.N_TIER
         sys[base + L.TIER_SIZE] = t.size
         sys[base + L.TIER_BANDWIDTH] = t.bandwidth_GBps * GB

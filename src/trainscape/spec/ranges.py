@@ -71,6 +71,9 @@ MAX_PRICE = 1e6
 MAX_POWER_W = 1e6
 #: a transport's in-flight window per channel (MiB)
 MAX_WINDOW_MIB = 1e9
+#: sites of a [[cluster.sites]] graph: 2 to 8 (layout.MAX_SITES; the best Hamiltonian cycle
+#: and path over them are searched exhaustively, (n-1)!/2 = 2520 cycles at 8)
+MAX_SITES = 8
 #: job.sync.inner_steps (DiLoCo's H): 1 to 10^6
 MAX_INNER_STEPS = 10**6
 
@@ -122,7 +125,10 @@ OverlapSteps = _int(0, MAX_INNER_STEPS)
 
 #: (field, range) rows for the README table and the test that keeps the two in step.
 DOCUMENTED = (
-    ("cluster.gpus, config/space degrees, cluster.tiers[].size", f"1 to 2^24 ({MAX_GPUS})"),
+    ("cluster.gpus, config/space degrees, cluster.tiers[].size, cluster.sites[].gpus",
+     f"1 to 2^24 ({MAX_GPUS})"),
+    ("cluster.sites (count)", f"2 to {MAX_SITES} (the best ring and path over them are found "
+     "exhaustively)"),
     ("DLRM cluster.gpus", f"1 to 2^16 ({MAX_DLRM_GPUS})"),
     ("model shape fields, job.seq_len", f"1 to 2^24 ({MAX_DIM}) (MoE counts: 0 to 2^24)"),
     ("job.global_batch", f"1 to 2^31-1 ({MAX_BATCH})"),
