@@ -146,6 +146,7 @@ typedef struct {
     ts_net net;                  /* the tiers, resolved once per batch */
     ts_group g_world, g_node;    /* all ranks; the ranks of one node */
     const double *tc; /* per-table cache (TC_* fields), in the caller's work buffer */
+    const double *sys;
 } ctx_t;
 
 /* Per-table cache: terms that depend on the table and its memory tier but not on the plan,
@@ -303,13 +304,15 @@ static inline int row_group_bounds(double node, int world, int32_t group, int r,
 
 /* reference.add_row_group_shard */
 static void add_row_group_shard(const double *job, double *work, int64_t stride_w, double lo,
-                                double hi, int at_node, double node, int tier, double rows,
-                                double width, double pool, double hit, double spb, double rs_s,
-                                double ag_s) {
+                                double hi, int at_node, int narrow, double node, int tier,
+                                double rows, double width, double pool, double hit, double spb,
+                                double rs_s, double ag_s) {
     double batch = job[DL_DJOB_GLOBAL_BATCH], eb = job[DL_DJOB_EMB_BYTES];
     double ib = job[DL_DJOB_INDEX_BYTES], cbf = job[DL_DJOB_COMM_FWD_BYTES];
     double n_in = hi - lo;
-    double fwd = lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb;
+    double fwd = (at_node && !narrow)
+                     ? lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
+                     : shard_lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb;
     double bwd = job[DL_DJOB_BWD_MULTIPLIER] * fwd;
     double shard_rows = ceil(rows / n_in);
     double state = shard_state_bytes(shard_rows, width, eb, job[DL_DJOB_OPT_ROW_BYTES],
@@ -339,6 +342,19 @@ static void add_row_group_shard(const double *job, double *work, int64_t stride_
 static double rw_collective_time(const ctx_t *c, double nbytes) {
     if (c->top < 0 || nbytes <= 0.0) return 0.0;
     return c->lat + nbytes / c->top_bw;
+}
+
+/* reference.group_collective_time */
+static double group_collective_time(const ctx_t *c, double nbytes, double n, int gather) {
+    if (n <= 1.0) return 0.0;
+    ts_group g;
+    ts_group_init1(&g, &c->net, n, 1.0);
+    if (n > c->node) {
+        if (g.top < 0 || nbytes <= 0.0) return 0.0;
+        return ts_tier_latency(c->sys, g.top) + nbytes / ts_tier_link_bandwidth(c->sys, g.top);
+    }
+    return gather ? ts_all_gather_time(&c->net, nbytes, &g)
+                  : ts_reduce_scatter_time(&c->net, nbytes, &g);
 }
 
 static int evaluate_plan(const ctx_t *c, const double *job,
@@ -450,13 +466,12 @@ static int evaluate_plan(const ctx_t *c, const double *job,
                 double lo, hi;
                 int at_node = row_group_bounds(node, world, group, r0, &lo, &hi);
                 if (!at_node && j == 0) {
-                    ts_group g;
-                    ts_group_init1(&g, &c->net, hi - lo, 1.0);
-                    rs_s = ts_reduce_scatter_time(&c->net, batch * ws * cbf, &g);
-                    ag_s = ts_all_gather_time(&c->net, batch * ws * cbb, &g);
+                    rs_s = group_collective_time(c, batch * ws * cbf, hi - lo, 0);
+                    ag_s = group_collective_time(c, batch * ws * cbb, hi - lo, 1);
                 }
-                add_row_group_shard(job, work, stride_w, lo, hi, at_node, node, tier, rows, ws,
-                                    pool, hit, x[TC_SPB + tier], rs_s, ag_s);
+                add_row_group_shard(job, work, stride_w, lo, hi, at_node,
+                                    kind == DL_SH_GRID_SHARD, node, tier, rows, ws, pool, hit,
+                                    x[TC_SPB + tier], rs_s, ag_s);
             }
         } else {
             uni_fwd += x[TC_DP_FWD + tier];
@@ -653,6 +668,7 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
     ctx_t c;
     double wf = (double)(stride_w - 1);
     c.world = (int)(stride_w - 1);
+    c.sys = sys;
     ts_net_init(&c.net, sys);
     ts_group_init1(&c.g_world, &c.net, wf, 1.0);
     c.top = c.g_world.top; /* group_top_tier(sys, W, 1, 1, 1, 1, 1) */

@@ -298,8 +298,23 @@ def row_group_bounds(node, world, group, r):
     return lo, lo + group * 1.0, False
 
 
-def add_row_group_shard(job, work, lo, hi, at_node, node, tier, rows, width, pool, hit, spb,
-                        rs_s, ag_s):
+def group_collective_time(sys, nbytes, n, node, gather):
+    """Reduce-scatter (``gather`` False) / all-gather of one table's ``nbytes`` pooled output
+    over a row group of ``n`` ranks other than the node: inside the node the ring /
+    hierarchical collective the node group uses (``reduce_scatter_time``); a group leaving
+    the node as TorchRec's planner costs a collective over a process group spanning hosts
+    (:func:`rw_collective_time`: the full output over the slowest link, one latency)."""
+    if n <= 1.0:
+        return 0.0
+    if n > node:
+        return rw_collective_time(sys, nbytes, n)
+    if gather:
+        return all_gather_time(sys, nbytes, n, 1.0, 1.0, 1.0, 1.0, 1.0)
+    return reduce_scatter_time(sys, nbytes, n, 1.0, 1.0, 1.0, 1.0, 1.0)
+
+
+def add_row_group_shard(job, work, lo, hi, at_node, narrow, node, tier, rows, width, pool,
+                        hit, spb, rs_s, ag_s):
     """Add a table-row-wise shard (or one grid column block) ``width`` columns wide whose rows
     are split over ranks ``lo .. hi - 1``: each rank looks up ``pool / n`` of the global
     batch's lookups and writes the batch's partial pooled output (TorchRec
@@ -308,13 +323,23 @@ def add_row_group_shard(job, work, lo, hi, at_node, node, tier, rows, width, poo
     reduce-scatter) across nodes and, for a group smaller than the node, to the node's other
     ranks too. The node group's reduce-scatter is one collective over all its tables (the
     ``twrw_dim`` row, as before); another group's is one collective per table of ``rs_s``
-    (forward) / ``ag_s`` (backward) seconds."""
+    (forward) / ``ag_s`` (backward) seconds.
+
+    Lookups: a whole table over the node is TorchRec's table-row-wise shard, costed as its
+    estimator does (no width penalty). A grid block (``narrow``) or a shard of another group
+    pays the kernel's width penalty and 32-column minimum read of
+    :func:`shard_lookup_bytes` (TorchRec charges them to table- / column-wise shards only;
+    FBGEMM's kernel is the same, and without them a grid of one-rank groups would be a
+    column-wise sharding that escapes the narrow-shard cost)."""
     batch = job[DJOB_GLOBAL_BATCH]
     eb = job[DJOB_EMB_BYTES]
     ib = job[DJOB_INDEX_BYTES]
     cbf = job[DJOB_COMM_FWD_BYTES]
     n_in = hi - lo
-    fwd = lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
+    if at_node and not narrow:
+        fwd = lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
+    else:
+        fwd = shard_lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
     shard_rows = math.ceil(rows / n_in)
     for o in range(int(lo), int(hi)):
         work[RK_LOOKUP_FWD_S, o] += fwd
@@ -689,12 +714,10 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
                 r0 = ((g0 + j * stride) % n_groups) * gi
                 lo, hi, at_node = row_group_bounds(node, world, group, r0)
                 if not at_node and j == 0:
-                    rs_s = reduce_scatter_time(sys, batch * ws * cbf, hi - lo, 1.0, 1.0, 1.0,
-                                               1.0, 1.0)
-                    ag_s = all_gather_time(sys, batch * ws * cbb, hi - lo, 1.0, 1.0, 1.0, 1.0,
-                                           1.0)
-                add_row_group_shard(job, work, lo, hi, at_node, node, tier, rows, ws, pool,
-                                    hit, spb, rs_s, ag_s)
+                    rs_s = group_collective_time(sys, batch * ws * cbf, hi - lo, node, False)
+                    ag_s = group_collective_time(sys, batch * ws * cbb, hi - lo, node, True)
+                add_row_group_shard(job, work, lo, hi, at_node, kind == SH_GRID, node, tier,
+                                    rows, ws, pool, hit, spb, rs_s, ag_s)
         else:  # data parallel: every rank holds the table and serves its local batch
             fwd = lookup_bytes(local * pool, dim, eb, ib, local, cbf) * spb
             uni_fwd += fwd
