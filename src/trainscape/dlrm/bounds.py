@@ -182,7 +182,9 @@ def bound_terms(sc: DlrmScenario) -> dict:
         B_TWRW: (np.ceil(rows / n_big), dim, b * pool / n_big * ib + 2.0 * b * dim * cf),
         B_RW: (np.ceil(rows / wf), dim, b * pool / wf * ib + 2.0 * b * dim * cf),
         B_DP: (rows, dim, 0.0 * rows),
-        B_GRP: (np.ceil(rows / wf), dim / kmax, b * pool / wf * ib + 2.0 * b * dim / kmax * cf),
+        # row groups: the W ranks hold at most W distinct shards, so one holds at least
+        # rows / W rows of full width in all (a rank with k blocks of one group holds them all)
+        B_GRP: (rows / wf, dim, b * pool / wf * ib + 2.0 * b * dim / kmax * cf),
     }
     buffers = {  # HBM buffers summed over the ranks holding the table, at least
         B_TWCW: b * pool * ib + 2.0 * b * dim * cf,
@@ -501,7 +503,9 @@ def lower_bound(sc: DlrmScenario) -> float:
     ``k p >= p``, its pooled weights to ``d`` on the tiers >= 1 (tier 0 sees them only for
     groups smaller than the node, so the ``kappa`` of table-row-wise applies), its
     collectives cost >= 0 (a group of one rank has none), its buffers sum to at least
-    ``B p ib + 2 B d cbf`` and its state to the table's; one holder carries at least
+    ``B p ib + 2 B d cbf`` and its state to the table's; its busiest holder stores at least
+    ``rows / W`` rows of all ``d`` columns (the blocks live on at most ``W`` distinct ranks,
+    ``n k <= W`` or a rank holds several blocks); one holder carries at least
     ``1 / W`` of the ids and ``1 / kmax`` of the columns of ``1 / W`` of the batch's lookups
     (``busy``); for ``hold`` the least over every group size ``n`` dividing ``W`` (and the
     node's) and block count ``k`` dividing ``d`` of its unpenalised lookups plus its own
