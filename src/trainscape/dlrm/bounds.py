@@ -240,10 +240,10 @@ def bound_terms(sc: DlrmScenario) -> dict:
                          if int(d) % k == 0}):
             ok = (dim.astype(np.int64) % k == 0) & (k <= np.minimum(wf, dim))
             width = dim / k
+            uw, inv = np.unique(width, return_inverse=True)
             for n in cands_n:
                 lk = (b * pool / n * ib + b * pool / n * width * eb + b * width * cf) * spb
-                cfb = np.array([coll_fb(n, float(x)) for x in width]) if n_t else \
-                    np.zeros((0, 2))
+                cfb = np.array([coll_fb(n, float(x)) for x in uw]).reshape(-1, 2)[inv]
                 best_f = np.where(ok, np.minimum(best_f, lk + cfb[:, 0]), best_f)
                 best_b = np.where(ok, np.minimum(best_b, bm * lk + cfb[:, 1]), best_b)
         return best_f, best_b
