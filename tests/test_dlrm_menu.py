@@ -207,3 +207,51 @@ def test_row_group_errors_name_the_field(entry, msg):
     with pytest.raises(ScenarioError) as exc:
         plan_for(sc, {"a": entry})
     assert str(exc.value) == msg
+
+
+def test_evolve_spreads_a_hot_table_with_a_grid():
+    """One hot table (pooling 100, 128 columns, 4M rows) among 5 small ones on 64 ranks (8
+    nodes): before row groups and grid, no plan could beat 1.085 ms (the lower bound over
+    the old forms, its table argument); the search's grid / row-group moves find a plan
+    below it that uses them. The plan is feasible and the new lower bound holds."""
+    from trainscape.dlrm import bounds, planner
+    from test_dlrm_planner import TIERS
+
+    tables = [{"name": "hot", "rows": 4_000_000, "dim": 128, "pooling": 100.0}]
+    tables += [{"name": f"t{i}", "rows": 1000, "dim": 128, "pooling": 1.0} for i in range(5)]
+    raw = {"model": {"tables": tables, "interaction": "dcn", "dense_arch": [64, 32],
+                     "over_arch": [64, 1]},
+           "job": {"global_batch": 65536, "embedding_dtype": "fp32"},
+           "cluster": {"gpu": "h100-sxm-80gb", "gpus": 64,
+                       "tiers": [dict(TIERS[0], size=8), dict(TIERS[1], size=8)],
+                       "host_ddr_gb": 512.0, "host_to_device_GBps": 32.0}}
+    sc = dlrm.load(raw)
+    r = planner.plan(sc, "evolve", iterations=5000)
+    assert r.result["feasible"]
+    assert r.step_time_s < 1.08e-3
+    hot = r.plan[:, 0]
+    assert hot[D.PL_KIND] == D.SH_GRID or (hot[D.PL_KIND] == D.SH_TWRW and hot[D.PL_GROUP] > 0)
+    assert bounds.lower_bound(sc) <= r.step_time_s
+
+
+def test_evolve_moves_tables_to_the_ssd_only_when_there_is_one():
+    """The Criteo tables with Adam (~310 GB) on 4 H100s do not fit HBM: without an SSD the
+    plan spills to host DDR (no key_value table); with ``[ssd]`` the search puts tables on
+    the SSD (key_value) and the step is lower."""
+    import tomllib
+    from pathlib import Path
+
+    from trainscape.dlrm import planner
+
+    path = Path(__file__).resolve().parents[1] / "examples/dlrm/criteo_1tb_4gpu_ssd.toml"
+    with_ssd = dlrm.load(str(path))
+    raw = tomllib.loads(path.read_text())
+    raw.pop("ssd")
+    without = dlrm.load(raw, base_dir=path.parent)
+    a = planner.plan(without, "evolve", iterations=5000)
+    b = planner.plan(with_ssd, "evolve", iterations=5000)
+    assert a.result["feasible"] and b.result["feasible"]
+    assert not np.any(a.plan[D.PL_TIER] == D.MT_KV)
+    assert np.any(b.plan[D.PL_TIER] == D.MT_KV)
+    assert b.step_time_s < a.step_time_s
+    assert b.result["ssd_max_gib"] * GIB <= with_ssd.job[D.DJOB_SSD_BYTES]
