@@ -227,3 +227,20 @@ def test_row_group_other_than_the_node_is_refused_on_export():
     with pytest.raises(ScenarioError) as exc:
         tp.export_plan(sc, plan)
     assert str(exc.value).startswith("tables[t1].group:")
+
+
+def test_key_value_with_a_prefetched_ssd_exports_prefetch_pipeline():
+    """TorchRec reads ``CacheParams.prefetch_pipeline`` (``shard_estimators.
+    _is_prefetch_pipelined``): a key_value table of a scenario whose ``[ssd]`` prefetches
+    (depth >= 1) carries it; the UVM cache and a scenario without an SSD do not."""
+    sc = scenario(8)
+    raw = sc.spec.model_dump(exclude_none=True)
+    raw["ssd"] = {"capacity_gb": 100.0, "bandwidth_GBps": 4.0, "prefetch_depth": 1}
+    ssd = dlrm.load(raw)
+    entries = {"t1": {"type": "table_wise", "tier": "key_value"},
+               "t2": {"type": "table_wise", "tier": "uvm_cache"}}
+    doc = tp.export_plan(ssd, dlrm.plan_from_entries(ssd, entries))["plan"][tp.DEFAULT_MODULE]
+    assert doc["t1"]["cache_params"]["prefetch_pipeline"] is True
+    assert "prefetch_pipeline" not in doc["t2"]["cache_params"]
+    doc = tp.export_plan(sc, dlrm.plan_from_entries(sc, entries))["plan"][tp.DEFAULT_MODULE]
+    assert "prefetch_pipeline" not in doc["t1"]["cache_params"]

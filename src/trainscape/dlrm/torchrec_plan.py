@@ -119,6 +119,20 @@ def canonical(sc: DlrmScenario, plan: np.ndarray) -> np.ndarray:
     return p
 
 
+def _cache_params(sc: DlrmScenario, tier: str) -> dict | None:
+    """TorchRec ``CacheParams`` of a cached tier: ``load_factor`` (the cached share), and for
+    a key_value table whose misses the scenario prefetches from its SSD
+    ``prefetch_pipeline`` (``CacheParams.prefetch_pipeline``, read by TorchRec's estimator,
+    ``shard_estimators._is_prefetch_pipelined``)."""
+    if tier not in ("uvm_cache", "key_value"):
+        return None
+    out: dict = {"load_factor": float(sc.job[D.DJOB_UVM_CACHE_FRACTION])}
+    if tier == "key_value" and sc.job[D.DJOB_SSD_BYTES] > 0 and \
+            sc.job[D.DJOB_PREFETCH_DEPTH] >= 1:
+        out["prefetch_pipeline"] = True
+    return out
+
+
 def export_plan(sc: DlrmScenario, plan: np.ndarray, module: str = DEFAULT_MODULE) -> dict:
     """The TorchRec ``ShardingPlan`` document of ``plan`` (see the module docstring)."""
     w, local = sc.world, sc.node_size
@@ -168,8 +182,7 @@ def export_plan(sc: DlrmScenario, plan: np.ndarray, module: str = DEFAULT_MODULE
             "sharding_spec": None if shards is None else {"shards": [
                 {"shard_offsets": o, "shard_sizes": s, "placement": _placement(r, local)}
                 for o, s, r in shards]},
-            "cache_params": ({"load_factor": float(sc.job[D.DJOB_UVM_CACHE_FRACTION])}
-                             if tier in ("uvm_cache", "key_value") else None),
+            "cache_params": _cache_params(sc, tier),
         }
     return {"format": FORMAT, "world_size": w, "local_world_size": local,
             "compute_device": "cuda", "plan": {module: params}}
@@ -379,7 +392,9 @@ def to_torchrec(doc: dict):
                 sharding_type=ShardingType(ps["sharding_type"]).value,
                 compute_kernel=EmbeddingComputeKernel(ps["compute_kernel"]).value,
                 ranks=list(ps["ranks"]), sharding_spec=spec,
-                cache_params=CacheParams(load_factor=cache["load_factor"]) if cache else None)
+                cache_params=CacheParams(load_factor=cache["load_factor"],
+                                         prefetch_pipeline=cache.get("prefetch_pipeline"))
+                if cache else None)
         out[module] = mod
     return ShardingPlan(out)
 
@@ -398,8 +413,11 @@ def from_torchrec(plan) -> dict:
                 "sharding_spec": None if spec is None else {"shards": [
                     {"shard_offsets": list(s.shard_offsets), "shard_sizes": list(s.shard_sizes),
                      "placement": str(s.placement)} for s in spec.shards]},
-                "cache_params": ({"load_factor": ps.cache_params.load_factor}
-                                 if ps.cache_params is not None else None),
+                "cache_params": (
+                    {"load_factor": ps.cache_params.load_factor,
+                     **({"prefetch_pipeline": True}
+                        if getattr(ps.cache_params, "prefetch_pipeline", None) else {})}
+                    if ps.cache_params is not None else None),
             }
         mods[module] = d
     return {"format": FORMAT, "plan": mods}
