@@ -22,7 +22,8 @@ from trainscape.dlrm.torchrec_plan import entries_to_plan
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"criteo_1tb_8gpu": ROOT / "examples/dlrm/criteo_1tb_8gpu.toml",
          "criteo_1tb_64gpu": ROOT / "examples/dlrm/criteo_1tb_64gpu.toml",
-         "synthetic_856_128gpu": ROOT / "examples/dlrm/synthetic_856_128gpu.toml"}
+         "synthetic_856_128gpu": ROOT / "examples/dlrm/synthetic_856_128gpu.toml",
+         "criteo_1tb_4gpu_ssd": ROOT / "examples/dlrm/criteo_1tb_4gpu_ssd.toml"}
 
 
 def narrow_shards(sc, plan) -> int:

@@ -41,11 +41,16 @@ typedef char dl_sys_layout_is_the_llm_one[
 #define BATCHED_COPY_PERF_FACTOR 2.455
 #define DENSE_KERNEL_EFFICIENCY 0.5
 
+/* reference.ssd_prefetch_pipelined */
+static inline int ssd_prefetch_pipelined(const double *job) {
+    return job[DL_DJOB_SSD_BYTES] > 0.0 && job[DL_DJOB_PREFETCH_DEPTH] >= 1.0;
+}
 static double lookup_seconds_per_byte(const double *sys, const double *job, int tier,
                                       double hit_rate) {
     double hbm = sys[DL_SYS_HBM_BANDWIDTH] * job[DL_DJOB_LOOKUP_EFFICIENCY];
     double h2d = job[DL_DJOB_H2D_BANDWIDTH];
     if (tier == DL_MT_HBM) return 1.0 / hbm;
+    if (tier == DL_MT_KEY_VALUE && ssd_prefetch_pipelined(job)) return 1.0 / hbm;
     if (tier == DL_MT_UVM_CACHE)
         return 1.0 / ((hit_rate * hbm + (1.0 - hit_rate) * h2d) * UVM_KERNEL_EFFICIENCY);
     if (tier == DL_MT_DENSE) return 1.0 / (hbm * DENSE_KERNEL_EFFICIENCY);
@@ -83,6 +88,29 @@ static double uniform_storage_hbm(int tier, double rows, double dim, const doubl
         return job[DL_DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DL_DJOB_EMB_BYTES];
     return 0.0;
 }
+static double uniform_storage_ssd(int tier, double rows, double dim, const double *job) {
+    if (tier != DL_MT_KEY_VALUE) return 0.0;
+    return shard_state_bytes(rows, dim, job[DL_DJOB_EMB_BYTES], job[DL_DJOB_OPT_ROW_BYTES],
+                             job[DL_DJOB_OPT_ELEM_BYTES]);
+}
+/* reference.ssd_fetch_seconds, prefetch_staging_bytes, ssd_exposed_seconds */
+static double ssd_fetch_seconds(const double *job, double lookups, double hit_rate,
+                                double width) {
+    if (job[DL_DJOB_SSD_BYTES] <= 0.0 || job[DL_DJOB_SSD_BANDWIDTH] <= 0.0) return 0.0;
+    double row = shard_state_bytes(1.0, width, job[DL_DJOB_EMB_BYTES],
+                                   job[DL_DJOB_OPT_ROW_BYTES], job[DL_DJOB_OPT_ELEM_BYTES]);
+    return 2.0 * lookups * (1.0 - hit_rate) * row / job[DL_DJOB_SSD_BANDWIDTH];
+}
+static double prefetch_staging_bytes(const double *job, double lookups, double hit_rate,
+                                     double width) {
+    if (!ssd_prefetch_pipelined(job)) return 0.0;
+    return job[DL_DJOB_PREFETCH_DEPTH] * lookups * (1.0 - hit_rate) * width *
+           job[DL_DJOB_EMB_BYTES];
+}
+static double ssd_exposed_seconds(const double *job, double fetch, double hide) {
+    if (ssd_prefetch_pipelined(job)) return dmax(0.0, fetch - hide);
+    return fetch;
+}
 static double uniform_storage_ddr(int tier, double rows, double dim, const double *job) {
     if (tier == DL_MT_HBM || tier == DL_MT_DENSE || tier == DL_MT_KEY_VALUE) return 0.0;
     return shard_state_bytes(rows, dim, job[DL_DJOB_EMB_BYTES], job[DL_DJOB_OPT_ROW_BYTES],
@@ -118,6 +146,7 @@ typedef struct {
     ts_net net;                  /* the tiers, resolved once per batch */
     ts_group g_world, g_node;    /* all ranks; the ranks of one node */
     const double *tc; /* per-table cache (TC_* fields), in the caller's work buffer */
+    const double *sys;
 } ctx_t;
 
 /* Per-table cache: terms that depend on the table and its memory tier but not on the plan,
@@ -166,9 +195,11 @@ static int check_plan(const ctx_t *c, const double *tables, int64_t n_t, const i
     int world = c->world;
     for (int64_t t = 0; t < n_t; t++) {
         int32_t kind = P(DL_PL_KIND, t), tier = P(DL_PL_TIER, t), rank = P(DL_PL_RANK, t);
-        if ((uint32_t)kind > DL_SH_DATA_PARALLEL || (uint32_t)tier >= DL_N_MT)
+        int32_t group = P(DL_PL_GROUP, t);
+        if ((uint32_t)kind > DL_SH_GRID_SHARD || (uint32_t)tier >= DL_N_MT)
             return DL_STATUS_BAD_INDEX;
-        if (rank < 0 || rank >= world || P(DL_PL_STRIDE, t) < 0) return DL_STATUS_BAD_INDEX;
+        if (rank < 0 || rank >= world || P(DL_PL_STRIDE, t) < 0 || group < 0)
+            return DL_STATUS_BAD_INDEX;
         if (!tab_ok) {
             /* the reference reports the first bad table in table order */
             double dim = tables[DL_TAB_DIM * n_t + t];
@@ -176,13 +207,16 @@ static int check_plan(const ctx_t *c, const double *tables, int64_t n_t, const i
                   tables[DL_TAB_POOLING * n_t + t] >= 0.0))
                 return DL_STATUS_INVALID_CONFIG;
         }
-        if (kind == DL_SH_COLUMN_WISE) {
+        if (kind == DL_SH_COLUMN_WISE || kind == DL_SH_GRID_SHARD) {
             int32_t k = P(DL_PL_SHARDS, t);
             if (k < 1 || k > world) return DL_STATUS_INVALID_CONFIG;
             int64_t idim = (int64_t)tables[DL_TAB_DIM * n_t + t];
             /* powers of two (the usual shard counts) without a division */
             int64_t rem = (k & (k - 1)) == 0 ? (idim & (int64_t)(k - 1)) : idim % k;
             if (rem != 0) return DL_STATUS_INVALID_CONFIG;
+        }
+        if ((kind == DL_SH_TABLE_ROW_WISE || kind == DL_SH_GRID_SHARD) && group > 0) {
+            if (group > world || world % group != 0) return DL_STATUS_INVALID_CONFIG;
         }
     }
     return DL_STATUS_OK;
@@ -240,15 +274,87 @@ static void fill_table_cache(ctx_t *c, const double *sys, const double *job, con
             W(DL_RK_HBM_BYTES, o) += (cache);                      \
         } else if ((tier) == DL_MT_KEY_VALUE) {                    \
             W(DL_RK_HBM_BYTES, o) += (cache);                      \
+            W(DL_RK_SSD_BYTES, o) += (state);                      \
         } else {                                                   \
             W(DL_RK_DDR_BYTES, o) += (state);                      \
         }                                                          \
     } while (0)
 
+/* reference.add_ssd_shard */
+#define ADD_SSD(o, tier, lookups, hit, width)                                          \
+    do {                                                                               \
+        if ((tier) == DL_MT_KEY_VALUE) {                                               \
+            W(DL_RK_SSD_FETCH_S, o) += ssd_fetch_seconds(job, (lookups), (hit), (width)); \
+            W(DL_RK_HBM_BYTES, o) += prefetch_staging_bytes(job, (lookups), (hit), (width)); \
+        }                                                                              \
+    } while (0)
+
+/* reference.row_group_bounds: returns at_node */
+static inline int row_group_bounds(double node, int world, int32_t group, int r, double *lo,
+                                   double *hi) {
+    if (group <= 0 || (double)group == node) {
+        *lo = domain_lo(node, world, r);
+        *hi = domain_hi(node, world, r);
+        return 1;
+    }
+    *lo = floor((double)r / (double)group) * (double)group;
+    *hi = *lo + (double)group;
+    return 0;
+}
+
+/* reference.add_row_group_shard */
+static void add_row_group_shard(const double *job, double *work, int64_t stride_w, double lo,
+                                double hi, int at_node, int narrow, double node, int tier,
+                                double rows, double width, double pool, double hit, double spb,
+                                double rs_s, double ag_s) {
+    double batch = job[DL_DJOB_GLOBAL_BATCH], eb = job[DL_DJOB_EMB_BYTES];
+    double ib = job[DL_DJOB_INDEX_BYTES], cbf = job[DL_DJOB_COMM_FWD_BYTES];
+    double n_in = hi - lo;
+    double fwd = (at_node && !narrow)
+                     ? lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
+                     : shard_lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb;
+    double bwd = job[DL_DJOB_BWD_MULTIPLIER] * fwd;
+    double shard_rows = ceil(rows / n_in);
+    double state = shard_state_bytes(shard_rows, width, eb, job[DL_DJOB_OPT_ROW_BYTES],
+                                     job[DL_DJOB_OPT_ELEM_BYTES]);
+    double cache = job[DL_DJOB_UVM_CACHE_FRACTION] * shard_rows * width * eb;
+    double buf = batch * pool / n_in * ib + 2.0 * batch * width * cbf;
+    double od = width / n_in, oi = pool / n_in;
+    for (int o = (int)lo; o < (int)hi; o++) {
+        W(DL_RK_LOOKUP_FWD_S, o) += fwd;
+        W(DL_RK_LOOKUP_BWD_S, o) += bwd;
+        W(DL_RK_OWN_DIM, o) += od;
+        W(DL_RK_OWN_IDX, o) += oi;
+        if (at_node) {
+            W(DL_RK_TWRW_DIM, o) += width;
+        } else {
+            if (n_in < node) W(DL_RK_OWN_DIM0, o) += od;
+            W(DL_RK_GRP_RS_S, o) += rs_s;
+            W(DL_RK_GRP_AG_S, o) += ag_s;
+        }
+        ADD_STORAGE(o, tier, state, cache);
+        W(DL_RK_HBM_BYTES, o) += buf;
+        ADD_SSD(o, tier, batch * pool / n_in, hit, width);
+    }
+}
+
 /* reference.rw_collective_time: the full pooled output over the outermost tier's link */
 static double rw_collective_time(const ctx_t *c, double nbytes) {
     if (c->top < 0 || nbytes <= 0.0) return 0.0;
     return c->lat + nbytes / c->top_bw;
+}
+
+/* reference.group_collective_time */
+static double group_collective_time(const ctx_t *c, double nbytes, double n, int gather) {
+    if (n <= 1.0) return 0.0;
+    ts_group g;
+    ts_group_init1(&g, &c->net, n, 1.0);
+    if (n > c->node) {
+        if (g.top < 0 || nbytes <= 0.0) return 0.0;
+        return ts_tier_latency(c->sys, g.top) + nbytes / ts_tier_link_bandwidth(c->sys, g.top);
+    }
+    return gather ? ts_all_gather_time(&c->net, nbytes, &g)
+                  : ts_reduce_scatter_time(&c->net, nbytes, &g);
 }
 
 static int evaluate_plan(const ctx_t *c, const double *job,
@@ -262,14 +368,14 @@ static int evaluate_plan(const ctx_t *c, const double *job,
         return status;
     }
     /* accumulated rows (the rest is written below, column W of every row stays 0) */
-    for (int f = DL_RK_LOOKUP_FWD_S; f <= DL_RK_TWRW_DIM; f++)
+    for (int f = DL_RK_LOOKUP_FWD_S; f <= DL_RK_SSD_FETCH_S; f++)
         for (int r = 0; r < world; r++) W(f, r) = 0.0;
     double wf = world * 1.0, batch = c->batch, local = c->local;
     double eb = c->eb, ib = c->ib, cbf = c->cbf, cbb = c->cbb;
     double bwd_mult = c->bwd_mult;
     double node = c->node;
     double uni_fwd = 0.0, uni_bwd = 0.0, uni_hbm = 0.0, uni_ddr = 0.0, uni_idx = 0.0;
-    double rw_dim = 0.0, dp_elems = 0.0;
+    double rw_dim = 0.0, dp_elems = 0.0, uni_ssd = 0.0, uni_fetch = 0.0;
     const double *tc = c->tc;
     double *lfw = &W(DL_RK_LOOKUP_FWD_S, 0), *lbw = &W(DL_RK_LOOKUP_BWD_S, 0);
     double *own0 = &W(DL_RK_OWN_DIM0, 0), *own = &W(DL_RK_OWN_DIM, 0);
@@ -293,10 +399,12 @@ static int evaluate_plan(const ctx_t *c, const double *job,
                 hbmw[o] += x[TC_TW_CACHE];
             } else if (tier == DL_MT_KEY_VALUE) {
                 hbmw[o] += x[TC_TW_CACHE];
+                W(DL_RK_SSD_BYTES, o) += x[TC_TW_STATE];
             } else {
                 ddrw[o] += x[TC_TW_STATE];
             }
             hbmw[o] += x[TC_TW_BUF];
+            ADD_SSD(o, tier, c->batch * pool, tables[DL_TAB_HIT_RATE * n_t + t], dim / 1.0);
         } else if (kind == DL_SH_COLUMN_WISE) {
             double rows = tables[DL_TAB_ROWS * n_t + t], dim = tables[DL_TAB_DIM * n_t + t];
             double pool = tables[DL_TAB_POOLING * n_t + t];
@@ -319,6 +427,7 @@ static int evaluate_plan(const ctx_t *c, const double *job,
                 oidx[o] += pool;
                 ADD_STORAGE(o, tier, state, cache);
                 hbmw[o] += buf;
+                ADD_SSD(o, tier, batch * pool, tables[DL_TAB_HIT_RATE * n_t + t], ds);
                 o += step;
                 if (o >= world) o -= world;
             }
@@ -330,28 +439,39 @@ static int evaluate_plan(const ctx_t *c, const double *job,
             uni_hbm += x[TC_RW_HBM + tier];
             uni_hbm += x[TC_RW_BUF];
             uni_ddr += x[TC_RW_DDR + tier];
-        } else if (kind == DL_SH_TABLE_ROW_WISE) {
+            if (tier == DL_MT_KEY_VALUE) {
+                double dim = tables[DL_TAB_DIM * n_t + t], pool = tables[DL_TAB_POOLING * n_t + t];
+                double hit = tables[DL_TAB_HIT_RATE * n_t + t];
+                uni_ssd += uniform_storage_ssd(tier, ceil(tables[DL_TAB_ROWS * n_t + t] / wf), dim, job);
+                uni_fetch += ssd_fetch_seconds(job, batch * pool / wf, hit, dim);
+                uni_hbm += prefetch_staging_bytes(job, batch * pool / wf, hit, dim);
+            }
+        } else if (kind == DL_SH_TABLE_ROW_WISE || kind == DL_SH_GRID_SHARD) {
             double rows = tables[DL_TAB_ROWS * n_t + t], dim = tables[DL_TAB_DIM * n_t + t];
             double pool = tables[DL_TAB_POOLING * n_t + t];
-            double lo = domain_lo(node, world, rank), hi = domain_hi(node, world, rank);
-            double n_in = hi - lo;
-            double fwd = lookup_bytes(batch * pool / n_in, dim, eb, ib, batch, cbf) *
-                         x[TC_SPB + tier];
-            double bwd = bwd_mult * fwd;
-            double shard_rows = ceil(rows / n_in);
-            double state = shard_state_bytes(shard_rows, dim, eb, job[DL_DJOB_OPT_ROW_BYTES],
-                                             job[DL_DJOB_OPT_ELEM_BYTES]);
-            double cache = job[DL_DJOB_UVM_CACHE_FRACTION] * shard_rows * dim * eb;
-            double buf = batch * pool / n_in * ib + 2.0 * batch * dim * cbf;
-            double od = dim / n_in, oi = pool / n_in;
-            for (int o = (int)lo; o < (int)hi; o++) {
-                lfw[o] += fwd;
-                lbw[o] += bwd;
-                own[o] += od;
-                oidx[o] += oi;
-                W(DL_RK_TWRW_DIM, o) += dim;
-                ADD_STORAGE(o, tier, state, cache);
-                hbmw[o] += buf;
+            double hit = tables[DL_TAB_HIT_RATE * n_t + t];
+            int64_t k = 1;
+            int32_t stride = 0;
+            if (kind == DL_SH_GRID_SHARD) {
+                k = P(DL_PL_SHARDS, t);
+                stride = P(DL_PL_STRIDE, t);
+            }
+            double ws = dim / (double)k;
+            int32_t group = P(DL_PL_GROUP, t);
+            int64_t gi = group <= 0 ? (int64_t)node : (int64_t)group;
+            int64_t n_groups = (world + gi - 1) / gi, g0 = rank / gi;
+            double rs_s = 0.0, ag_s = 0.0;
+            for (int64_t j = 0; j < k; j++) {
+                int r0 = (int)(((g0 + j * (int64_t)stride) % n_groups) * gi);
+                double lo, hi;
+                int at_node = row_group_bounds(node, world, group, r0, &lo, &hi);
+                if (!at_node && j == 0) {
+                    rs_s = group_collective_time(c, batch * ws * cbf, hi - lo, 0);
+                    ag_s = group_collective_time(c, batch * ws * cbb, hi - lo, 1);
+                }
+                add_row_group_shard(job, work, stride_w, lo, hi, at_node,
+                                    kind == DL_SH_GRID_SHARD, node, tier, rows, ws, pool, hit,
+                                    x[TC_SPB + tier], rs_s, ag_s);
             }
         } else {
             uni_fwd += x[TC_DP_FWD + tier];
@@ -359,6 +479,13 @@ static int evaluate_plan(const ctx_t *c, const double *job,
             dp_elems += x[TC_DP_ELEMS];
             uni_hbm += x[TC_DP_HBM + tier];
             uni_ddr += x[TC_DP_DDR + tier];
+            if (tier == DL_MT_KEY_VALUE) {
+                double dim = tables[DL_TAB_DIM * n_t + t], pool = tables[DL_TAB_POOLING * n_t + t];
+                double hit = tables[DL_TAB_HIT_RATE * n_t + t];
+                uni_ssd += uniform_storage_ssd(tier, tables[DL_TAB_ROWS * n_t + t], dim, job);
+                uni_fetch += ssd_fetch_seconds(job, local * pool, hit, dim);
+                uni_hbm += prefetch_staging_bytes(job, local * pool, hit, dim);
+            }
         }
     }
     uni_hbm += 2.0 * local * (c->sum_dim * cbf + c->sum_pool * ib) + c->dense_mem;
@@ -382,6 +509,7 @@ static int evaluate_plan(const ctx_t *c, const double *job,
     const double *pi = &W(DL_RK_PRE_IDX, 0);
     double max_lf = 0.0, max_lb = 0.0, max_pool = 0.0, max_idx = 0.0;
     double max_hbm = 0.0, max_ddr = 0.0, max_twrw = 0.0, crit_load = -1.0;
+    double max_grs = 0.0, max_gag = 0.0, max_ssd = 0.0, max_fetch = 0.0;
     int crit = 0;
     double *a2aw = &W(DL_RK_A2A_S, 0);
     const double *twrw = &W(DL_RK_TWRW_DIM, 0);
@@ -445,6 +573,12 @@ static int evaluate_plan(const ctx_t *c, const double *job,
             max_hbm = dmax(max_hbm, h);
             max_ddr = dmax(max_ddr, d);
             max_twrw = dmax(max_twrw, twrw[r]);
+            max_grs = dmax(max_grs, W(DL_RK_GRP_RS_S, r));
+            max_gag = dmax(max_gag, W(DL_RK_GRP_AG_S, r));
+            W(DL_RK_SSD_BYTES, r) += uni_ssd;
+            W(DL_RK_SSD_FETCH_S, r) += uni_fetch;
+            max_ssd = dmax(max_ssd, W(DL_RK_SSD_BYTES, r));
+            max_fetch = dmax(max_fetch, W(DL_RK_SSD_FETCH_S, r));
             double load = lf + lb + a2a;
             if (load > crit_load) {
                 crit_load = load;
@@ -468,15 +602,21 @@ static int evaluate_plan(const ctx_t *c, const double *job,
         rs_fwd += ts_all_gather_time(&c->net, batch * max_twrw * cbf, &c->g_node);
         ag_bwd += ts_all_gather_time(&c->net, batch * max_twrw * cbb, &c->g_node);
     }
+    rs_fwd += max_grs;
+    ag_bwd += max_gag;
     double gcb = job[DL_DJOB_GRAD_COMM_BYTES];
     double dp_ar = 0.0, dense_ar = c->dense_ar;
     if (dp_elems > 0.0) dp_ar = ts_all_reduce_time(&c->net, dp_elems * gcb, &c->g_world);
     double d_fwd = c->d_fwd, d_bwd = c->d_bwd;
     double emb_bwd = a2a_bwd + ag_bwd + max_lb + dp_ar;
     double exposed = dmax(0.0, dense_ar - emb_bwd);
-    double step = idx_a2a + max_lf + a2a_fwd + rs_fwd + d_fwd + d_bwd + emb_bwd + exposed;
+    double ssd_exposed = ssd_exposed_seconds(job, max_fetch, d_fwd + d_bwd);
+    double step = idx_a2a + max_lf + a2a_fwd + rs_fwd + d_fwd + d_bwd + emb_bwd + exposed +
+                  ssd_exposed;
     status = DL_STATUS_OK;
     if (max_hbm > c->usable || max_ddr > c->ddr_cap) status = DL_STATUS_OUT_OF_MEMORY;
+    if (job[DL_DJOB_SSD_BYTES] > 0.0 && max_ssd > job[DL_DJOB_SSD_BYTES])
+        status = DL_STATUS_OUT_OF_MEMORY;
 #define O(f) out[(int64_t)(f) * n_plans + col]
     O(DL_DO_STATUS) = status;
     O(DL_DO_FEASIBLE) = status == DL_STATUS_OK ? 1.0 : 0.0;
@@ -497,6 +637,9 @@ static int evaluate_plan(const ctx_t *c, const double *job,
     O(DL_DO_HBM_MAX_GIB) = max_hbm / GIB;
     O(DL_DO_DDR_MAX_GIB) = max_ddr / GIB;
     O(DL_DO_CRITICAL_RANK) = crit;
+    O(DL_DO_SSD_PREFETCH_EXPOSED_S) = ssd_exposed;
+    O(DL_DO_SSD_FETCH_S) = max_fetch;
+    O(DL_DO_SSD_MAX_GIB) = max_ssd / GIB;
 #undef O
     return status;
 }
@@ -525,6 +668,7 @@ int dl_evaluate_plans(const double *sys, const double *job, const double *tables
     ctx_t c;
     double wf = (double)(stride_w - 1);
     c.world = (int)(stride_w - 1);
+    c.sys = sys;
     ts_net_init(&c.net, sys);
     ts_group_init1(&c.g_world, &c.net, wf, 1.0);
     c.top = c.g_world.top; /* group_top_tier(sys, W, 1, 1, 1, 1, 1) */

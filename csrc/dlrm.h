@@ -13,6 +13,7 @@ enum {
     DL_SH_COLUMN_WISE = 2,
     DL_SH_TABLE_ROW_WISE = 3,
     DL_SH_DATA_PARALLEL = 4,
+    DL_SH_GRID_SHARD = 5,
 };
 
 /* MEMORY_TIERS */
@@ -41,7 +42,8 @@ enum {
     DL_PL_RANK = 2,
     DL_PL_STRIDE = 3,
     DL_PL_TIER = 4,
-    DL_N_PLAN = 5,
+    DL_PL_GROUP = 5,
+    DL_N_PLAN = 6,
 };
 
 /* DJOB_FIELDS */
@@ -66,7 +68,10 @@ enum {
     DL_DJOB_DENSE_ACT_BYTES_PER_SAMPLE = 17,
     DL_DJOB_DENSE_EFFICIENCY = 18,
     DL_DJOB_DENSE_STATE_BYTES = 19,
-    DL_N_DJOB = 20,
+    DL_DJOB_SSD_BYTES = 20,
+    DL_DJOB_SSD_BANDWIDTH = 21,
+    DL_DJOB_PREFETCH_DEPTH = 22,
+    DL_N_DJOB = 23,
 };
 
 /* RANK_FIELDS */
@@ -79,13 +84,17 @@ enum {
     DL_RK_HBM_BYTES = 5,
     DL_RK_DDR_BYTES = 6,
     DL_RK_TWRW_DIM = 7,
-    DL_RK_PRE_DIM0 = 8,
-    DL_RK_PRE_DIM = 9,
-    DL_RK_PRE_IDX = 10,
-    DL_RK_A2A_S = 11,
-    DL_RK_X_POOL = 12,
-    DL_RK_X_IDX = 13,
-    DL_N_RANK = 14,
+    DL_RK_GRP_RS_S = 8,
+    DL_RK_GRP_AG_S = 9,
+    DL_RK_SSD_BYTES = 10,
+    DL_RK_SSD_FETCH_S = 11,
+    DL_RK_PRE_DIM0 = 12,
+    DL_RK_PRE_DIM = 13,
+    DL_RK_PRE_IDX = 14,
+    DL_RK_A2A_S = 15,
+    DL_RK_X_POOL = 16,
+    DL_RK_X_IDX = 17,
+    DL_N_RANK = 18,
 };
 
 /* DOUT_FIELDS */
@@ -109,7 +118,10 @@ enum {
     DL_DO_HBM_MAX_GIB = 16,
     DL_DO_DDR_MAX_GIB = 17,
     DL_DO_CRITICAL_RANK = 18,
-    DL_N_DOUT = 19,
+    DL_DO_SSD_PREFETCH_EXPOSED_S = 19,
+    DL_DO_SSD_FETCH_S = 20,
+    DL_DO_SSD_MAX_GIB = 21,
+    DL_N_DOUT = 22,
 };
 
 /* LLM system block fields used here (trainscape/layout.py) */

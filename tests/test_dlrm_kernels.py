@@ -60,23 +60,30 @@ def cases(draw):
                                                                "a100-sxm-40gb"]))},
                        "gpus": gpus, "tiers": tiers, "host_ddr_gb": draw(st.floats(1, 2048)),
                        "host_to_device_GBps": 32.0}}
+    if draw(st.booleans()):  # an SSD tier behind key_value, with or without the prefetch
+        raw["ssd"] = {"capacity_gb": draw(st.floats(0.001, 4000)),
+                      "bandwidth_GBps": draw(st.floats(0.5, 20)),
+                      "prefetch_depth": draw(st.integers(0, 3))}
     sc = dlrm.load(raw)
+    groups = [0] + [g for g in range(1, gpus + 1) if gpus % g == 0]
     n_plans = draw(st.integers(1, 6))
     plans = np.zeros((n_plans, D.N_PLAN, n_t), np.int32)
     for p in range(n_plans):
         for i in range(n_t):
-            kind = draw(st.integers(0, 4))
+            kind = draw(st.integers(0, len(D.SHARDING) - 1))
             plans[p, D.PL_KIND, i] = kind
             plans[p, D.PL_RANK, i] = draw(st.integers(0, gpus - 1))
             plans[p, D.PL_TIER, i] = draw(st.integers(0, len(D.MEMORY_TIERS) - 1))
             dim = tables[i]["dim"]
             divs = [k for k in (1, 2, 4, 8) if dim % k == 0 and k <= gpus]
-            plans[p, D.PL_SHARDS, i] = draw(st.sampled_from(divs)) if kind == D.SH_CW else 1
+            plans[p, D.PL_SHARDS, i] = (draw(st.sampled_from(divs))
+                                        if kind in (D.SH_CW, D.SH_GRID) else 1)
             plans[p, D.PL_STRIDE, i] = draw(st.integers(0, gpus))
+            plans[p, D.PL_GROUP, i] = draw(st.sampled_from(groups))
     # sometimes a bad entry, which every backend must report the same way
     if draw(st.booleans()) and draw(st.booleans()):
         p, i = draw(st.integers(0, n_plans - 1)), draw(st.integers(0, n_t - 1))
-        f = draw(st.sampled_from([D.PL_RANK, D.PL_KIND, D.PL_TIER, D.PL_SHARDS]))
+        f = draw(st.sampled_from([D.PL_RANK, D.PL_KIND, D.PL_TIER, D.PL_SHARDS, D.PL_GROUP]))
         plans[p, f, i] = draw(st.sampled_from([-1, 3, 5, gpus, 1000]))
     return sc, plans
 
@@ -115,14 +122,19 @@ def test_backend_per_rank_rows_equal_reference(backend):
 
 def _criteo_like():
     raw = {"model": {"preset": "dlrm-mlperf"}, "job": {"comm_dtype": "fp16"},
-           "cluster": {"preset": "dgx-h100-superpod", "gpus": 64}}
+           "cluster": {"preset": "dgx-h100-superpod", "gpus": 64},
+           "ssd": {"capacity_gb": 2000.0, "bandwidth_GBps": 6.0, "prefetch_depth": 2}}
     sc = dlrm.load(raw)
     rng = np.random.default_rng(1)
     plans = np.zeros((300, D.N_PLAN, sc.n_tables), np.int32)
     plans[:, D.PL_SHARDS] = 1
     plans[:, D.PL_RANK] = rng.integers(0, 64, plans[:, D.PL_RANK].shape)
-    plans[:, D.PL_KIND] = rng.choice([0, 1, 3, 4], plans[:, D.PL_KIND].shape)
-    plans[:, D.PL_TIER] = rng.integers(0, 3, plans[:, D.PL_TIER].shape)
+    plans[:, D.PL_KIND] = rng.choice([0, 1, 3, 4, 5], plans[:, D.PL_KIND].shape)
+    grid = plans[:, D.PL_KIND] == D.SH_GRID
+    plans[:, D.PL_SHARDS][grid] = rng.choice([1, 2, 4], grid.sum())
+    plans[:, D.PL_STRIDE] = rng.integers(0, 8, plans[:, D.PL_STRIDE].shape)
+    plans[:, D.PL_GROUP] = rng.choice([0, 2, 4, 16], plans[:, D.PL_GROUP].shape)
+    plans[:, D.PL_TIER] = rng.integers(0, 5, plans[:, D.PL_TIER].shape)
     return sc, plans
 
 

@@ -33,9 +33,9 @@ def n_examples(n: int) -> int:
 
 
 def make(seed, gpus=20, n_t=30, ddr=64.0, tiers=None, gpu="a100-sxm-40gb",
-         optimizer="rowwise_adagrad", wide=False):
+         optimizer="rowwise_adagrad", wide=False, ssd=None):
     """A scenario of ``n_t`` drawn tables; ``wide`` draws wider ranges (a few rows, dims 4
-    and 96, no lookups at all now and then)."""
+    and 96, no lookups at all now and then); ``ssd`` an ``[ssd]`` section."""
     rng = np.random.default_rng(seed)
     if wide:
         tables = [{"name": f"t{i}", "rows": int(10 ** rng.uniform(0.5, 7.3)),
@@ -53,6 +53,8 @@ def make(seed, gpus=20, n_t=30, ddr=64.0, tiers=None, gpu="a100-sxm-40gb",
            "job": {"global_batch": gpus * 256, "comm_dtype": "fp16", "optimizer": optimizer},
            "cluster": {"gpu": gpu, "gpus": gpus, "tiers": TIERS if tiers is None else tiers,
                        "host_ddr_gb": ddr, "host_to_device_GBps": 32.0}}
+    if ssd is not None:
+        raw["ssd"] = ssd
     return dlrm.load(raw)
 
 
@@ -69,8 +71,9 @@ def clusters(draw, max_gpus=24):
     return tiers, gpus
 
 
-def random_plans(sc, rng, n, kinds=(0, 1, 2, 3, 4), tiers=(0, 1, 2)):
-    """``n`` plans with every table's kind, rank, tier, column shards and stride drawn."""
+def random_plans(sc, rng, n, kinds=(0, 1, 2, 3, 4, 5), tiers=(0, 1, 2), row_groups=True):
+    """``n`` plans with every table's kind, rank, tier, column shards, stride and row group
+    drawn."""
     n_t, w = sc.n_tables, sc.world
     plans = np.zeros((n, D.N_PLAN, n_t), np.int32)
     plans[:, D.PL_KIND] = rng.choice(kinds, (n, n_t))
@@ -78,12 +81,15 @@ def random_plans(sc, rng, n, kinds=(0, 1, 2, 3, 4), tiers=(0, 1, 2)):
     plans[:, D.PL_TIER] = rng.choice(tiers, (n, n_t))
     plans[:, D.PL_SHARDS] = 1
     dim = sc.tables[D.TAB_DIM].astype(int)
+    groups = [0] + [g for g in range(1, w + 1) if w % g == 0]
     for p in range(n):
         for i in range(n_t):
-            if plans[p, D.PL_KIND, i] == D.SH_CW:
+            if plans[p, D.PL_KIND, i] in (D.SH_CW, D.SH_GRID):
                 ks = [k for k in range(1, min(w, dim[i]) + 1) if dim[i] % k == 0]
                 plans[p, D.PL_SHARDS, i] = rng.choice(ks)
                 plans[p, D.PL_STRIDE, i] = rng.integers(0, w + 1)
+            if row_groups and plans[p, D.PL_KIND, i] in (D.SH_TWRW, D.SH_GRID):
+                plans[p, D.PL_GROUP, i] = rng.choice(groups)
     return plans
 
 
@@ -172,7 +178,9 @@ def test_incremental_swap_and_tier_move_scores_equal_full_evaluation(backend, se
 def test_balancer_state_is_the_reference(seed, cl, n_t, ddr):
     tiers, gpus = cl
     sc = make(seed, gpus=gpus, n_t=n_t, ddr=ddr, tiers=tiers, wide=True)
-    plan = random_plans(sc, np.random.default_rng(seed), 1)[0]
+    # the balancer models the forms before row groups and grid (those are refine / polish moves)
+    plan = random_plans(sc, np.random.default_rng(seed), 1, kinds=(0, 1, 2, 3, 4),
+                        row_groups=False)[0]
     bal = balance.Balancer(sc, plan)
     out = dlrm.evaluate_plans(sc, plan, backend="python")
     step, ok = bal.exact()
@@ -266,10 +274,13 @@ def test_split_hot_splits_what_no_rank_can_hold():
        optimizer=st.sampled_from(["rowwise_adagrad", "adam", "sgd"]))
 def test_no_plan_beats_the_lower_bound(seed, cl, ddr, n_t, gpu, optimizer):
     tiers, gpus = cl
-    sc = make(seed, gpus=gpus, n_t=n_t, ddr=ddr, tiers=tiers, gpu=gpu, optimizer=optimizer,
-              wide=True)
     rng = np.random.default_rng(seed)
-    plans = [random_plans(sc, rng, 200)]
+    # half the cases with an SSD tier (key_value drawn too), prefetched or not
+    ssd = None if seed % 2 else {"capacity_gb": float(rng.choice([0.01, 1.0, 100.0])),
+                                 "bandwidth_GBps": 4.0, "prefetch_depth": int(seed % 3)}
+    sc = make(seed, gpus=gpus, n_t=n_t, ddr=ddr, tiers=tiers, gpu=gpu, optimizer=optimizer,
+              wide=True, ssd=ssd)
+    plans = [random_plans(sc, rng, 200, tiers=(0, 1, 2) if ssd is None else (0, 1, 2, 4))]
     # the greedy plans, every table of one kind in each tier, and the planner's own
     extra = [planner.greedy(sc, k) for k in planner.GREEDY_KEYS]
     extra += [uniform_plan(sc, kind, tier) for kind in range(5) for tier in range(3)]
@@ -342,8 +353,10 @@ def test_lower_bound_equals_a_balanced_plan():
 
 def test_table_bound_sees_one_hot_table():
     # one table with 100 lookups per sample among small ones: its busiest holder alone
-    # bounds the step above the averages
-    tables = [{"name": "hot", "rows": 4_000_000, "dim": 128, "pooling": 100.0}]
+    # bounds the step above the averages. Its dim is prime (127 > 64 ranks): no column
+    # split (column-wise, grid) can spread it; a 128-wide one a grid of 4 blocks on groups of
+    # 2 nodes spreads below the averages
+    tables = [{"name": "hot", "rows": 4_000_000, "dim": 127, "pooling": 100.0}]
     tables += [{"name": f"t{i}", "rows": 1000, "dim": 128, "pooling": 1.0} for i in range(5)]
     raw = {"model": {"tables": tables, "interaction": "dcn", "dense_arch": [64, 32],
                      "over_arch": [64, 1]},

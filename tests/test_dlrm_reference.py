@@ -275,7 +275,8 @@ def test_out_of_memory_is_flagged():
 
 def test_kernel_defends_bad_indexes():
     sc, plan = mixed()
-    for field, value in ((D.PL_RANK, 32), (D.PL_RANK, -1), (D.PL_KIND, 5), (D.PL_TIER, len(D.MEMORY_TIERS))):
+    for field, value in ((D.PL_RANK, 32), (D.PL_RANK, -1), (D.PL_KIND, len(D.SHARDING)),
+                         (D.PL_TIER, len(D.MEMORY_TIERS)), (D.PL_GROUP, -1)):
         bad = plan.copy()
         bad[field, 0] = value
         res = dlrm.evaluate(sc, bad)

@@ -40,15 +40,22 @@ def plans(draw):
     gpus = draw(st.integers(1, 16))
     sc = scenario(gpus)
     plan = np.zeros((D.N_PLAN, sc.n_tables), dtype=np.int32)
+    kinds = list(range(len(D.SHARDING)))
+    if gpus % sc.node_size:
+        kinds.remove(D.SH_GRID)  # TorchRec's grid needs whole nodes
     for i in range(sc.n_tables):
-        kind = draw(st.integers(0, len(D.SHARDING) - 1))
+        kind = draw(st.sampled_from(kinds))
         dim = int(sc.tables[D.TAB_DIM, i])
         plan[D.PL_KIND, i] = kind
         plan[D.PL_RANK, i] = draw(st.integers(0, gpus - 1))
         plan[D.PL_STRIDE, i] = draw(st.integers(0, 2 * gpus))
         plan[D.PL_TIER, i] = draw(st.integers(0, len(D.MEMORY_TIERS) - 1))
         divs = [k for k in (1, 2, 4, 8) if dim % k == 0 and k <= gpus]
-        plan[D.PL_SHARDS, i] = draw(st.sampled_from(divs)) if kind == D.SH_CW else 1
+        plan[D.PL_SHARDS, i] = (draw(st.sampled_from(divs))
+                                if kind in (D.SH_CW, D.SH_GRID) else 1)
+        if kind in (D.SH_TWRW, D.SH_GRID):  # TorchRec's row group is the node
+            plan[D.PL_GROUP, i] = draw(st.sampled_from([0, sc.node_size]
+                                                       if gpus % sc.node_size == 0 else [0]))
     return sc, plan
 
 
@@ -119,8 +126,10 @@ def _doc(sc):
 @pytest.mark.parametrize("edit, path", [
     (lambda d: d["plan"]["embedding_bag_collection"]["t0"].update(compute_kernel="quant"),
      "plan.embedding_bag_collection.t0.compute_kernel"),
-    (lambda d: d["plan"]["embedding_bag_collection"]["t0"].update(sharding_type="grid_shard"),
+    (lambda d: d["plan"]["embedding_bag_collection"]["t0"].update(sharding_type="grid"),
      "plan.embedding_bag_collection.t0.sharding_type"),
+    (lambda d: d["plan"]["embedding_bag_collection"]["t0"].update(sharding_type="grid_shard"),
+     "plan.embedding_bag_collection.t0.ranks"),
     (lambda d: d["plan"]["embedding_bag_collection"]["t2"].update(ranks=[0, 1, 3, 2]),
      "plan.embedding_bag_collection.t2.ranks"),
     (lambda d: d["plan"]["embedding_bag_collection"].pop("t5"),
@@ -179,3 +188,59 @@ def test_torchrec_loads_the_exported_plan():
     trec = tp.to_torchrec(doc)
     back = tp.import_plan(sc, tp.from_torchrec(trec))
     np.testing.assert_array_equal(tp.canonical(sc, back), tp.canonical(sc, plan))
+
+
+def test_grid_shard_exports_as_torchrec_cuts_it():
+    """TorchRec ``sharding_plan.grid_shard(host_indexes=[1, 2])`` with local size 4 lists the
+    ranks node by node (4..7, then 8..11); ``_calculate_grid_shard_sizes_and_offsets`` cuts
+    the rows as row-wise over the 4 ranks of a node (t2: 3014 rows -> ceil 754: 754, 754, 754,
+    752 at offsets 0, 754, 1508, 2262) and the 128 columns into 2 blocks of 64, block-major.
+    trainscape's grid at rank 4 (node 1) with stride 1 (node steps) is that plan."""
+    sc = scenario(12)
+    plan = dlrm.plan_from_entries(sc, {"t2": {"type": "grid_shard", "shards": 2, "rank": 5,
+                                              "stride": 1}})
+    ps = tp.export_plan(sc, plan)["plan"][tp.DEFAULT_MODULE]["t2"]
+    assert ps["sharding_type"] == "grid_shard" and ps["ranks"] == list(range(4, 12))
+    shards = ps["sharding_spec"]["shards"]
+    assert [s["shard_offsets"] for s in shards] == [
+        [0, 0], [754, 0], [1508, 0], [2262, 0], [0, 64], [754, 64], [1508, 64], [2262, 64]]
+    assert [s["shard_sizes"][0] for s in shards] == [754, 754, 754, 752] * 2
+    assert shards[4]["placement"] == "rank:8/cuda:0"
+    back = tp.import_plan(sc, tp.export_plan(sc, plan))
+    np.testing.assert_array_equal(tp.canonical(sc, back), tp.canonical(sc, plan))
+    # blocks on nodes 2 then 0 of 3 (a step of 1 mod 3), shards left to TorchRec (null spec)
+    doc = tp.export_plan(sc, plan)
+    doc["plan"][tp.DEFAULT_MODULE]["t2"]["ranks"] = list(range(8, 12)) + list(range(4))
+    doc["plan"][tp.DEFAULT_MODULE]["t2"]["sharding_spec"] = None
+    np.testing.assert_array_equal(
+        tp.import_plan(sc, doc)[:, 2],
+        dlrm.plan_from_entries(sc, {"t2": {"type": "grid_shard", "shards": 2, "rank": 8,
+                                           "stride": 1}})[:, 2])
+
+
+def test_row_group_other_than_the_node_is_refused_on_export():
+    """TorchRec's table-row-wise and grid split rows over the local world size only
+    (``sharding_plan._get_parameter_size_offsets``: ``TABLE_ROW_WISE`` / ``GRID_SHARD`` with
+    ``local_world_size``): a group of 2 on 4-rank nodes has no TorchRec form."""
+    sc = scenario(8)
+    plan = dlrm.plan_from_entries(sc, {"t1": {"type": "table_row_wise", "group": 2}})
+    with pytest.raises(ScenarioError) as exc:
+        tp.export_plan(sc, plan)
+    assert str(exc.value).startswith("tables[t1].group:")
+
+
+def test_key_value_with_a_prefetched_ssd_exports_prefetch_pipeline():
+    """TorchRec reads ``CacheParams.prefetch_pipeline`` (``shard_estimators.
+    _is_prefetch_pipelined``): a key_value table of a scenario whose ``[ssd]`` prefetches
+    (depth >= 1) carries it; the UVM cache and a scenario without an SSD do not."""
+    sc = scenario(8)
+    raw = sc.spec.model_dump(exclude_none=True)
+    raw["ssd"] = {"capacity_gb": 100.0, "bandwidth_GBps": 4.0, "prefetch_depth": 1}
+    ssd = dlrm.load(raw)
+    entries = {"t1": {"type": "table_wise", "tier": "key_value"},
+               "t2": {"type": "table_wise", "tier": "uvm_cache"}}
+    doc = tp.export_plan(ssd, dlrm.plan_from_entries(ssd, entries))["plan"][tp.DEFAULT_MODULE]
+    assert doc["t1"]["cache_params"]["prefetch_pipeline"] is True
+    assert "prefetch_pipeline" not in doc["t2"]["cache_params"]
+    doc = tp.export_plan(sc, dlrm.plan_from_entries(sc, entries))["plan"][tp.DEFAULT_MODULE]
+    assert "prefetch_pipeline" not in doc["t1"]["cache_params"]

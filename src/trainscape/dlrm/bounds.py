@@ -124,9 +124,16 @@ def _a2a_kappas(sc: DlrmScenario) -> tuple[float, float, float]:
     return k0, k1, tier_latency(sys, top)
 
 
-# options of the bound: table-/column-wise, table-row-wise, row-wise, data-parallel
-B_TWCW, B_TWRW, B_RW, B_DP = range(4)
-N_BOPT = 4
+# options of the bound: table-/column-wise, table-row-wise, row-wise, data-parallel, and the
+# row groups (table-row-wise over any group, grid: a relaxation of them all)
+B_TWCW, B_TWRW, B_RW, B_DP, B_GRP = range(5)
+N_BOPT = 5
+
+
+def bound_tiers(sc: DlrmScenario) -> int:
+    """Memory tiers the bound ranges over: hbm, uvm_cache, ddr, and key_value when the
+    scenario declares an SSD (the planner moves tables there only then)."""
+    return 4 if sc.job[D.DJOB_SSD_BYTES] > 0.0 else 3
 
 
 def bound_terms(sc: DlrmScenario) -> dict:
@@ -135,7 +142,8 @@ def bound_terms(sc: DlrmScenario) -> dict:
     backward (``*_b``), lookups (``look_*``) and the rest (``net_*``: all-to-alls and
     collectives); ``hbm``: HBM bytes it takes at least summed over the ranks; ``busy_*``: the
     least lookup seconds of the busiest rank holding (a shard of) it; infeasible options cost
-    ``inf``. Arrays are ``(T, N_BOPT, 3)``; see :func:`lower_bound` for the proof of each."""
+    ``inf``. Arrays are ``(T, N_BOPT, bound_tiers)``; see :func:`lower_bound` for the proof
+    of each."""
     sys, j, w = sc.sys, sc.job, sc.world
     wf = float(w)
     rows, dim, pool, hit = (np.asarray(x, float) for x in _cols(sc))
@@ -174,14 +182,20 @@ def bound_terms(sc: DlrmScenario) -> dict:
         B_TWRW: (np.ceil(rows / n_big), dim, b * pool / n_big * ib + 2.0 * b * dim * cf),
         B_RW: (np.ceil(rows / wf), dim, b * pool / wf * ib + 2.0 * b * dim * cf),
         B_DP: (rows, dim, 0.0 * rows),
+        # row groups: the W ranks hold at most W distinct shards, so one holds at least
+        # rows / W rows of full width in all (a rank with k blocks of one group holds them all)
+        B_GRP: (rows / wf, dim, b * pool / wf * ib + 2.0 * b * dim / kmax * cf),
     }
     buffers = {  # HBM buffers summed over the ranks holding the table, at least
         B_TWCW: b * pool * ib + 2.0 * b * dim * cf,
         B_TWRW: b * pool * ib + 2.0 * n_min * b * dim * cf,
         B_RW: b * pool * ib + 2.0 * wf * b * dim * cf,
         B_DP: 0.0 * rows,
+        B_GRP: b * pool * ib + 2.0 * b * dim * cf,
     }
-    shape = (n_t, N_BOPT, 3)
+    n_tiers = bound_tiers(sc)
+    ssd_cap = j[D.DJOB_SSD_BYTES]
+    shape = (n_t, N_BOPT, n_tiers)
     out = {k: np.zeros(shape) for k in ("look_f", "look_b", "net_f", "net_b", "hbm",
                                          "busy_f", "busy_b", "hold_f", "hold_b", "bad")}
     # the busiest rank holding a shard of the table, network terms: its own index weight and
@@ -199,44 +213,87 @@ def bound_terms(sc: DlrmScenario) -> dict:
             all_reduce_time(sys, r * d * j[D.DJOB_GRAD_COMM_BYTES], wf, 1, 1, 1, 1, 1))
            for r, d in zip(rows, dim)]
     rs1, ag1, rsn1, agn1, ar1 = (np.array(x) for x in zip(*one)) if n_t else [np.zeros(0)] * 5
+    # row groups: per (group size n, block width) the least collective of one table
+    cands_n = sorted({n for n in range(1, w + 1) if w % n == 0} | {node, n_min})
+    coll: dict = {}
+
+    def coll_fb(n, width):
+        key = (n, width)
+        if key not in coll:
+            if n <= 1:
+                coll[key] = (0.0, 0.0)
+            elif n > node:
+                coll[key] = (rw_collective_time(sys, b * width * cf, float(n)),
+                             rw_collective_time(sys, b * width * cb, float(n)))
+            else:  # the node group's collective (a partial node's too) or the group's own
+                coll[key] = tuple(min(f(sys, b * width * x, float(m), 1, 1, 1, 1, 1)
+                                      for m in (n, node))
+                                  for f, x in ((reduce_scatter_time, cf), (all_gather_time, cb)))
+        return coll[key]
+
+    def grp_hold(spb):
+        """Least (forward, backward) lookups + own collectives of one holder of a row-group
+        shard: over every group size n and column block count k (unpenalised bytes)."""
+        best_f = np.full(n_t, np.inf)
+        best_b = np.full(n_t, np.inf)
+        for k in sorted({int(k) for d in dim for k in range(1, min(w, int(d)) + 1)
+                         if int(d) % k == 0}):
+            ok = (dim.astype(np.int64) % k == 0) & (k <= np.minimum(wf, dim))
+            width = dim / k
+            uw, inv = np.unique(width, return_inverse=True)
+            for n in cands_n:
+                lk = (b * pool / n * ib + b * pool / n * width * eb + b * width * cf) * spb
+                cfb = np.array([coll_fb(n, float(x)) for x in uw]).reshape(-1, 2)[inv]
+                best_f = np.where(ok, np.minimum(best_f, lk + cfb[:, 0]), best_f)
+                best_b = np.where(ok, np.minimum(best_b, bm * lk + cfb[:, 1]), best_b)
+        return best_f, best_b
     hold_net_f = {B_TWCW: lat_i + local * ib * phi_i * pool + lat
                   + local * cf * phi_tw * dim / kmax,
                   B_TWRW: lat_i + local * ib * phi_i * pool / n_big + lat_tr
                   + local * cf * phi_tr * dim / n_big + rsn1,
                   B_RW: lat_i + local * ib * phi_i * pool / wf + rs1,
-                  B_DP: 0.0 * rows}
+                  B_DP: 0.0 * rows,
+                  B_GRP: lat_i + local * ib * phi_i * pool / wf + lat_tr
+                  + local * cf * phi_tr * dim / kmax / wf}  # + grp_hold's forward
     hold_net_b = {B_TWCW: lat + local * cb * phi_tw * dim / kmax,
                   B_TWRW: lat_tr + local * cb * phi_tr * dim / n_big + agn1,
                   B_RW: ag1,
-                  B_DP: ar1}
+                  B_DP: ar1,
+                  B_GRP: lat_tr + local * cb * phi_tr * dim / kmax / wf}
     st_full = state(rows, dim)
     cache = j[D.DJOB_UVM_CACHE_FRACTION] * rows * dim * eb
-    for tier in range(3):
-        spb = np.array([lookup_seconds_per_byte(sys, j, tier, h) for h in hit])
+    for tier in range(n_tiers):
+        spb = np.array([lookup_seconds_per_byte(sys, j, tier if tier < 3 else D.MT_KV, h)
+                        for h in hit])
         whole = (b * pool * ib + b * pool * dim * eb + b * dim * cf) * spb
         tr_sum = (b * pool * ib + b * pool * dim * eb + n_min * b * dim * cf) * spb
         rw_rank = (b * pool / wf * ib + b * pool / wf * dim * eb + b * dim * cf) * spb
         cw_rank = (b * pool * ib + (b * pool * eb + b * cf) * dim / kmax) * spb
         tr_rank = (b * pool / n_big * ib + b * pool / n_big * dim * eb + b * dim * cf) * spb
         upd = j[D.DJOB_DP_UPDATE_FACTOR] * rows * dim * eb * spb
-        look = {B_TWCW: whole / wf, B_TWRW: tr_sum / wf, B_RW: rw_rank, B_DP: whole / wf}
+        grp_rank = (b * pool / wf * ib + (b * pool / wf * eb + b * cf) * dim / kmax) * spb
+        look = {B_TWCW: whole / wf, B_TWRW: tr_sum / wf, B_RW: rw_rank, B_DP: whole / wf,
+                B_GRP: whole / wf}
         busy = {B_TWCW: np.minimum(whole, cw_rank), B_TWRW: tr_rank, B_RW: rw_rank,
-                B_DP: whole / wf}
+                B_DP: whole / wf, B_GRP: grp_rank}
         net_f = {B_TWCW: local * ib * ki * pool + local * cf * kp_tw * dim,
                  B_TWRW: local * ib * ki * pool + local * cf * kp_tr * dim
                  + rs_n * b * dim * cf / n_dom,
                  B_RW: local * ib * ki * pool + rs_w * b * dim * cf,
-                 B_DP: 0.0 * rows}
+                 B_DP: 0.0 * rows,
+                 B_GRP: local * ib * ki * pool + local * cf * kp_tr * dim}
         net_b = {B_TWCW: local * cb * kp_tw * dim,
                  B_TWRW: local * cb * kp_tr * dim + rs_n * b * dim * cb / n_dom,
                  B_RW: rs_w * b * dim * cb,
-                 B_DP: ar_w * rows * dim * j[D.DJOB_GRAD_COMM_BYTES]}
+                 B_DP: ar_w * rows * dim * j[D.DJOB_GRAD_COMM_BYTES],
+                 B_GRP: local * cb * kp_tr * dim}
         if tier == D.MT_HBM:
             mem_all = st_full
-        elif tier == D.MT_UVM:
+        elif tier == D.MT_UVM or tier == 3:  # key_value: the same cache in HBM
             mem_all = cache
         else:
             mem_all = 0.0 * rows
+        g_f, g_b = grp_hold(spb)
         for o in range(N_BOPT):
             sr, sd, sbuf = shard[o]
             s_state = state(sr, sd)
@@ -245,10 +302,14 @@ def bound_terms(sc: DlrmScenario) -> dict:
             elif tier == D.MT_UVM:
                 s_hbm = j[D.DJOB_UVM_CACHE_FRACTION] * sr * sd * eb
                 s_ddr = s_state
+            elif tier == 3:  # key_value on the SSD: HBM cache, state on the SSD
+                s_hbm = j[D.DJOB_UVM_CACHE_FRACTION] * sr * sd * eb
+                s_ddr = 0.0
             else:
                 s_hbm, s_ddr = 0.0, s_state
+            fits_ssd = (s_state <= ssd_cap) if tier == 3 else True
             out["bad"][:, o, tier] = np.where(
-                (s_hbm + sbuf <= room) & (s_ddr <= ddr_cap), 0.0, np.inf)
+                (s_hbm + sbuf <= room) & (s_ddr <= ddr_cap) & fits_ssd, 0.0, np.inf)
             out["look_f"][:, o, tier] = look[o]
             out["look_b"][:, o, tier] = bm * look[o] + (upd if o == B_DP else 0.0)
             out["net_f"][:, o, tier] = net_f[o]
@@ -257,6 +318,9 @@ def bound_terms(sc: DlrmScenario) -> dict:
             out["busy_b"][:, o, tier] = bm * busy[o] + (upd if o == B_DP else 0.0)
             out["hold_f"][:, o, tier] = busy[o] + hold_net_f[o]
             out["hold_b"][:, o, tier] = out["busy_b"][:, o, tier] + hold_net_b[o]
+            if o == B_GRP:  # the least lookups + collectives over group sizes and blocks
+                out["hold_f"][:, o, tier] = g_f + hold_net_f[o]
+                out["hold_b"][:, o, tier] = g_b + hold_net_b[o]
             out["hbm"][:, o, tier] = (mem_all * (wf if o == B_DP else 1.0)) + buffers[o]
     out["cap"] = wf * room
     return out
@@ -310,7 +374,7 @@ def lower_bound_parts(sc: DlrmScenario) -> dict:
     T = bound_terms(sc)
     _, k1, lat = _a2a_kappas(sc)
     # options that put weight into the pooled all-to-all (so it pays its latency)
-    a2a_opts = [B_TWCW, B_TWRW] if k1 > 0.0 else [B_TWCW]
+    a2a_opts = [B_TWCW, B_TWRW, B_GRP] if k1 > 0.0 else [B_TWCW]
     other = [o for o in range(N_BOPT) if o not in a2a_opts]
     cap = T["cap"]
     n = n_t
@@ -389,7 +453,7 @@ def lower_bound(sc: DlrmScenario) -> float:
        ``theta`` in [0, 1], ``max(Bk, AR) >= theta Bk + (1 - theta) AR``, so
        ``step >= dense + (F + theta Bk) + (1 - theta) AR``; any ``theta`` gives a bound and
        the best of a search over ``theta`` is kept (``theta = 1`` recovers
-       ``dense + max(F + Bk, AR)``).
+       ``dense + max(F + Bk, AR)``). The SSD prefetch exposure (>= 0) is left out.
 
     2. *Sum argument* (``sum_bound_s``). Each maximum over ranks is at least the average over
        ranks, and each average is a sum of per-table contributions that depend only on the
@@ -431,6 +495,24 @@ def lower_bound(sc: DlrmScenario) -> float:
        of the rank holding the hottest table's busiest shard, at least its least value over
        the options (column-wise with the most shards, table-row-wise over a whole node,
        row-wise, data-parallel); the other terms keep their sum bound (2, without lookups).
+
+    *Row groups and the SSD tier.* A table-row-wise table over any group of ``n`` ranks, or a
+    grid of ``k`` column blocks each over ``n`` ranks, is covered by the option ``B_GRP``:
+    summed over its holders its lookups are ``k B p ib + B p d eb + n B d cbf >= l1``
+    (TorchRec's table-row-wise kernel has no block penalty), its index weights sum to
+    ``k p >= p``, its pooled weights to ``d`` on the tiers >= 1 (tier 0 sees them only for
+    groups smaller than the node, so the ``kappa`` of table-row-wise applies), its
+    collectives cost >= 0 (a group of one rank has none), its buffers sum to at least
+    ``B p ib + 2 B d cbf`` and its state to the table's; its busiest holder stores at least
+    ``rows / W`` rows of all ``d`` columns (the blocks live on at most ``W`` distinct ranks,
+    ``n k <= W`` or a rank holds several blocks); one holder carries at least
+    ``1 / W`` of the ids and ``1 / kmax`` of the columns of ``1 / W`` of the batch's lookups
+    (``busy``); for ``hold`` the least over every group size ``n`` dividing ``W`` (and the
+    node's) and block count ``k`` dividing ``d`` of its unpenalised lookups plus its own
+    collective (none for one rank; the node's or its group's ring / hierarchical one inside
+    the node, :func:`rw_collective_time` beyond it), taken apart forward and backward. With an SSD the tiers include ``key_value``: HBM holds its cache
+    (the staging of prefetched rows only adds), its state must fit one SSD, its lookup is
+    costed at its kernel's bandwidth.
 
     4. *Table argument* (``table_bound_s``): every maximum is at least its value on one rank
        holding table ``t``, and that rank carries at least ``t``'s own share: its lookups,

@@ -380,7 +380,9 @@ def init_state(sys, job, tables, plan):
     c[C_UNIT_IDX] = local * job[D.DJOB_INDEX_BYTES]
     c[C_UNIT_FWD] = local * job[D.DJOB_COMM_FWD_BYTES]
     c[C_UNIT_BWD] = local * job[D.DJOB_COMM_BWD_BYTES]
-    c[C_CONST_FWD] = out1[D.DO_RS_FWD_S, 0] + out1[D.DO_DENSE_FWD_S, 0] + out1[D.DO_DENSE_BWD_S, 0]
+    # (the SSD prefetch exposure is constant too: key_value tables are not moved)
+    c[C_CONST_FWD] = out1[D.DO_RS_FWD_S, 0] + out1[D.DO_DENSE_FWD_S, 0] + \
+        out1[D.DO_DENSE_BWD_S, 0] + out1[D.DO_SSD_PREFETCH_EXPOSED_S, 0]
     c[C_CONST_BWD] = out1[D.DO_AG_BWD_S, 0] + out1[D.DO_DP_ALLREDUCE_S, 0]
     c[C_DENSE_AR] = out1[D.DO_DENSE_ALLREDUCE_S, 0]
     c[C_USABLE] = sys[SYS_HBM_BYTES] - sys[SYS_HBM_RESERVE_BYTES]

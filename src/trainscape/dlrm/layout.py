@@ -19,12 +19,15 @@ from __future__ import annotations
 from ..layout import STATUS  # noqa: F401  (status codes are shared with the LLM side)
 
 #: Sharding types (values stored in the ``kind`` plan column).
-SHARDING = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
+SHARDING = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel",
+            "grid_shard")
 #: Where a table (shard) lives and the embedding kernel that serves it (TorchRec
 #: ``EmbeddingComputeKernel``): ``hbm`` (FUSED), ``uvm_cache`` (FUSED_UVM_CACHING: rows in host
 #: DDR, a cache of a fraction of them in HBM, lookups hit it with the table's hit rate),
 #: ``ddr`` (FUSED_UVM), ``dense`` (DENSE: in HBM, unfused kernel), ``key_value`` (KEY_VALUE:
-#: rows and optimizer state in an SSD / key-value store, a cache in HBM).
+#: rows and optimizer state in an SSD / key-value store, a cache in HBM; with a declared SSD
+#: and ``prefetch_depth`` >= 1 the misses are prefetched from the SSD, see
+#: :func:`trainscape.dlrm.reference.ssd_fetch_seconds`).
 MEMORY_TIERS = ("hbm", "uvm_cache", "ddr", "dense", "key_value")
 OPTIMIZERS = ("rowwise_adagrad", "adam", "sgd")
 INTERACTIONS = ("dot", "dcn")
@@ -44,6 +47,7 @@ PLAN_FIELDS = (
     "rank",  # table_wise: the rank; column_wise: rank of shard 0; table_row_wise: a rank of the node
     "stride",  # column_wise: shard j lives on (rank + j*stride) mod W
     "tier",  # index into MEMORY_TIERS
+    "group",  # table_row_wise / grid_shard: ranks per row group (0: the node); divides W
 )
 
 DJOB_FIELDS = (
@@ -67,6 +71,9 @@ DJOB_FIELDS = (
     "dense_act_bytes_per_sample",  # activation bytes kept per sample for the backward
     "dense_efficiency",  # fraction of peak FLOP/s reached by the dense part
     "dense_state_bytes",  # bytes per dense parameter: weight + gradient + optimizer state
+    "ssd_bytes",  # SSD capacity per GPU for the key_value tier (0: no SSD declared)
+    "ssd_bandwidth",  # SSD read/write bytes/s per GPU (key_value misses and evictions)
+    "prefetch_depth",  # batches the key_value misses are prefetched ahead (0: no pipeline)
 )
 
 #: Per-rank rows of the work array (length W + 1; the prefix rows use all W + 1 entries).
@@ -79,6 +86,10 @@ RANK_FIELDS = (
     "hbm_bytes",
     "ddr_bytes",
     "twrw_dim",  # table-row-wise pooled dims of the rank's node (intra-node reduce-scatter)
+    "grp_rs_s",  # reduce-scatters of row groups other than the node (one per table), seconds
+    "grp_ag_s",  # their backward all-gathers, seconds
+    "ssd_bytes",  # key_value rows + optimizer state on the rank's SSD
+    "ssd_fetch_s",  # SSD time per step of the rank's key_value misses (read + write-back)
     "pre_dim0",  # prefix sums of own_dim0 (entry r = sum over ranks < r)
     "pre_dim",
     "pre_idx",
@@ -107,6 +118,9 @@ DOUT_FIELDS = (
     "hbm_max_gib",
     "ddr_max_gib",
     "critical_rank",  # rank with the largest lookup + all-to-all time
+    "ssd_prefetch_exposed_s",  # SSD fetch not hidden behind the dense compute (prefetch)
+    "ssd_fetch_s",  # busiest rank's SSD fetch time per step (not part of the sum)
+    "ssd_max_gib",
 )
 #: Breakdown columns; their sum is ``step_time_s``.
 DBREAKDOWN_FIELDS = (
@@ -121,6 +135,7 @@ DBREAKDOWN_FIELDS = (
     "lookup_bwd_s",
     "dp_allreduce_s",
     "dense_allreduce_exposed_s",
+    "ssd_prefetch_exposed_s",
 )
 
 N_TAB = len(TABLE_FIELDS)
@@ -131,24 +146,25 @@ N_DOUT = len(DOUT_FIELDS)
 N_MT = len(MEMORY_TIERS)
 
 # Written out so readers, linters and numba see plain ints.
-SH_TW, SH_RW, SH_CW, SH_TWRW, SH_DP = range(len(SHARDING))
+SH_TW, SH_RW, SH_CW, SH_TWRW, SH_DP, SH_GRID = range(len(SHARDING))
 MT_HBM, MT_UVM, MT_DDR, MT_DENSE, MT_KV = range(len(MEMORY_TIERS))
 OPT_ROWWISE_ADAGRAD, OPT_ADAM, OPT_SGD = range(len(OPTIMIZERS))
 TAB_ROWS, TAB_DIM, TAB_POOLING, TAB_HIT_RATE = range(N_TAB)
-PL_KIND, PL_SHARDS, PL_RANK, PL_STRIDE, PL_TIER = range(N_PLAN)
+PL_KIND, PL_SHARDS, PL_RANK, PL_STRIDE, PL_TIER, PL_GROUP = range(N_PLAN)
 DJOB_WORLD, DJOB_GLOBAL_BATCH, DJOB_EMB_BYTES, DJOB_INDEX_BYTES, DJOB_COMM_FWD_BYTES, \
     DJOB_COMM_BWD_BYTES, DJOB_GRAD_COMM_BYTES, DJOB_OPT_ROW_BYTES, DJOB_OPT_ELEM_BYTES, \
     DJOB_LOOKUP_EFFICIENCY, DJOB_H2D_BANDWIDTH, DJOB_DDR_BYTES, DJOB_UVM_CACHE_FRACTION, \
     DJOB_BWD_MULTIPLIER, DJOB_DP_UPDATE_FACTOR, DJOB_DENSE_PARAMS, \
     DJOB_DENSE_FLOPS_PER_SAMPLE, DJOB_DENSE_ACT_BYTES_PER_SAMPLE, DJOB_DENSE_EFFICIENCY, \
-    DJOB_DENSE_STATE_BYTES = range(N_DJOB)
+    DJOB_DENSE_STATE_BYTES, DJOB_SSD_BYTES, DJOB_SSD_BANDWIDTH, DJOB_PREFETCH_DEPTH = range(N_DJOB)
 RK_LOOKUP_FWD_S, RK_LOOKUP_BWD_S, RK_OWN_DIM0, RK_OWN_DIM, RK_OWN_IDX, RK_HBM_BYTES, \
-    RK_DDR_BYTES, RK_TWRW_DIM, RK_PRE_DIM0, RK_PRE_DIM, RK_PRE_IDX, RK_A2A_S, RK_X_POOL, \
+    RK_DDR_BYTES, RK_TWRW_DIM, RK_GRP_RS_S, RK_GRP_AG_S, RK_SSD_BYTES, RK_SSD_FETCH_S, RK_PRE_DIM0, RK_PRE_DIM, RK_PRE_IDX, RK_A2A_S, RK_X_POOL, \
     RK_X_IDX = range(N_RANK)
 DO_STATUS, DO_FEASIBLE, DO_STEP_TIME_S, DO_SAMPLES_PER_S, DO_IDX_A2A_S, DO_LOOKUP_FWD_S, \
     DO_A2A_FWD_S, DO_RS_FWD_S, DO_DENSE_FWD_S, DO_DENSE_BWD_S, DO_A2A_BWD_S, DO_AG_BWD_S, \
     DO_LOOKUP_BWD_S, DO_DP_ALLREDUCE_S, DO_DENSE_ALLREDUCE_EXPOSED_S, DO_DENSE_ALLREDUCE_S, \
-    DO_HBM_MAX_GIB, DO_DDR_MAX_GIB, DO_CRITICAL_RANK = range(N_DOUT)
+    DO_HBM_MAX_GIB, DO_DDR_MAX_GIB, DO_CRITICAL_RANK, DO_SSD_PREFETCH_EXPOSED_S, DO_SSD_FETCH_S, \
+    DO_SSD_MAX_GIB = range(N_DOUT)
 
 #: (python name, field tuple, C prefix) of every enumerated list, for the header agreement test.
 GROUPS = (

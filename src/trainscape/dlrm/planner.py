@@ -42,6 +42,7 @@ from .evaluation import evaluate_plans
 from .balance import BS_LF, G_ULF, IK_CW, IK_TW, IL_LF, Balancer, form_loads, table_forms
 from .bounds import (
     B_DP,
+    B_GRP,
     B_RW,
     B_TWRW,
     _dual,
@@ -279,6 +280,10 @@ def bound_plan(sc: DlrmScenario, theta: float | None = None) -> np.ndarray:
     th = lower_bound_parts(sc)["theta_sum"] if theta is None else theta
     T = bound_terms(sc)
     n = sc.n_tables
+    # the start keeps to the forms and tiers the balancer models: no row-group option
+    # (B_GRP, a relaxation), no key_value tier
+    T = {k: (v[:, :B_GRP, :3] if isinstance(v, np.ndarray) and v.ndim == 3 else v)
+         for k, v in T.items()}
     cost = (T["look_f"] + T["net_f"] + th * (T["look_b"] + T["net_b"]) + T["bad"]).reshape(n, -1)
     mem = T["hbm"].reshape(n, -1)
     _, lam = _dual(cost, mem, T["cap"], with_lam=True)
@@ -371,12 +376,55 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
 # ---------------------------------------------------------------------------------------------
 
 
+def row_group_sizes(sc: DlrmScenario) -> list[int]:
+    """Row groups the search offers besides the node: a half and a quarter of the node, two
+    and four nodes -- those of at least 2 ranks that divide the world."""
+    w, node = sc.world, sc.node_size
+    return [g for g in (node // 4, node // 2, 2 * node, 4 * node)
+            if 2 <= g <= w and g != node and w % g == 0]
+
+
+def has_ssd(sc: DlrmScenario) -> bool:
+    """True when the scenario declares an SSD tier (``[ssd]``): the search may then move
+    tables to ``key_value``."""
+    return bool(sc.job[D.DJOB_SSD_BYTES] > 0.0)
+
+
+def menu_forms(sc: DlrmScenario, plan: np.ndarray, t: int) -> list[tuple[int, int, int, int, int]]:
+    """Forms (kind, shards, stride, tier, group) beyond :func:`table_forms`' for table ``t``:
+    table-row-wise over each of :func:`row_group_sizes`, grid with 2 and 4 column blocks on
+    consecutive nodes (when there are that many nodes), and -- with an SSD tier -- the
+    table's form, table-wise and row-wise in ``key_value``."""
+    w, node = sc.world, sc.node_size
+    dim = int(sc.tables[D.TAB_DIM, t])
+    tier = int(plan[D.PL_TIER, t])
+    n_nodes = -(-w // node)
+    out = [(D.SH_TWRW, 1, 0, tier, g) for g in row_group_sizes(sc)]
+    for k in (2, 4):
+        if k <= n_nodes and dim % k == 0 and dim // k >= 4:
+            out.append((D.SH_GRID, k, 1, tier, 0))
+    if has_ssd(sc):
+        kind = int(plan[D.PL_KIND, t])
+        cur = (kind, int(plan[D.PL_SHARDS, t]), int(plan[D.PL_STRIDE, t]), D.MT_KV,
+               int(plan[D.PL_GROUP, t]))
+        for f in (cur, (D.SH_TW, 1, 0, D.MT_KV, 0), (D.SH_RW, 1, 0, D.MT_KV, 0)):
+            if f not in out:
+                out.append(f)
+    return out
+
+
 def structural_candidates(sc: DlrmScenario, plan: np.ndarray, n: int, rng) -> np.ndarray:
     """``n`` plans, each ``plan`` with one table's sharding changed: table-wise <-> column-wise
     (split into 2 shards, split a column-wise table further, merge its shards in two, back
-    to table-wise), to table-row-wise, row-wise or data-parallel (when it fits one rank), and
-    a row-wise / table-row-wise table's memory tier; ranks and strides drawn at random."""
+    to table-wise), to table-row-wise (over the node or another row group,
+    :func:`row_group_sizes`), grid (2 column blocks on consecutive nodes), row-wise or
+    data-parallel (when it fits one rank), and a row-wise / table-row-wise / grid table's
+    memory tier (``key_value`` too when the scenario has an SSD, which any table may also
+    move to in its form); ranks and strides drawn at random."""
     w, node = sc.world, sc.node_size
+    groups = row_group_sizes(sc)
+    n_nodes = -(-w // node)
+    tiers = [D.MT_HBM, D.MT_UVM, D.MT_DDR] + ([D.MT_KV] if has_ssd(sc) else [])
     dim = sc.tables[D.TAB_DIM].astype(np.int64)
     state = table_state(sc)
     budget = hbm_budget(sc)
@@ -398,6 +446,10 @@ def structural_candidates(sc: DlrmScenario, plan: np.ndarray, n: int, rng) -> np
             opts.append((D.SH_CW, 2) if dim[t] % 2 == 0 and w >= 2 else (D.SH_TW, 1))
         if w > node and kind != D.SH_TWRW:
             opts.append((D.SH_TWRW, 1))
+        if groups:
+            opts.append((D.SH_TWRW, 1))  # with a row group drawn below
+        if n_nodes >= 2 and dim[t] % 2 == 0 and dim[t] // 2 >= 4 and kind != D.SH_GRID:
+            opts.append((D.SH_GRID, 2))
         if kind != D.SH_RW:
             opts.append((D.SH_RW, 1))
         if kind != D.SH_DP and state[t] < 0.05 * budget:
@@ -407,10 +459,32 @@ def structural_candidates(sc: DlrmScenario, plan: np.ndarray, n: int, rng) -> np
         p[D.PL_SHARDS, t] = new_k
         p[D.PL_RANK, t] = int(rng.integers(w))
         p[D.PL_STRIDE, t] = 0
+        p[D.PL_GROUP, t] = 0
         if new_kind == D.SH_CW:
             p[D.PL_STRIDE, t] = max(1, w // new_k) if rng.random() < 0.5 else 1
-        if new_kind in (D.SH_RW, D.SH_TWRW) and rng.random() < 0.3:
-            p[D.PL_TIER, t] = int(rng.integers(3))
+        if new_kind == D.SH_TWRW and groups and rng.random() < 0.5:
+            p[D.PL_GROUP, t] = int(rng.choice(groups))
+        if new_kind == D.SH_GRID:
+            p[D.PL_STRIDE, t] = 1
+        if new_kind in (D.SH_RW, D.SH_TWRW, D.SH_GRID) and rng.random() < 0.3:
+            p[D.PL_TIER, t] = int(rng.choice(tiers))
+        elif len(tiers) > 3 and rng.random() < 0.1:
+            p[D.PL_TIER, t] = D.MT_KV
+    return out
+
+
+def _group_ranks(sc: DlrmScenario, plan: np.ndarray, t: int) -> list[int]:
+    """Ranks holding a table-row-wise or grid table (every block's row group)."""
+    from .spec import group_ranks
+
+    w = sc.world
+    grp = int(plan[D.PL_GROUP, t])
+    g = grp or sc.node_size
+    k = int(plan[D.PL_SHARDS, t]) if plan[D.PL_KIND, t] == D.SH_GRID else 1
+    out: list[int] = []
+    for j in range(k):
+        gj = (int(plan[D.PL_RANK, t]) // g + j * int(plan[D.PL_STRIDE, t])) % -(-w // g)
+        out.extend(group_ranks(sc, gj * g, grp))
     return out
 
 
@@ -426,8 +500,11 @@ def _critical_tables(sc: DlrmScenario, plan: np.ndarray, work: np.ndarray, n_ran
         kind = int(plan[D.PL_KIND, t])
         if kind in (D.SH_RW, D.SH_DP):
             continue
-        ranks = _shard_ranks(kind, int(plan[D.PL_SHARDS, t]), int(plan[D.PL_STRIDE, t]),
-                             int(plan[D.PL_RANK, t]), w, node)
+        if kind in (D.SH_TWRW, D.SH_GRID):
+            ranks = _group_ranks(sc, plan, t)
+        else:
+            ranks = _shard_ranks(kind, int(plan[D.PL_SHARDS, t]), int(plan[D.PL_STRIDE, t]),
+                                 int(plan[D.PL_RANK, t]), w, node)
         if hot.intersection(ranks):
             out.append(t)
     return out
@@ -458,11 +535,14 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
                   else _critical_tables(sc, plan, work, 2))
         cands = []
         for t in tables:
-            for kind, k, stride, tier in table_forms(sc, plan, t, state[t], dp_max):
+            forms = [f + (0,) for f in table_forms(sc, plan, t, state[t], dp_max)
+                     if f[0] != D.SH_GRID]
+            for kind, k, stride, tier, group in forms + menu_forms(sc, plan, t):
                 if kind in (D.SH_RW, D.SH_DP):
                     bases = [0]
-                elif kind == D.SH_TWRW:
-                    bases = [n * node for n in range(n_nodes)]
+                elif kind in (D.SH_TWRW, D.SH_GRID):
+                    g = group or node
+                    bases = [n * g for n in range(-(-w // g))]
                 elif kind == D.SH_CW and stride == 1 and 1 < k < w:  # table-column-wise
                     bases = [n * node + j for n in range(n_nodes)
                              for j in range(max(0, min(node, w - n * node) - k) + 1)]
@@ -473,10 +553,10 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
                 if len(bases) > 32:
                     bases = list(rng.choice(bases, 32, replace=False))
                 for b in bases:
-                    c = (t, kind, k, stride, tier, int(b))
-                    if (kind, k, stride, tier, b) != tuple(int(x) for x in (
+                    c = (t, kind, k, stride, tier, int(b), group)
+                    if (kind, k, stride, tier, b, group) != tuple(int(x) for x in (
                             plan[D.PL_KIND, t], plan[D.PL_SHARDS, t], plan[D.PL_STRIDE, t],
-                            plan[D.PL_TIER, t], plan[D.PL_RANK, t])):
+                            plan[D.PL_TIER, t], plan[D.PL_RANK, t], plan[D.PL_GROUP, t])):
                         cands.append(c)
         if not cands:
             break
@@ -485,10 +565,10 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
         for lo in range(0, len(cands), batch):
             chunk = cands[lo:lo + batch]
             plans = np.repeat(plan[None], len(chunk), axis=0)
-            for n, (t, kind, k, stride, tier, b) in enumerate(chunk):
+            for n, (t, kind, k, stride, tier, b, group) in enumerate(chunk):
                 plans[n, D.PL_KIND, t], plans[n, D.PL_SHARDS, t] = kind, k
                 plans[n, D.PL_STRIDE, t], plans[n, D.PL_TIER, t] = stride, tier
-                plans[n, D.PL_RANK, t] = b
+                plans[n, D.PL_RANK, t], plans[n, D.PL_GROUP, t] = b, group
             o = _eval(sc, plans, backend=backend)
             evals += len(chunk)
             steps = np.where(o[D.DO_FEASIBLE] > 0, o[D.DO_STEP_TIME_S], np.inf)
@@ -497,9 +577,9 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
                 best_s, best_c = float(steps[j]), chunk[j]
         if best_c is None:
             break
-        t, kind, k, stride, tier, b = best_c
+        t, kind, k, stride, tier, b, group = best_c
         plan[D.PL_KIND, t], plan[D.PL_SHARDS, t], plan[D.PL_STRIDE, t] = kind, k, stride
-        plan[D.PL_TIER, t], plan[D.PL_RANK, t] = tier, b
+        plan[D.PL_TIER, t], plan[D.PL_RANK, t], plan[D.PL_GROUP, t] = tier, b, group
         out = _eval(sc, plan, backend=backend, work=work)
         evals += 1
         cur = best_s
@@ -531,7 +611,9 @@ def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int =
     for r in range(rounds):
         if r and _past(deadline):
             break
-        movable = np.flatnonzero(plan[D.PL_KIND] == D.SH_TW).astype(np.int64)
+        # key_value tables stay put: their SSD fetch is a constant of the O(1) scores
+        movable = np.flatnonzero((plan[D.PL_KIND] == D.SH_TW)
+                                 & (plan[D.PL_TIER] != D.MT_KV)).astype(np.int64)
         n = int(iters) // rounds + (1 if r < int(iters) % rounds else 0)
         if len(movable) and n > 0:
             trial = plan.copy()

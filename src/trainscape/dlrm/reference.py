@@ -4,6 +4,7 @@ A plan gives every embedding table a sharding type, its rank(s) and a memory tie
 
     idx_a2a + lookup_fwd + a2a_fwd + rs_fwd + dense_fwd + dense_bwd
             + [a2a_bwd + ag_bwd + lookup_bwd + dp_allreduce] + dense_allreduce_exposed
+            + ssd_prefetch_exposed
 
 (the bracket is the embedding backward; the dense all-reduce overlaps it). Sources:
 
@@ -76,6 +77,9 @@ from .layout import (
     DJOB_LOOKUP_EFFICIENCY,
     DJOB_OPT_ELEM_BYTES,
     DJOB_OPT_ROW_BYTES,
+    DJOB_PREFETCH_DEPTH,
+    DJOB_SSD_BANDWIDTH,
+    DJOB_SSD_BYTES,
     DJOB_UVM_CACHE_FRACTION,
     DJOB_WORLD,
     DO_A2A_BWD_S,
@@ -95,6 +99,9 @@ from .layout import (
     DO_LOOKUP_FWD_S,
     DO_RS_FWD_S,
     DO_SAMPLES_PER_S,
+    DO_SSD_FETCH_S,
+    DO_SSD_MAX_GIB,
+    DO_SSD_PREFETCH_EXPOSED_S,
     DO_STATUS,
     DO_STEP_TIME_S,
     MT_DDR,
@@ -106,6 +113,7 @@ from .layout import (
     N_PLAN,
     N_RANK,
     N_TAB,
+    PL_GROUP,
     PL_KIND,
     PL_RANK,
     PL_SHARDS,
@@ -115,6 +123,8 @@ from .layout import (
     RK_X_IDX,
     RK_X_POOL,
     RK_DDR_BYTES,
+    RK_GRP_AG_S,
+    RK_GRP_RS_S,
     RK_HBM_BYTES,
     RK_LOOKUP_BWD_S,
     RK_LOOKUP_FWD_S,
@@ -124,9 +134,12 @@ from .layout import (
     RK_PRE_DIM,
     RK_PRE_DIM0,
     RK_PRE_IDX,
+    RK_SSD_BYTES,
+    RK_SSD_FETCH_S,
     RK_TWRW_DIM,
     SH_CW,
     SH_DP,
+    SH_GRID,
     SH_RW,
     SH_TW,
     SH_TWRW,
@@ -172,11 +185,18 @@ def lookup_seconds_per_byte(sys, job, tier, hit_rate):
     (``FUSED_UVM_CACHING``): TorchRec's ``(caching_ratio * hbm + (1 - caching_ratio) *
     hbm_to_ddr) / 10``, with the table's cache hit rate as the ratio (TorchRec passes the cache
     load factor, which is the hit rate under uniform access). Dense (``DENSE``): half the
-    fused kernel's bandwidth. Key-value (``KEY_VALUE``): the host link, not divided.
+    fused kernel's bandwidth. Key-value (``KEY_VALUE``): the host link, not divided -- unless
+    its misses are prefetched from a declared SSD (:func:`ssd_prefetch_pipelined`): then every
+    lookup finds its row in the HBM cache and runs at the fused kernel's bandwidth, as
+    TorchRec's ``kernel_bw_lookup`` does for a prefetch-pipelined caching kernel
+    (``prefetch_pipeline`` -> the ``FUSED`` bandwidth), the SSD traffic being costed apart
+    (:func:`ssd_fetch_seconds`).
     """
     hbm = sys[SYS_HBM_BANDWIDTH] * job[DJOB_LOOKUP_EFFICIENCY]
     h2d = job[DJOB_H2D_BANDWIDTH]
     if tier == MT_HBM:
+        return 1.0 / hbm
+    if tier == MT_KV and ssd_prefetch_pipelined(job):
         return 1.0 / hbm
     if tier == MT_UVM:
         return 1.0 / ((hit_rate * hbm + (1.0 - hit_rate) * h2d) * UVM_KERNEL_EFFICIENCY)
@@ -185,6 +205,157 @@ def lookup_seconds_per_byte(sys, job, tier, hit_rate):
     if tier == MT_KV:
         return 1.0 / h2d
     return 1.0 / (h2d * UVM_KERNEL_EFFICIENCY)
+
+
+# ---------------------------------------------------------------------------------------------
+# SSD tier with a prefetch pipeline (key_value kernel)
+# ---------------------------------------------------------------------------------------------
+#
+# ZionEX (Mudigere et al., ISCA'22, §3-4) keeps embeddings in an HBM + DDR + SSD hierarchy;
+# TorchRec's KEY_VALUE kernel is FBGEMM's SSD table-batched embedding
+# (``fbgemm_gpu/tbe/ssd/training.py`` ``SSDTableBatchedEmbeddingBags``): an HBM cache of rows,
+# whose ``prefetch`` reads the rows a batch misses from the SSD key-value store and writes the
+# rows it evicts (updated by the fused optimizer, with their optimizer state) back to it.
+# TorchRec's ``PrefetchTrainPipelineSparseDist``
+# (``torchrec/distributed/train_pipeline/train_pipelines.py``) runs that prefetch on its own
+# stream for batch i + 1 while batch i runs forward and backward; ``prefetch_depth`` d >= 1
+# batches ahead. In steady state the SSD carries one batch's misses per step whatever d is
+# (a deeper pipeline absorbs jitter, which this model does not represent), so the exposed
+# time per step is max(0, fetch - dense compute) and d costs HBM: d batches of prefetched
+# rows are held in the cache beside the batch being trained.
+
+
+def ssd_prefetch_pipelined(job):
+    """True when key_value misses are prefetched: an SSD is declared (``ssd_bytes`` > 0) and
+    ``prefetch_depth`` >= 1."""
+    return job[DJOB_SSD_BYTES] > 0.0 and job[DJOB_PREFETCH_DEPTH] >= 1.0
+
+
+def ssd_fetch_seconds(job, lookups, hit_rate, width):
+    """SSD seconds per step of a key_value shard ``width`` columns wide serving ``lookups``
+    lookups: its misses ``lookups (1 - hit_rate)`` each read one row with its optimizer state
+    from the SSD and write an evicted row back (FBGEMM SSD TBE ``prefetch``: ``ssd_db`` get
+    of the misses, set of the evictions), ``2 x misses x row bytes / ssd_bandwidth``. 0 when
+    no SSD is declared (the key-value store is then host DRAM behind the host link, which
+    the KEY_VALUE lookup bandwidth already covers)."""
+    if job[DJOB_SSD_BYTES] <= 0.0 or job[DJOB_SSD_BANDWIDTH] <= 0.0:
+        return 0.0
+    row = shard_state_bytes(1.0, width, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES],
+                            job[DJOB_OPT_ELEM_BYTES])
+    return 2.0 * lookups * (1.0 - hit_rate) * row / job[DJOB_SSD_BANDWIDTH]
+
+
+def prefetch_staging_bytes(job, lookups, hit_rate, width):
+    """HBM holding the rows prefetched for the next ``prefetch_depth`` batches of a key_value
+    shard: ``depth x misses x width x emb_bytes`` (0 without a pipeline)."""
+    if not ssd_prefetch_pipelined(job):
+        return 0.0
+    return job[DJOB_PREFETCH_DEPTH] * lookups * (1.0 - hit_rate) * width * job[DJOB_EMB_BYTES]
+
+
+def ssd_exposed_seconds(job, fetch, hide):
+    """SSD time per step the step waits for: with the prefetch pipeline the fetch of a later
+    batch runs beside this step's dense compute ``hide``, exposing ``max(0, fetch - hide)``;
+    without it (``prefetch_depth`` 0) the misses are read before the lookups, all exposed."""
+    if ssd_prefetch_pipelined(job):
+        return max(0.0, fetch - hide)
+    return fetch
+
+
+def add_ssd_shard(work, r, job, tier, lookups, hit_rate, width):
+    """A key_value shard's SSD fetch seconds and prefetch staging bytes on rank ``r``."""
+    if tier == MT_KV:
+        work[RK_SSD_FETCH_S, r] += ssd_fetch_seconds(job, lookups, hit_rate, width)
+        work[RK_HBM_BYTES, r] += prefetch_staging_bytes(job, lookups, hit_rate, width)
+
+
+# ---------------------------------------------------------------------------------------------
+# Row groups: table-row-wise with any group size, grid sharding
+# ---------------------------------------------------------------------------------------------
+#
+# Table-row-wise (TorchRec ``sharding/twrw_sharding.py``) splits a table's rows over the ranks
+# of one node and joins them with an intra-node reduce-scatter, then an all-to-all across
+# nodes (ZionEX §4.1, hierarchical). ``group`` g generalises the node to any g consecutive
+# ranks dividing the world -- ZionEX's hierarchical sharding motivates groups inside a node
+# (g < node: the reduce-scatter stays on the fastest links) and spanning nodes (g > node);
+# TorchRec itself fixes g to the local world size (``_calculate_rw_shard_sizes_and_offsets(rows,
+# local_world_size, ...)`` in ``sharding_plan.py``). Grid sharding (TorchRec
+# ``ShardingType.GRID_SHARD``, ``sharding/grid_sharding.py`` ``GridPooledEmbeddingSharding``:
+# "the CW shard is treated on a per node basis") cuts the columns into k blocks and shards
+# each block's rows table-row-wise over one group (block j on group
+# ``(rank // g + j * stride) mod groups``, TorchRec ``sharding_plan.grid_shard(host_indexes)``); TorchRec's estimator costs every block as
+# a table-row-wise shard of the block width (``shard_estimators.py``
+# ``perf_func_emb_wall_time``: ``GRID_SHARD`` -> ``_get_twrw_sharding_perf``).
+
+
+def row_group_bounds(node, world, group, r):
+    """(first rank, one past the last, at_node) of the row group holding rank ``r``: the node
+    (tier-0 domain, the last one possibly partial) when ``group`` is 0 or the node size,
+    else the ``group`` consecutive ranks ``floor(r / group) * group ...``."""
+    if group <= 0 or group == node:
+        return domain_lo(node, world, r), domain_hi(node, world, r), True
+    lo = math.floor(r / group) * group * 1.0
+    return lo, lo + group * 1.0, False
+
+
+def group_collective_time(sys, nbytes, n, node, gather):
+    """Reduce-scatter (``gather`` False) / all-gather of one table's ``nbytes`` pooled output
+    over a row group of ``n`` ranks other than the node: inside the node the ring /
+    hierarchical collective the node group uses (``reduce_scatter_time``); a group leaving
+    the node as TorchRec's planner costs a collective over a process group spanning hosts
+    (:func:`rw_collective_time`: the full output over the slowest link, one latency)."""
+    if n <= 1.0:
+        return 0.0
+    if n > node:
+        return rw_collective_time(sys, nbytes, n)
+    if gather:
+        return all_gather_time(sys, nbytes, n, 1.0, 1.0, 1.0, 1.0, 1.0)
+    return reduce_scatter_time(sys, nbytes, n, 1.0, 1.0, 1.0, 1.0, 1.0)
+
+
+def add_row_group_shard(job, work, lo, hi, at_node, narrow, node, tier, rows, width, pool,
+                        hit, spb, rs_s, ag_s):
+    """Add a table-row-wise shard (or one grid column block) ``width`` columns wide whose rows
+    are split over ranks ``lo .. hi - 1``: each rank looks up ``pool / n`` of the global
+    batch's lookups and writes the batch's partial pooled output (TorchRec
+    ``_get_twrw_sharding_perf``: ``batch_inputs / local_world_size``, outputs the whole batch),
+    receives those indices, sends ``width / n`` of the pooled output (after the group's
+    reduce-scatter) across nodes and, for a group smaller than the node, to the node's other
+    ranks too. The node group's reduce-scatter is one collective over all its tables (the
+    ``twrw_dim`` row, as before); another group's is one collective per table of ``rs_s``
+    (forward) / ``ag_s`` (backward) seconds.
+
+    Lookups: a whole table over the node is TorchRec's table-row-wise shard, costed as its
+    estimator does (no width penalty). A grid block (``narrow``) or a shard of another group
+    pays the kernel's width penalty and 32-column minimum read of
+    :func:`shard_lookup_bytes` (TorchRec charges them to table- / column-wise shards only;
+    FBGEMM's kernel is the same, and without them a grid of one-rank groups would be a
+    column-wise sharding that escapes the narrow-shard cost)."""
+    batch = job[DJOB_GLOBAL_BATCH]
+    eb = job[DJOB_EMB_BYTES]
+    ib = job[DJOB_INDEX_BYTES]
+    cbf = job[DJOB_COMM_FWD_BYTES]
+    n_in = hi - lo
+    if at_node and not narrow:
+        fwd = lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
+    else:
+        fwd = shard_lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
+    shard_rows = math.ceil(rows / n_in)
+    for o in range(int(lo), int(hi)):
+        work[RK_LOOKUP_FWD_S, o] += fwd
+        work[RK_LOOKUP_BWD_S, o] += job[DJOB_BWD_MULTIPLIER] * fwd
+        work[RK_OWN_DIM, o] += width / n_in
+        work[RK_OWN_IDX, o] += pool / n_in
+        if at_node:
+            work[RK_TWRW_DIM, o] += width
+        else:
+            if n_in < node:
+                work[RK_OWN_DIM0, o] += width / n_in
+            work[RK_GRP_RS_S, o] += rs_s
+            work[RK_GRP_AG_S, o] += ag_s
+        add_shard_storage(work, o, tier, shard_rows, width, job)
+        work[RK_HBM_BYTES, o] += batch * pool / n_in * ib + 2.0 * batch * width * cbf
+        add_ssd_shard(work, o, job, tier, batch * pool / n_in, hit, width)
 
 
 def block_usage_penalty(width):
@@ -250,8 +421,8 @@ def add_shard_storage(work, r, tier, rows, dim, job):
     """Add a shard's storage to rank ``r``: HBM and dense tiers all in HBM; DDR tier all in
     host DDR; UVM cache: rows and optimizer state in DDR, ``uvm_cache_fraction`` of the rows
     cached in HBM (TorchRec ``UVM_CACHING_RATIO`` 0.2 default); key-value: rows and state in
-    the SSD / key-value store (not a capacity trainscape checks), the same fraction cached in
-    HBM (TorchRec ``KV_CACHING_RATIO`` 0.2)."""
+    the SSD / key-value store (checked against ``ssd_bytes`` when an SSD is declared), the same
+    fraction cached in HBM (TorchRec ``KV_CACHING_RATIO`` 0.2)."""
     state = shard_state_bytes(
         rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
     )
@@ -262,6 +433,7 @@ def add_shard_storage(work, r, tier, rows, dim, job):
         work[RK_HBM_BYTES, r] += job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
     elif tier == MT_KV:
         work[RK_HBM_BYTES, r] += job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
+        work[RK_SSD_BYTES, r] += state
     else:
         work[RK_DDR_BYTES, r] += state
 
@@ -277,6 +449,15 @@ def uniform_storage_hbm(tier, rows, dim, job):
     if tier == MT_UVM or tier == MT_KV:
         return job[DJOB_UVM_CACHE_FRACTION] * rows * dim * job[DJOB_EMB_BYTES]
     return 0.0
+
+
+def uniform_storage_ssd(tier, rows, dim, job):
+    """SSD bytes of a key_value shard held on every rank; see :func:`add_shard_storage`."""
+    if tier != MT_KV:
+        return 0.0
+    return shard_state_bytes(
+        rows, dim, job[DJOB_EMB_BYTES], job[DJOB_OPT_ROW_BYTES], job[DJOB_OPT_ELEM_BYTES]
+    )
 
 
 def uniform_storage_ddr(tier, rows, dim, job):
@@ -406,19 +587,23 @@ def check_plan(job, tables, plan):
         kind = plan[PL_KIND, t]
         tier = plan[PL_TIER, t]
         rank = plan[PL_RANK, t]
-        if kind < 0 or kind > SH_DP or tier < 0 or tier > MT_KV:
+        group = plan[PL_GROUP, t]
+        if kind < 0 or kind > SH_GRID or tier < 0 or tier > MT_KV:
             return STATUS_BAD_INDEX
-        if rank < 0 or rank >= world or plan[PL_STRIDE, t] < 0:
+        if rank < 0 or rank >= world or plan[PL_STRIDE, t] < 0 or group < 0:
             return STATUS_BAD_INDEX
         dim = tables[TAB_DIM, t]
         # written as negated >= so that NaN fails too
         if not (tables[TAB_ROWS, t] >= 1.0 and dim >= 1.0 and tables[TAB_POOLING, t] >= 0.0):
             return STATUS_INVALID_CONFIG
-        if kind == SH_CW:
+        if kind == SH_CW or kind == SH_GRID:
             k = plan[PL_SHARDS, t]
             if k < 1 or k > world:
                 return STATUS_INVALID_CONFIG
             if int(dim) % k != 0:
+                return STATUS_INVALID_CONFIG
+        if (kind == SH_TWRW or kind == SH_GRID) and group > 0:
+            if group > world or world % group != 0:
                 return STATUS_INVALID_CONFIG
     return STATUS_OK
 
@@ -458,6 +643,8 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
     uni_hbm = 0.0
     uni_ddr = 0.0
     uni_idx = 0.0  # row-wise: every rank owns pooling / W of the indices
+    uni_ssd = 0.0  # SSD bytes and fetch seconds every rank has (row-wise, data-parallel)
+    uni_fetch = 0.0
     rw_dim = 0.0
     dp_elems = 0.0
     sum_dim = 0.0
@@ -493,6 +680,7 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
                 # buffers: indices received for the global batch, pooled outputs sent and
                 # their gradients received
                 work[RK_HBM_BYTES, o] += batch * pool * ib + 2.0 * batch * ds * cbf
+                add_ssd_shard(work, o, job, tier, batch * pool, hit, ds)
         elif kind == SH_RW:
             fwd = lookup_bytes(batch * pool / wf, dim, eb, ib, batch, cbf) * spb
             uni_fwd += fwd
@@ -503,20 +691,33 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
             uni_hbm += uniform_storage_hbm(tier, shard_rows, dim, job)
             uni_hbm += batch * pool / wf * ib + 2.0 * batch * dim * cbf
             uni_ddr += uniform_storage_ddr(tier, shard_rows, dim, job)
-        elif kind == SH_TWRW:
-            lo = domain_lo(node, world, rank)
-            hi = domain_hi(node, world, rank)
-            n_in = hi - lo
-            fwd = lookup_bytes(batch * pool / n_in, dim, eb, ib, batch, cbf) * spb
-            shard_rows = math.ceil(rows / n_in)
-            for o in range(int(lo), int(hi)):
-                work[RK_LOOKUP_FWD_S, o] += fwd
-                work[RK_LOOKUP_BWD_S, o] += bwd_mult * fwd
-                work[RK_OWN_DIM, o] += dim / n_in
-                work[RK_OWN_IDX, o] += pool / n_in
-                work[RK_TWRW_DIM, o] += dim
-                add_shard_storage(work, o, tier, shard_rows, dim, job)
-                work[RK_HBM_BYTES, o] += batch * pool / n_in * ib + 2.0 * batch * dim * cbf
+            uni_ssd += uniform_storage_ssd(tier, shard_rows, dim, job)
+            if tier == MT_KV:
+                uni_fetch += ssd_fetch_seconds(job, batch * pool / wf, hit, dim)
+                uni_hbm += prefetch_staging_bytes(job, batch * pool / wf, hit, dim)
+        elif kind == SH_TWRW or kind == SH_GRID:
+            # table-row-wise: one block of all columns; grid: k column blocks, block j on row
+            # group (rank // g + j * stride) mod (number of groups) -- stride counts groups
+            k = 1
+            stride = 0
+            if kind == SH_GRID:
+                k = plan[PL_SHARDS, t]
+                stride = plan[PL_STRIDE, t]
+            ws = dim / k
+            group = plan[PL_GROUP, t]
+            gi = int(node) if group <= 0 else int(group)
+            n_groups = (world + gi - 1) // gi
+            g0 = rank // gi
+            rs_s = 0.0
+            ag_s = 0.0
+            for j in range(k):
+                r0 = ((g0 + j * stride) % n_groups) * gi
+                lo, hi, at_node = row_group_bounds(node, world, group, r0)
+                if not at_node and j == 0:
+                    rs_s = group_collective_time(sys, batch * ws * cbf, hi - lo, node, False)
+                    ag_s = group_collective_time(sys, batch * ws * cbb, hi - lo, node, True)
+                add_row_group_shard(job, work, lo, hi, at_node, kind == SH_GRID, node, tier,
+                                    rows, ws, pool, hit, spb, rs_s, ag_s)
         else:  # data parallel: every rank holds the table and serves its local batch
             fwd = lookup_bytes(local * pool, dim, eb, ib, local, cbf) * spb
             uni_fwd += fwd
@@ -524,6 +725,10 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
             dp_elems += rows * dim
             uni_hbm += uniform_storage_hbm(tier, rows, dim, job)
             uni_ddr += uniform_storage_ddr(tier, rows, dim, job)
+            uni_ssd += uniform_storage_ssd(tier, rows, dim, job)
+            if tier == MT_KV:
+                uni_fetch += ssd_fetch_seconds(job, local * pool, hit, dim)
+                uni_hbm += prefetch_staging_bytes(job, local * pool, hit, dim)
 
     # every rank: ids and pooled embeddings (and gradients) of its local batch; dense part
     uni_hbm += 2.0 * local * (sum_dim * cbf + sum_pool * ib) + dense_memory_bytes(job)
@@ -545,6 +750,10 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
     max_hbm = 0.0
     max_ddr = 0.0
     max_twrw = 0.0
+    max_grs = 0.0
+    max_gag = 0.0
+    max_ssd = 0.0
+    max_fetch = 0.0
     crit = 0
     crit_load = -1.0
     for r in range(world):
@@ -571,6 +780,12 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
         max_hbm = max(max_hbm, work[RK_HBM_BYTES, r])
         max_ddr = max(max_ddr, work[RK_DDR_BYTES, r])
         max_twrw = max(max_twrw, work[RK_TWRW_DIM, r])
+        max_grs = max(max_grs, work[RK_GRP_RS_S, r])
+        max_gag = max(max_gag, work[RK_GRP_AG_S, r])
+        work[RK_SSD_BYTES, r] += uni_ssd
+        work[RK_SSD_FETCH_S, r] += uni_fetch
+        max_ssd = max(max_ssd, work[RK_SSD_BYTES, r])
+        max_fetch = max(max_fetch, work[RK_SSD_FETCH_S, r])
         if lf + lb + a2a > crit_load:
             crit_load = lf + lb + a2a
             crit = r
@@ -598,6 +813,9 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
     if max_twrw > 0.0:
         rs_fwd += reduce_scatter_time(sys, batch * max_twrw * cbf, node, 1.0, 1.0, 1.0, 1.0, 1.0)
         ag_bwd += all_gather_time(sys, batch * max_twrw * cbb, node, 1.0, 1.0, 1.0, 1.0, 1.0)
+    # row groups other than the node: the busiest rank's own collectives, one per table
+    rs_fwd += max_grs
+    ag_bwd += max_gag
     gcb = job[DJOB_GRAD_COMM_BYTES]
     dp_ar = 0.0
     if dp_elems > 0.0:
@@ -609,11 +827,14 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
     d_bwd = dense_bwd_time(sys, job)
     emb_bwd = a2a_bwd + ag_bwd + max_lb + dp_ar
     exposed = exposed_after_overlap(dense_ar, emb_bwd)
-    step = idx_a2a + max_lf + a2a_fwd + rs_fwd + d_fwd + d_bwd + emb_bwd + exposed
+    ssd_exposed = ssd_exposed_seconds(job, max_fetch, d_fwd + d_bwd)
+    step = idx_a2a + max_lf + a2a_fwd + rs_fwd + d_fwd + d_bwd + emb_bwd + exposed + ssd_exposed
 
     usable = sys[SYS_HBM_BYTES] - sys[SYS_HBM_RESERVE_BYTES]
     status = STATUS_OK
     if max_hbm > usable or max_ddr > job[DJOB_DDR_BYTES]:
+        status = STATUS_OUT_OF_MEMORY
+    if job[DJOB_SSD_BYTES] > 0.0 and max_ssd > job[DJOB_SSD_BYTES]:
         status = STATUS_OUT_OF_MEMORY
     out[DO_STATUS, col] = status
     out[DO_FEASIBLE, col] = 1.0 if status == STATUS_OK else 0.0
@@ -634,6 +855,9 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
     out[DO_HBM_MAX_GIB, col] = max_hbm / GIB
     out[DO_DDR_MAX_GIB, col] = max_ddr / GIB
     out[DO_CRITICAL_RANK, col] = crit
+    out[DO_SSD_PREFETCH_EXPOSED_S, col] = ssd_exposed
+    out[DO_SSD_FETCH_S, col] = max_fetch
+    out[DO_SSD_MAX_GIB, col] = max_ssd / GIB
     return status
 
 

@@ -17,8 +17,13 @@ A DLRM scenario (TOML/JSON or a dict)::
     [cluster]                    # the LLM scenario's [cluster] (trainscape.spec.ClusterSpec)
     preset = "zionex"
     gpus = 128
+    [ssd]                        # optional: an SSD tier for key_value tables (per GPU)
+    capacity_gb = 3840
+    bandwidth_GBps = 6.0
+    prefetch_depth = 1           # batches the misses are prefetched ahead (0: no pipeline)
     [plan.cat_0]                 # optional: a plan to evaluate (per table)
     type = "row_wise"
+    group = 4                    # table_row_wise / grid_shard: ranks per row group (0: node)
 
 The cluster reuses :class:`trainscape.spec.ClusterSpec` (GPU preset, tiers, ``host_ddr_gb``
 per node, ``host_to_device_GBps`` per GPU) and :func:`trainscape.spec.pack_system`.
@@ -106,6 +111,17 @@ class PlanEntry(_Spec):
     rank: Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)] = 0
     stride: Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)] | None = None
     tier: str = "hbm"
+    group: Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)] = 0
+
+
+class SsdSpec(_Spec):
+    """An SSD tier behind the key_value kernel (ZionEX's HBM + DDR + SSD hierarchy), per GPU:
+    capacity for the key_value tables' rows and optimizer state, read/write bandwidth, and
+    how many batches ahead the misses are prefetched (TorchRec ``prefetch_pipeline``)."""
+
+    capacity_gb: R.HbmGb
+    bandwidth_GBps: R.Bandwidth
+    prefetch_depth: R.DimOrZero = 1
 
 
 class PlannerSpec(_Spec):
@@ -123,6 +139,7 @@ class DlrmScenarioSpec(_Spec):
     job: JobSpec = Field(default_factory=JobSpec)
     cluster: ClusterSpec
     plan: dict[str, PlanEntry] | None = None
+    ssd: SsdSpec | None = None
     planner: PlannerSpec = Field(default_factory=PlannerSpec)
 
 
@@ -415,6 +432,10 @@ def build(spec: DlrmScenarioSpec) -> DlrmScenario:
     job[D.DJOB_DENSE_ACT_BYTES_PER_SAMPLE] = acts
     job[D.DJOB_DENSE_EFFICIENCY] = j.dense_efficiency
     job[D.DJOB_DENSE_STATE_BYTES] = 8.0 + dense_opt
+    if spec.ssd is not None:
+        job[D.DJOB_SSD_BYTES] = spec.ssd.capacity_gb * GB
+        job[D.DJOB_SSD_BANDWIDTH] = spec.ssd.bandwidth_GBps * GB
+        job[D.DJOB_PREFETCH_DEPTH] = spec.ssd.prefetch_depth
     if job[D.DJOB_LOOKUP_EFFICIENCY] <= 0:
         raise fail("job.lookup_efficiency", "must be > 0", j.lookup_efficiency, "(0, 1]")
 
@@ -468,12 +489,13 @@ def plan_from_entries(sc: DlrmScenario, entries: dict[str, PlanEntry | dict]) ->
             except ValidationError as exc:
                 raise from_validation_error(exc, PlanEntry, prefix=f"tables[{name}]") from None
         i = index[name]
-        set_entry(sc, plan, i, e.type, e.shards, e.rank, e.stride, e.tier)
+        set_entry(sc, plan, i, e.type, e.shards, e.rank, e.stride, e.tier, e.group)
     return plan
 
 
 def set_entry(sc: DlrmScenario, plan: np.ndarray, i: int, type_: str, shards: int = 1,
-              rank: int = 0, stride: int | None = None, tier: str = "hbm") -> None:
+              rank: int = 0, stride: int | None = None, tier: str = "hbm",
+              group: int = 0) -> None:
     """Validate and write one table's plan entry (column ``i``)."""
     name = sc.table_names[i]
     where = f"tables[{name}]"
@@ -487,7 +509,7 @@ def set_entry(sc: DlrmScenario, plan: np.ndarray, i: int, type_: str, shards: in
                    f"0..{world - 1}")
     dim = int(sc.tables[D.TAB_DIM, i])
     kind = D.SHARDING.index(type_)
-    if kind == D.SH_CW:
+    if kind in (D.SH_CW, D.SH_GRID):
         if shards > world:
             raise fail(f"{where}.shards", f"more column shards than ranks ({world})", shards,
                        f"1..{world}")
@@ -495,15 +517,24 @@ def set_entry(sc: DlrmScenario, plan: np.ndarray, i: int, type_: str, shards: in
             raise fail(f"{where}.shards", f"{shards} does not divide dim {dim}", shards,
                        f"divisors of {dim}")
         if stride is None:
-            stride = max(1, world // shards)
+            # column-wise: shards spread over the world; grid: blocks on consecutive groups
+            stride = max(1, world // shards) if kind == D.SH_CW else 1
     elif shards != 1:
-        raise fail(f"{where}.shards", f"only column_wise tables have shards (type {type_})",
-                   shards, "1")
+        raise fail(f"{where}.shards", "only column_wise and grid_shard tables have shards "
+                   f"(type {type_})", shards, "1")
+    if kind in (D.SH_TWRW, D.SH_GRID):
+        if group < 0 or group > world or (group > 0 and world % group != 0):
+            raise fail(f"{where}.group", f"a row group must divide the {world} ranks", group,
+                       f"0 (the node) or a divisor of {world}")
+    elif group != 0:
+        raise fail(f"{where}.group", "only table_row_wise and grid_shard tables have row "
+                   f"groups (type {type_})", group, "0")
     plan[D.PL_KIND, i] = kind
     plan[D.PL_SHARDS, i] = shards
     plan[D.PL_RANK, i] = rank
     plan[D.PL_STRIDE, i] = stride or 0
     plan[D.PL_TIER, i] = D.MEMORY_TIERS.index(tier)
+    plan[D.PL_GROUP, i] = group
 
 
 def plan_entries(sc: DlrmScenario, plan: np.ndarray) -> list[dict]:
@@ -519,14 +550,31 @@ def plan_entries(sc: DlrmScenario, plan: np.ndarray) -> list[dict]:
             ranks = [rank]
         elif kind == D.SH_CW:
             ranks = [(rank + j * int(plan[D.PL_STRIDE, i])) % world for j in range(k)]
-        elif kind == D.SH_TWRW:
-            lo = (rank // node) * node
-            ranks = list(range(lo, min(world, lo + node)))
+        elif kind in (D.SH_TWRW, D.SH_GRID):
+            ranks = []
+            grp = int(plan[D.PL_GROUP, i])
+            g = grp or node
+            n_groups = -(-world // g)
+            for j in range(k if kind == D.SH_GRID else 1):
+                gj = (rank // g + j * int(plan[D.PL_STRIDE, i])) % n_groups
+                ranks.extend(group_ranks(sc, gj * g, grp))
         else:
             ranks = "all"
-        out.append({"table": name, "type": D.SHARDING[kind], "shards": k, "ranks": ranks,
-                    "tier": D.MEMORY_TIERS[int(plan[D.PL_TIER, i])]})
+        e = {"table": name, "type": D.SHARDING[kind], "shards": k, "ranks": ranks,
+             "tier": D.MEMORY_TIERS[int(plan[D.PL_TIER, i])]}
+        if kind in (D.SH_TWRW, D.SH_GRID) and int(plan[D.PL_GROUP, i]) > 0:
+            e["group"] = int(plan[D.PL_GROUP, i])
+        out.append(e)
     return out
+
+
+def group_ranks(sc: DlrmScenario, rank: int, group: int) -> list[int]:
+    """The ranks of the row group holding ``rank`` (``group`` 0: its node), as
+    :func:`trainscape.dlrm.reference.row_group_bounds` cuts them."""
+    node, world = sc.node_size, sc.world
+    g = node if group <= 0 else group
+    lo = (rank // g) * g
+    return list(range(lo, min(world, lo + g)))
 
 
 def check_plan_array(sc: DlrmScenario, plan: np.ndarray) -> None:
@@ -548,8 +596,9 @@ def check_plan_array(sc: DlrmScenario, plan: np.ndarray) -> None:
         if stride < 0:
             raise fail(f"tables[{name}].stride", "must be >= 0", stride, ">= 0")
         set_entry(sc, plan.copy(), i, D.SHARDING[kind], int(plan[D.PL_SHARDS, i])
-                  if kind == D.SH_CW else 1, int(plan[D.PL_RANK, i]), stride,
-                  D.MEMORY_TIERS[tier])
+                  if kind in (D.SH_CW, D.SH_GRID) else 1, int(plan[D.PL_RANK, i]), stride,
+                  D.MEMORY_TIERS[tier], int(plan[D.PL_GROUP, i])
+                  if kind in (D.SH_TWRW, D.SH_GRID) else 0)
 
 
 def tables_total_bytes(sc: DlrmScenario) -> float:

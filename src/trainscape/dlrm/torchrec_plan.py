@@ -16,7 +16,9 @@ and placements)::
 Mapping (trainscape -> TorchRec):
 
 - sharding: ``table_wise``, ``row_wise``, ``column_wise``, ``table_row_wise``,
-  ``data_parallel`` keep their names (TorchRec ``ShardingType`` values).
+  ``data_parallel``, ``grid_shard`` keep their names (TorchRec ``ShardingType`` values).
+  TorchRec's table-row-wise and grid row groups are the node (local world size); a plan
+  with another ``group`` has no TorchRec form and is refused on export, naming the table.
 - memory tier -> compute kernel (TorchRec ``EmbeddingComputeKernel``): ``hbm`` -> ``fused``,
   ``uvm_cache`` -> ``fused_uvm_caching`` (``cache_params.load_factor`` = the job's
   ``uvm_cache_fraction``), ``ddr`` -> ``fused_uvm``, ``dense`` -> ``dense``, ``key_value`` ->
@@ -25,7 +27,10 @@ Mapping (trainscape -> TorchRec):
 - ranks and shards as TorchRec's constructors place them: row-wise rows in blocks of
   ``ceil(rows / n)`` (``_calculate_rw_shard_sizes_and_offsets``), column-wise equal column
   blocks at offsets ``j * dim / k`` on ranks ``rank + j * stride`` (mod W), table-row-wise the
-  rows over the ranks of one node, data-parallel ``sharding_spec`` null and every rank listed.
+  rows over the ranks of one node, grid ``k`` column blocks each row-wise over one node, block
+  ``j`` on the node of rank ``rank + j * stride`` (TorchRec ``sharding_plan.grid_shard``:
+  ranks node by node, shards block-major, ``_calculate_grid_shard_sizes_and_offsets``),
+  data-parallel ``sharding_spec`` null and every rank listed.
   Placements read ``rank:R/cuda:(R mod L)`` (``sharding_plan.placement``).
 
 ``table_column_wise`` imports as ``column_wise`` (TorchRec's table-column-wise sharding is its
@@ -76,6 +81,17 @@ def _cw_ranks(sc: DlrmScenario, rank: int, k: int, stride: int) -> list[int]:
     return [(rank + j * stride) % sc.world for j in range(k)]
 
 
+def _grid_ranks(sc: DlrmScenario, rank: int, k: int, stride: int) -> list[int]:
+    """Ranks of a grid table (group: the node): block by block, the ranks of node
+    ``(rank // L + j * stride) mod nodes``."""
+    local = sc.node_size
+    n_nodes = -(-sc.world // local)
+    out: list[int] = []
+    for j in range(k):
+        out.extend(_node_ranks(sc, ((rank // local + j * stride) % n_nodes) * local))
+    return out
+
+
 def canonical(sc: DlrmScenario, plan: np.ndarray) -> np.ndarray:
     """``plan`` with the fields that do not change the placement normalised: stride mod W for
     column-wise tables of several shards (0 otherwise), the node's first rank for table-row-wise,
@@ -85,15 +101,36 @@ def canonical(sc: DlrmScenario, plan: np.ndarray) -> np.ndarray:
     w = sc.world
     for i in range(sc.n_tables):
         kind = int(p[D.PL_KIND, i])
-        if kind == D.SH_CW and p[D.PL_SHARDS, i] > 1:
+        if kind in (D.SH_CW, D.SH_GRID) and p[D.PL_SHARDS, i] > 1:
             p[D.PL_STRIDE, i] = int(p[D.PL_STRIDE, i]) % w
         else:
             p[D.PL_STRIDE, i] = 0
-        if kind == D.SH_TWRW:
-            p[D.PL_RANK, i] = _node_ranks(sc, int(p[D.PL_RANK, i]))[0]
-        elif kind in (D.SH_RW, D.SH_DP):
+        if kind in (D.SH_TWRW, D.SH_GRID):
+            if int(p[D.PL_GROUP, i]) == sc.node_size:
+                p[D.PL_GROUP, i] = 0
+            g = int(p[D.PL_GROUP, i]) or sc.node_size
+            if kind == D.SH_GRID and p[D.PL_SHARDS, i] > 1:
+                p[D.PL_STRIDE, i] = int(p[D.PL_STRIDE, i]) % -(-w // g)  # counts groups
+            p[D.PL_RANK, i] = (int(p[D.PL_RANK, i]) // g) * g
+        else:
+            p[D.PL_GROUP, i] = 0
+        if kind in (D.SH_RW, D.SH_DP):
             p[D.PL_RANK, i] = 0
     return p
+
+
+def _cache_params(sc: DlrmScenario, tier: str) -> dict | None:
+    """TorchRec ``CacheParams`` of a cached tier: ``load_factor`` (the cached share), and for
+    a key_value table whose misses the scenario prefetches from its SSD
+    ``prefetch_pipeline`` (``CacheParams.prefetch_pipeline``, read by TorchRec's estimator,
+    ``shard_estimators._is_prefetch_pipelined``)."""
+    if tier not in ("uvm_cache", "key_value"):
+        return None
+    out: dict = {"load_factor": float(sc.job[D.DJOB_UVM_CACHE_FRACTION])}
+    if tier == "key_value" and sc.job[D.DJOB_SSD_BYTES] > 0 and \
+            sc.job[D.DJOB_PREFETCH_DEPTH] >= 1:
+        out["prefetch_pipeline"] = True
+    return out
 
 
 def export_plan(sc: DlrmScenario, plan: np.ndarray, module: str = DEFAULT_MODULE) -> dict:
@@ -103,6 +140,14 @@ def export_plan(sc: DlrmScenario, plan: np.ndarray, module: str = DEFAULT_MODULE
     for i, name in enumerate(sc.table_names):
         kind = int(plan[D.PL_KIND, i])
         rank = int(plan[D.PL_RANK, i])
+        group = int(plan[D.PL_GROUP, i])
+        if kind in (D.SH_TWRW, D.SH_GRID) and group not in (0, local):
+            raise fail(f"tables[{name}].group", "TorchRec's table_row_wise and grid_shard "
+                       f"split rows over one node (local world size {local}); no TorchRec "
+                       "form for this row group", group, f"0 or {local}")
+        if kind == D.SH_GRID and w % local:
+            raise fail(f"tables[{name}].type", "grid_shard needs whole nodes for TorchRec",
+                       D.SHARDING[kind], f"a world that is a multiple of {local}")
         tier = D.MEMORY_TIERS[int(plan[D.PL_TIER, i])]
         rows, dim = int(sc.tables[D.TAB_ROWS, i]), int(sc.tables[D.TAB_DIM, i])
         shards: list[tuple[list[int], list[int], int]] | None  # (offsets, sizes, rank)
@@ -119,6 +164,14 @@ def export_plan(sc: DlrmScenario, plan: np.ndarray, module: str = DEFAULT_MODULE
             sizes = rw_shard_sizes(rows, len(ranks))
             offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
             shards = [([o, 0], [s, dim], r) for o, s, r in zip(offs, sizes, ranks)]
+        elif kind == D.SH_GRID:
+            k = int(plan[D.PL_SHARDS, i])
+            ranks = _grid_ranks(sc, rank, k, int(plan[D.PL_STRIDE, i]))
+            width = dim // k
+            sizes = rw_shard_sizes(rows, local)
+            offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+            shards = [([o, j * width], [s, width], ranks[j * local + m])
+                      for j in range(k) for m, (o, s) in enumerate(zip(offs, sizes))]
         else:
             ranks = list(range(w))
             shards = None
@@ -129,8 +182,7 @@ def export_plan(sc: DlrmScenario, plan: np.ndarray, module: str = DEFAULT_MODULE
             "sharding_spec": None if shards is None else {"shards": [
                 {"shard_offsets": o, "shard_sizes": s, "placement": _placement(r, local)}
                 for o, s, r in shards]},
-            "cache_params": ({"load_factor": float(sc.job[D.DJOB_UVM_CACHE_FRACTION])}
-                             if tier in ("uvm_cache", "key_value") else None),
+            "cache_params": _cache_params(sc, tier),
         }
     return {"format": FORMAT, "world_size": w, "local_world_size": local,
             "compute_device": "cuda", "plan": {module: params}}
@@ -234,6 +286,23 @@ def import_plan(sc: DlrmScenario, doc: Any, module: str | None = None) -> np.nda
                 raise fail(f"{where}.ranks", "column shards must sit on rank0 + j * stride "
                            "(mod W)", ranks)
             want = [([0, j * (dim // k)], [rows, dim // k]) for j in range(k)]
+        elif kind == D.SH_GRID:
+            local = sc.node_size
+            if w % local or len(ranks) % local:
+                raise fail(f"{where}.ranks", f"grid_shard lists whole nodes of {local} ranks",
+                           ranks, f"multiples of {local} ranks on a world of whole nodes")
+            k = len(ranks) // local
+            if dim % k:
+                raise fail(f"{where}.ranks", f"{k} equal column blocks must divide dim {dim}",
+                           k, f"divisors of {dim}")
+            stride = (ranks[local] // local - ranks[0] // local) % (w // local) if k > 1 else 0
+            if ranks[0] % local or ranks != _grid_ranks(sc, rank, k, stride):
+                raise fail(f"{where}.ranks", "grid blocks must sit on whole nodes, node0 + j * "
+                           "stride (mod the nodes), ranks in order", ranks)
+            sizes = rw_shard_sizes(rows, local)
+            offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+            want = [([o, j * (dim // k)], [s, dim // k]) for j in range(k)
+                    for o, s in zip(offs, sizes)]
         elif kind in (D.SH_RW, D.SH_TWRW):
             exp = list(range(w)) if kind == D.SH_RW else _node_ranks(sc, rank)
             if ranks != exp:
@@ -280,11 +349,18 @@ def entries_to_plan(sc: DlrmScenario, entries: list[dict]) -> np.ndarray:
         kind = D.SHARDING.index(e["type"])
         ranks = e["ranks"] if isinstance(e["ranks"], list) else [0]
         k = int(e["shards"])
+        group = int(e.get("group", 0))
         plan[D.PL_KIND, i] = kind
         plan[D.PL_SHARDS, i] = k
         plan[D.PL_RANK, i] = ranks[0]
-        plan[D.PL_STRIDE, i] = (ranks[1] - ranks[0]) % sc.world if k > 1 else 0
+        if kind == D.SH_GRID:
+            g = group or sc.node_size
+            plan[D.PL_STRIDE, i] = (ranks[g] // g - ranks[0] // g) % -(-sc.world // g) \
+                if k > 1 else 0
+        else:
+            plan[D.PL_STRIDE, i] = (ranks[1] - ranks[0]) % sc.world if k > 1 else 0
         plan[D.PL_TIER, i] = D.MEMORY_TIERS.index(e["tier"])
+        plan[D.PL_GROUP, i] = group
     return plan
 
 
@@ -316,7 +392,9 @@ def to_torchrec(doc: dict):
                 sharding_type=ShardingType(ps["sharding_type"]).value,
                 compute_kernel=EmbeddingComputeKernel(ps["compute_kernel"]).value,
                 ranks=list(ps["ranks"]), sharding_spec=spec,
-                cache_params=CacheParams(load_factor=cache["load_factor"]) if cache else None)
+                cache_params=CacheParams(load_factor=cache["load_factor"],
+                                         prefetch_pipeline=cache.get("prefetch_pipeline"))
+                if cache else None)
         out[module] = mod
     return ShardingPlan(out)
 
@@ -335,8 +413,11 @@ def from_torchrec(plan) -> dict:
                 "sharding_spec": None if spec is None else {"shards": [
                     {"shard_offsets": list(s.shard_offsets), "shard_sizes": list(s.shard_sizes),
                      "placement": str(s.placement)} for s in spec.shards]},
-                "cache_params": ({"load_factor": ps.cache_params.load_factor}
-                                 if ps.cache_params is not None else None),
+                "cache_params": (
+                    {"load_factor": ps.cache_params.load_factor,
+                     **({"prefetch_pipeline": True}
+                        if getattr(ps.cache_params, "prefetch_pipeline", None) else {})}
+                    if ps.cache_params is not None else None),
             }
         mods[module] = d
     return {"format": FORMAT, "plan": mods}
