@@ -235,16 +235,25 @@ def test_every_output_column(backend):
     assert res["hbm_max_gib"] == pytest.approx(906_416 / GIB, rel=1e-12)
     assert res["ddr_max_gib"] == pytest.approx(516_000 / GIB, rel=1e-12)
     assert res["critical_rank"] == 3.0
+    # no SSD tier in this plan: nothing fetched, staged or exposed (tests/test_dlrm_menu.py)
+    ssd = ("ssd_prefetch_exposed_s", "ssd_fetch_s", "ssd_max_gib")
+    assert all(res[name] == 0.0 for name in ssd)
+    checked = set(want) | {"status", "feasible", "hbm_max_gib", "ddr_max_gib",
+                           "critical_rank"} | set(ssd)
+    assert checked == set(D.DOUT_FIELDS)  # a new column needs its hand value here
 
 
 def test_every_per_rank_row(backend):
     """The per-rank rows (``RANK_FIELDS``) against the tables in the module's comments; the
-    prefix rows hold the running sums of the owned weights (entry W = the total)."""
+    prefix rows hold the running sums of the owned weights (entry W = the total). The plan has
+    no row group other than the node and no SSD tier, so the group collectives and the SSD
+    rows are 0 on every rank (their non-zero cases: tests/test_dlrm_menu.py)."""
     _, rank = evaluate(backend)
+    zero = np.zeros(W)
     want = dict(lookup_fwd_s=LOOKUP_FWD, lookup_bwd_s=LOOKUP_BWD, own_dim0=OWN_DIM0,
                 own_dim=OWN_DIM, own_idx=OWN_IDX, hbm_bytes=HBM_RANK, ddr_bytes=DDR_RANK,
                 twrw_dim=np.array([0, 0, 128, 128]), a2a_s=A2A_RANK, x_pool=X_POOL,
-                x_idx=X_IDX)
+                x_idx=X_IDX, grp_rs_s=zero, grp_ag_s=zero, ssd_bytes=zero, ssd_fetch_s=zero)
     assert set(want) | {"pre_dim0", "pre_dim", "pre_idx"} == set(D.RANK_FIELDS)
     for name, value in want.items():
         np.testing.assert_allclose(rank[name][:W], value, rtol=1e-9, atol=0, err_msg=name)
