@@ -1539,7 +1539,7 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
         off_f = ts_offload_transfer_exposed(off_bytes, ctx->sys[TS_SYS_HOST_LINK_BANDWIDTH],
                                             f_compute);
         off_b = ts_offload_transfer_exposed(off_bytes, ctx->sys[TS_SYS_HOST_LINK_BANDWIDTH],
-                                            b_compute);
+                                            b_compute + w_compute);
     }
 
     f_stage = f_compute + tp_f + cp_f + ep_f + off_f;

@@ -1687,7 +1687,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
 
     # ---- activation offload (job.offload_activations): the offloaded layers' saved
     # activations of one microbatch go out beside the forward's compute and come back beside the
-    # backward's (recomputation included), for the costed stage ------------------------------
+    # backward's (recomputation and the weight gradients included: Calculon's backward block
+    # time is agrad + wgrad), for the costed stage ----------------------------------------------
     b = row[ROW_B]
     act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
                                                row[ROW_SP] > 0.0, recompute,
@@ -1698,7 +1699,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     if share > 0.0:
         off_bytes = share * (row[ROW_DENSE_LAYERS] * act_dense_r + row[ROW_MOE_LAYERS] * act_moe_r)
         off_f = offload_transfer_exposed(off_bytes, sys[SYS_HOST_LINK_BANDWIDTH], f_compute)
-        off_b = offload_transfer_exposed(off_bytes, sys[SYS_HOST_LINK_BANDWIDTH], b_compute)
+        off_b = offload_transfer_exposed(off_bytes, sys[SYS_HOST_LINK_BANDWIDTH],
+                                         b_compute + w_compute)
 
     f_stage = f_compute + tp_f + cp_f + ep_f + off_f
     b_stage = b_compute + tp_b + cp_b + ep_b + off_b
