@@ -672,12 +672,23 @@ static inline int ts_sync_error(const double *job, int64_t zero)
     return 0;
 }
 
-/* llm.py free_sync_error: the free fields' checks, then sync_config_error. */
+/* llm.py offload_config_error: an activation offload share outside 0..1 or NaN (code 30). */
+static inline int ts_offload_error(const double *job)
+{
+    double share = job[TS_JOB_OFFLOAD_ACTIVATIONS];
+    if (!(share >= 0.0 && share <= 1.0))
+        return 30;
+    return 0;
+}
+
+/* llm.py free_sync_error: the free fields' checks, then sync_config_error, then
+ * offload_config_error. */
 TS_FN int ts_free_sync_error(const double *job, int64_t recompute, int64_t zero, int64_t order,
                              int64_t dp_overlap)
 {
-    return ts_join_error(ts_free_error(recompute, zero, order, dp_overlap),
-                         ts_sync_error(job, zero));
+    return ts_join_error(ts_join_error(ts_free_error(recompute, zero, order, dp_overlap),
+                                       ts_sync_error(job, zero)),
+                         ts_offload_error(job));
 }
 
 /* llm.py config_error (exact port; codes into CONFIG_ERRORS, >= 100 from schedule_valid).

@@ -197,3 +197,16 @@ def test_offload_is_a_space_axis():
     off, on = res.results[0].top.out, res.results[1].top.out
     assert (off[L.OUT_OFFLOAD_S] == 0).all()
     assert on.shape[1] > 0 and (on[L.OUT_OFFLOAD_S] >= 0).all()
+
+
+@pytest.mark.parametrize("value", [1.5, -0.25, float("nan")])
+def test_a_raw_job_block_with_a_bad_share_is_invalid_not_a_lie(backend, value):  # noqa: F811
+    """A job block that skipped the validator (the C library, another program) with a share
+    outside 0..1 would store a negative activation memory and call it a fit; the kernel flags
+    the column invalid (code 30) in every backend instead."""
+    j = _offload_job(value)
+    cfg = config(tp=2, dp=4, sp=1, zero=1)
+    assert llm.config_error(_offload_system(110e9), toy_model(), j, cfg, 0) \
+        == llm.OFFLOAD_SETTINGS_ERROR
+    r = run(backend, _offload_system(110e9), toy_model(), j, cfg)
+    assert r["status"] == L.STATUS_INVALID_CONFIG and r["feasible"] == 0.0

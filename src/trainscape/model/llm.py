@@ -767,10 +767,13 @@ CONFIG_ERRORS = (
     ("job.sync", "settings out of range in the job block (a known strategy; with diloco "
                  "inner_steps >= 1, 1 <= fragments <= inner_steps, 0 <= overlap_steps < "
                  "inner_steps or 0)"),
+    ("job.offload_activations", "out of range in the job block (a share from 0 to 1)"),
 )
 #: :func:`sync_config_error`'s codes
 SYNC_ZERO_ERROR = 28
 SYNC_SETTINGS_ERROR = 29
+#: an activation offload share outside 0..1 (or NaN) in a job block the validator never saw
+OFFLOAD_SETTINGS_ERROR = 30
 N_CONFIG_ERRORS = len(CONFIG_ERRORS)
 SCHEDULE_ERROR_BASE = 100
 
@@ -787,8 +790,21 @@ def config_error(sys, mdl, job, cfg, i):
 
 
 def free_sync_error(job, cfg, i):
-    """The free fields' checks (:func:`free_config_error`), then :func:`sync_config_error`."""
-    return first_config_error(free_config_error(cfg, i), sync_config_error(job, cfg[CFG_ZERO, i]))
+    """The free fields' checks (:func:`free_config_error`), then :func:`sync_config_error`,
+    then :func:`offload_config_error`."""
+    return first_config_error(first_config_error(free_config_error(cfg, i),
+                                                 sync_config_error(job, cfg[CFG_ZERO, i])),
+                              offload_config_error(job))
+
+
+def offload_config_error(job):
+    """Code 30 when ``job.offload_activations`` is not a share from 0 to 1 (NaN included): a
+    job block written by hand or by another program, which would otherwise store a negative
+    activation memory and report it as fitting. Else 0."""
+    share = job[JOB_OFFLOAD_ACTIVATIONS]
+    if not (share >= 0.0 and share <= 1.0):
+        return OFFLOAD_SETTINGS_ERROR
+    return 0
 
 
 def sync_config_error(job, zero):
