@@ -16,6 +16,7 @@ import copy
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -210,3 +211,28 @@ def test_a_raw_job_block_with_a_bad_share_is_invalid_not_a_lie(backend, value): 
         == llm.OFFLOAD_SETTINGS_ERROR
     r = run(backend, _offload_system(110e9), toy_model(), j, cfg)
     assert r["status"] == L.STATUS_INVALID_CONFIG and r["feasible"] == 0.0
+
+
+def test_sweep_kernels_agree_with_the_reference_under_offload():
+    """The sweep kernels (csrc/sweep.c and the numba explore kernel, each with its own staged
+    reuse of the model) find the same top layouts with every layer offloaded over a slow link
+    (4 GB/s: the copies are exposed), and their rows equal the reference's evaluation of the
+    same configurations in every output column."""
+    from _explore_common import SMALL
+    from trainscape.backends import available_backends
+    from trainscape.explore.sweep import run_sweep
+    from trainscape.spec import pack
+
+    raw = copy.deepcopy(SMALL)
+    raw["job"]["offload_activations"] = 1.0
+    raw["cluster"]["host_to_device_GBps"] = 4.0
+    sc = trainscape.load(raw)
+    avail = available_backends()
+    backends = [b for b in ("c", "numba") if avail[b][0]]
+    results = [run_sweep(sc, top=8, backend=b, workers=2) for b in backends]
+    sys_, mdl, job = pack(sc)
+    for res in results:
+        assert np.array_equal(res.top.index, results[0].top.index)
+        assert (res.top.out[L.OUT_OFFLOAD_S] > 0).any()
+        ref = trainscape.evaluate_columns(sys_, mdl, job, res.top.cfg, backend="python")
+        np.testing.assert_allclose(res.top.out, ref, rtol=1e-12, atol=0)
