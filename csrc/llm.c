@@ -672,12 +672,23 @@ static inline int ts_sync_error(const double *job, int64_t zero)
     return 0;
 }
 
-/* llm.py free_sync_error: the free fields' checks, then sync_config_error. */
+/* llm.py offload_config_error: an activation offload share outside 0..1 or NaN (code 30). */
+static inline int ts_offload_error(const double *job)
+{
+    double share = job[TS_JOB_OFFLOAD_ACTIVATIONS];
+    if (!(share >= 0.0 && share <= 1.0))
+        return 30;
+    return 0;
+}
+
+/* llm.py free_sync_error: the free fields' checks, then sync_config_error, then
+ * offload_config_error. */
 TS_FN int ts_free_sync_error(const double *job, int64_t recompute, int64_t zero, int64_t order,
                              int64_t dp_overlap)
 {
-    return ts_join_error(ts_free_error(recompute, zero, order, dp_overlap),
-                         ts_sync_error(job, zero));
+    return ts_join_error(ts_join_error(ts_free_error(recompute, zero, order, dp_overlap),
+                                       ts_sync_error(job, zero)),
+                         ts_offload_error(job));
 }
 
 /* llm.py config_error (exact port; codes into CONFIG_ERRORS, >= 100 from schedule_valid).
@@ -825,6 +836,34 @@ TS_FN double ts_offload_optimizer_time(const double *sys, const double *job, dou
     double cpu = shard_params * job[TS_JOB_OPTIMIZER_TRAFFIC_BYTES]
                  / sys[TS_SYS_HOST_MEMORY_BANDWIDTH];
     return ts_exposed(down, window, overlap) + cpu + up;
+}
+
+/* llm.py largest_layer_activation_bytes: the largest layer a stage holds, one microbatch */
+TS_FN double ts_largest_layer_activation_bytes(double dense, double moe, double act_dense,
+                                               double act_moe)
+{
+    double largest = 0.0;
+    if (dense > 0.0)
+        largest = act_dense;
+    if (moe > 0.0 && act_moe > largest)
+        largest = act_moe;
+    return largest;
+}
+
+/* llm.py offloaded_activation_memory: Megatron-Core / TE CPU offloading (double buffer);
+ * Calculon (Isaev et al., SC'23) _get_mem_cap_reqs */
+TS_FN double ts_offloaded_activation_memory(double stage_bytes, double share, double layer_bytes)
+{
+    if (share > 0.0)
+        return stage_bytes * (1.0 - share) + 2.0 * layer_bytes;
+    return stage_bytes;
+}
+
+/* llm.py offload_transfer_exposed: Calculon's offload overhead, max(0, transfer - compute) */
+TS_FN double ts_offload_transfer_exposed(double nbytes, double link_bandwidth, double window)
+{
+    double x = nbytes / link_bandwidth - window;
+    return TS_PYMAX(0.0, x);
 }
 
 /* llm.py fsdp_units: one FSDP unit per transformer layer of the device (Zhao et al., VLDB 2023,
@@ -1168,6 +1207,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         for (c = 0; c < 3; c++)
             R->mem_act[TS_RECOMPUTE_NONE][c] = (d_st[c] * act_dense + m_st[c] * act_moe)
                                                * R->st_inflight[c];
+        R->act_layer[TS_RECOMPUTE_NONE][0] = act_dense;
+        R->act_layer[TS_RECOMPUTE_NONE][1] = act_moe;
         R->act_have = 1 << TS_RECOMPUTE_NONE;
     } else {
         R->act_have = 0; /* FP8-saved linear inputs: ts_row_act on first use */
@@ -1229,6 +1270,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->f_compute = f_compute;
     R->w_compute = w_compute;
     R->moe_layers = moe_layers;
+    R->dense_layers = dense_layers;
     R->dense_params = dense_params;
     R->expert_params = expert_params;
     R->dp_dense = dp_dense;
@@ -1263,6 +1305,8 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
     for (int c = 0; c < 3; c++)
         R->mem_act[rc][c] = (R->st_dense[c] * act_dense_r + R->st_moe[c] * act_moe_r)
                             * R->st_inflight[c];
+    R->act_layer[rc][0] = act_dense_r;
+    R->act_layer[rc][1] = act_moe_r;
     R->act_have |= 1 << rc;
 }
 
@@ -1448,7 +1492,7 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     double w_compute = R->w_compute, stage_layers = R->stage_layers, t_core = R->t_core;
     double m = R->m, window_f = R->gemm_f;
     double tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, f_stage, b_stage, w_stage, bubble;
-    double compute, tp_comm, cp_comm, ep_comm;
+    double compute, tp_comm, cp_comm, ep_comm, share, off_f, off_b;
     int full = recompute == TS_RECOMPUTE_FULL;
 
     /* ---- tensor parallelism ---- */
@@ -1494,8 +1538,23 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
         }
     }
 
-    f_stage = f_compute + tp_f + cp_f + ep_f;
-    b_stage = b_compute + tp_b + cp_b + ep_b;
+    /* ---- activation offload (llm.py recompute_terms, job.offload_activations) ---- */
+    if (!(R->act_have >> recompute & 1))
+        ts_row_act(ctx, R, recompute);
+    share = ctx->job[TS_JOB_OFFLOAD_ACTIVATIONS];
+    off_f = 0.0;
+    off_b = 0.0;
+    if (share > 0.0) {
+        double off_bytes = share * (R->dense_layers * R->act_layer[recompute][0]
+                                    + R->moe_layers * R->act_layer[recompute][1]);
+        off_f = ts_offload_transfer_exposed(off_bytes, ctx->sys[TS_SYS_HOST_LINK_BANDWIDTH],
+                                            f_compute);
+        off_b = ts_offload_transfer_exposed(off_bytes, ctx->sys[TS_SYS_HOST_LINK_BANDWIDTH],
+                                            b_compute + w_compute);
+    }
+
+    f_stage = f_compute + tp_f + cp_f + ep_f + off_f;
+    b_stage = b_compute + tp_b + cp_b + ep_b + off_b;
     w_stage = w_compute;
 
     /* ---- pipeline ---- */
@@ -1517,11 +1576,14 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     V->ep_comm = ep_comm;
     V->bubble = bubble;
     V->step_pre = compute + tp_comm + cp_comm + ep_comm + O->pp_comm + bubble;
-    if (!(R->act_have >> recompute & 1))
-        ts_row_act(ctx, R, recompute);
-    V->mem_act[0] = R->mem_act[recompute][0];
-    V->mem_act[1] = R->mem_act[recompute][1];
-    V->mem_act[2] = R->mem_act[recompute][2];
+    V->offload = m * (off_f + off_b);
+    for (int c = 0; c < 3; c++)
+        V->mem_act[c] = ts_offloaded_activation_memory(
+            R->mem_act[recompute][c], share,
+            share > 0.0 ? ts_largest_layer_activation_bytes(R->st_dense[c], R->st_moe[c],
+                                                            R->act_layer[recompute][0],
+                                                            R->act_layer[recompute][1])
+                        : 0.0);
     V->hw_flops = R->hw_flops[recompute];
 }
 
@@ -1625,7 +1687,7 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     }
     if (job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0)
         optimizer = ts_offload_optimizer_time(sys, job, opt_params, V->bw_stage, dp_overlap);
-    step = V->step_pre + dp_time + optimizer;
+    step = V->step_pre + dp_time + optimizer + V->offload;
 
     /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
     /* shards: dp_dense / dp_expert when sharded by the ZeRO stage, else 1 (no division) */
@@ -1700,6 +1762,7 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     out[TS_OUT_MEM_LOGITS_GIB * os] = mem_logits / TS_GIB;
     out[TS_OUT_MEM_RESERVE_GIB * os] = mem_reserve / TS_GIB;
     out[TS_OUT_MICROBATCHES * os] = R->m;
+    out[TS_OUT_OFFLOAD_S * os] = V->offload;
     /* llm.py write_result's cost columns, factored: cost = step * gpus * usd_per_gpu_s,
      * tokens / cost = (tokens / (gpus * usd_per_gpu_s)) / step, likewise per joule */
     out[TS_OUT_COST_PER_STEP_USD * os] = ts_cost_per_step_usd(step, sys[TS_SYS_GPUS],

@@ -87,7 +87,8 @@ enum {
     TS_JOB_SYNC_OUTER_BYTES = 21,
     TS_JOB_SYNC_FRAGMENTS = 22,
     TS_JOB_SYNC_OVERLAP_STEPS = 23,
-    TS_JOB_COUNT = 24
+    TS_JOB_OFFLOAD_ACTIVATIONS = 24,
+    TS_JOB_COUNT = 25
 };
 
 /* CONFIG_FIELDS */
@@ -137,7 +138,8 @@ enum {
     TS_OUT_COST_PER_STEP_USD = 23,
     TS_OUT_TOKENS_PER_USD = 24,
     TS_OUT_TOKENS_PER_JOULE = 25,
-    TS_OUT_COUNT = 26
+    TS_OUT_OFFLOAD_S = 26,
+    TS_OUT_COUNT = 27
 };
 
 /* SCHEDULES */
@@ -201,12 +203,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 65
 #define TS_N_SYS 513
 #define TS_N_MODEL 14
-#define TS_N_JOB 24
+#define TS_N_JOB 25
 #define TS_N_CFG 14
-#define TS_N_OUT 26
+#define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x615806F6
+#define TS_LAYOUT_HASH 0x60DC7366
 
 #endif /* TRAINSCAPE_LAYOUT_H */

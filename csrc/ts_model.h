@@ -215,6 +215,8 @@ typedef struct {
     /* per stage c (0 first, 1 busiest middle, 2 last; llm.py stage_activations):
      * stage layers x per-layer bytes(recompute) x inflight_activations_rank */
     double mem_act[TS_RECOMPUTE_COUNT][3];
+    /* one microbatch's saved bytes of one dense and one MoE layer (job.offload_activations) */
+    double act_layer[TS_RECOMPUTE_COUNT][2];
     double hw_flops[TS_RECOMPUTE_COUNT];
     double optimizer[2];                  /* zero == 0, zero >= 1 */
     double opt_params[2];                 /* parameters whose optimizer step this GPU runs */
@@ -222,7 +224,7 @@ typedef struct {
     double st_dparams[3], st_eparams[3], st_logits[3]; /* per stage (llm.py stage_params) */
     double st_lparams[3];                 /* per stage: FP8 linear weights outside the experts */
     /* read by ts_ord_init only */
-    double tp, dp, ep, b, dpx, moe_layers;
+    double tp, dp, ep, b, dpx, moe_layers, dense_layers;
     int fold;                /* llm.py moe_folded: EP folded over TP x DP, expert TP 1 */
     double fold_gather_bytes; /* folded without SP: the combine output all-gathered over TP */
     double st_dense[3], st_moe[3], st_inflight[3]; /* per stage, for ts_row_act */
@@ -245,6 +247,7 @@ typedef struct {
     int recompute;
     double f_stage, bw_stage, fbw_stage, step_pre;
     double compute, tp_comm, cp_comm, ep_comm, bubble, mem_act[3], hw_flops;
+    double offload; /* llm.py REC_OFFLOAD: exposed activation offload per step */
 } ts_rec;
 
 /* config_error split: the core fields' code, and the free fields' (9, 10, 11, 14). The

@@ -226,6 +226,9 @@ def job_blocks(draw):
         job[L.JOB_SYNC_FRAGMENTS] = 1.0
     job[L.JOB_SYNC_OVERLAP_STEPS] = float(draw(st.sampled_from([0, 0, 1, h - 1]))) \
         if strategy == L.SYNC_DILOCO and h > 1 else 0.0
+    # activation offload: the share of each stage's layers offloaded to host memory
+    job[L.JOB_OFFLOAD_ACTIVATIONS] = draw(st.one_of(st.sampled_from([0.0, 0.0, 0.5, 1.0]),
+                                                    st.floats(0.0, 1.0)))
     return job
 
 

@@ -139,6 +139,8 @@ JOB_FIELDS = (
     "sync_outer_bytes",  # bytes per element of the cross-site (outer) traffic
     "sync_fragments",  # P: Streaming DiLoCo's fragments, each synced on its own (1: DiLoCo)
     "sync_overlap_steps",  # tau: inner steps a fragment's outer all-reduce runs beside
+    "offload_activations",  # share (0..1) of each stage's layers whose saved activations go to
+    # host memory in the forward and come back for the backward (Megatron-Core/TE CPU offload)
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -188,6 +190,7 @@ OUTPUT_FIELDS = (
     "cost_per_step_usd",  # step time x GPUs x price per GPU-second (0: no price given)
     "tokens_per_usd",  # tokens per step / cost per step (0: no price given)
     "tokens_per_joule",  # tokens per step / (step time x GPUs x power) (0: no power given)
+    "offload_s",  # exposed host-link transfers of job.offload_activations (beyond the compute)
 )
 
 #: The breakdown columns; their sum is the step time.
@@ -200,6 +203,7 @@ BREAKDOWN_FIELDS = (
     "bubble_s",
     "dp_comm_s",
     "optimizer_s",
+    "offload_s",
 )
 #: The memory parts; their sum is ``memory_gib``.
 MEMORY_FIELDS = (
@@ -259,6 +263,7 @@ JOB_SYNC_INNER_STEPS = JOB_FIELDS.index("sync_inner_steps")
 JOB_SYNC_OUTER_BYTES = JOB_FIELDS.index("sync_outer_bytes")
 JOB_SYNC_FRAGMENTS = JOB_FIELDS.index("sync_fragments")
 JOB_SYNC_OVERLAP_STEPS = JOB_FIELDS.index("sync_overlap_steps")
+JOB_OFFLOAD_ACTIVATIONS = JOB_FIELDS.index("offload_activations")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)
@@ -268,7 +273,7 @@ OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
     OUT_OPTIMIZER_S, OUT_MEM_WEIGHTS_GIB, OUT_MEM_GRADS_GIB, OUT_MEM_OPTIMIZER_GIB, \
     OUT_MEM_ACTIVATIONS_GIB, OUT_MEM_LOGITS_GIB, OUT_MEM_RESERVE_GIB, \
     OUT_MICROBATCHES, OUT_COST_PER_STEP_USD, OUT_TOKENS_PER_USD, \
-    OUT_TOKENS_PER_JOULE = range(N_OUT)
+    OUT_TOKENS_PER_JOULE, OUT_OFFLOAD_S = range(N_OUT)
 
 SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_H2, SCHED_ZB_V, \
     SCHED_DUALPIPE, SCHED_DUALPIPE_V = range(len(SCHEDULES))

@@ -95,6 +95,7 @@ from ..layout import (
     OUT_COST_PER_STEP_USD,
     OUT_TOKENS_PER_USD,
     OUT_TOKENS_PER_JOULE,
+    OUT_OFFLOAD_S,
     OUT_MODEL_TFLOPS_PER_GPU,
     OUT_OPTIMIZER_S,
     OUT_PP_COMM_S,
@@ -146,6 +147,7 @@ from ..layout import (
     JOB_LINEAR_INPUT_BYTES,
     JOB_LOGITS_EXTRA_BYTES,
     JOB_OFFLOAD_OPTIMIZER,
+    JOB_OFFLOAD_ACTIVATIONS,
 )
 from .collectives import (
     all_gather_time,
@@ -765,10 +767,13 @@ CONFIG_ERRORS = (
     ("job.sync", "settings out of range in the job block (a known strategy; with diloco "
                  "inner_steps >= 1, 1 <= fragments <= inner_steps, 0 <= overlap_steps < "
                  "inner_steps or 0)"),
+    ("job.offload_activations", "out of range in the job block (a share from 0 to 1)"),
 )
 #: :func:`sync_config_error`'s codes
 SYNC_ZERO_ERROR = 28
 SYNC_SETTINGS_ERROR = 29
+#: an activation offload share outside 0..1 (or NaN) in a job block the validator never saw
+OFFLOAD_SETTINGS_ERROR = 30
 N_CONFIG_ERRORS = len(CONFIG_ERRORS)
 SCHEDULE_ERROR_BASE = 100
 
@@ -785,8 +790,21 @@ def config_error(sys, mdl, job, cfg, i):
 
 
 def free_sync_error(job, cfg, i):
-    """The free fields' checks (:func:`free_config_error`), then :func:`sync_config_error`."""
-    return first_config_error(free_config_error(cfg, i), sync_config_error(job, cfg[CFG_ZERO, i]))
+    """The free fields' checks (:func:`free_config_error`), then :func:`sync_config_error`,
+    then :func:`offload_config_error`."""
+    return first_config_error(first_config_error(free_config_error(cfg, i),
+                                                 sync_config_error(job, cfg[CFG_ZERO, i])),
+                              offload_config_error(job))
+
+
+def offload_config_error(job):
+    """Code 30 when ``job.offload_activations`` is not a share from 0 to 1 (NaN included): a
+    job block written by hand or by another program, which would otherwise store a negative
+    activation memory and report it as fitting. Else 0."""
+    share = job[JOB_OFFLOAD_ACTIVATIONS]
+    if not (share >= 0.0 and share <= 1.0):
+        return OFFLOAD_SETTINGS_ERROR
+    return 0
 
 
 def sync_config_error(job, zero):
@@ -1232,7 +1250,8 @@ REC_MEM_ACT = 8  # activation memory of the first stage
 REC_HW_FLOPS = 9
 REC_MEM_ACT_MID = 10  # the busiest middle stage's (REC_MEM_ACT: the first stage's)
 REC_MEM_ACT_LAST = 11
-N_REC = 12
+REC_OFFLOAD = 12  # exposed activation offload transfers per step (job.offload_activations)
+N_REC = 13
 
 
 def dots_recompute_time(core_f, mem_f, gemm_redo):
@@ -1564,6 +1583,50 @@ def order_terms(sys, mdl, job, row, order):
     return (s_tp, s_cp, s_ep, s_dp, s_pp, tp_pass, cp_step, a2a, pp_comm)
 
 
+def largest_layer_activation_bytes(dense, moe, act_dense, act_moe):
+    """Saved activation bytes of one microbatch in the largest layer a stage holds: the dense
+    layer's when it holds any dense layer (``dense > 0``), the MoE layer's when it holds any MoE
+    layer and that is larger (what one slot of :func:`offloaded_activation_memory`'s double
+    buffer must take)."""
+    largest = 0.0
+    if dense > 0.0:
+        largest = act_dense
+    if moe > 0.0 and act_moe > largest:
+        largest = act_moe
+    return largest
+
+
+def offloaded_activation_memory(stage_bytes, share, layer_bytes):
+    """Activation bytes a stage keeps in HBM when ``share`` (0..1) of its layers offload their
+    saved activations to host memory (``job.offload_activations``): the rest of its stored
+    activations, ``stage_bytes * (1 - share)``, plus a double buffer of two layers of one
+    microbatch (``2 * layer_bytes``, :func:`largest_layer_activation_bytes`) -- the layer whose
+    activations are being copied out (forward) or prefetched (backward) beside the one being
+    computed. Sources: Megatron-Core ``--cpu-offloading --cpu-offloading-num-layers N`` through
+    Transformer Engine ``get_cpu_offload_context`` (``transformer_engine/pytorch/
+    cpu_offload.py``, ``AsyncDoubleBufferGroupOffloadHandler``: offload and reload overlapped
+    with the next layer's compute through double buffering); Calculon (Isaev et al., SC'23,
+    ``calculon/llm/llm.py`` ``_get_mem_cap_reqs``: with activation offload tier 1 keeps only the
+    block in flight, ``get_act_space_min``, the rest goes to tier 2). The share is continuous
+    (Megatron offloads a whole number of layers N: share = N / stage layers). Without offload
+    (share 0) the stage's bytes unchanged."""
+    if share > 0.0:
+        return stage_bytes * (1.0 - share) + 2.0 * layer_bytes
+    return stage_bytes
+
+
+def offload_transfer_exposed(nbytes, link_bandwidth, window):
+    """Host-link time of one pass's offload traffic (``nbytes`` over ``link_bandwidth`` bytes/s,
+    one direction) left on the critical path beside ``window`` of that pass's compute: copies
+    run on their own stream, prefetched a layer ahead, so only what outlasts the compute is
+    exposed, ``max(0, nbytes / bandwidth - window)``. Calculon (Isaev et al., SC'23,
+    ``calculon/llm/llm.py``: ``_baseblock_fw_offload_overhead = max(0, fw_offload_time + ... -
+    fw_time)``, alike for the backward). The forward's copies go device-to-host and the
+    backward's host-to-device, each direction at ``cluster.host_to_device_GBps`` (the link is
+    full duplex)."""
+    return max(0.0, nbytes / link_bandwidth - window)
+
+
 def recompute_terms(sys, mdl, job, row, ordt, recompute):
     """Per-microbatch stage times, their communication, the bubble, activation memory and
     hardware FLOPs of a row, placed by ``ordt``, under ``recompute`` (see REC_*)."""
@@ -1638,8 +1701,25 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
             ep_f = max(0.0, ep_f - b_compute)
             ep_b = max(0.0, ep_b - f_compute)
 
-    f_stage = f_compute + tp_f + cp_f + ep_f
-    b_stage = b_compute + tp_b + cp_b + ep_b
+    # ---- activation offload (job.offload_activations): the offloaded layers' saved
+    # activations of one microbatch go out beside the forward's compute and come back beside the
+    # backward's (recomputation and the weight gradients included: Calculon's backward block
+    # time is agrad + wgrad), for the costed stage ----------------------------------------------
+    b = row[ROW_B]
+    act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
+                                               row[ROW_SP] > 0.0, recompute,
+                                               linear_input_saved_bytes(job))
+    share = job[JOB_OFFLOAD_ACTIVATIONS]
+    off_f = 0.0
+    off_b = 0.0
+    if share > 0.0:
+        off_bytes = share * (row[ROW_DENSE_LAYERS] * act_dense_r + row[ROW_MOE_LAYERS] * act_moe_r)
+        off_f = offload_transfer_exposed(off_bytes, sys[SYS_HOST_LINK_BANDWIDTH], f_compute)
+        off_b = offload_transfer_exposed(off_bytes, sys[SYS_HOST_LINK_BANDWIDTH],
+                                         b_compute + w_compute)
+
+    f_stage = f_compute + tp_f + cp_f + ep_f + off_f
+    b_stage = b_compute + tp_b + cp_b + ep_b + off_b
     w_stage = w_compute
 
     # ---- pipeline ----------------------------------------------------------------------------
@@ -1648,12 +1728,12 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     bubble = bubble_time(schedule, pp, int(m), vpp, f_stage, b_stage, w_stage)
 
     # ---- activation memory of the first, the busiest middle and the last stage ----------------
-    b = row[ROW_B]
-    act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
-                                               row[ROW_SP] > 0.0, recompute,
-                                               linear_input_saved_bytes(job))
     mem_act_first, mem_act_mid, mem_act_last = stage_activations(mdl, job, schedule, pp, int(m),
                                                                  vpp, act_dense_r, act_moe_r)
+    if share > 0.0:
+        mem_act_first, mem_act_mid, mem_act_last = offloaded_stage_activations(
+            mdl, job, schedule, pp, vpp, act_dense_r, act_moe_r, share, mem_act_first,
+            mem_act_mid, mem_act_last)
 
     # ---- hardware FLOPs --------------------------------------------------------------------
     hw_fwd = row[ROW_HW_FWD]
@@ -1673,7 +1753,26 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
 
     return (f_stage, b_stage, w_stage, m * (f_compute + b_compute + w_compute), m * (tp_f + tp_b),
             m * (cp_f + cp_b), m * (ep_f + ep_b), bubble, mem_act_first, hw_flops, mem_act_mid,
-            mem_act_last)
+            mem_act_last, m * (off_f + off_b))
+
+
+def offloaded_stage_activations(mdl, job, schedule, pp, vpp, act_dense, act_moe, share, a1, a2,
+                                a3):
+    """:func:`stage_activations`' first, busiest middle and last device's bytes ``a1, a2, a3``
+    with ``share`` of the layers offloaded (:func:`offloaded_activation_memory`, the double
+    buffer sized by each device's own largest layer)."""
+    layers = mdl[MDL_LAYERS]
+    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
+    d1, m1 = stage_layer_split(n_first, layers, n_moe)
+    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
+    d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    return (offloaded_activation_memory(a1, share, largest_layer_activation_bytes(
+                d1, m1, act_dense, act_moe)),
+            offloaded_activation_memory(a2, share, largest_layer_activation_bytes(
+                d2, m2, act_dense, act_moe)),
+            offloaded_activation_memory(a3, share, largest_layer_activation_bytes(
+                d3, m3, act_dense, act_moe)))
 
 
 def stage_activations(mdl, job, schedule, pp, m, vpp, act_dense, act_moe):
@@ -1924,7 +2023,9 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     ep_comm = rect[REC_EP_COMM]
     pp_comm = ordt[ORD_PP_COMM]
     bubble = rect[REC_BUBBLE]
-    step = compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_time + optimizer
+    act_offload = rect[REC_OFFLOAD]
+    step = compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_time + optimizer \
+        + act_offload
 
     # ---- memory per GPU: the largest of the first, busiest middle and last stage's ------------
     # (ZeRO paper §5 accounting, Rajbhandari et al. 2020; see stage_memory)
@@ -1998,7 +2099,8 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     return write_result(out, i, sys, memory, step, row[ROW_MODEL_FLOPS], rect[REC_HW_FLOPS],
                         gpu_count(sys), job[JOB_SEQ_LEN], job[JOB_GLOBAL_BATCH], compute,
                         tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_time, optimizer,
-                        mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m)
+                        mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m,
+                        act_offload)
 
 
 # =============================================================================================
@@ -2058,7 +2160,8 @@ def tokens_per_unit(tokens, amount):
 
 def write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq, global_batch,
                  compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm, optimizer,
-                 mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m):
+                 mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m,
+                 act_offload):
     """Write a costed configuration; feasible when its memory fits in HBM."""
     fits = memory <= sys[SYS_HBM_BYTES]
     out[OUT_STATUS, i] = STATUS_OK if fits else STATUS_OUT_OF_MEMORY
@@ -2084,6 +2187,7 @@ def write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq, gl
     out[OUT_MEM_LOGITS_GIB, i] = mem_logits / GIB
     out[OUT_MEM_RESERVE_GIB, i] = mem_reserve / GIB
     out[OUT_MICROBATCHES, i] = m
+    out[OUT_OFFLOAD_S, i] = act_offload
     tokens = global_batch * seq
     cost = cost_per_step_usd(step, gpus, sys[SYS_USD_PER_GPU_S])
     out[OUT_COST_PER_STEP_USD, i] = cost

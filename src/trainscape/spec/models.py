@@ -189,6 +189,11 @@ class JobSpec(_Spec):
     # ZeRO-Offload: optimizer states in host memory, the optimizer step on the CPU (needs
     # cluster.host_to_device_GBps and cluster.host_memory_GBps)
     offload_optimizer: bool = False
+    # Activation offload (Megatron-Core --cpu-offloading --cpu-offloading-num-layers N, TE
+    # get_cpu_offload_context): share (0..1) of each pipeline stage's layers whose saved
+    # activations go to host memory in the forward and come back for the backward, a layer
+    # ahead (needs cluster.host_to_device_GBps). 0: none.
+    offload_activations: R.Share = 0.0
     # Hidden and attention dropout on (1-byte masks stored, Korthikanti et al. 2022 §4.1).
     # NeMo's Llama / Mistral / Nemotron / GPT recipes train with dropout 0: set false for them.
     dropout: bool = True
@@ -672,6 +677,11 @@ class Scenario(_Spec):
         if self.job.sync.fragments > self.model.layers:
             raise fail("job.sync.fragments", "more fragments than layers (a fragment is a group "
                        "of layers)", self.job.sync.fragments, f"1 to model.layers ({self.model.layers})")
+        if self.job.offload_activations > 0:
+            v = self.cluster.host_to_device_GBps
+            if v is None or v <= 0:
+                raise fail("cluster.host_to_device_GBps", "needed (> 0) with "
+                           "job.offload_activations > 0", v, "a bandwidth in GB/s > 0")
         if self.job.offload_optimizer:
             for field_name in ("host_to_device_GBps", "host_memory_GBps"):
                 v = getattr(self.cluster, field_name)

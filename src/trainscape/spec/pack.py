@@ -411,6 +411,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
     job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
     job[L.JOB_OFFLOAD_OPTIMIZER] = 1.0 if j.offload_optimizer else 0.0
+    job[L.JOB_OFFLOAD_ACTIVATIONS] = float(j.offload_activations)
     job[L.JOB_SYNC_STRATEGY] = L.SYNC_STRATEGIES.index(j.sync.strategy)
     job[L.JOB_SYNC_INNER_STEPS] = j.sync.inner_steps
     job[L.JOB_SYNC_OUTER_BYTES] = outer_sync_bytes(j.sync.outer_dtype, gb)
