@@ -38,7 +38,8 @@ enum {
     TS_TIER_OVERSUBSCRIPTION = 4,
     TS_TIER_WINDOW_BYTES = 5,
     TS_TIER_HANDSHAKE_RTTS = 6,
-    TS_TIER_COUNT = 7
+    TS_TIER_COMM_DTYPE_BYTES = 7,
+    TS_TIER_COUNT = 8
 };
 
 /* MODEL_FIELDS */
@@ -194,9 +195,9 @@ enum {
 
 #define TS_MAX_TIERS 6
 #define TS_N_SYS_SCALARS 22
-#define TS_N_TIER 7
+#define TS_N_TIER 8
 #define TS_SYS_TIER_BASE 22
-#define TS_N_SYS 64
+#define TS_N_SYS 70
 #define TS_N_MODEL 14
 #define TS_N_JOB 24
 #define TS_N_CFG 14
@@ -204,6 +205,6 @@ enum {
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x03EB191C
+#define TS_LAYOUT_HASH 0x3B345B63
 
 #endif /* TRAINSCAPE_LAYOUT_H */
