@@ -44,6 +44,7 @@ def test_comm_dtype_widths():
     """bf16: 2 bytes; fp8 and int8: 1 byte + one fp32 scale per 128-element block =
     1 + 4/128 = 1.03125 (DeepSeek-V3 §3.3.2 1x128 tiles); none: 0 (the job's width)."""
     assert comm_dtype_bytes(None) == 0.0
+    assert comm_dtype_bytes("none") == 0.0
     assert comm_dtype_bytes("bf16") == 2.0
     assert comm_dtype_bytes("fp8") == 1.03125
     assert comm_dtype_bytes("int8") == 1.03125
@@ -208,4 +209,4 @@ def test_bad_comm_dtype_exits_2_with_one_line():
     lines = [x for x in res.output.strip().splitlines() if x.strip()]
     assert len(lines) == 1
     assert "cluster.tiers[1].comm_dtype" in lines[0]
-    assert "bf16, fp8, int8" in lines[0]
+    assert "none, bf16, fp8, int8" in lines[0]

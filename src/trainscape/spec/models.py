@@ -121,8 +121,9 @@ class ModelSpec(_Spec):
 
 
 SYNC_STRATEGIES = layout.SYNC_STRATEGIES
-#: formats of a tier's data-parallel traffic, [[cluster.tiers]] comm_dtype
-COMM_DTYPES = ("bf16", "fp8", "int8")
+#: formats of a tier's data-parallel traffic, [[cluster.tiers]] comm_dtype ("none", as leaving
+#: it out: the job's widths -- a value a [space] hardware axis can list beside the others)
+COMM_DTYPES = ("none", "bf16", "fp8", "int8")
 #: element types of the cross-site (outer) traffic of job.sync.outer_dtype
 OUTER_DTYPES = ("fp32", "bf16", "fp8", "int8")
 

@@ -137,9 +137,10 @@ def comm_dtype_bytes(comm_dtype: str | None) -> float:
     elements, 1 + 4/128 = 1.03125 (the 1x128 tiles of DeepSeek-V3's fine-grained quantization,
     arXiv 2412.19437 §3.3.2; ZeRO++ quantizes in blocks with a scale each, qwZ / qgZ, Wang et
     al. 2023, arXiv 2306.10209 §3.1, §3.3 -- we assume the same 128-element block for int8);
-    0 without one (the traffic keeps the job's width). The model sends a tier's traffic in this
-    format only where it is narrower (:func:`trainscape.model.collectives.wire_bytes`)."""
-    if comm_dtype is None:
+    0 without one or with ``"none"`` (the traffic keeps the job's width). The model sends a
+    tier's traffic in this format only where it is narrower
+    (:func:`trainscape.model.collectives.wire_bytes`)."""
+    if comm_dtype is None or comm_dtype == "none":
         return 0.0
     if comm_dtype == "bf16":
         return float(dtype_bytes("bf16"))
