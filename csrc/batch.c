@@ -95,6 +95,8 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
             return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_WINDOW_BYTES);
         if (!ts_in_range(sys[base + TS_TIER_HANDSHAKE_RTTS], 0.0, 0, INFINITY))
             return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_HANDSHAKE_RTTS);
+        if (!ts_in_range(sys[base + TS_TIER_COMM_DTYPE_BYTES], 0.0, 0, INFINITY))
+            return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_COMM_DTYPE_BYTES);
     }
     {
         /* the site graph: 0 (none) or 2..TS_MAX_SITES sites, each link a tier record */

@@ -133,6 +133,109 @@ TS_FN double ts_reduce_scatter_time(const ts_net *net, double nbytes, const ts_g
     return ts_all_gather_time(net, nbytes, g);
 }
 
+/* ---- compression of the data-parallel traffic per tier (comm_dtype; ZeRO++ qwZ / qgZ, Wang
+ * et al. 2023, arXiv 2306.10209 §3.1, §3.3; DeepSeek-V3 1x128 scales, arXiv 2412.19437
+ * §3.3.2) ---- */
+
+/* collectives.py wire_bytes: the tier's format where narrower, never wider. */
+TS_FN double ts_wire_bytes(double comm_dtype_bytes, double elem_bytes)
+{
+    if (comm_dtype_bytes > 0.0 && comm_dtype_bytes < elem_bytes)
+        return comm_dtype_bytes;
+    return elem_bytes;
+}
+
+/* collectives.py codec_time: quantize what is sent, dequantize what arrives, at HBM speed. */
+static inline double ts_codec_time(const ts_net *net, double elements, double elem_bytes,
+                                   double wire)
+{
+    return 2.0 * elements * (elem_bytes + wire) * net->inv_codec;
+}
+
+/* collectives.py compressed_ring_time at tier `tier` (its latency and path bandwidth). */
+static inline double ts_compressed_ring_time(const ts_net *net, int tier, double f, double nbytes,
+                                             double elem_bytes, int reduce)
+{
+    double wire, elements, lat = net->latency[tier], inv = net->inv_path_bw[tier];
+    if (f <= 1.0)
+        return 0.0;
+    wire = ts_wire_bytes(net->comm_dtype_bytes[tier], elem_bytes);
+    if (wire >= elem_bytes)
+        return reduce ? ts_ring_all_reduce_time_inv(f, nbytes, lat, inv)
+                      : ts_ring_all_gather_time_inv(f, nbytes, lat, inv);
+    elements = nbytes / elem_bytes;
+    if (reduce)
+        return ts_ring_all_reduce_time_inv(f, elements * wire, lat, inv)
+               + ts_codec_time(net, 2.0 * (f - 1.0) / f * elements, elem_bytes, wire);
+    return ts_ring_all_gather_time_inv(f, elements * wire, lat, inv)
+           + ts_codec_time(net, (f - 1.0) / f * elements, elem_bytes, wire);
+}
+
+/* collectives.py compressed_tree_time at tier `tier`. */
+static inline double ts_compressed_tree_time(const ts_net *net, int tier, double n, double nbytes,
+                                             double elem_bytes)
+{
+    double wire, elements, lat = net->latency[tier], inv = net->inv_path_bw[tier];
+    if (n <= 1.0)
+        return 0.0;
+    wire = ts_wire_bytes(net->comm_dtype_bytes[tier], elem_bytes);
+    if (wire >= elem_bytes)
+        return ts_tree_all_reduce_time_inv(n, nbytes, lat, inv);
+    elements = nbytes / elem_bytes;
+    return ts_tree_all_reduce_time_inv(n, elements * wire, lat, inv)
+           + ts_codec_time(net, 2.0 * elements, elem_bytes, wire);
+}
+
+/* collectives.py compressed_all_reduce_time: ts_all_reduce_time with each tier's ring (and the
+ * flat algorithms at the top tier) in that tier's comm_dtype; the plain one when no tier has
+ * a comm_dtype. */
+TS_FN double ts_compressed_all_reduce_time(const ts_net *net, double nbytes, double elem_bytes,
+                                           const ts_group *g)
+{
+    double n = g->n, best, hier = 0.0, inner = 1.0, t;
+    int top = g->top;
+    if (!net->any_comm_dtype)
+        return ts_all_reduce_time(net, nbytes, g);
+    if (n <= 1.0 || top < 0 || nbytes <= 0.0)
+        return 0.0;
+    best = ts_compressed_ring_time(net, top, n, nbytes, elem_bytes, 1);
+    t = ts_compressed_tree_time(net, top, n, nbytes, elem_bytes);
+    best = TS_PYMIN(best, t);
+    if (g->crossings <= 1) /* one tier crossed: the hierarchical sum is the flat ring itself */
+        return best;
+    for (int i = 0; i <= top; i++) {
+        double f = g->fanout[i];
+        if (f > 1.0) {
+            hier += ts_compressed_ring_time(net, i, f, nbytes / inner, elem_bytes, 1);
+            inner *= f;
+        }
+    }
+    return TS_PYMIN(best, hier);
+}
+
+/* collectives.py compressed_all_gather_time (reduce-scatter alike). */
+TS_FN double ts_compressed_all_gather_time(const ts_net *net, double nbytes, double elem_bytes,
+                                           const ts_group *g)
+{
+    double n = g->n, best, hier = 0.0, inner = 1.0;
+    int top = g->top;
+    if (!net->any_comm_dtype)
+        return ts_all_gather_time(net, nbytes, g);
+    if (n <= 1.0 || top < 0 || nbytes <= 0.0)
+        return 0.0;
+    best = ts_compressed_ring_time(net, top, n, nbytes, elem_bytes, 0);
+    if (g->crossings <= 1)
+        return best;
+    for (int i = 0; i <= top; i++) {
+        double f = g->fanout[i];
+        if (f > 1.0) {
+            hier += ts_compressed_ring_time(net, i, f, nbytes / inner, elem_bytes, 0);
+            inner *= f;
+        }
+    }
+    return TS_PYMIN(best, hier);
+}
+
 /* ---- sites: the outermost tier of a cluster with two or more (job.sync) ---- */
 
 /* collectives.py site_members: the group's members inside one site (the product of its
@@ -148,24 +251,22 @@ TS_FN double ts_site_members(const ts_net *net, const ts_group *g)
 }
 
 /* collectives.py within_site_time: a group inside one site, the synchronous collective; a
- * group across sites, the hierarchical algorithm's tiers below the outermost. */
-TS_FN double ts_within_site_time(const ts_net *net, double nbytes, int reduce, const ts_group *g)
+ * group across sites, the hierarchical algorithm's tiers below the outermost (each in its
+ * comm_dtype for traffic of elem_bytes per element). */
+TS_FN double ts_within_site_time(const ts_net *net, double nbytes, double elem_bytes, int reduce,
+                                 const ts_group *g)
 {
     int t = net->n_tiers;
     double hier = 0.0, inner = 1.0;
     if (g->n <= 1.0 || nbytes <= 0.0)
         return 0.0;
     if (t < 2 || g->fanout[t - 1] <= 1.0)
-        return reduce ? ts_all_reduce_time(net, nbytes, g) : ts_all_gather_time(net, nbytes, g);
+        return reduce ? ts_compressed_all_reduce_time(net, nbytes, elem_bytes, g)
+                      : ts_compressed_all_gather_time(net, nbytes, elem_bytes, g);
     for (int i = 0; i < t - 1; i++) {
         double f = g->fanout[i];
         if (f > 1.0) {
-            if (reduce)
-                hier += ts_ring_all_reduce_time_inv(f, nbytes / inner, net->latency[i],
-                                                    net->inv_path_bw[i]);
-            else
-                hier += ts_ring_all_gather_time_inv(f, nbytes / inner, net->latency[i],
-                                                    net->inv_path_bw[i]);
+            hier += ts_compressed_ring_time(net, i, f, nbytes / inner, elem_bytes, reduce);
             inner *= f;
         }
     }
@@ -173,8 +274,9 @@ TS_FN double ts_within_site_time(const ts_net *net, double nbytes, int reduce, c
 }
 
 /* collectives.py cross_site_time: ring all-reduce over the sites of each member's
- * nbytes / site_members shard at the outermost tier. */
-TS_FN double ts_cross_site_time(const ts_net *net, double nbytes, const ts_group *g)
+ * nbytes / site_members shard at the outermost tier, in its comm_dtype. */
+TS_FN double ts_cross_site_time(const ts_net *net, double nbytes, double elem_bytes,
+                                const ts_group *g)
 {
     int t = net->n_tiers;
     double f;
@@ -183,8 +285,8 @@ TS_FN double ts_cross_site_time(const ts_net *net, double nbytes, const ts_group
     f = g->fanout[t - 1];
     if (f <= 1.0)
         return 0.0;
-    return ts_ring_all_reduce_time_inv(f, nbytes / ts_site_members(net, g), net->latency[t - 1],
-                                       net->inv_path_bw[t - 1]);
+    return ts_compressed_ring_time(net, t - 1, f, nbytes / ts_site_members(net, g), elem_bytes,
+                                   1);
 }
 
 /* collectives.py all_to_all_time: direct all-to-all, busiest tier's links set the time, plus

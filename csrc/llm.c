@@ -1603,6 +1603,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     /* llm.py job.sync: 0 synchronous (inside the collectives), else the part inside a site
      * here and the site tier's part below (cross_site_sync_time) */
     int strategy = (int)job[TS_JOB_SYNC_STRATEGY];
+    /* the data-parallel traffic's widths per element (a tier's comm_dtype applies where
+     * narrower): gradients, weights */
+    double e_grad = job[TS_JOB_GRAD_COMM_BYTES], e_param = job[TS_JOB_PARAM_BYTES];
 
     if (strategy != TS_SYNC_SYNCHRONOUS && zero == 3) /* sweeps reach here unchecked */
         return ts_write_invalid(out, os, ts_sync_error(job, zero));
@@ -1612,36 +1615,42 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     if (strategy != TS_SYNC_SYNCHRONOUS) {
         /* llm.py dp_collective_time: within_site_time (zero 0, 1 or 2 here) */
         if (zero == 0 && !O->have_ar) {
-            O->ar = ts_within_site_time(net, R->ar_dense_bytes, 1, &O->g_dp_dense)
-                    + ts_within_site_time(net, R->ar_expert_bytes, 1, &O->g_dp_expert);
+            O->ar = ts_within_site_time(net, R->ar_dense_bytes, e_grad, 1, &O->g_dp_dense)
+                    + ts_within_site_time(net, R->ar_expert_bytes, e_grad, 1, &O->g_dp_expert);
             O->have_ar = 1;
         } else if (zero != 0 && !O->have_ag) {
-            O->rs = ts_within_site_time(net, R->ar_dense_bytes, 0, &O->g_dp_dense)
-                    + ts_within_site_time(net, R->ar_expert_bytes, 0, &O->g_dp_expert);
-            O->ag = ts_within_site_time(net, R->ag_dense_bytes, 0, &O->g_dp_dense)
-                    + ts_within_site_time(net, R->ag_expert_bytes, 0, &O->g_dp_expert);
+            O->rs = ts_within_site_time(net, R->ar_dense_bytes, e_grad, 0, &O->g_dp_dense)
+                    + ts_within_site_time(net, R->ar_expert_bytes, e_grad, 0, &O->g_dp_expert);
+            O->ag = ts_within_site_time(net, R->ag_dense_bytes, e_param, 0, &O->g_dp_dense)
+                    + ts_within_site_time(net, R->ag_expert_bytes, e_param, 0, &O->g_dp_expert);
             O->have_ag = 1;
         }
     } else if (zero == 0) {
         if (!O->have_ar) {
-            O->ar = ts_all_reduce_time(net, R->ar_dense_bytes, &O->g_dp_dense)
-                    + ts_all_reduce_time(net, R->ar_expert_bytes, &O->g_dp_expert);
+            O->ar = ts_compressed_all_reduce_time(net, R->ar_dense_bytes, e_grad, &O->g_dp_dense)
+                    + ts_compressed_all_reduce_time(net, R->ar_expert_bytes, e_grad,
+                                                    &O->g_dp_expert);
             O->have_ar = 1;
         }
     } else if (zero == 3) {
         if (!O->have_ag3) { /* one FSDP unit's share of the parameters */
             double units = R->fsdp_units;
-            O->rs3 = ts_reduce_scatter_time(net, R->ar_dense_bytes / units, &O->g_dp_dense)
-                     + ts_reduce_scatter_time(net, R->ar_expert_bytes / units, &O->g_dp_expert);
-            O->ag3 = ts_all_gather_time(net, R->ag_dense_bytes / units, &O->g_dp_dense)
-                     + ts_all_gather_time(net, R->ag_expert_bytes / units, &O->g_dp_expert);
+            O->rs3 = ts_compressed_all_gather_time(net, R->ar_dense_bytes / units, e_grad,
+                                                   &O->g_dp_dense)
+                     + ts_compressed_all_gather_time(net, R->ar_expert_bytes / units, e_grad,
+                                                     &O->g_dp_expert);
+            O->ag3 = ts_compressed_all_gather_time(net, R->ag_dense_bytes / units, e_param,
+                                                   &O->g_dp_dense)
+                     + ts_compressed_all_gather_time(net, R->ag_expert_bytes / units, e_param,
+                                                     &O->g_dp_expert);
             O->have_ag3 = 1;
         }
     } else if (!O->have_ag) {
-        O->rs = ts_reduce_scatter_time(net, R->ar_dense_bytes, &O->g_dp_dense)
-                + ts_reduce_scatter_time(net, R->ar_expert_bytes, &O->g_dp_expert);
-        O->ag = ts_all_gather_time(net, R->ag_dense_bytes, &O->g_dp_dense)
-                + ts_all_gather_time(net, R->ag_expert_bytes, &O->g_dp_expert);
+        /* reduce-scatter: the all-gather's cost (collectives.py reduce_scatter_time) */
+        O->rs = ts_compressed_all_gather_time(net, R->ar_dense_bytes, e_grad, &O->g_dp_dense)
+                + ts_compressed_all_gather_time(net, R->ar_expert_bytes, e_grad, &O->g_dp_expert);
+        O->ag = ts_compressed_all_gather_time(net, R->ag_dense_bytes, e_param, &O->g_dp_dense)
+                + ts_compressed_all_gather_time(net, R->ag_expert_bytes, e_param, &O->g_dp_expert);
         O->have_ag = 1;
     }
     if (zero == 0) {
@@ -1664,11 +1673,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
         /* llm.py cross_site_sync_time + cross_site_exposed (+ streaming_overlap_window):
          * DiLoCo moves 1/P of the parameters per fragment sync, P/H syncs a step */
         double share = strategy == TS_SYNC_DILOCO ? 1.0 / job[TS_JOB_SYNC_FRAGMENTS] : 1.0;
-        double cross = ts_cross_site_time(net, R->dense_params * share
-                                                   * job[TS_JOB_SYNC_OUTER_BYTES],
-                                          &O->g_dp_dense)
-                       + ts_cross_site_time(net, R->expert_params * share
-                                                     * job[TS_JOB_SYNC_OUTER_BYTES],
+        double ob = job[TS_JOB_SYNC_OUTER_BYTES];
+        double cross = ts_cross_site_time(net, R->dense_params * share * ob, ob, &O->g_dp_dense)
+                       + ts_cross_site_time(net, R->expert_params * share * ob, ob,
                                             &O->g_dp_expert);
         if (strategy == TS_SYNC_DILOCO) {
             double per_step = cross * job[TS_JOB_SYNC_FRAGMENTS] / job[TS_JOB_SYNC_INNER_STEPS];

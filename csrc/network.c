@@ -100,8 +100,14 @@ TS_FN void ts_net_init(ts_net *net, const double *sys)
 {
     int n = ts_n_tiers(sys);
     net->n_tiers = n;
+    net->any_comm_dtype = 0;
+    /* collectives.py codec_time: memory-bound at the achieved HBM bandwidth */
+    net->inv_codec = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
     for (int i = 0; i < TS_MAX_TIERS; i++) {
         if (i < n) {
+            net->comm_dtype_bytes[i] = ts_tier_field(sys, i, TS_TIER_COMM_DTYPE_BYTES);
+            if (net->comm_dtype_bytes[i] > 0.0)
+                net->any_comm_dtype = 1;
             net->span[i] = ts_tier_span(sys, i);
             net->link_bw[i] = ts_tier_link_bandwidth(sys, i);
             net->path_bw[i] = ts_tier_path_bandwidth(sys, i);
@@ -113,6 +119,7 @@ TS_FN void ts_net_init(ts_net *net, const double *sys)
             net->oversub[i] = ts_tier_field(sys, i, TS_TIER_OVERSUBSCRIPTION);
             net->window_bw[i] = ts_transport_window_bandwidth(sys, i);
         } else {
+            net->comm_dtype_bytes[i] = 0.0;
             net->window_bw[i] = INFINITY;
             net->line_bw[i] = 0.0;
             net->oversub[i] = 1.0;

@@ -39,7 +39,8 @@ enum {
     TS_TIER_OVERSUBSCRIPTION = 4,
     TS_TIER_WINDOW_BYTES = 5,
     TS_TIER_HANDSHAKE_RTTS = 6,
-    TS_TIER_COUNT = 7
+    TS_TIER_COMM_DTYPE_BYTES = 7,
+    TS_TIER_COUNT = 8
 };
 
 /* MODEL_FIELDS */
@@ -198,10 +199,10 @@ enum {
 #define TS_MAX_TIERS 6
 #define TS_MAX_SITES 8
 #define TS_N_SYS_SCALARS 23
-#define TS_N_TIER 7
+#define TS_N_TIER 8
 #define TS_SYS_TIER_BASE 23
-#define TS_SYS_SITE_LINK_BASE 65
-#define TS_N_SYS 513
+#define TS_SYS_SITE_LINK_BASE 71
+#define TS_N_SYS 583
 #define TS_N_MODEL 14
 #define TS_N_JOB 25
 #define TS_N_CFG 14
@@ -209,6 +210,6 @@ enum {
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x60DC7366
+#define TS_LAYOUT_HASH 0x50BBE1CC
 
 #endif /* TRAINSCAPE_LAYOUT_H */

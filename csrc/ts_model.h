@@ -52,6 +52,9 @@ typedef struct {
     double line_bw[TS_MAX_TIERS];  /* bandwidth * efficiency (boundary_link_bandwidth) */
     double oversub[TS_MAX_TIERS];  /* oversubscription */
     double window_bw[TS_MAX_TIERS]; /* transport_window_bandwidth(sys, i) */
+    double comm_dtype_bytes[TS_MAX_TIERS]; /* tier_comm_dtype_bytes(sys, i); 0: none */
+    int any_comm_dtype;            /* some tier in use has a comm_dtype */
+    double inv_codec;              /* 1 / (hbm_bandwidth * memory_efficiency): codec_time */
     double capacity;               /* tier_capacity(sys) */
     /* the site graph (network.py n_sites; 0: none) and its links in path order, read as tier
      * records site_link_tier(a, b): tier_latency, bandwidth * efficiency, oversubscription and
@@ -106,10 +109,17 @@ TS_FN double ts_group_size(double n_a, double n_b, double n_c);
 TS_FN double ts_all_reduce_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN double ts_all_gather_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN double ts_reduce_scatter_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN double ts_wire_bytes(double comm_dtype_bytes, double elem_bytes);
+TS_FN double ts_compressed_all_reduce_time(const ts_net *net, double nbytes, double elem_bytes,
+                                           const ts_group *g);
+TS_FN double ts_compressed_all_gather_time(const ts_net *net, double nbytes, double elem_bytes,
+                                           const ts_group *g);
 TS_FN double ts_all_to_all_time(const ts_net *net, double nbytes, const ts_group *g);
 TS_FN double ts_site_members(const ts_net *net, const ts_group *g);
-TS_FN double ts_within_site_time(const ts_net *net, double nbytes, int reduce, const ts_group *g);
-TS_FN double ts_cross_site_time(const ts_net *net, double nbytes, const ts_group *g);
+TS_FN double ts_within_site_time(const ts_net *net, double nbytes, double elem_bytes, int reduce,
+                                 const ts_group *g);
+TS_FN double ts_cross_site_time(const ts_net *net, double nbytes, double elem_bytes,
+                                const ts_group *g);
 TS_FN double ts_node_limited_share(double copies, double max_nodes, double n,
                                    double node_members);
 TS_FN double ts_routed_all_to_all_pair_time(const ts_net *net, double nd, double nc,

@@ -57,7 +57,7 @@ gpu_counts = st.one_of(
 @st.composite
 def tiers(draw, gpus: int):
     """Tier rows ``(size, bandwidth, latency, efficiency, oversubscription, window_bytes,
-    handshake_rtts)``, innermost first;
+    handshake_rtts, comm_dtype_bytes)``, innermost first;
     the product of sizes usually covers ``gpus``."""
     n = draw(st.integers(1, L.MAX_TIERS))
     rows = []
@@ -80,7 +80,10 @@ def tiers(draw, gpus: int):
         # RDMA (no handshake) or TCP (one RTT per message)
         window = draw(st.one_of(st.just(0.0), st.just(0.0), st.floats(1e3, 1e9)))
         handshake = draw(st.sampled_from([0.0, 0.0, 1.0]))
-        rows.append((float(size), bw, lat, eff, over, window, handshake))
+        # comm_dtype of the data-parallel traffic crossing the tier: none mostly, bf16, or
+        # fp8 / int8 with one fp32 scale per 128 elements (spec.pack.comm_dtype_bytes)
+        comm_dtype = draw(st.sampled_from([0.0, 0.0, 0.0, 2.0, 1.03125]))
+        rows.append((float(size), bw, lat, eff, over, window, handshake, comm_dtype))
     return rows
 
 

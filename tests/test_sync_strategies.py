@@ -42,7 +42,7 @@ def test_cross_site_time_is_a_ring_over_the_sites_on_the_site_shard():
     sys = _sys3()
     assert C.site_members(sys, 1024.0, 1.0, 1.0, 1.0, 1.0, 1.0) == 512.0
     expected = 2.0 * 2e-3 + 1.0 * NBYTES / 512.0 / 16e9
-    got = C.cross_site_time(sys, NBYTES, 1024.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+    got = C.cross_site_time(sys, NBYTES, 0.0, 1024.0, 1.0, 1.0, 1.0, 1.0, 1.0)
     assert got == pytest.approx(expected, rel=1e-12)
 
 
@@ -56,10 +56,10 @@ def test_within_site_time_is_the_hierarchical_tiers_below_the_site_tier():
         + (2 * 63 * 10e-6 + 2 * 63 / 64 * (NBYTES / 8) / 40e9)
     ag = (7 * 2e-6 + 7 / 8 * NBYTES / 360e9) + (63 * 10e-6 + 63 / 64 * (NBYTES / 8) / 40e9)
     dims = (1024.0, 1.0, 1.0, 1.0, 1.0, 1.0)
-    assert C.within_site_time(sys, NBYTES, True, *dims) == pytest.approx(ar, rel=1e-12)
-    assert C.within_site_time(sys, NBYTES, False, *dims) == pytest.approx(ag, rel=1e-12)
-    hier, _ = C.hierarchical_time(sys, NBYTES, True, *dims)
-    assert C.within_site_time(sys, NBYTES, True, *dims) + C.cross_site_time(sys, NBYTES, *dims) \
+    assert C.within_site_time(sys, NBYTES, 0.0, True, *dims) == pytest.approx(ar, rel=1e-12)
+    assert C.within_site_time(sys, NBYTES, 0.0, False, *dims) == pytest.approx(ag, rel=1e-12)
+    hier, _ = C.hierarchical_time(sys, NBYTES, 0.0, True, *dims)
+    assert C.within_site_time(sys, NBYTES, 0.0, True, *dims) + C.cross_site_time(sys, NBYTES, 0.0, *dims) \
         == pytest.approx(hier, rel=1e-12)
 
 
@@ -71,17 +71,17 @@ def test_a_group_inside_one_site_is_costed_as_synchronous(tiers, n):
     sys = system(tiers, gpus=1024)
     dims = (n, 1.0, 1.0, 1.0, 1.0, 1.0)
     assert C.site_members(sys, *dims) == n
-    assert C.cross_site_time(sys, NBYTES, *dims) == 0.0
-    assert C.within_site_time(sys, NBYTES, True, *dims) == C.all_reduce_time(sys, NBYTES, *dims)
-    assert C.within_site_time(sys, NBYTES, False, *dims) == C.all_gather_time(sys, NBYTES, *dims)
+    assert C.cross_site_time(sys, NBYTES, 0.0, *dims) == 0.0
+    assert C.within_site_time(sys, NBYTES, 0.0, True, *dims) == C.all_reduce_time(sys, NBYTES, *dims)
+    assert C.within_site_time(sys, NBYTES, 0.0, False, *dims) == C.all_gather_time(sys, NBYTES, *dims)
 
 
 def test_one_tier_cluster_has_no_sites():
     sys = system([NODE], gpus=8)
     dims = (8.0, 1.0, 1.0, 1.0, 1.0, 1.0)
     assert C.site_members(sys, *dims) == 8.0
-    assert C.cross_site_time(sys, NBYTES, *dims) == 0.0
-    assert C.within_site_time(sys, NBYTES, True, *dims) == C.all_reduce_time(sys, NBYTES, *dims)
+    assert C.cross_site_time(sys, NBYTES, 0.0, *dims) == 0.0
+    assert C.within_site_time(sys, NBYTES, 0.0, True, *dims) == C.all_reduce_time(sys, NBYTES, *dims)
 
 
 @pytest.mark.parametrize("field,value", [

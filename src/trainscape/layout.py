@@ -91,6 +91,9 @@ TIER_FIELDS = (
     "oversubscription",  # traffic leaving a domain at this tier shares 1/oversubscription
     "window_bytes",  # transport: bytes in flight per GPU (channels x window); 0 = no limit
     "handshake_rtts",  # transport: round trips before each message's data (TCP 1, RDMA 0)
+    # comm_dtype: bytes per element of the data-parallel traffic crossing this tier, scales
+    # included (bf16 2, fp8 / int8 1 + 4/128); 0 = none (the job's own width)
+    "comm_dtype_bytes",
 )
 
 MODEL_FIELDS = (
@@ -247,7 +250,7 @@ SYS_HOST_LINK_BANDWIDTH = SYSTEM_FIELDS.index("host_link_bandwidth")
 SYS_HOST_MEMORY_BANDWIDTH = SYSTEM_FIELDS.index("host_memory_bandwidth")
 SYS_N_SITES = SYSTEM_FIELDS.index("n_sites")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION, \
-    TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS = range(N_TIER)
+    TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS, TIER_COMM_DTYPE_BYTES = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
     MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \
     MDL_SHARED_EXPERTS, MDL_MAX_ROUTE_NODES = range(N_MODEL)

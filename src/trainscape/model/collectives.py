@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 
+from ..layout import SYS_HBM_BANDWIDTH, SYS_MEMORY_EFFICIENCY
 from .network import (
     boundary_link_bandwidth,
     dim_members_within,
@@ -37,6 +38,7 @@ from .network import (
     n_tiers,
     next_tier_span,
     site_link_tier,
+    tier_comm_dtype_bytes,
     tier_latency,
     tier_link_bandwidth,
     tier_path_bandwidth,
@@ -74,10 +76,82 @@ def group_size(n_a, n_b, n_c):
     return n_a * n_b * n_c
 
 
-def hierarchical_terms(sys, nbytes, reduce, tiers, n_a, s_a, n_b, s_b, n_c, s_c):
+# ---- compression of the data-parallel traffic per tier ([[cluster.tiers]] comm_dtype) -------
+# A tier with a comm_dtype carries the data-parallel collectives' bytes that cross it in that
+# format: each rank quantizes what it sends over the tier and dequantizes what it receives,
+# as ZeRO++ does for the weights' all-gather (qwZ) and the gradients' reduce-scatter (qgZ)
+# (Wang et al. 2023, "ZeRO++: Extremely Efficient Collective Communication for Giant Model
+# Training", arXiv 2306.10209, §3.1 and §3.3: block-based quantization, dequantized on arrival
+# and reduced in full precision) and as DeepSeek-V3 sends FP8 with per-128-element scales
+# (arXiv 2412.19437, §3.3.2). The tier's width per element, scales included, is packed by
+# :func:`trainscape.spec.pack.comm_dtype_bytes`; 0 means the traffic keeps the job's width.
+
+
+def wire_bytes(comm_dtype_bytes, elem_bytes):
+    """Bytes per element a tier whose ``comm_dtype`` is ``comm_dtype_bytes`` wide (0: none)
+    puts on its links for traffic of ``elem_bytes`` per element: the narrower of the two. A
+    tier never inflates: traffic already as narrow as its format (bf16 gradients on a bf16
+    tier, an FP8 weight gather on an fp8 tier, whose scales make it 1.03125 bytes) is sent
+    as it is."""
+    if comm_dtype_bytes > 0.0 and comm_dtype_bytes < elem_bytes:
+        return comm_dtype_bytes
+    return elem_bytes
+
+
+def codec_time(sys, elements, elem_bytes, wire):
+    """Quantize ``elements`` before sending them (read ``elem_bytes``, write ``wire`` bytes
+    each) and dequantize them on arrival (read ``wire``, write ``elem_bytes``): memory-bound
+    kernels at the achieved HBM bandwidth (the roofline of ``llm.memory_bound_time``),
+    ``2 * elements * (elem_bytes + wire) / (hbm_bandwidth * memory_efficiency)``. ZeRO++ runs
+    its quantization and dequantization as such fused CUDA kernels beside the collective
+    (Wang et al. 2023, arXiv 2306.10209, §4: "optimized quantization kernels")."""
+    return 2.0 * elements * (elem_bytes + wire) \
+        / (sys[SYS_HBM_BANDWIDTH] * sys[SYS_MEMORY_EFFICIENCY])
+
+
+def compressed_ring_time(sys, tier, f, nbytes, elem_bytes, reduce, latency, bandwidth):
+    """A ring all-reduce (``reduce``) or all-gather / reduce-scatter of ``f`` ranks on
+    ``nbytes`` of ``elem_bytes`` per element at tier ``tier`` (its ``latency`` and path
+    ``bandwidth``), the data sent in the tier's :func:`wire_bytes`: the ring's bandwidth term
+    on ``nbytes / elem_bytes * wire`` bytes plus :func:`codec_time` of every element a rank
+    sends (``2(f-1)/f`` of them for an all-reduce, ``(f-1)/f`` for a gather: each step
+    quantizes the chunk it sends and dequantizes the one it receives, nccl-tests
+    ``doc/PERFORMANCE.md`` bus factors). Without compression the plain ring."""
+    if f <= 1.0:
+        return 0.0
+    wire = wire_bytes(tier_comm_dtype_bytes(sys, tier), elem_bytes)
+    if wire >= elem_bytes:
+        if reduce:
+            return ring_all_reduce_time(f, nbytes, latency, bandwidth)
+        return ring_all_gather_time(f, nbytes, latency, bandwidth)
+    elements = nbytes / elem_bytes
+    if reduce:
+        return ring_all_reduce_time(f, elements * wire, latency, bandwidth) \
+            + codec_time(sys, 2.0 * (f - 1.0) / f * elements, elem_bytes, wire)
+    return ring_all_gather_time(f, elements * wire, latency, bandwidth) \
+        + codec_time(sys, (f - 1.0) / f * elements, elem_bytes, wire)
+
+
+def compressed_tree_time(sys, tier, n, nbytes, elem_bytes, latency, bandwidth):
+    """:func:`tree_all_reduce_time` of ``n`` ranks at tier ``tier`` in the tier's
+    :func:`wire_bytes`: each rank sends the whole buffer up and down once, so ``2 * nbytes /
+    elem_bytes`` elements pass through :func:`codec_time`."""
+    if n <= 1.0:
+        return 0.0
+    wire = wire_bytes(tier_comm_dtype_bytes(sys, tier), elem_bytes)
+    if wire >= elem_bytes:
+        return tree_all_reduce_time(n, nbytes, latency, bandwidth)
+    elements = nbytes / elem_bytes
+    return tree_all_reduce_time(n, elements * wire, latency, bandwidth) \
+        + codec_time(sys, 2.0 * elements, elem_bytes, wire)
+
+
+def hierarchical_terms(sys, nbytes, elem_bytes, reduce, tiers, n_a, s_a, n_b, s_b, n_c, s_c):
     """The hierarchical algorithm's sum over the tiers ``0 .. tiers - 1`` (see
-    :func:`hierarchical_time`), and the latency and path bandwidth of the outermost of them the
-    group crosses: ``(sum, latency, bandwidth)``."""
+    :func:`hierarchical_time`), and the latency, path bandwidth and index of the outermost of
+    them the group crosses: ``(sum, latency, bandwidth, tier)`` (tier -1: none). Each tier's
+    ring carries ``elem_bytes`` per element, or the tier's ``comm_dtype``
+    (:func:`compressed_ring_time`; ``elem_bytes`` 0: never compressed)."""
     n = group_size(n_a, n_b, n_c)
     hier = 0.0
     inner = 1.0  # members inside one domain of the tier below
@@ -85,6 +159,7 @@ def hierarchical_terms(sys, nbytes, reduce, tiers, n_a, s_a, n_b, s_b, n_c, s_c)
     nic = math.inf  # slowest link from tier 1 up to here
     lat = 0.0
     bw = 0.0
+    top = -1
     for i in range(tiers):
         span = next_tier_span(sys, i, span)
         members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
@@ -97,17 +172,15 @@ def hierarchical_terms(sys, nbytes, reduce, tiers, n_a, s_a, n_b, s_b, n_c, s_c)
         if f > 1.0:
             lat = tier_latency(sys, i)
             bw = path
-            if reduce:
-                hier += ring_all_reduce_time(f, nbytes / inner, lat, bw)
-            else:
-                hier += ring_all_gather_time(f, nbytes / inner, lat, bw)
+            top = i
+            hier += compressed_ring_time(sys, i, f, nbytes / inner, elem_bytes, reduce, lat, bw)
         inner = members
         if members >= n:
             break
-    return hier, lat, bw
+    return hier, lat, bw, top
 
 
-def hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
+def hierarchical_time(sys, nbytes, elem_bytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
     """Walk the tiers from the inside out once and cost the collective both ways.
 
     At tier ``i`` the group joins ``f_i`` sub-groups (its fan-out there); the hierarchical
@@ -115,36 +188,56 @@ def hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
     latency and path bandwidth. The walk stops once every member is inside the current tier.
     Returns ``(hierarchical, flat)``: the hierarchical sum, and the cheapest flat algorithm over
     all ``n`` members at the outermost tier crossed (ring, and the tree for an all-reduce).
-    ``reduce`` selects all-reduce (else all-gather / reduce-scatter).
+    ``reduce`` selects all-reduce (else all-gather / reduce-scatter). ``elem_bytes``: bytes per
+    element of the traffic, for the tiers' ``comm_dtype`` (0: never compressed); a flat
+    algorithm is paced by the outermost tier it crosses and is sent in that tier's format.
     """
     n = group_size(n_a, n_b, n_c)
-    hier, lat, bw = hierarchical_terms(sys, nbytes, reduce, n_tiers(sys), n_a, s_a, n_b, s_b,
-                                       n_c, s_c)
+    hier, lat, bw, top = hierarchical_terms(sys, nbytes, elem_bytes, reduce, n_tiers(sys), n_a,
+                                            s_a, n_b, s_b, n_c, s_c)
+    if top < 0:
+        return hier, 0.0
     if reduce:
-        flat = min(ring_all_reduce_time(n, nbytes, lat, bw), tree_all_reduce_time(n, nbytes, lat, bw))
+        flat = min(compressed_ring_time(sys, top, n, nbytes, elem_bytes, True, lat, bw),
+                   compressed_tree_time(sys, top, n, nbytes, elem_bytes, lat, bw))
     else:
-        flat = ring_all_gather_time(n, nbytes, lat, bw)
+        flat = compressed_ring_time(sys, top, n, nbytes, elem_bytes, False, lat, bw)
     return hier, flat
 
 
-def all_reduce_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
-    """Cheapest of ring, tree and hierarchical all-reduce of ``nbytes`` per rank."""
+def compressed_all_reduce_time(sys, nbytes, elem_bytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Cheapest of ring, tree and hierarchical all-reduce of ``nbytes`` per rank of
+    ``elem_bytes`` per element, each tier crossed in its ``comm_dtype`` (data-parallel
+    traffic; :func:`hierarchical_time`)."""
     if group_size(n_a, n_b, n_c) <= 1.0 or nbytes <= 0.0:
         return 0.0
-    hier, flat = hierarchical_time(sys, nbytes, True, n_a, s_a, n_b, s_b, n_c, s_c)
+    hier, flat = hierarchical_time(sys, nbytes, elem_bytes, True, n_a, s_a, n_b, s_b, n_c, s_c)
     return min(flat, hier)
 
 
+def compressed_all_gather_time(sys, nbytes, elem_bytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Cheapest of ring and hierarchical all-gather (or reduce-scatter) with ``nbytes`` per
+    rank of ``elem_bytes`` per element, each tier crossed in its ``comm_dtype``."""
+    if group_size(n_a, n_b, n_c) <= 1.0 or nbytes <= 0.0:
+        return 0.0
+    hier, flat = hierarchical_time(sys, nbytes, elem_bytes, False, n_a, s_a, n_b, s_b, n_c, s_c)
+    return min(flat, hier)
+
+
+def all_reduce_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+    """Cheapest of ring, tree and hierarchical all-reduce of ``nbytes`` per rank (never
+    compressed: :func:`compressed_all_reduce_time` without an element width)."""
+    return compressed_all_reduce_time(sys, nbytes, 0.0, n_a, s_a, n_b, s_b, n_c, s_c)
+
+
 def all_gather_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
-    """Cheapest of ring and hierarchical all-gather with ``nbytes`` output per rank.
+    """Cheapest of ring and hierarchical all-gather with ``nbytes`` output per rank (never
+    compressed).
 
     Reduce-scatter with ``nbytes`` input per rank costs the same (it is the all-gather run
     backwards), see :func:`reduce_scatter_time`.
     """
-    if group_size(n_a, n_b, n_c) <= 1.0 or nbytes <= 0.0:
-        return 0.0
-    hier, flat = hierarchical_time(sys, nbytes, False, n_a, s_a, n_b, s_b, n_c, s_c)
-    return min(flat, hier)
+    return compressed_all_gather_time(sys, nbytes, 0.0, n_a, s_a, n_b, s_b, n_c, s_c)
 
 
 def reduce_scatter_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
@@ -167,33 +260,38 @@ def site_members(sys, n_a, s_a, n_b, s_b, n_c, s_c):
     return group_members_within(tier_span(sys, t - 2), n_a, s_a, n_b, s_b, n_c, s_c)
 
 
-def within_site_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
+def within_site_time(sys, nbytes, elem_bytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
     """The part of a collective inside each site. A group inside one site: the synchronous
-    collective (cheapest of flat and hierarchical, :func:`all_reduce_time` /
-    :func:`all_gather_time`). A group across sites: the tiers of the hierarchical algorithm
-    below the outermost (:func:`hierarchical_time`'s terms for ``i < n_tiers - 1``), which leave
-    each member with its ``1 / site_members`` shard for the cross-site ring
+    collective (cheapest of flat and hierarchical, :func:`compressed_all_reduce_time` /
+    :func:`compressed_all_gather_time`). A group across sites: the tiers of the hierarchical
+    algorithm below the outermost (:func:`hierarchical_time`'s terms for ``i < n_tiers - 1``),
+    which leave each member with its ``1 / site_members`` shard for the cross-site ring
     (:func:`cross_site_time`; the 2D / hierarchical all-reduce of Jia et al. 2018,
     arXiv 1807.11205 §3, with sites as the outer dimension, as DiLoCo's outer all-reduce,
-    Douillard et al. 2023, arXiv 2311.08105)."""
+    Douillard et al. 2023, arXiv 2311.08105). ``elem_bytes``: the traffic's width per element
+    for the tiers' ``comm_dtype`` (0: never compressed)."""
     n = group_size(n_a, n_b, n_c)
     if n <= 1.0 or nbytes <= 0.0:
         return 0.0
     t = n_tiers(sys)
     if t < 2 or site_members(sys, n_a, s_a, n_b, s_b, n_c, s_c) >= n:
-        hier, flat = hierarchical_time(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c)
+        hier, flat = hierarchical_time(sys, nbytes, elem_bytes, reduce, n_a, s_a, n_b, s_b, n_c,
+                                       s_c)
         return min(flat, hier)
     # the tiers below the outermost (a group whose members stay inside one domain of a tier
     # adds nothing beyond it)
-    return hierarchical_terms(sys, nbytes, reduce, t - 1, n_a, s_a, n_b, s_b, n_c, s_c)[0]
+    return hierarchical_terms(sys, nbytes, elem_bytes, reduce, t - 1, n_a, s_a, n_b, s_b, n_c,
+                              s_c)[0]
 
 
-def cross_site_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+def cross_site_time(sys, nbytes, elem_bytes, n_a, s_a, n_b, s_b, n_c, s_c):
     """The site-tier part of a data-parallel reduction: a ring all-reduce over the ``f`` sites
     the group spans of each member's ``nbytes / site_members`` shard, at the outermost tier's
     latency and path bandwidth -- :func:`hierarchical_time`'s term at the outermost tier
-    (an all-reduce's; a reduce-scatter plus an all-gather there move the same bytes). 0 for a
-    group inside one site or a cluster of fewer than two tiers."""
+    (an all-reduce's; a reduce-scatter plus an all-gather there move the same bytes), in that
+    tier's ``comm_dtype`` for traffic of ``elem_bytes`` per element
+    (:func:`compressed_ring_time`). 0 for a group inside one site or a cluster of fewer than
+    two tiers."""
     t = n_tiers(sys)
     n = group_size(n_a, n_b, n_c)
     if t < 2 or n <= 1.0 or nbytes <= 0.0:
@@ -205,7 +303,8 @@ def cross_site_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
     nic = math.inf
     for i in range(1, t):
         nic = min(nic, tier_link_bandwidth(sys, i))
-    return ring_all_reduce_time(f, nbytes / inner, tier_latency(sys, t - 1), nic)
+    return compressed_ring_time(sys, t - 1, f, nbytes / inner, elem_bytes, True,
+                                tier_latency(sys, t - 1), nic)
 
 
 def all_to_all_time(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):

@@ -12,7 +12,9 @@ tier's links in one step, per parallel dimension, with the message sizes the cos
   ``doc/PERFORMANCE.md`` bus-bandwidth factors);
 * an all-to-all as :func:`~trainscape.model.collectives.routed_all_to_all_time` routes it;
 * a pipeline's or a context-parallel ring's point-to-point sends: a GPU at a boundary that
-  crosses a tier sends every one of its transfers across it (the busiest GPU on that tier).
+  crosses a tier sends every one of its transfers across it (the busiest GPU on that tier);
+* data-parallel traffic in each tier's ``comm_dtype`` where narrower (the compressed bytes that
+  cross it, :func:`~trainscape.model.collectives.compressed_ring_time`).
 
 ``busy_s`` is those bytes over the per-GPU bandwidth of the tier's links
 (:func:`~trainscape.model.network.tier_link_bandwidth`; for the pipeline's sends
@@ -42,7 +44,13 @@ from ..layout import (
 )
 from . import llm
 from ..layout import SCHED_INTERLEAVED
-from .collectives import node_limited_share, site_members, site_path_applies, site_stride
+from .collectives import (
+    node_limited_share,
+    site_members,
+    site_path_applies,
+    site_stride,
+    wire_bytes,
+)
 from .network import (
     boundary_link_bandwidth,
     dim_members_within,
@@ -51,6 +59,7 @@ from .network import (
     n_tiers,
     next_tier_span,
     site_link_tier,
+    tier_comm_dtype_bytes,
     tier_link_bandwidth,
     tier_span,
 )
@@ -59,9 +68,19 @@ from .pipeline import schedule_chunks
 DIMENSIONS = ("tp", "cp", "ep", "pp", "dp")
 
 
-def collective_tier_bytes(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
+def tier_wire_share(sys, tier, elem_bytes):
+    """Fraction of a data-parallel collective's bytes (``elem_bytes`` per element) that tier
+    ``tier`` carries: its ``comm_dtype``'s width over the traffic's where narrower
+    (:func:`~trainscape.model.collectives.wire_bytes`), else 1 (also for ``elem_bytes`` 0)."""
+    if elem_bytes <= 0.0:
+        return 1.0
+    return wire_bytes(tier_comm_dtype_bytes(sys, tier), elem_bytes) / elem_bytes
+
+
+def collective_tier_bytes(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c, elem_bytes=0.0):
     """Bytes per GPU on each tier (a list, innermost first) of a hierarchical all-reduce
-    (``reduce``) or all-gather / reduce-scatter of ``nbytes`` per rank."""
+    (``reduce``) or all-gather / reduce-scatter of ``nbytes`` per rank; data-parallel traffic
+    of ``elem_bytes`` per element in each tier's ``comm_dtype`` (:func:`tier_wire_share`)."""
     out = [0.0] * n_tiers(sys)
     n = n_a * n_b * n_c
     if n <= 1.0 or nbytes <= 0.0:
@@ -73,7 +92,7 @@ def collective_tier_bytes(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
         members = group_members_within(span, n_a, s_a, n_b, s_b, n_c, s_c)
         f = members / inner
         if f > 1.0:
-            moved = (f - 1.0) / f * nbytes / inner
+            moved = (f - 1.0) / f * nbytes / inner * tier_wire_share(sys, i, elem_bytes)
             out[i] = 2.0 * moved if reduce else moved
         inner = members
         if members >= n:
@@ -81,11 +100,11 @@ def collective_tier_bytes(sys, nbytes, reduce, n_a, s_a, n_b, s_b, n_c, s_c):
     return out
 
 
-def cross_site_tier_bytes(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
+def cross_site_tier_bytes(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c, elem_bytes=0.0):
     """Bytes per GPU at the site tier (the outermost of two or more) of the cross-site ring
     all-reduce of :func:`~trainscape.model.collectives.cross_site_time`:
-    ``2 (f - 1)/f * nbytes / site_members`` over the ``f`` sites the group spans; 0 inside one
-    site."""
+    ``2 (f - 1)/f * nbytes / site_members`` over the ``f`` sites the group spans, in the site
+    tier's ``comm_dtype`` (:func:`tier_wire_share`); 0 inside one site."""
     n = n_a * n_b * n_c
     if n_tiers(sys) < 2 or n <= 1.0 or nbytes <= 0.0:
         return 0.0
@@ -93,7 +112,8 @@ def cross_site_tier_bytes(sys, nbytes, n_a, s_a, n_b, s_b, n_c, s_c):
     f = n / inner
     if f <= 1.0:
         return 0.0
-    return 2.0 * (f - 1.0) / f * nbytes / inner
+    return 2.0 * (f - 1.0) / f * nbytes / inner * tier_wire_share(sys, n_tiers(sys) - 1,
+                                                                   elem_bytes)
 
 
 def all_to_all_tier_bytes(sys, nbytes, copies, max_nodes, n_a, s_a, n_b, s_b):
@@ -237,30 +257,34 @@ def link_loads(sys, mdl, job, cfg, i=0):
             # gradients' collectives every step; at the site tier the outer traffic instead,
             # for DiLoCo once every H steps (zero <= 2 here: sync_config_error)
             if zero == 0:
-                tb = collective_tier_bytes(sys, params * grad, True, na, sa, nb, sb, nc, sc)
+                tb = collective_tier_bytes(sys, params * grad, True, na, sa, nb, sb, nc, sc,
+                                           grad)
             else:
-                tb = collective_tier_bytes(sys, params * grad, False, na, sa, nb, sb, nc, sc)
-                ag = collective_tier_bytes(sys, params * param, False, na, sa, nb, sb, nc, sc)
+                tb = collective_tier_bytes(sys, params * grad, False, na, sa, nb, sb, nc, sc,
+                                           grad)
+                ag = collective_tier_bytes(sys, params * param, False, na, sa, nb, sb, nc, sc,
+                                           param)
                 for t in range(nt):
                     tb[t] += ag[t]
             if nt >= 2:
                 outer = cross_site_tier_bytes(sys, params * job[JOB_SYNC_OUTER_BYTES], na, sa,
-                                              nb, sb, nc, sc)
+                                              nb, sb, nc, sc, job[JOB_SYNC_OUTER_BYTES])
                 if strategy == SYNC_DILOCO:
                     outer = outer / job[JOB_SYNC_INNER_STEPS]
                 tb[nt - 1] = outer
             add("dp", tb, 1.0)
         elif zero == 0:
-            add("dp", collective_tier_bytes(sys, params * grad, True, na, sa, nb, sb, nc, sc), 1.0)
+            add("dp", collective_tier_bytes(sys, params * grad, True, na, sa, nb, sb, nc, sc,
+                                            grad), 1.0)
         else:
             # ZeRO-3 gathers the weights twice (forward, backward) per microbatch and
             # reduce-scatters the gradients per microbatch; ZeRO-1/2 once per step
             times = m if zero == 3 else 1.0
             gathers = 2.0 if zero == 3 else 1.0
-            add("dp", collective_tier_bytes(sys, params * grad, False, na, sa, nb, sb, nc, sc),
-                times)
-            add("dp", collective_tier_bytes(sys, params * param, False, na, sa, nb, sb, nc, sc),
-                gathers * times)
+            add("dp", collective_tier_bytes(sys, params * grad, False, na, sa, nb, sb, nc, sc,
+                                            grad), times)
+            add("dp", collective_tier_bytes(sys, params * param, False, na, sa, nb, sb, nc, sc,
+                                            param), gathers * times)
 
     out = []
     for t in range(nt):

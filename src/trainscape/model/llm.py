@@ -152,6 +152,8 @@ from ..layout import (
 from .collectives import (
     all_gather_time,
     all_reduce_time,
+    compressed_all_gather_time,
+    compressed_all_reduce_time,
     cross_site_time,
     p2p_time,
     pipeline_boundary_transfers,
@@ -1844,16 +1846,17 @@ def dp_groups(row, ordt):
     return (row[ROW_CP], ordt[ORD_S_CP], ep, ordt[ORD_S_EP], dpx, s_dp, e_a, se_a, e_b, se_b)
 
 
-def dp_collective_time(sys, job, nbytes, reduce, cp, s_cp, n_b, s_b, n_c, s_c):
-    """One data-parallel collective: the synchronous one (:func:`all_reduce_time`, or
-    :func:`all_gather_time`, which a reduce-scatter costs alike) or, under a non-synchronous
-    ``job.sync.strategy``, only its part inside each site (:func:`within_site_time`; the
-    cross-site part is :func:`cross_site_sync_time`)."""
+def dp_collective_time(sys, job, nbytes, elem_bytes, reduce, cp, s_cp, n_b, s_b, n_c, s_c):
+    """One data-parallel collective of ``nbytes`` (``elem_bytes`` per element, sent over each
+    tier in its ``comm_dtype``): the synchronous one (:func:`compressed_all_reduce_time`, or
+    :func:`compressed_all_gather_time`, which a reduce-scatter costs alike) or, under a
+    non-synchronous ``job.sync.strategy``, only its part inside each site
+    (:func:`within_site_time`; the cross-site part is :func:`cross_site_sync_time`)."""
     if job[JOB_SYNC_STRATEGY] != SYNC_SYNCHRONOUS:
-        return within_site_time(sys, nbytes, reduce, cp, s_cp, n_b, s_b, n_c, s_c)
+        return within_site_time(sys, nbytes, elem_bytes, reduce, cp, s_cp, n_b, s_b, n_c, s_c)
     if reduce:
-        return all_reduce_time(sys, nbytes, cp, s_cp, n_b, s_b, n_c, s_c)
-    return all_gather_time(sys, nbytes, cp, s_cp, n_b, s_b, n_c, s_c)
+        return compressed_all_reduce_time(sys, nbytes, elem_bytes, cp, s_cp, n_b, s_b, n_c, s_c)
+    return compressed_all_gather_time(sys, nbytes, elem_bytes, cp, s_cp, n_b, s_b, n_c, s_c)
 
 
 def data_parallel_comm(sys, job, row, ordt, zero):
@@ -1863,7 +1866,8 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     unit, ``1 / fsdp_units`` of the parameters (Zhao et al. VLDB 2023 §3.2: one collective per
     unit's ``FlatParameter``, so each pays the collective's latency), over the groups of
     :func:`dp_groups`. Under a non-synchronous ``job.sync.strategy`` the part of each inside a
-    site (:func:`dp_collective_time`)."""
+    site (:func:`dp_collective_time`). Gradients travel at ``grad_comm_bytes`` per element and
+    weights at ``param_bytes``, or a tier's ``comm_dtype`` where narrower."""
     g = dp_groups(row, ordt)
     cp = g[0]
     s_cp = g[1]
@@ -1871,23 +1875,23 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     expert_params = row[ROW_EXPERT_PARAMS]
     grad_comm = job[JOB_GRAD_COMM_BYTES]
     if zero == 0:
-        red = dp_collective_time(sys, job, dense_params * grad_comm, True, cp, s_cp, g[2], g[3],
-                                 g[4], g[5]) \
-            + dp_collective_time(sys, job, expert_params * grad_comm, True, cp, s_cp, g[6], g[7],
-                                 g[8], g[9])
+        red = dp_collective_time(sys, job, dense_params * grad_comm, grad_comm, True, cp, s_cp,
+                                 g[2], g[3], g[4], g[5]) \
+            + dp_collective_time(sys, job, expert_params * grad_comm, grad_comm, True, cp, s_cp,
+                                 g[6], g[7], g[8], g[9])
         return (red, 0.0)
     param_bytes = job[JOB_PARAM_BYTES]
     units = 1.0
     if zero == 3:
         units = fsdp_units(row)
-    rs = dp_collective_time(sys, job, dense_params * grad_comm / units, False, cp, s_cp, g[2],
-                            g[3], g[4], g[5]) \
-        + dp_collective_time(sys, job, expert_params * grad_comm / units, False, cp, s_cp, g[6],
-                             g[7], g[8], g[9])
-    ag = dp_collective_time(sys, job, dense_params * param_bytes / units, False, cp, s_cp, g[2],
-                            g[3], g[4], g[5]) \
-        + dp_collective_time(sys, job, expert_params * param_bytes / units, False, cp, s_cp,
-                             g[6], g[7], g[8], g[9])
+    rs = dp_collective_time(sys, job, dense_params * grad_comm / units, grad_comm, False, cp,
+                            s_cp, g[2], g[3], g[4], g[5]) \
+        + dp_collective_time(sys, job, expert_params * grad_comm / units, grad_comm, False, cp,
+                             s_cp, g[6], g[7], g[8], g[9])
+    ag = dp_collective_time(sys, job, dense_params * param_bytes / units, param_bytes, False, cp,
+                            s_cp, g[2], g[3], g[4], g[5]) \
+        + dp_collective_time(sys, job, expert_params * param_bytes / units, param_bytes, False,
+                             cp, s_cp, g[6], g[7], g[8], g[9])
     return (rs, ag)
 
 
@@ -1900,7 +1904,8 @@ def cross_site_sync_time(sys, job, row, ordt, strategy):
     inner_steps`` steps, so a step carries ``1 / H`` of it; Streaming DiLoCo (Douillard et al.
     2025, arXiv 2501.18512, §2.2) all-reduces each of its ``P = fragments`` fragments once per H
     steps, so a step carries ``P / H`` of one fragment's all-reduce (the same bytes; the latency
-    is paid per fragment). For the synchronous strategy this is
+    is paid per fragment). The site tier's ``comm_dtype`` applies where narrower
+    (:func:`cross_site_time`). For the synchronous strategy this is
     the site-tier term of the hierarchical collective (what the strategies are compared
     against; the synchronous step charges the cheapest of flat and hierarchical)."""
     g = dp_groups(row, ordt)
@@ -1910,10 +1915,10 @@ def cross_site_sync_time(sys, job, row, ordt, strategy):
         nbytes = job[JOB_SYNC_OUTER_BYTES]
     if strategy == SYNC_DILOCO:
         share = 1.0 / job[JOB_SYNC_FRAGMENTS]
-    t = cross_site_time(sys, row[ROW_DENSE_PARAMS] * share * nbytes, g[0], g[1], g[2], g[3],
-                        g[4], g[5]) \
-        + cross_site_time(sys, row[ROW_EXPERT_PARAMS] * share * nbytes, g[0], g[1], g[6], g[7],
-                          g[8], g[9])
+    t = cross_site_time(sys, row[ROW_DENSE_PARAMS] * share * nbytes, nbytes, g[0], g[1], g[2],
+                        g[3], g[4], g[5]) \
+        + cross_site_time(sys, row[ROW_EXPERT_PARAMS] * share * nbytes, nbytes, g[0], g[1],
+                          g[6], g[7], g[8], g[9])
     if strategy == SYNC_DILOCO:
         t = t * job[JOB_SYNC_FRAGMENTS] / job[JOB_SYNC_INNER_STEPS]
     return t

@@ -30,6 +30,7 @@ from ..layout import (
     SYS_N_TIERS,
     SYS_TIER_BASE,
     TIER_BANDWIDTH,
+    TIER_COMM_DTYPE_BYTES,
     TIER_EFFICIENCY,
     TIER_HANDSHAKE_RTTS,
     TIER_LATENCY,
@@ -104,6 +105,13 @@ def transport_window_bandwidth(sys, tier):
     if window <= 0.0 or rtt <= 0.0:
         return math.inf
     return window / rtt
+
+
+def tier_comm_dtype_bytes(sys, tier):
+    """Bytes per element the data-parallel traffic crossing tier ``tier`` is sent in (its
+    ``comm_dtype``, block scales included), 0 when the tier sends the job's own width; see
+    :func:`~trainscape.model.collectives.wire_bytes`."""
+    return tier_field(sys, tier, TIER_COMM_DTYPE_BYTES)
 
 
 def tier_link_bandwidth(sys, tier):

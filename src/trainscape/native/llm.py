@@ -91,7 +91,8 @@ def _field_rule(block: int, index: int) -> str:
     if block == 1 and index >= L.SYS_TIER_BASE:
         field = (index - L.SYS_TIER_BASE) % L.N_TIER
         return "a finite number >= 0" if field in (L.TIER_LATENCY, L.TIER_WINDOW_BYTES,
-                                                   L.TIER_HANDSHAKE_RTTS) \
+                                                   L.TIER_HANDSHAKE_RTTS,
+                                                   L.TIER_COMM_DTYPE_BYTES) \
             else "a finite number > 0"
     if block == 1:
         if index in (L.SYS_GPUS, L.SYS_PEAK_FLOPS, L.SYS_HBM_BANDWIDTH, L.SYS_GEMM_EFFICIENCY_MAX,

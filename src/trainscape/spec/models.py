@@ -121,6 +121,9 @@ class ModelSpec(_Spec):
 
 
 SYNC_STRATEGIES = layout.SYNC_STRATEGIES
+#: formats of a tier's data-parallel traffic, [[cluster.tiers]] comm_dtype ("none", as leaving
+#: it out: the job's widths -- a value a [space] hardware axis can list beside the others)
+COMM_DTYPES = ("none", "bf16", "fp8", "int8")
 #: element types of the cross-site (outer) traffic of job.sync.outer_dtype
 OUTER_DTYPES = ("fp32", "bf16", "fp8", "int8")
 
@@ -338,6 +341,10 @@ class TierSpec(_Spec):
     # price for cost_per_step_usd
     cost_per_gpu_hour_usd: R.Price = 0.0
     transport: TransportSpec | None = None
+    # format of the data-parallel traffic crossing this tier (gradients' reduce-scatter /
+    # all-reduce, weights' all-gather), quantized before sending where it is narrower than the
+    # job's width (ZeRO++ qgZ / qwZ, arXiv 2306.10209); none: the job's own width
+    comm_dtype: Literal[COMM_DTYPES] | None = None
     source: str | None = None
 
 

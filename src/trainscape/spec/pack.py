@@ -131,6 +131,22 @@ def moe_dispatch_bytes(dispatch_dtype: str) -> float:
     return float(dtype_bytes(dispatch_dtype))
 
 
+def comm_dtype_bytes(comm_dtype: str | None) -> float:
+    """Bytes per element of a tier's ``comm_dtype`` (``[[cluster.tiers]]``), the data-parallel
+    traffic crossing it: bf16 2; fp8 and int8 1 byte plus one fp32 scale per block of 128
+    elements, 1 + 4/128 = 1.03125 (the 1x128 tiles of DeepSeek-V3's fine-grained quantization,
+    arXiv 2412.19437 §3.3.2; ZeRO++ quantizes in blocks with a scale each, qwZ / qgZ, Wang et
+    al. 2023, arXiv 2306.10209 §3.1, §3.3 -- we assume the same 128-element block for int8);
+    0 without one or with ``"none"`` (the traffic keeps the job's width). The model sends a
+    tier's traffic in this format only where it is narrower
+    (:func:`trainscape.model.collectives.wire_bytes`)."""
+    if comm_dtype is None or comm_dtype == "none":
+        return 0.0
+    if comm_dtype == "bf16":
+        return float(dtype_bytes("bf16"))
+    return 1.0 + FP8_SCALE_BYTES / FP8_TILE
+
+
 def moe_combine_bytes(combine_dtype: str) -> float:
     """Bytes per element of the MoE combine all-to-all (expert outputs back to their tokens):
     DeepSeek-V3 keeps the forward and backward combine in BF16 even in FP8 training (report
@@ -356,6 +372,7 @@ def pack_system(scenario: Scenario) -> np.ndarray:
         if t.transport is not None:
             sys[base + L.TIER_WINDOW_BYTES] = t.transport.window_bytes
             sys[base + L.TIER_HANDSHAKE_RTTS] = t.transport.handshake_rtts
+        sys[base + L.TIER_COMM_DTYPE_BYTES] = comm_dtype_bytes(t.comm_dtype)
     return sys
 
 
