@@ -202,8 +202,20 @@ def _shard_weights(sc, plan, i, cost, state):
     return cost[i] * 0.1, tier_mem, pool / w
 
 
+def _cons(sc):
+    """The scenario's per-table constraints (:mod:`trainscape.dlrm.constraints`), or None."""
+    return getattr(sc, "constraints", None)
+
+
+def _allowed(sc, i, kind, k, stride):
+    """Allowed base ranks of table ``i`` in this form (None: any)."""
+    cons = _cons(sc)
+    return None if cons is None else cons.allowed_bases(i, int(kind), int(k), int(stride))
+
+
 def _place(sc, plan, order, metric, budget, cost, state):
-    """Place tables in ``order`` onto the least-loaded rank(s) by ``metric`` rows."""
+    """Place tables in ``order`` onto the least-loaded rank(s) by ``metric`` rows (within the
+    ranks a table's constraints allow)."""
     w, node = sc.world, sc.node_size
     load = np.zeros(w)
     mem = np.zeros(w)
@@ -213,15 +225,22 @@ def _place(sc, plan, order, metric, budget, cost, state):
         val = {"cost": c, "size": m, "lookups": lk}[metric]
         k = int(plan[D.PL_SHARDS, i])
         stride = int(plan[D.PL_STRIDE, i])
+        allowed = _allowed(sc, i, kind, k, stride)
         if kind == D.SH_TW:
             ok = mem + m <= budget
             cand = np.where(ok, load, np.inf)
-            r = int(np.argmin(cand)) if np.isfinite(cand).any() else int(np.argmin(mem))
+            if allowed is not None:
+                cand = np.where(np.isin(np.arange(w), allowed), cand, np.nan)
+                fin = np.isfinite(cand)
+                r = int(np.nanargmin(np.where(fin, cand, np.nan))) if fin.any() else \
+                    int(allowed[np.argmin(mem[allowed])])
+            else:
+                r = int(np.argmin(cand)) if np.isfinite(cand).any() else int(np.argmin(mem))
             plan[D.PL_RANK, i] = r
             bases = [r]
         elif kind == D.SH_CW:
-            best, best_b = np.inf, 0
-            for b in range(max(1, min(stride, w))):
+            best, best_b = np.inf, 0 if allowed is None else int(allowed[0])
+            for b in (range(max(1, min(stride, w))) if allowed is None else allowed):
                 rs = _shard_ranks(kind, k, stride, b, w, node)
                 if np.any(mem[rs] + m > budget):
                     continue
@@ -232,7 +251,10 @@ def _place(sc, plan, order, metric, budget, cost, state):
             bases = _shard_ranks(kind, k, stride, best_b, w, node)
         elif kind == D.SH_TWRW:
             n_nodes = (w + node - 1) // node
-            node_load = [load[n * node:(n + 1) * node].max() for n in range(n_nodes)]
+            node_load = np.array([load[n * node:(n + 1) * node].max() for n in range(n_nodes)])
+            if allowed is not None:
+                node_load = np.where(np.isin(np.arange(n_nodes) * node, allowed), node_load,
+                                     np.inf)
             n = int(np.argmin(node_load))
             plan[D.PL_RANK, i] = n * node
             bases = _shard_ranks(kind, k, stride, n * node, w, node)
@@ -251,6 +273,8 @@ def greedy(sc: DlrmScenario, key: str = "cost", types: np.ndarray | None = None)
     if key not in GREEDY_KEYS:
         raise ValueError(f"greedy key: unknown {key!r} (allowed: {', '.join(GREEDY_KEYS)})")
     plan = (choose_types(sc) if types is None else types).copy()
+    if _cons(sc) is not None:
+        plan = _cons(sc).repair(plan)
     cost = table_cost(sc)
     state = table_state(sc)
     measure = {"cost": cost, "size": state,
@@ -289,6 +313,8 @@ def bound_plan(sc: DlrmScenario, theta: float | None = None) -> np.ndarray:
     plan[D.PL_KIND] = np.select([opt == B_TWRW, opt == B_RW, opt == B_DP],
                                 [D.SH_TWRW, D.SH_RW, D.SH_DP], D.SH_TW)
     plan[D.PL_TIER] = tier
+    if _cons(sc) is not None:
+        plan = _cons(sc).repair(plan)
     cost_t = table_cost(sc)
     order = np.argsort(-cost_t, kind="stable")
     return _place(sc, plan, order, "cost", hbm_budget(sc), cost_t, table_state(sc))
@@ -306,6 +332,8 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
     from copy import copy
 
     types = choose_types(sc) if types is None else types
+    if _cons(sc) is not None:
+        types = _cons(sc).repair(types)
     cost = table_cost(sc)
     state = table_state(sc)
     budget = hbm_budget(sc)
@@ -322,20 +350,28 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
         c, m, _ = _shard_weights(sc, types, i, cost, state)
         kk = int(sub_types[D.PL_SHARDS, k])
         stride = int(sub_types[D.PL_STRIDE, k])
+        allowed = _allowed(sc, i, kind, kk, stride)
         cands = []
         for load, mem, p in beams:
             if kind == D.SH_TW:
                 ok = np.where(mem + m <= budget, load, np.inf)
-                bases = [int(r) for r in np.argsort(ok, kind="stable")[:candidates]
-                         if np.isfinite(ok[r])] or [int(np.argmin(mem))]
+                if allowed is not None:
+                    sub_ok = ok[allowed]
+                    bases = [int(allowed[j]) for j in np.argsort(sub_ok, kind="stable")
+                             [:candidates] if np.isfinite(sub_ok[j])] or \
+                        [int(allowed[np.argmin(mem[allowed])])]
+                else:
+                    bases = [int(r) for r in np.argsort(ok, kind="stable")[:candidates]
+                             if np.isfinite(ok[r])] or [int(np.argmin(mem))]
             elif kind == D.SH_CW:
                 span = max(1, min(stride, w))
                 sc_b = [(load[_shard_ranks(kind, kk, stride, b, w, node)].max(), b)
-                        for b in range(span)]
-                bases = [b for _, b in sorted(sc_b)[:candidates]]
+                        for b in (range(span) if allowed is None else allowed)]
+                bases = [int(b) for _, b in sorted(sc_b)[:candidates]]
             elif kind == D.SH_TWRW:
                 n_nodes = (w + node - 1) // node
-                nl = sorted((load[n * node:(n + 1) * node].max(), n) for n in range(n_nodes))
+                nl = sorted((load[n * node:(n + 1) * node].max(), n) for n in range(n_nodes)
+                            if allowed is None or n * node in allowed)
                 bases = [n * node for _, n in nl[:candidates]]
             else:
                 bases = [0]
@@ -377,6 +413,7 @@ def structural_candidates(sc: DlrmScenario, plan: np.ndarray, n: int, rng) -> np
     to table-wise), to table-row-wise, row-wise or data-parallel (when it fits one rank), and
     a row-wise / table-row-wise table's memory tier; ranks and strides drawn at random."""
     w, node = sc.world, sc.node_size
+    cons = _cons(sc)
     dim = sc.tables[D.TAB_DIM].astype(np.int64)
     state = table_state(sc)
     budget = hbm_budget(sc)
@@ -411,6 +448,13 @@ def structural_candidates(sc: DlrmScenario, plan: np.ndarray, n: int, rng) -> np
             p[D.PL_STRIDE, t] = max(1, w // new_k) if rng.random() < 0.5 else 1
         if new_kind in (D.SH_RW, D.SH_TWRW) and rng.random() < 0.3:
             p[D.PL_TIER, t] = int(rng.integers(3))
+        if cons is not None and not cons.table_ok(p, t):
+            allowed = cons.allowed_bases(t, new_kind, new_k, int(p[D.PL_STRIDE, t]))
+            if (cons.form_ok(t, new_kind, new_k, int(p[D.PL_STRIDE, t]), int(p[D.PL_TIER, t]))
+                    and allowed is not None and len(allowed)):
+                p[D.PL_RANK, t] = int(allowed[rng.integers(len(allowed))])
+            else:
+                p[:, t] = plan[:, t]  # not allowed: this candidate is the plan itself
     return out
 
 
@@ -457,9 +501,13 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
         tables = (list(range(sc.n_tables)) if sc.n_tables * w <= 4096
                   else _critical_tables(sc, plan, work, 2))
         cands = []
+        cons = _cons(sc)
         for t in tables:
-            for kind, k, stride, tier in table_forms(sc, plan, t, state[t], dp_max):
-                if kind in (D.SH_RW, D.SH_DP):
+            for kind, k, stride, tier in table_forms(sc, plan, t, state[t], dp_max, cons=cons):
+                allowed = None if cons is None else cons.allowed_bases(t, kind, k, stride)
+                if allowed is not None:
+                    bases = list(allowed)
+                elif kind in (D.SH_RW, D.SH_DP):
                     bases = [0]
                 elif kind == D.SH_TWRW:
                     bases = [n * node for n in range(n_nodes)]
@@ -531,15 +579,15 @@ def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int =
     for r in range(rounds):
         if r and _past(deadline):
             break
-        movable = np.flatnonzero(plan[D.PL_KIND] == D.SH_TW).astype(np.int64)
+        movable, t_moves = _movable(sc, plan, tier_moves)
         n = int(iters) // rounds + (1 if r < int(iters) % rounds else 0)
         if len(movable) and n > 0:
             trial = plan.copy()
             step, sc_n, acc = evolve(sc.sys, sc.job, tables, trial, movable, n,
-                                     int(seed) * 1000 + r, int(batch), bool(tier_moves), 0.25,
+                                     int(seed) * 1000 + r, int(batch), t_moves, 0.25,
                                      0.5)
             scored += int(sc_n)
-            if step <= cur:
+            if step <= cur and (_cons(sc) is None or _cons(sc).satisfied(trial)):
                 plan, cur = trial, float(step)
                 accepted += int(acc)
         if structural > 0:
@@ -551,6 +599,35 @@ def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int =
                 plan, cur = np.ascontiguousarray(cands[k]), float(steps[k])
                 accepted += 1
     return plan, float(cur), scored, accepted
+
+
+def _movable(sc: DlrmScenario, plan: np.ndarray, tier_moves: bool) -> tuple[np.ndarray, bool]:
+    """The tables refinement's O(1) moves may move (table-wise; not pinned to ranks) and
+    whether they may change memory tier (among hbm, uvm_cache, ddr: only when no movable
+    table's compute kernels forbid one of them)."""
+    tw = plan[D.PL_KIND] == D.SH_TW
+    cons = _cons(sc)
+    if cons is None:
+        return np.flatnonzero(tw).astype(np.int64), bool(tier_moves)
+    free = tw.copy()
+    if cons.pins:
+        free[list(cons.pins)] = False
+    three = (1 << D.MT_HBM) | (1 << D.MT_UVM) | (1 << D.MT_DDR)
+    if tier_moves and ((cons.tiers[free] & three) != three).any():
+        tier_moves = False
+    return np.flatnonzero(free).astype(np.int64), bool(tier_moves)
+
+
+def _keep_allowed(sc: DlrmScenario, new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """``new`` with every table its constraints do not allow there taken back from ``old``
+    (then repaired: a start built without the constraints in mind)."""
+    cons = _cons(sc)
+    if cons is None:
+        return new
+    out = new.copy()
+    for t, _ in cons.violations(out):
+        out[:, t] = old[:, t]
+    return cons.repair(out)
 
 
 TAUS = (10.0, 30.0, 100.0, 300.0, 1000.0)
@@ -629,8 +706,12 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
     best_plan, best_step = base[best_key][0], base[best_key][1]
     scored = accepted = 0
 
+    cons = _cons(sc)
+
     def consider(p):
         nonlocal best_plan, best_step
+        if cons is not None and not cons.satisfied(p):
+            return
         r = evaluate(sc, p, backend=backend)
         if r["feasible"] and r["step_time_s"] < best_step:
             best_plan, best_step = p, r["step_time_s"]
@@ -644,8 +725,10 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         # the balancer runs from the best of them with its hot tables split
         all_dp = np.zeros((D.N_PLAN, sc.n_tables), np.int32)
         all_dp[D.PL_KIND], all_dp[D.PL_SHARDS] = D.SH_DP, 1
-        starts = [split_hot(sc, best_plan),
-                  split_hot(sc, bound_plan(sc, parts["theta_sum"])), all_dp]
+        bp0 = bound_plan(sc, parts["theta_sum"])
+        starts = [_keep_allowed(sc, split_hot(sc, best_plan), best_plan),
+                  _keep_allowed(sc, split_hot(sc, bp0), bp0),
+                  cons.repair(all_dp) if cons is not None else all_dp]
         o = evaluate_plans(sc, np.stack(starts), backend=backend)
         evals += len(starts)
         steps = np.where(o[D.DO_FEASIBLE] > 0, o[D.DO_STEP_TIME_S], np.inf)
