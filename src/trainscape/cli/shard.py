@@ -90,6 +90,76 @@ def _print_text(rep: dict) -> None:
     con.print(pt)
 
 
+def _on_terminal() -> bool:
+    """Progress only for a person: stdout and stderr both a terminal (not piped)."""
+    import sys
+
+    try:
+        return sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _PlanProgress:
+    """A rich progress line on stderr while ``shard`` plans: the phase, the candidates
+    evaluated, and a bar of the time spent against the time limit (the planner reports
+    between its steps; rich redraws the clock meanwhile). Off (a no-op) unless ``show``."""
+
+    def __init__(self, show: bool, limit: float, method: str, sc):
+        import time
+
+        self.show, self.limit, self.phase = show, float(limit), "start"
+        self.t0 = time.perf_counter()
+        self._p = None
+        self._desc = f"shard {method} ({sc.n_tables}x{sc.world})"
+
+    def elapsed(self) -> float:
+        import time
+
+        return time.perf_counter() - self.t0
+
+    def __enter__(self):
+        if self.show:
+            from rich.console import Console
+            from rich.progress import Progress, ProgressColumn, TextColumn
+            from rich.progress_bar import ProgressBar
+            from rich.text import Text
+
+            limit = self.limit
+
+            class _TimeBar(ProgressColumn):
+                def render(self, task):
+                    done = min(1.0, (task.elapsed or 0.0) / limit)
+                    return ProgressBar(total=1.0, completed=done, width=20)
+
+            class _Clock(ProgressColumn):
+                def render(self, task):
+                    return Text(f"{task.elapsed or 0.0:5.1f} / {limit:g} s")
+
+            self._p = Progress(TextColumn("{task.description}"),
+                               TextColumn("[cyan]{task.fields[phase]:<9}"),
+                               TextColumn("{task.fields[cands]:>11,} cand."),
+                               _TimeBar(), _Clock(), console=Console(stderr=True),
+                               transient=True, refresh_per_second=4)
+            self._p.start()
+            self._task = self._p.add_task(self._desc, total=None, phase="start", cands=0)
+        return self
+
+    def update(self, phase: str, candidates: int) -> None:
+        self.phase = phase
+        if self._p is not None:
+            self._p.update(self._task, phase=phase, cands=int(candidates))
+
+    def stop(self) -> None:
+        if self._p is not None:
+            self._p.stop()
+            self._p = None
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
 @click.command("shard")
 @click.argument("scenario", type=O.Path(dir_okay=False))
 @click.option("--method", type=click.Choice(["greedy", "beam", "evolve"]), default=None,
@@ -137,10 +207,19 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
         ps = sc.spec.planner
         want = method or ps.method
         use = coldstart.choose_method(want, backend, wait_compile)
-        res = run_plan(sc, method=use, beam_width=beam_width or ps.beam_width,
-                       seed=ps.seed if seed is None else seed,
-                       iterations=iterations or ps.iterations, backend=backend,
-                       time_limit_s=ps.time_limit_s if time_limit is None else time_limit)
+        limit = ps.time_limit_s if time_limit is None else time_limit
+        show = not (as_json or fmt in ("json", "torchrec")) and _on_terminal()
+        with _PlanProgress(show, limit, use, sc) as bar:
+            try:
+                res = run_plan(sc, method=use, beam_width=beam_width or ps.beam_width,
+                               seed=ps.seed if seed is None else seed,
+                               iterations=iterations or ps.iterations, backend=backend,
+                               time_limit_s=limit, progress=bar.update)
+            except KeyboardInterrupt:
+                bar.stop()
+                click.echo(f"shard: interrupted (Ctrl-C) in phase {bar.phase} after "
+                           f"{bar.elapsed():.1f} s; no plan written", err=True)
+                raise SystemExit(130) from None
         if use != want:
             note = coldstart.NOTE
         elif use == "evolve":

@@ -827,13 +827,16 @@ def form_loads(sc: DlrmScenario, kind: int, k: int, tier: int, n_in: int) -> np.
     rows, dim, pool, hit = (np.asarray(x, float) for x in _cols(sc))
     b = j[D.DJOB_GLOBAL_BATCH]
     eb, ib, cf = j[D.DJOB_EMB_BYTES], j[D.DJOB_INDEX_BYTES], j[D.DJOB_COMM_FWD_BYTES]
-    spb = np.array([lookup_seconds_per_byte(sc.sys, j, tier, h) for h in hit])
+    u, inv = np.unique(hit, return_inverse=True)  # once per distinct hit rate
+    spb = np.array([lookup_seconds_per_byte(sc.sys, j, tier, h) for h in u])[inv.reshape(-1)]
     bm = j[D.DJOB_BWD_MULTIPLIER]
     out = np.zeros((sc.n_tables, N_IL))
     if kind == IK_TW or kind == IK_CW:
         ds = dim / k
+        # the reference's scalar shard_lookup_bytes once per distinct (pooling, width)
+        pairs, inv = np.unique(np.stack([pool, ds], axis=1), axis=0, return_inverse=True)
         fwd = np.array([shard_lookup_bytes(b * p, ds_i, eb, ib, b, cf)
-                        for p, ds_i in zip(pool, np.broadcast_to(ds, pool.shape))]) * spb
+                        for p, ds_i in pairs])[inv.reshape(-1)] * spb
         out[:, IL_O0] = out[:, IL_O1] = ds
         out[:, IL_IX] = pool
         out[:, IL_HBM] = uniform_storage_hbm(tier, rows, ds, j) + b * pool * ib + 2.0 * b * ds * cf

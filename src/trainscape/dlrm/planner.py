@@ -213,12 +213,13 @@ def _allowed(sc, i, kind, k, stride):
     return None if cons is None else cons.allowed_bases(i, int(kind), int(k), int(stride))
 
 
-def _place(sc, plan, order, metric, budget, cost, state):
+def _place(sc, plan, order, metric, budget, cost, state, load=None, mem=None):
     """Place tables in ``order`` onto the least-loaded rank(s) by ``metric`` rows (within the
-    ranks a table's constraints allow)."""
+    ranks a table's constraints allow); ``load`` / ``mem`` (per rank, updated in place): what
+    the ranks hold already."""
     w, node = sc.world, sc.node_size
-    load = np.zeros(w)
-    mem = np.zeros(w)
+    load = np.zeros(w) if load is None else load
+    mem = np.zeros(w) if mem is None else mem
     for i in order:
         kind = plan[D.PL_KIND, i]
         c, m, lk = _shard_weights(sc, plan, i, cost, state)
@@ -239,14 +240,11 @@ def _place(sc, plan, order, metric, budget, cost, state):
             plan[D.PL_RANK, i] = r
             bases = [r]
         elif kind == D.SH_CW:
-            best, best_b = np.inf, 0 if allowed is None else int(allowed[0])
-            for b in (range(max(1, min(stride, w))) if allowed is None else allowed):
-                rs = _shard_ranks(kind, k, stride, b, w, node)
-                if np.any(mem[rs] + m > budget):
-                    continue
-                v = load[rs].max()
-                if v < best:
-                    best, best_b = v, b
+            # every first shard at once: ranks (b + j * stride) mod W of each base b
+            bs = np.arange(max(1, min(stride, w))) if allowed is None else np.asarray(allowed)
+            rs = (bs[:, None] + np.arange(k)[None, :] * stride) % w
+            v = np.where((mem[rs] + m > budget).any(axis=1), np.inf, load[rs].max(axis=1))
+            best_b = int(bs[int(np.argmin(v))]) if np.isfinite(v).any() else int(bs[0])
             plan[D.PL_RANK, i] = best_b
             bases = _shard_ranks(kind, k, stride, best_b, w, node)
         elif kind == D.SH_TWRW:
@@ -261,9 +259,12 @@ def _place(sc, plan, order, metric, budget, cost, state):
         else:
             plan[D.PL_RANK, i] = 0
             bases = range(w)
-        for r in bases:
-            load[r] += val
-            mem[r] += m
+        if kind in (D.SH_RW, D.SH_DP):
+            load += val
+            mem += m
+        else:
+            np.add.at(load, np.asarray(bases), val)  # once per shard, as a loop would
+            np.add.at(mem, np.asarray(bases), m)
     return plan
 
 
@@ -326,9 +327,21 @@ def bound_plan(sc: DlrmScenario, theta: float | None = None) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
+#: kernel evaluations the beam search spends on its head (the costliest tables)
+BEAM_EVALS = 40_000
+
+
 def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
-         types: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Beam search over placements; returns (plan, kernel evaluations)."""
+         types: np.ndarray | None = None, deadline: float | None = None,
+         max_evals: int = BEAM_EVALS, progress=None) -> tuple[np.ndarray, int]:
+    """Beam search over placements; returns (plan, kernel evaluations).
+
+    Tables in decreasing cost order; the first ``max_evals / (width x candidates)`` (the
+    head, where placement matters) by the beam, each candidate scored by the kernel on the
+    tables placed so far; the rest (the tail, or everything left once ``deadline`` passes)
+    greedily onto the least-loaded ranks of the best beam (:func:`_place`, by cost). Every
+    evaluation costs O(tables placed + ranks), so a beam over all 10^4 tables of a large
+    model would take O(T^2) and minutes; the head keeps it in seconds."""
     from copy import copy
 
     types = choose_types(sc) if types is None else types
@@ -344,7 +357,13 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
     sub = copy(sc)
     beams = [(np.zeros(w), np.zeros(w), np.zeros((D.N_PLAN, 0), np.int32))]
     evals = 0
-    for k in range(len(order)):
+    n_head = min(len(order), max(1, int(max_evals) // max(1, width * candidates)))
+    k = 0
+    for k in range(n_head):
+        if k and _past(deadline):
+            break
+        if progress is not None and k % 16 == 0:
+            progress("beam", evals)
         i = order[k]
         kind = sub_types[D.PL_KIND, k]
         c, m, _ = _shard_weights(sc, types, i, cost, state)
@@ -396,9 +415,12 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
             new.append((step[n], float(np.square(nl).sum()), n, nl, nm))
         new.sort(key=lambda x: (x[0], x[1]))
         beams = [(nl, nm, plans[n]) for _, _, n, nl, nm in new[:width]]
-    best = beams[0][2]
-    plan = np.empty_like(best)
-    plan[:, order] = best
+    load, mem, best = beams[0]
+    done = best.shape[1]
+    plan = types.copy()
+    plan[:, order[:done]] = best
+    if done < len(order):  # the tail: greedily by cost onto the best beam's loads
+        _place(sc, plan, order[done:], "cost", budget, cost, state, load.copy(), mem.copy())
     return plan, evals
 
 
@@ -479,7 +501,7 @@ def _critical_tables(sc: DlrmScenario, plan: np.ndarray, work: np.ndarray, n_ran
 
 def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: int = 0,
            backend=None, batch: int = 1024,
-           deadline: float | None = None) -> tuple[np.ndarray, float, int]:
+           deadline: float | None = None, progress=None) -> tuple[np.ndarray, float, int]:
     """Exact local search on the critical ranks: every change of one table's sharding form
     (:func:`table_forms`) and place -- all ranks, first shards or nodes, at most 32 drawn at
     random per form -- for the tables on the busiest ranks of each maximum (every table when
@@ -493,6 +515,8 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
     state = table_state(sc)
     dp_max = 0.05 * max(hbm_budget(sc), 0.0)
     plan = np.ascontiguousarray(plan, dtype=np.int32).copy()
+    # a batch holds whole plans: keep it to ~16 MB at 10^4 tables
+    batch = max(8, min(int(batch), (4 << 20) // max(1, D.N_PLAN * sc.n_tables)))
     work = np.zeros((D.N_RANK, w + 1))
     out = _eval(sc, plan, backend=backend, work=work)
     cur = out[D.DO_STEP_TIME_S, 0] if out[D.DO_FEASIBLE, 0] > 0 else math.inf
@@ -531,6 +555,10 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
         cands = cands[: max(0, max_evals - evals)]
         best_s, best_c = cur, None
         for lo in range(0, len(cands), batch):
+            if lo and _past(deadline):
+                break
+            if progress is not None:
+                progress("polish", evals)
             chunk = cands[lo:lo + batch]
             plans = np.repeat(plan[None], len(chunk), axis=0)
             for n, (t, kind, k, stride, tier, b) in enumerate(chunk):
@@ -557,7 +585,7 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
 def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int = 0,
            tier_moves: bool = True, rounds: int = 20, structural: int = 256,
            batch: int = 128, backend=None,
-           deadline: float | None = None) -> tuple[np.ndarray, float, int, int]:
+           deadline: float | None = None, progress=None) -> tuple[np.ndarray, float, int, int]:
     """Evolutionary refinement; returns (plan, step, O(1) scores, accepted changes).
 
     ``rounds`` times: ``iters / rounds`` candidate moves / swaps / tier changes of the
@@ -579,6 +607,8 @@ def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int =
     for r in range(rounds):
         if r and _past(deadline):
             break
+        if progress is not None:
+            progress("refine", scored)
         movable, t_moves = _movable(sc, plan, tier_moves)
         n = int(iters) // rounds + (1 if r < int(iters) % rounds else 0)
         if len(movable) and n > 0:
@@ -663,7 +693,8 @@ def split_hot(sc: DlrmScenario, plan: np.ndarray, alpha: float = 1.0) -> np.ndar
 
 def balance(sc: DlrmScenario, plan: np.ndarray, candidates: int, seed: int = 0,
             taus: tuple = TAUS, form_frac: float = 0.05,
-            n_scan: int = 8, deadline: float | None = None) -> tuple[np.ndarray, float, int]:
+            n_scan: int = 8, deadline: float | None = None,
+            progress=None) -> tuple[np.ndarray, float, int]:
     """Smoothed balancing (:class:`Balancer`) from ``plan``: ``candidates`` in all, split over
     the temperatures ``taus`` (rising); returns (best plan by the exact step, its step,
     accepted changes)."""
@@ -674,13 +705,15 @@ def balance(sc: DlrmScenario, plan: np.ndarray, candidates: int, seed: int = 0,
             break
         n = int(candidates) // len(taus) + (1 if k < int(candidates) % len(taus) else 0)
         acc += bal.run(tau, n, int(seed) * 7919 + k, form_frac=form_frac, n_scan=n_scan)[1]
+        if progress is not None:
+            progress("balance", (int(candidates) * (k + 1)) // len(taus))
     best = bal.plan()
     return best, float(bal.best[0]) if bal.best[1] > 0 else math.inf, acc
 
 
 def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: int = 0,
          iterations: int = 200_000, backend=None,
-         time_limit_s: float | None = None) -> PlanResult:
+         time_limit_s: float | None = None, progress=None) -> PlanResult:
     """Plan the sharding of ``sc``: ``greedy`` (best of the baselines), ``beam``, or
     ``evolve``: the best of three starts -- the best greedy plan and the bound's relaxed plan
     (:func:`bound_plan`), each with its hot tables split (:func:`split_hot`), and every
@@ -692,7 +725,11 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
     ``time_limit_s`` (the scenario's ``[planner] time_limit_s``): checked between phases,
     balancing temperatures, refinement rounds and local-search steps; once past it the
     remaining work is skipped (``PlanResult.time_limited``) and the best plan so far is
-    returned. The greedy baselines always run."""
+    returned. The greedy baselines always run; beam's greedy tail too.
+
+    ``progress(phase, candidates)``, when given, is called between steps with the phase
+    (``baselines``, ``beam``, ``balance``, ``refine``, ``polish``, ``done``) and the
+    candidates evaluated so far (kernel evaluations plus scored moves)."""
     if method not in METHODS:
         raise ValueError(f"method: unknown {method!r} (allowed: {', '.join(METHODS)})")
     from .evaluation import evaluate
@@ -716,8 +753,14 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         if r["feasible"] and r["step_time_s"] < best_step:
             best_plan, best_step = p, r["step_time_s"]
 
+    def report(phase, n=0):
+        if progress is not None:
+            progress(phase, evals + scored + n)
+
+    report("baselines")
     if method == "beam":
-        bp, n = beam(sc, width=beam_width, backend=backend)
+        bp, n = beam(sc, width=beam_width, backend=backend, deadline=deadline,
+                     progress=None if progress is None else lambda ph, m: report(ph, m))
         evals += n
         consider(bp)
     if method == "evolve":
@@ -736,20 +779,30 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         consider(start)
         n_bal = int(iterations)
         if not _past(deadline):
-            bp, _, acc = balance(sc, start, n_bal, seed, deadline=deadline)
+            report("balance")
+            bp, _, acc = balance(sc, start, n_bal, seed, deadline=deadline,
+                                 progress=None if progress is None else
+                                 lambda ph, m: report(ph, m))
             scored += n_bal
             accepted += acc
             consider(bp)
         if not _past(deadline):
+            report("refine")
             ep, _, sc_n, acc = refine(sc, best_plan, max(1, n_bal // 4), seed,
-                                      backend=backend, deadline=deadline)
+                                      backend=backend, deadline=deadline,
+                                      progress=None if progress is None else
+                                      lambda ph, m: report(ph, m))
             scored += sc_n
             accepted += acc
             consider(ep)
         if not _past(deadline):
-            pp, _, n = polish(sc, best_plan, 20_000, seed, backend=backend, deadline=deadline)
+            report("polish")
+            pp, _, n = polish(sc, best_plan, 20_000, seed, backend=backend, deadline=deadline,
+                              progress=None if progress is None else
+                              lambda ph, m: report(ph, m))
             evals += n
             consider(pp)
+    report("done")
     res = evaluate(sc, best_plan, backend=backend)
     return PlanResult(method=method, plan=best_plan, step_time_s=res["step_time_s"], result=res,
                       lower_bound_s=parts["lower_bound_s"],

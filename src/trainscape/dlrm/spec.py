@@ -513,17 +513,21 @@ def build(spec: DlrmScenarioSpec, origins: dict[str, str] | None = None) -> Dlrm
 def _reserve(r: ReservationSpec, sys: np.ndarray, job: np.ndarray) -> None:
     """Apply ``[reservation]`` to the packed blocks, so that every kernel and planner sees
     the smaller capacities: HBM usable = ``(1 - percentage) x HBM - reserve - hbm_gb``
-    (the GPU's own ``hbm_reserve_gb`` stays), DDR per rank = ``(1 - percentage) x DDR -
-    ddr_gb`` (TorchRec ``_reserve_storage_percentage``, see :class:`ReservationSpec`)."""
+    (the GPU's own ``hbm_reserve_gb`` stays; HBM "GB" are GiB as for ``hbm_gb``), DDR per
+    rank = ``(1 - percentage) x DDR - ddr_gb`` (GB = 1e9 bytes as ``host_ddr_gb``; TorchRec
+    ``_reserve_storage_percentage``, see :class:`ReservationSpec`)."""
     hbm_i, res_i = _sys_index("SYS_HBM_BYTES"), _sys_index("SYS_HBM_RESERVE_BYTES")
     if r.percentage or r.hbm_gb:
-        sys[res_i] += r.percentage * sys[hbm_i] + r.hbm_gb * GB
+        from ..spec.pack import hbm_capacity_bytes  # "GB" of HBM are GiB, as hbm_reserve_gb
+
+        sys[res_i] += r.percentage * sys[hbm_i] + hbm_capacity_bytes(r.hbm_gb)
         if sys[hbm_i] - sys[res_i] <= 0:
             field_ = "reservation.hbm_gb" if r.hbm_gb else "reservation.percentage"
-            raise fail(field_, f"leaves no HBM on a rank ({sys[hbm_i] / GB:.4g} GB, "
-                       f"{sys[res_i] / GB:.4g} GB reserved in all)",
-                       r.hbm_gb if r.hbm_gb else r.percentage,
-                       f"less than the {sys[hbm_i] / GB:.4g} GB of HBM per rank")
+            gib = 2.0**30
+            raise fail(field_, f"leaves no HBM on a rank ({sys[hbm_i] / gib:.4g} GiB, "
+                       f"{sys[res_i] / gib:.4g} GiB reserved in all with the GPU's own "
+                       "hbm_reserve_gb)", r.hbm_gb if r.hbm_gb else r.percentage,
+                       f"less than the {sys[hbm_i] / gib:.4g} GiB of HBM per rank")
     if r.percentage or r.ddr_gb:
         ddr = (1.0 - r.percentage) * job[D.DJOB_DDR_BYTES] - r.ddr_gb * GB
         if ddr < 0:
