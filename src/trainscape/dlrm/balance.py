@@ -956,8 +956,14 @@ class Balancer:
             dp_max_bytes = 0.05 * max(hbm_budget(sc), 0.0)
         state = table_state(sc)
         cons = getattr(sc, "constraints", None)
-        all_forms = [table_forms(sc, plan, t, state[t], dp_max_bytes, cons=cons)
-                     [: None if forms else 1] for t in range(n_t)]
+        if forms:
+            all_forms = [table_forms(sc, plan, t, state[t], dp_max_bytes, cons=cons)
+                         for t in range(n_t)]
+        else:  # the plan's own form only (table_forms' first)
+            kinds, ks, ss, ts = (plan[f].astype(int).tolist() for f in (
+                D.PL_KIND, D.PL_SHARDS, D.PL_STRIDE, D.PL_TIER))
+            all_forms = [[(kd, k if kd == D.SH_CW else 1, s if kd == D.SH_CW else 0, tr)]
+                         for kd, k, s, tr in zip(kinds, ks, ss, ts)]
         nf = max(len(f) for f in all_forms)
         self.forms = all_forms
         fkind = np.zeros((n_t, nf), np.int64)

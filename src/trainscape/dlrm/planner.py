@@ -249,7 +249,7 @@ def _place(sc, plan, order, metric, budget, cost, state, load=None, mem=None):
             bases = _shard_ranks(kind, k, stride, best_b, w, node)
         elif kind == D.SH_TWRW:
             n_nodes = (w + node - 1) // node
-            node_load = np.array([load[n * node:(n + 1) * node].max() for n in range(n_nodes)])
+            node_load = np.maximum.reduceat(load, np.arange(0, w, node))  # per node, at once
             if allowed is not None:
                 node_load = np.where(np.isin(np.arange(n_nodes) * node, allowed), node_load,
                                      np.inf)
