@@ -242,6 +242,9 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
     if sc.plan is not None:
         given = evaluate(sc, sc.plan, backend=backend)
         rep["given_plan"] = {"step_time_s": given["step_time_s"], "status": given["status"]}
+        if sc.constraints is not None:  # the scenario's own plan is costed as given
+            rep["given_plan"]["breaks_constraints"] = [
+                f"tables[{sc.table_names[t]}].{f}" for t, f in sc.constraints.violations(sc.plan)]
     if plot_path:
         from ..dlrm.plot import plot_rank_load
 

@@ -691,24 +691,43 @@ def split_hot(sc: DlrmScenario, plan: np.ndarray, alpha: float = 1.0) -> np.ndar
     return out
 
 
+#: share of the time left that the balancing temperatures still to run may take when the
+#: time limit would cut them short (the rest is left to refinement and the local search)
+BALANCE_TIME_SHARE = 0.6
+
+
 def balance(sc: DlrmScenario, plan: np.ndarray, candidates: int, seed: int = 0,
             taus: tuple = TAUS, form_frac: float = 0.05,
             n_scan: int = 8, deadline: float | None = None,
-            progress=None) -> tuple[np.ndarray, float, int]:
+            progress=None) -> tuple[np.ndarray, float, int, int]:
     """Smoothed balancing (:class:`Balancer`) from ``plan``: ``candidates`` in all, split over
     the temperatures ``taus`` (rising); returns (best plan by the exact step, its step,
-    accepted changes)."""
+    accepted changes, candidates run).
+
+    With a ``deadline``, after the first temperature each one gets at most its share of
+    ``BALANCE_TIME_SHARE`` of the time left at the rate measured so far (at least 1,000
+    candidates), so that a time limit shortens every temperature instead of dropping the
+    last ones; when the planned candidates fit, they all run (the same search)."""
     bal = Balancer(sc, plan)
     acc = 0
+    n_run = 0
+    spent = 0.0
     for k, tau in enumerate(taus):
         if k and _past(deadline):
             break
         n = int(candidates) // len(taus) + (1 if k < int(candidates) % len(taus) else 0)
+        if deadline is not None and k and spent > 0.0 and n_run > 0:
+            left = max(0.0, deadline - time.perf_counter())
+            fit = int(n_run / spent * left * BALANCE_TIME_SHARE / (len(taus) - k))
+            n = min(n, max(fit, 1000))
+        t0 = time.perf_counter()
         acc += bal.run(tau, n, int(seed) * 7919 + k, form_frac=form_frac, n_scan=n_scan)[1]
+        spent += time.perf_counter() - t0
+        n_run += n
         if progress is not None:
-            progress("balance", (int(candidates) * (k + 1)) // len(taus))
+            progress("balance", n_run)
     best = bal.plan()
-    return best, float(bal.best[0]) if bal.best[1] > 0 else math.inf, acc
+    return best, float(bal.best[0]) if bal.best[1] > 0 else math.inf, acc, n_run
 
 
 def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: int = 0,
@@ -780,10 +799,10 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         n_bal = int(iterations)
         if not _past(deadline):
             report("balance")
-            bp, _, acc = balance(sc, start, n_bal, seed, deadline=deadline,
-                                 progress=None if progress is None else
-                                 lambda ph, m: report(ph, m))
-            scored += n_bal
+            bp, _, acc, n_run = balance(sc, start, n_bal, seed, deadline=deadline,
+                                        progress=None if progress is None else
+                                        lambda ph, m: report(ph, m))
+            scored += n_run
             accepted += acc
             consider(bp)
         if not _past(deadline):
