@@ -308,3 +308,16 @@ def test_scenario_table_fields_and_constraints_section(tmp_path):
     scen.write_text(scen.read_text().replace("ranks = [9]", "ranks = [99]"))
     r = _shard([str(scen)])
     assert r.exit_code == 2 and "tables[c1].ranks: rank out of range" in r.output
+
+
+def test_given_plan_breaking_constraints_is_reported(tmp_path):
+    """A scenario's own [plan] is costed as given; the report says which constraints it
+    breaks (the planned plan keeps them all)."""
+    rows = [f"c{i},{1000 * (i + 1)},64,1" for i in range(6)]
+    scen = _write(tmp_path, "table,rows,dim,pooling", rows,
+                  '[constraints.c1]\nranks = [3]\n[plan.c1]\ntype = "table_wise"\nrank = 5\n')
+    r = _shard([str(scen), "--json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    assert rep["given_plan"]["breaks_constraints"] == ["tables[c1].ranks"]
+    assert {e["table"]: e for e in rep["plan"]}["c1"]["ranks"] == [3]

@@ -108,3 +108,19 @@ def test_beam_honours_the_deadline():
     dlrm.spec.check_plan_array(sc, p)
     assert n <= 8 * 8
     assert (p[D.PL_KIND] >= 0).all()
+
+
+def test_balance_under_a_far_deadline_is_the_same_search():
+    """The time share only trims temperatures that would not fit: with hours left the
+    balancer runs every planned candidate and returns the very plan it returns unbounded; with
+    the deadline already past it runs the first temperature alone."""
+    import time
+
+    sc = _scenario(30, 16)
+    start = planner.greedy(sc, "cost")
+    p0, s0, _, n0 = planner.balance(sc, start, 5000, seed=1)
+    p1, s1, _, n1 = planner.balance(sc, start, 5000, seed=1,
+                                    deadline=time.perf_counter() + 3600.0)
+    assert n0 == n1 == 5000 and s0 == s1 and np.array_equal(p0, p1)
+    _, _, _, n2 = planner.balance(sc, start, 5000, seed=1, deadline=0.0)
+    assert n2 == 1000
