@@ -124,3 +124,16 @@ def test_balance_under_a_far_deadline_is_the_same_search():
     assert n0 == n1 == 5000 and s0 == s1 and np.array_equal(p0, p1)
     _, _, _, n2 = planner.balance(sc, start, 5000, seed=1, deadline=0.0)
     assert n2 == 1000
+
+
+def test_ctrl_c_while_reading_exits_130_with_one_line(tmp_path, monkeypatch):
+    from trainscape.dlrm import spec
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(spec, "load", interrupted)
+    res = _invoke([str(write_tiny_scenario(tmp_path))])
+    assert res.exit_code == 130
+    assert [ln for ln in res.output.splitlines() if ln.strip()] == [
+        "shard: interrupted (Ctrl-C); no plan written"]

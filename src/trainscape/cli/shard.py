@@ -186,6 +186,16 @@ class _PlanProgress:
 def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
           seed, time_limit, fmt, from_torchrec, wait_compile):
     """Plan the sharding of SCENARIO's embedding tables over its GPUs."""
+    try:
+        _shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
+               seed, time_limit, fmt, from_torchrec, wait_compile)
+    except KeyboardInterrupt:  # outside the planning (reading, reporting): one line too
+        click.echo("shard: interrupted (Ctrl-C); no plan written", err=True)
+        raise SystemExit(130) from None
+
+
+def _shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
+           seed, time_limit, fmt, from_torchrec, wait_compile):
     from ..dlrm import evaluate
     from ..dlrm.spec import load
 
