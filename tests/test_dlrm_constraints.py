@@ -321,3 +321,20 @@ def test_given_plan_breaking_constraints_is_reported(tmp_path):
     rep = json.loads(r.output)
     assert rep["given_plan"]["breaks_constraints"] == ["tables[c1].ranks"]
     assert {e["table"]: e for e in rep["plan"]}["c1"]["ranks"] == [3]
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_large_table_kept_out_of_row_wise_still_fits(method):
+    """t0, ~60 GB with its optimizer state (116M rows x 128 fp32), allowed table- or
+    column-wise in HBM only: 40 GiB GPUs hold it in 4 or more column shards, and the greedy
+    and beam plans do so (feasible), not the table-wise form that fits no rank."""
+    raw = raw_scenario(4)
+    raw["model"]["tables"][0].update(rows=116_000_000, dim=128)
+    cons = {"t0": {"sharding_types": ["table_wise", "column_wise"], "compute_kernels": ["fused"]}}
+    raw["constraints"] = cons
+    sc = dlrm.load(raw)
+    res = planner.plan(sc, method=method)
+    ent = plan_entries(sc, res.plan)[0]
+    assert ent["type"] == "column_wise" and ent["shards"] >= 4 and ent["tier"] == "hbm"
+    assert res.result["feasible"]
+    assert not violations(sc, res.plan, cons, node=4)

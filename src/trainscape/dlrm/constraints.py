@@ -254,10 +254,11 @@ class Constraints:
                 continue
             yield kind, k, s, tier, bases
 
-    def repair(self, plan: np.ndarray) -> np.ndarray:
+    def repair(self, plan: np.ndarray, fits=None) -> np.ndarray:
         """``plan`` with every table that breaks a constraint moved to an allowed form: its
         own kind and shards in an allowed tier and place when there is one, else the first
-        allowed form of :meth:`forms` (the planners move it on from there)."""
+        allowed form of :meth:`forms` -- the first for which ``fits(t, kind, k, tier)`` holds
+        when given and some form does (the planners move it on from there)."""
         out = np.array(plan, dtype=np.int32, copy=True)
         for t in self.constrained_tables():
             t = int(t)
@@ -267,13 +268,16 @@ class Constraints:
             k = k if kind == D.SH_CW else 1
             best = None
             for pref_tier in [tier] + list(range(D.N_MT)):
-                if self.form_ok(t, kind, k, stride, pref_tier):
+                if self.form_ok(t, kind, k, stride, pref_tier) and (
+                        fits is None or fits(t, kind, k, pref_tier)):
                     bases = self.allowed_bases(t, kind, k, stride)
                     if bases is None or len(bases):
                         best = (kind, k, stride, pref_tier, bases)
                         break
             if best is None:
-                best = next(iter(self.forms(t)), None)
+                forms = list(self.forms(t))
+                ok = [f for f in forms if fits is None or fits(t, f[0], f[1], f[3])]
+                best = (ok or forms or [None])[0]
             if best is None:  # Constraints.check ruled this out at load
                 continue
             kind, k, stride, tier, bases = best

@@ -207,6 +207,28 @@ def _cons(sc):
     return getattr(sc, "constraints", None)
 
 
+def _repair(sc, plan):
+    """``plan`` repaired into the constraints (:meth:`Constraints.repair`), preferring forms
+    whose shard state takes at most half a rank's HBM budget (host tiers: 90 % of its DDR)."""
+    cons = _cons(sc)
+    state = table_state(sc)
+    budget = hbm_budget(sc)
+    ddr = sc.job[D.DJOB_DDR_BYTES]
+    frac = sc.job[D.DJOB_UVM_CACHE_FRACTION]
+    w, node = sc.world, sc.node_size
+
+    def fits(t, kind, k, tier):
+        parts = {D.SH_CW: k, D.SH_TWRW: node, D.SH_RW: w}.get(kind, 1)
+        s = state[t] / parts
+        if tier in (D.MT_HBM, D.MT_DENSE):
+            return s <= 0.5 * budget
+        if tier == D.MT_KV:
+            return frac * s <= 0.5 * budget
+        return s <= 0.9 * ddr and (tier == D.MT_DDR or frac * s <= 0.5 * budget)
+
+    return cons.repair(plan, fits)
+
+
 def _allowed(sc, i, kind, k, stride):
     """Allowed base ranks of table ``i`` in this form (None: any)."""
     cons = _cons(sc)
@@ -275,7 +297,7 @@ def greedy(sc: DlrmScenario, key: str = "cost", types: np.ndarray | None = None)
         raise ValueError(f"greedy key: unknown {key!r} (allowed: {', '.join(GREEDY_KEYS)})")
     plan = (choose_types(sc) if types is None else types).copy()
     if _cons(sc) is not None:
-        plan = _cons(sc).repair(plan)
+        plan = _repair(sc, plan)
     cost = table_cost(sc)
     state = table_state(sc)
     measure = {"cost": cost, "size": state,
@@ -315,7 +337,7 @@ def bound_plan(sc: DlrmScenario, theta: float | None = None) -> np.ndarray:
                                 [D.SH_TWRW, D.SH_RW, D.SH_DP], D.SH_TW)
     plan[D.PL_TIER] = tier
     if _cons(sc) is not None:
-        plan = _cons(sc).repair(plan)
+        plan = _repair(sc, plan)
     cost_t = table_cost(sc)
     order = np.argsort(-cost_t, kind="stable")
     return _place(sc, plan, order, "cost", hbm_budget(sc), cost_t, table_state(sc))
@@ -346,7 +368,7 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
 
     types = choose_types(sc) if types is None else types
     if _cons(sc) is not None:
-        types = _cons(sc).repair(types)
+        types = _repair(sc, types)
     cost = table_cost(sc)
     state = table_state(sc)
     budget = hbm_budget(sc)
@@ -657,7 +679,7 @@ def _keep_allowed(sc: DlrmScenario, new: np.ndarray, old: np.ndarray) -> np.ndar
     out = new.copy()
     for t, _ in cons.violations(out):
         out[:, t] = old[:, t]
-    return cons.repair(out)
+    return _repair(sc, out)
 
 
 TAUS = (10.0, 30.0, 100.0, 300.0, 1000.0)
@@ -790,7 +812,7 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         bp0 = bound_plan(sc, parts["theta_sum"])
         starts = [_keep_allowed(sc, split_hot(sc, best_plan), best_plan),
                   _keep_allowed(sc, split_hot(sc, bp0), bp0),
-                  cons.repair(all_dp) if cons is not None else all_dp]
+                  _repair(sc, all_dp) if cons is not None else all_dp]
         o = evaluate_plans(sc, np.stack(starts), backend=backend)
         evals += len(starts)
         steps = np.where(o[D.DO_FEASIBLE] > 0, o[D.DO_STEP_TIME_S], np.inf)
