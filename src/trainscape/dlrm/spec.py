@@ -207,11 +207,15 @@ def fail(path: str, problem: str, got: Any = None, allowed: str | None = None,
 # --------------------------------------------------------------------------------------------
 
 
-def read_tables_csv(path: Path, default_dim: int | None) -> list[dict]:
+def read_tables_csv(path: Path, default_dim: int | None,
+                    lines: dict[str, int] | None = None) -> list[dict]:
     """Tables from a CSV with columns ``table|name, rows, dim, pooling|multi_hot[, hit_rate]``
     (``#`` lines are comments). The file must be a regular UTF-8 file of at most
     ``readers.MAX_CSV_BYTES``; a cell that is not a finite number (or not an integer where one
-    is needed: ``rows = 1.5``) is an error naming the CSV line and column."""
+    is needed: ``rows = 1.5``) is an error naming the CSV line and column. Optional
+    constraint columns ``sharding_types``, ``compute_kernels`` (lists separated by ``|``),
+    ``min_partition``, ``ranks`` (``0|4|8-15``): see ``docs/dlrm.md``. ``lines``, when
+    given, receives each table's CSV line number."""
     from ..spec.readers import MAX_CSV_BYTES, read_text
 
     text = read_text(path, "tables CSV", MAX_CSV_BYTES, field="model.tables_csv")
@@ -283,7 +287,8 @@ def read_tables_csv(path: Path, default_dim: int | None) -> list[dict]:
                                                  f"1 to {R.MAX_EMB_DIM}")
             except _C.ConstraintError as e:
                 raise fail(f"{where} column {key}", e.problem, e.got, e.allowed) from None
-        entry["_line"] = line
+        if lines is not None:
+            lines[name] = line
         out.append(entry)
     return out
 
@@ -336,9 +341,9 @@ def load(source: str | Path | dict, base_dir: str | Path | None = None) -> DlrmS
         csv_path = Path(model["tables_csv"])
         if not csv_path.is_absolute():
             csv_path = base / csv_path
-        model["tables"] = read_tables_csv(csv_path, model.get("embedding_dim"))
-        origins = {t["name"]: f"model.tables_csv line {t.pop('_line')} column "
-                   for t in model["tables"]}
+        lines: dict[str, int] = {}
+        model["tables"] = read_tables_csv(csv_path, model.get("embedding_dim"), lines)
+        origins = {n: f"model.tables_csv line {ln} column " for n, ln in lines.items()}
     if isinstance(model, dict) and isinstance(model.get("tables"), list):
         for t in model["tables"]:
             if isinstance(t, dict) and "dim" not in t and model.get("embedding_dim"):
