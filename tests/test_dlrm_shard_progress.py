@@ -137,3 +137,20 @@ def test_ctrl_c_while_reading_exits_130_with_one_line(tmp_path, monkeypatch):
     assert res.exit_code == 130
     assert [ln for ln in res.output.splitlines() if ln.strip()] == [
         "shard: interrupted (Ctrl-C); no plan written"]
+
+
+def test_text_report_of_a_large_plan_is_cut_with_a_summary(tmp_path, monkeypatch):
+    """Past PLAN_ROWS tables the text report prints the first ones and a count per type and
+    tier of all of them; the JSON keeps every table."""
+    monkeypatch.setattr(shard_cli, "PLAN_ROWS", 5)
+    scen = write_tiny_scenario(tmp_path)
+    res = _invoke([str(scen), "--method", "greedy"])
+    assert res.exit_code == 0, res.output
+    assert "first 5 of 12 tables" in res.output
+    summary = [ln for ln in res.output.splitlines() if ln.startswith("all tables: ")]
+    assert len(summary) == 1
+    counts = [int(x.split()[0]) for x in summary[0][len("all tables: "):].split(", ")]
+    assert sum(counts) == 12
+    assert "c11" not in res.output.split("first 5 of 12")[1].split("all tables")[0]
+    res = _invoke([str(scen), "--method", "greedy", "--json"])
+    assert len(json.loads(res.output)["plan"]) == 12

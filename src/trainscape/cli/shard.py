@@ -53,6 +53,11 @@ def _report(sc, res) -> dict:
     }
 
 
+#: plan rows the text report prints (a 10^4-table plan takes rich seconds to draw and no
+#: person reads it on a terminal; --json / --out carry every table)
+PLAN_ROWS = 200
+
+
 def _print_text(rep: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -80,14 +85,22 @@ def _print_text(rep: dict) -> None:
     con.print(f"per-rank load ms: min {load.min():.4f} mean {load.mean():.4f} max "
               f"{load.max():.4f}; HBM GiB: max {hbm.max():.2f}; DDR GiB max "
               f"{rep['ddr_max_gib']:.2f}")
-    pt = Table(title="plan")
+    shown = rep["plan"] if len(rep["plan"]) <= PLAN_ROWS else rep["plan"][:PLAN_ROWS]
+    pt = Table(title="plan" if shown is rep["plan"] else
+               f"plan (first {PLAN_ROWS} of {len(rep['plan'])} tables; --json or --out for all)")
     for c in ("table", "type", "shards", "ranks", "tier"):
         pt.add_column(c)
-    for e in rep["plan"]:
+    for e in shown:
         ranks = e["ranks"] if isinstance(e["ranks"], str) else (
             ",".join(map(str, e["ranks"][:8])) + (" ..." if len(e["ranks"]) > 8 else ""))
         pt.add_row(e["table"], e["type"], str(e["shards"]), ranks, e["tier"])
     con.print(pt)
+    if shown is not rep["plan"]:
+        from collections import Counter
+
+        kinds = Counter((e["type"], e["tier"]) for e in rep["plan"])
+        con.print("all tables: " + ", ".join(f"{n} {t} ({tier})" for (t, tier), n in
+                                              sorted(kinds.items(), key=lambda x: -x[1])))
 
 
 def _on_terminal() -> bool:
