@@ -170,22 +170,36 @@ class Constraints:
         return self.form_ok(t, kind, k, stride, tier) and self.ranks_ok(t, kind, k, stride, base)
 
     def allowed_bases(self, t: int, kind: int, k: int, stride: int) -> np.ndarray | None:
-        """The base ranks (``rank`` plan column) allowed for this form; None when any is."""
+        """The base ranks (``rank`` plan column) allowed for this form; None when any is
+        (memoized: the constraints never change)."""
+        key = (int(t), int(kind), int(k), int(stride))
+        memo = self.__dict__.setdefault("_bases", {})
+        if key not in memo:
+            memo[key] = self._allowed_bases(*key)
+        return memo[key]
+
+    def _allowed_bases(self, t: int, kind: int, k: int, stride: int) -> np.ndarray | None:
         w, node = self.world, self.node
         twcw_only = kind == D.SH_CW and not (int(self.kinds[t]) >> D.SH_CW) & 1
-        if t not in self.pins and not twcw_only:
+        mask = self._mask.get(t)
+        if mask is None and not twcw_only:
             return None
         if kind in (D.SH_RW, D.SH_DP):
-            return np.zeros(1, np.int64) if self.ranks_ok(t, kind, k, stride, 0) else \
-                np.zeros(0, np.int64)
+            return np.zeros(1 if mask is None or mask.all() else 0, np.int64)
         if kind == D.SH_TWRW:
-            cand = np.arange(0, w, node)
-        elif t in self.pins:
-            cand = self.pins[t]
-        else:
-            cand = np.arange(w)
-        return np.array([b for b in cand if self.ranks_ok(t, kind, k, stride, int(b))],
-                        np.int64)
+            cand = np.arange(0, w, node, dtype=np.int64)
+            ok = np.array([mask[lo:min(w, lo + node)].all() for lo in cand], bool) \
+                if mask is not None else np.ones(len(cand), bool)
+            return cand[ok]
+        cand = self.pins[t].astype(np.int64) if mask is not None else np.arange(w, dtype=np.int64)
+        if kind == D.SH_TW:
+            return cand
+        # column-wise: the shard ranks of every base at once (footprint)
+        rs = (cand[:, None] + np.arange(k, dtype=np.int64)[None, :] * stride) % w
+        ok = mask[rs].all(axis=1) if mask is not None else np.ones(len(cand), bool)
+        if twcw_only:
+            ok &= (cand + k <= w) & (cand // node == (cand + k - 1) // node)
+        return cand[ok]
 
     # -- plans ------------------------------------------------------------------------------
 
