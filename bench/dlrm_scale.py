@@ -1,7 +1,8 @@
 """DLRM planner at scale: 10^4 synthetic tables on 1024 GPUs (issue 17 item 7).
 
     PYTHONPATH=src python bench/dlrm_scale.py [--tables 10000] [--gpus 1024]
-        [--methods greedy,beam,evolve] [--time-limit 30] [--profile greedy] [--json]
+        [--methods greedy,beam,evolve] [--time-limit 30] [--profile greedy] [--constrained 0.2]
+        [--json]
 
 The tables follow the distribution of ``examples/dlrm/synthetic_856.csv``
 (``scripts/gen_synthetic_tables.py``: log10(rows) ~ Normal(5.0, 1.1) clipped to [10^3, 10^8],
@@ -49,6 +50,32 @@ def scenario(n_tables: int = 10_000, gpus: int = 1024, seed: int = 2026) -> dict
                  "latency_us": 14.0, "efficiency": 0.85}]}}
 
 
+def add_constraints(raw: dict, frac: float, seed: int = 7) -> dict:
+    """Constraints on a fraction ``frac`` of the tables (docs/dlrm.md, Constraints): a third
+    pinned to one node's ranks and table-/column-wise, a third allowed table-wise or
+    table-row-wise only, a third in HBM or the UVM cache with column shards at least 32
+    wide."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    gpus = raw["cluster"]["gpus"]
+    cons = {}
+    tables = raw["model"]["tables"]
+    for i in np.flatnonzero(rng.random(len(tables)) < frac):
+        kind = i % 3
+        if kind == 0:
+            lo = 8 * int(rng.integers(max(1, gpus // 8)))
+            cons[tables[i]["name"]] = {"sharding_types": ["table_wise", "column_wise"],
+                                       "ranks": list(range(lo, min(gpus, lo + 8)))}
+        elif kind == 1:
+            cons[tables[i]["name"]] = {"sharding_types": ["table_wise", "table_row_wise"]}
+        else:
+            cons[tables[i]["name"]] = {"compute_kernels": ["fused", "fused_uvm_caching"],
+                                       "min_partition": 32}
+    raw["constraints"] = cons
+    return raw
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", type=int, default=10_000)
@@ -58,6 +85,8 @@ def main() -> None:
                     help="planner time limit (default: the scenario default, [planner])")
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--profile", default=None, help="cProfile this method and print the top")
+    ap.add_argument("--constrained", type=float, default=0.0,
+                    help="fraction of the tables given constraints (add_constraints)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -67,7 +96,10 @@ def main() -> None:
     # warm-up: load (or compile) the planner's numba kernels on a small case
     plan(S.load(scenario(64, 16)), method="evolve", iterations=2000, time_limit_s=5.0)
     t0 = time.perf_counter()
-    sc = S.load(scenario(args.tables, args.gpus))
+    raw = scenario(args.tables, args.gpus)
+    if args.constrained > 0:
+        add_constraints(raw, args.constrained)
+    sc = S.load(raw)
     load_s = time.perf_counter() - t0
     ps = sc.spec.planner
     limit = ps.time_limit_s if args.time_limit is None else args.time_limit
@@ -81,26 +113,34 @@ def main() -> None:
         print(f"{args.profile}: {res.elapsed_s:.2f} s, step {res.step_time_s * 1e3:.3f} ms")
         return
     rows = []
+    res_plans = {}
     for m in args.methods.split(","):
         t1 = time.perf_counter()
         res = plan(sc, method=m, iterations=iters, time_limit_s=limit)
+        res_plans[m] = res.plan
         wall = time.perf_counter() - t1
         rows.append({"method": m, "planning_s": round(res.elapsed_s, 3), "wall_s": round(wall, 3),
                      "evaluations": res.evaluations, "moves_scored": res.moves_scored,
                      "step_ms": round(res.step_time_s * 1e3, 4),
                      "lower_bound_ms": round(res.lower_bound_s * 1e3, 4),
                      "status": res.result["status"], "time_limited": res.time_limited})
+    if sc.constraints is not None:
+        for r, m in zip(rows, args.methods.split(",")):
+            r["violations"] = len(sc.constraints.violations(res_plans[m]))
     doc = {"tables": args.tables, "gpus": args.gpus, "load_s": round(load_s, 3),
            "time_limit_s": limit, "iterations": iters, "results": rows}
     if args.json:
         print(json.dumps(doc, indent=1))
         return
-    print(f"{args.tables} tables on {args.gpus} GPUs (scenario load {load_s:.2f} s, "
+    print(f"{args.tables} tables on {args.gpus} GPUs"
+          + (f", {len(raw['constraints'])} constrained" if args.constrained > 0 else "")
+          + f" (scenario load {load_s:.2f} s, "
           f"time limit {limit} s, iterations {iters})")
     for r in rows:
         print(f"  {r['method']:7s} planning {r['planning_s']:8.2f} s  step {r['step_ms']:.4f} ms"
               f"  (lower bound {r['lower_bound_ms']:.4f} ms)  evals {r['evaluations']}"
-              f"  {r['status']}{'  time-limited' if r['time_limited'] else ''}")
+              f"  {r['status']}{'  time-limited' if r['time_limited'] else ''}"
+              + (f"  constraint violations {r['violations']}" if "violations" in r else ""))
 
 
 if __name__ == "__main__":

@@ -268,11 +268,17 @@ class Constraints:
                 continue
             yield kind, k, s, tier, bases
 
+    def _spread(self, kind: int, k: int) -> float:
+        """Ranks a form's lookups spread over."""
+        return float({D.SH_CW: max(k, 1), D.SH_TWRW: self.node, D.SH_RW: self.world,
+                      D.SH_DP: self.world}.get(kind, 1))
+
     def repair(self, plan: np.ndarray, fits=None) -> np.ndarray:
         """``plan`` with every table that breaks a constraint moved to an allowed form: its
-        own kind and shards in an allowed tier and place when there is one, else the first
-        allowed form of :meth:`forms` -- the first for which ``fits(t, kind, k, tier)`` holds
-        when given and some form does (the planners move it on from there)."""
+        own kind and shards in an allowed tier and place when there is one, else the allowed
+        form of :meth:`forms` spread over the nearest number of ranks (then its own tier
+        first, then the order of :meth:`forms`) among those for which ``fits(t, kind, k,
+        tier)`` holds when given and some form does (the planners move it on from there)."""
         out = np.array(plan, dtype=np.int32, copy=True)
         for t in self.constrained_tables():
             t = int(t)
@@ -289,9 +295,14 @@ class Constraints:
                         best = (kind, k, stride, pref_tier, bases)
                         break
             if best is None:
+                # the allowed form spread over about as many ranks as the one asked for (a
+                # hot table the type chooser spread row-wise stays spread: table-row-wise
+                # or column-wise, not table-wise), in its tier when allowed
                 forms = list(self.forms(t))
-                ok = [f for f in forms if fits is None or fits(t, f[0], f[1], f[3])]
-                best = (ok or forms or [None])[0]
+                ok = [f for f in forms if fits is None or fits(t, f[0], f[1], f[3])] or forms
+                want = self._spread(kind, k)
+                best = min(ok, key=lambda f: (abs(np.log(self._spread(f[0], f[1]) / want)),
+                                              f[3] != tier), default=None)
             if best is None:  # Constraints.check ruled this out at load
                 continue
             kind, k, stride, tier, bases = best
