@@ -28,8 +28,6 @@ def _fail(path, problem, got=None, allowed=None, show_got=True):
 
 def build_constraints(sc, origins: dict[str, str]) -> C.Constraints | None:
     """The scenario's constraints (None when no table has any)."""
-    from .. import layout as L
-
     spec = sc.spec
     w, node = sc.world, sc.node_size
     index = {n: i for i, n in enumerate(sc.table_names)}
