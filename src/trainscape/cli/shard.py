@@ -53,6 +53,11 @@ def _report(sc, res) -> dict:
     }
 
 
+#: plan rows the text report prints (a 10^4-table plan takes rich seconds to draw and no
+#: person reads it on a terminal; --json / --out carry every table)
+PLAN_ROWS = 200
+
+
 def _print_text(rep: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -80,14 +85,92 @@ def _print_text(rep: dict) -> None:
     con.print(f"per-rank load ms: min {load.min():.4f} mean {load.mean():.4f} max "
               f"{load.max():.4f}; HBM GiB: max {hbm.max():.2f}; DDR GiB max "
               f"{rep['ddr_max_gib']:.2f}")
-    pt = Table(title="plan")
+    shown = rep["plan"] if len(rep["plan"]) <= PLAN_ROWS else rep["plan"][:PLAN_ROWS]
+    pt = Table(title="plan" if shown is rep["plan"] else
+               f"plan (first {PLAN_ROWS} of {len(rep['plan'])} tables; --json or --out for all)")
     for c in ("table", "type", "shards", "ranks", "tier"):
         pt.add_column(c)
-    for e in rep["plan"]:
+    for e in shown:
         ranks = e["ranks"] if isinstance(e["ranks"], str) else (
             ",".join(map(str, e["ranks"][:8])) + (" ..." if len(e["ranks"]) > 8 else ""))
         pt.add_row(e["table"], e["type"], str(e["shards"]), ranks, e["tier"])
     con.print(pt)
+    if shown is not rep["plan"]:
+        from collections import Counter
+
+        kinds = Counter((e["type"], e["tier"]) for e in rep["plan"])
+        con.print("all tables: " + ", ".join(f"{n} {t} ({tier})" for (t, tier), n in
+                                              sorted(kinds.items(), key=lambda x: -x[1])))
+
+
+def _on_terminal() -> bool:
+    """Progress only for a person: stdout and stderr both a terminal (not piped)."""
+    import sys
+
+    try:
+        return sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _PlanProgress:
+    """A rich progress line on stderr while ``shard`` plans: the phase, the candidates
+    evaluated, and a bar of the time spent against the time limit (the planner reports
+    between its steps; rich redraws the clock meanwhile). Off (a no-op) unless ``show``."""
+
+    def __init__(self, show: bool, limit: float, method: str, sc):
+        import time
+
+        self.show, self.limit, self.phase = show, float(limit), "start"
+        self.t0 = time.perf_counter()
+        self._p = None
+        self._desc = f"shard {method} ({sc.n_tables}x{sc.world})"
+
+    def elapsed(self) -> float:
+        import time
+
+        return time.perf_counter() - self.t0
+
+    def __enter__(self):
+        if self.show:
+            from rich.console import Console
+            from rich.progress import Progress, ProgressColumn, TextColumn
+            from rich.progress_bar import ProgressBar
+            from rich.text import Text
+
+            limit = self.limit
+
+            class _TimeBar(ProgressColumn):
+                def render(self, task):
+                    done = min(1.0, (task.elapsed or 0.0) / limit)
+                    return ProgressBar(total=1.0, completed=done, width=20)
+
+            class _Clock(ProgressColumn):
+                def render(self, task):
+                    return Text(f"{task.elapsed or 0.0:5.1f} / {limit:g} s")
+
+            self._p = Progress(TextColumn("{task.description}"),
+                               TextColumn("[cyan]{task.fields[phase]:<9}"),
+                               TextColumn("{task.fields[cands]:>11,} cand."),
+                               _TimeBar(), _Clock(), console=Console(stderr=True),
+                               transient=True, refresh_per_second=4)
+            self._p.start()
+            self._task = self._p.add_task(self._desc, total=None, phase="start", cands=0)
+        return self
+
+    def update(self, phase: str, candidates: int) -> None:
+        self.phase = phase
+        if self._p is not None:
+            self._p.update(self._task, phase=phase, cands=int(candidates))
+
+    def stop(self) -> None:
+        if self._p is not None:
+            self._p.stop()
+            self._p = None
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
 
 
 @click.command("shard")
@@ -116,6 +199,16 @@ def _print_text(rep: dict) -> None:
 def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
           seed, time_limit, fmt, from_torchrec, wait_compile):
     """Plan the sharding of SCENARIO's embedding tables over its GPUs."""
+    try:
+        _shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
+               seed, time_limit, fmt, from_torchrec, wait_compile)
+    except KeyboardInterrupt:  # outside the planning (reading, reporting): one line too
+        click.echo("shard: interrupted (Ctrl-C); no plan written", err=True)
+        raise SystemExit(130) from None
+
+
+def _shard(scenario, method, as_json, out_path, plot_path, backend, iterations, beam_width,
+           seed, time_limit, fmt, from_torchrec, wait_compile):
     from ..dlrm import evaluate
     from ..dlrm.spec import load
 
@@ -137,10 +230,19 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
         ps = sc.spec.planner
         want = method or ps.method
         use = coldstart.choose_method(want, backend, wait_compile)
-        res = run_plan(sc, method=use, beam_width=beam_width or ps.beam_width,
-                       seed=ps.seed if seed is None else seed,
-                       iterations=iterations or ps.iterations, backend=backend,
-                       time_limit_s=ps.time_limit_s if time_limit is None else time_limit)
+        limit = ps.time_limit_s if time_limit is None else time_limit
+        show = not (as_json or fmt in ("json", "torchrec")) and _on_terminal()
+        with _PlanProgress(show, limit, use, sc) as bar:
+            try:
+                res = run_plan(sc, method=use, beam_width=beam_width or ps.beam_width,
+                               seed=ps.seed if seed is None else seed,
+                               iterations=iterations or ps.iterations, backend=backend,
+                               time_limit_s=limit, progress=bar.update)
+            except KeyboardInterrupt:
+                bar.stop()
+                click.echo(f"shard: interrupted (Ctrl-C) in phase {bar.phase} after "
+                           f"{bar.elapsed():.1f} s; no plan written", err=True)
+                raise SystemExit(130) from None
         if use != want:
             note = coldstart.NOTE
         elif use == "evolve":
@@ -163,6 +265,9 @@ def shard(scenario, method, as_json, out_path, plot_path, backend, iterations, b
     if sc.plan is not None:
         given = evaluate(sc, sc.plan, backend=backend)
         rep["given_plan"] = {"step_time_s": given["step_time_s"], "status": given["status"]}
+        if sc.constraints is not None:  # the scenario's own plan is costed as given
+            rep["given_plan"]["breaks_constraints"] = [
+                f"tables[{sc.table_names[t]}].{f}" for t, f in sc.constraints.violations(sc.plan)]
     if plot_path:
         from ..dlrm.plot import plot_rank_load
 

@@ -638,9 +638,17 @@ def _random_base(kind, k, stride, w, node, n_nodes):
 
 
 @_njit
+def _pick_base(t, f, fkind, fk, fstride, w, node, n_nodes, bcnt, bstart, blist):
+    """A random base of item ``t`` in form ``f``: from its allowed list when it has one."""
+    if bcnt[t, f] >= 0:
+        return blist[bstart[t, f] + np.random.randint(bcnt[t, f])]
+    return _random_base(fkind[t, f], fk[t, f], fstride[t, f], w, node, n_nodes)
+
+
+@_njit
 def balance_phase(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, itl, fkind, fk,
                   fstride, nform, cform, cbase, best_form, best_base, best, n_cand, seed, beta,
-                  hot_frac, swap_frac, form_frac, n_scan):
+                  hot_frac, swap_frac, form_frac, n_scan, bcnt, bstart, blist):
     """Descend the smoothed step (:func:`_objective`) for ``n_cand`` candidates: move an item
     (table-wise: another rank; column-wise: another first shard; table-row-wise: another
     node), swap two table-wise items, or change an item's form (``form_frac``; the best of
@@ -648,7 +656,9 @@ def balance_phase(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, itl, f
     changes (every entry when a row-wise form takes part) and kept if the surrogate drops,
     else undone. A fraction ``hot_frac`` of the items comes off the busiest rank of a
     resource. The best exact step seen (``best[0]``, feasible states first) and its forms and
-    bases are kept in ``best_*``. Returns (surrogate, accepted)."""
+    bases are kept in ``best_*``. A form whose ``bcnt`` is not -1 takes its bases from
+    ``blist[bstart : bstart + bcnt]`` only (a table's pinned ranks) and is never swapped.
+    Returns (surrogate, accepted)."""
     np.random.seed(seed)
     w = int(bp[BP_W])
     node = int(bp[BP_NODE])
@@ -723,15 +733,16 @@ def balance_phase(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, itl, f
                 b1 = 0
             else:
                 n_try = n_scan
-                b1 = _random_base(fkind[t, f1], fk[t, f1], fstride[t, f1], w, node, n_nodes)
-        elif k0 == IK_TW and x < form_frac + swap_frac:
+                b1 = _pick_base(t, f1, fkind, fk, fstride, w, node, n_nodes, bcnt, bstart,
+                                blist)
+        elif (k0 == IK_TW and x < form_frac + swap_frac and bcnt[t, f0] < 0):
             t2 = np.random.randint(n_t)
             f2 = cform[t2]
-            if t2 == t or fkind[t2, f2] != IK_TW or cbase[t2] == b0:
+            if t2 == t or fkind[t2, f2] != IK_TW or cbase[t2] == b0 or bcnt[t2, f2] >= 0:
                 continue
             b1 = cbase[t2]
         elif k0 == IK_TW or k0 == IK_CW or k0 == IK_TWRW:
-            b1 = _random_base(k0, fk[t, f0], fstride[t, f0], w, node, n_nodes)
+            b1 = _pick_base(t, f0, fkind, fk, fstride, w, node, n_nodes, bcnt, bstart, blist)
             if b1 == b0:
                 continue
         else:
@@ -740,7 +751,8 @@ def balance_phase(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, itl, f
         best_b = b1
         for s in range(n_try):
             if s > 0:
-                b1 = _random_base(fkind[t, f1], fk[t, f1], fstride[t, f1], w, node, n_nodes)
+                b1 = _pick_base(t, f1, fkind, fk, fstride, w, node, n_nodes, bcnt, bstart,
+                                blist)
             tick += 1
             val, mode, p = _score(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g, itl,
                                   fkind, fk, fstride, t, f0, b0, f1, b1, t2, f2, beta, ref,
@@ -815,13 +827,16 @@ def form_loads(sc: DlrmScenario, kind: int, k: int, tier: int, n_in: int) -> np.
     rows, dim, pool, hit = (np.asarray(x, float) for x in _cols(sc))
     b = j[D.DJOB_GLOBAL_BATCH]
     eb, ib, cf = j[D.DJOB_EMB_BYTES], j[D.DJOB_INDEX_BYTES], j[D.DJOB_COMM_FWD_BYTES]
-    spb = np.array([lookup_seconds_per_byte(sc.sys, j, tier, h) for h in hit])
+    u, inv = np.unique(hit, return_inverse=True)  # once per distinct hit rate
+    spb = np.array([lookup_seconds_per_byte(sc.sys, j, tier, h) for h in u])[inv.reshape(-1)]
     bm = j[D.DJOB_BWD_MULTIPLIER]
     out = np.zeros((sc.n_tables, N_IL))
     if kind == IK_TW or kind == IK_CW:
         ds = dim / k
+        # the reference's scalar shard_lookup_bytes once per distinct (pooling, width)
+        pairs, inv = np.unique(np.stack([pool, ds], axis=1), axis=0, return_inverse=True)
         fwd = np.array([shard_lookup_bytes(b * p, ds_i, eb, ib, b, cf)
-                        for p, ds_i in zip(pool, np.broadcast_to(ds, pool.shape))]) * spb
+                        for p, ds_i in pairs])[inv.reshape(-1)] * spb
         out[:, IL_O0] = out[:, IL_O1] = ds
         out[:, IL_IX] = pool
         out[:, IL_HBM] = uniform_storage_hbm(tier, rows, ds, j) + b * pool * ib + 2.0 * b * ds * cf
@@ -864,14 +879,17 @@ _IK_TO_KIND = {v: k for k, v in _KIND_TO_IK.items()}
 
 
 def table_forms(sc: DlrmScenario, plan: np.ndarray, t: int, state: float, dp_max_bytes: float,
-                max_cw: int = 5) -> list[tuple[int, int, int, int]]:
+                max_cw: int = 5, cons=None) -> list[tuple[int, int, int, int]]:
     """Forms (kind, shards, stride, tier) the balancer may give table ``t``: its form in
     ``plan`` first, then table-wise, column-wise with 2, 4, ... shards (each at least 4
     wide, strides spreading them over the world), table-column-wise (2, 4, ... column shards
     on consecutive ranks of one node, stride 1: TorchRec's ``TwCwPooledEmbeddingSharding`` is
     its column-wise sharding placed within a host group, ``sharding/twcw_sharding.py``),
     table-row-wise (more than one rank per node), row-wise, and data-parallel when its state
-    is at most ``dp_max_bytes``; all in the plan's memory tier."""
+    is at most ``dp_max_bytes``; all in the plan's memory tier. With ``cons``
+    (:class:`trainscape.dlrm.constraints.Constraints`) only the forms it allows (some rank
+    allowed) after the first; column-wise splits stop at its ``min_partition``; when the
+    plan's tier is not allowed, the forms come in the table's first allowed tier."""
     w = sc.world
     node = _node_domains(sc)[0]
     dim = int(sc.tables[D.TAB_DIM, t])
@@ -880,10 +898,20 @@ def table_forms(sc: DlrmScenario, plan: np.ndarray, t: int, state: float, dp_max
     k0 = int(plan[D.PL_SHARDS, t]) if kind == D.SH_CW else 1
     s0 = int(plan[D.PL_STRIDE, t]) if kind == D.SH_CW else 0
     forms = [(kind, k0, s0, tier)]
+    if cons is not None and not (int(cons.tiers[t]) >> tier) & 1:
+        tier = next(m for m in range(D.N_MT) if (int(cons.tiers[t]) >> m) & 1)
 
     def add(f):
-        if f not in forms:
-            forms.append(f)
+        if f in forms:
+            return
+        if cons is not None:
+            kind_, k_, s_, tier_ = f
+            if not cons.form_ok(t, kind_, k_, s_, tier_):
+                return
+            b = cons.allowed_bases(t, kind_, k_, s_)
+            if b is not None and len(b) == 0:
+                return
+        forms.append(f)
 
     add((D.SH_TW, 1, 0, tier))
     k, n_cw = 2, 0
@@ -927,8 +955,15 @@ class Balancer:
         if dp_max_bytes is None:
             dp_max_bytes = 0.05 * max(hbm_budget(sc), 0.0)
         state = table_state(sc)
-        all_forms = [table_forms(sc, plan, t, state[t], dp_max_bytes)[: None if forms else 1]
-                     for t in range(n_t)]
+        cons = getattr(sc, "constraints", None)
+        if forms:
+            all_forms = [table_forms(sc, plan, t, state[t], dp_max_bytes, cons=cons)
+                         for t in range(n_t)]
+        else:  # the plan's own form only (table_forms' first)
+            kinds, ks, ss, ts = (plan[f].astype(int).tolist() for f in (
+                D.PL_KIND, D.PL_SHARDS, D.PL_STRIDE, D.PL_TIER))
+            all_forms = [[(kd, k if kd == D.SH_CW else 1, s if kd == D.SH_CW else 0, tr)]
+                         for kd, k, s, tr in zip(kinds, ks, ss, ts)]
         nf = max(len(f) for f in all_forms)
         self.forms = all_forms
         fkind = np.zeros((n_t, nf), np.int64)
@@ -936,6 +971,23 @@ class Balancer:
         fstride = np.zeros((n_t, nf), np.int64)
         nform = np.array([len(f) for f in all_forms], np.int64)
         itl = np.zeros((n_t, nf, 2, N_IL))
+        # allowed bases per (table, form): count -1 any, else blist[bstart : bstart + count]
+        bcnt = np.full((n_t, nf), -1, np.int64)
+        bstart = np.zeros((n_t, nf), np.int64)
+        blists = []
+        n_b = 0
+        if cons is not None:
+            for t in (int(x) for x in cons.constrained_tables()):
+                for f, (kind, k, stride, _) in enumerate(all_forms[t]):
+                    b = cons.allowed_bases(t, kind, k, stride)
+                    if b is not None:
+                        if len(b) == 0:  # only the plan's own form can be so: keep its base
+                            b = np.array([int(plan[D.PL_RANK, t])], np.int64)
+                        bcnt[t, f], bstart[t, f] = len(b), n_b
+                        blists.append(b)
+                        n_b += len(b)
+        blist = np.concatenate(blists).astype(np.int64) if blists else np.zeros(1, np.int64)
+        self.bases = (bcnt, bstart, blist)
         cache = {}
 
         def loads(ik, k, tier, n_in):
@@ -1048,11 +1100,12 @@ class Balancer:
         st, twn, dsp, dsi, did, g = self.state
         _, dsz, dlo, fac, ibw = self.geo
         itl, fkind, fk, fstride, nform = self.tabs
+        bcnt, bstart, blist = self.bases
         val, acc = balance_phase(self.sc.sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, self.bp,
                                g, itl, fkind, fk, fstride, nform, self.cform, self.cbase,
                                self.best_form, self.best_base, self.best, int(n_cand),
                                int(seed), tau / self.scale, float(hot_frac), float(swap_frac),
-                               float(form_frac), int(n_scan))
+                               float(form_frac), int(n_scan), bcnt, bstart, blist)
         return float(val), int(acc)
 
     def plan_of(self, form: np.ndarray, base: np.ndarray) -> np.ndarray:

@@ -136,6 +136,12 @@ def bound_tiers(sc: DlrmScenario) -> int:
     return 4 if sc.job[D.DJOB_SSD_BYTES] > 0.0 else 3
 
 
+def _per_hit(fn, hit: np.ndarray) -> np.ndarray:
+    """``fn`` of every table's hit rate, computed once per distinct value."""
+    u, inv = np.unique(hit, return_inverse=True)
+    return np.array([fn(h) for h in u])[inv.reshape(-1)] if len(hit) else np.zeros(0)
+
+
 def bound_terms(sc: DlrmScenario) -> dict:
     """Per table ``t``, bound option ``o`` (``B_*``) and memory tier: what the option adds at
     least to the averages over ranks of the step's terms, split into forward (``*_f``) and
@@ -206,11 +212,14 @@ def bound_terms(sc: DlrmScenario) -> dict:
     phi_i, phi_tw, phi_tr = ki * wf, kp_tw * wf, k1 * wf
     lat_i = np.where(pool > 0.0, lat, 0.0)
     lat_tr = lat if k1 > 0.0 else 0.0
-    one = [(rw_collective_time(sys, b * d * cf, wf),
-            rw_collective_time(sys, b * d * cb, wf),
-            reduce_scatter_time(sys, b * d * cf, float(node), 1, 1, 1, 1, 1),
-            all_gather_time(sys, b * d * cb, float(node), 1, 1, 1, 1, 1),
-            all_reduce_time(sys, r * d * j[D.DJOB_GRAD_COMM_BYTES], wf, 1, 1, 1, 1, 1))
+    by_dim = {}  # the first four depend on the dim alone: once per distinct dim
+    for d in np.unique(dim):
+        by_dim[d] = (rw_collective_time(sys, b * d * cf, wf),
+                     rw_collective_time(sys, b * d * cb, wf),
+                     reduce_scatter_time(sys, b * d * cf, float(node), 1, 1, 1, 1, 1),
+                     all_gather_time(sys, b * d * cb, float(node), 1, 1, 1, 1, 1))
+    one = [by_dim[d] + (all_reduce_time(sys, r * d * j[D.DJOB_GRAD_COMM_BYTES], wf, 1, 1, 1,
+                                        1, 1),)
            for r, d in zip(rows, dim)]
     rs1, ag1, rsn1, agn1, ar1 = (np.array(x) for x in zip(*one)) if n_t else [np.zeros(0)] * 5
     # row groups: per (group size n, block width) the least collective of one table
@@ -263,8 +272,8 @@ def bound_terms(sc: DlrmScenario) -> dict:
     st_full = state(rows, dim)
     cache = j[D.DJOB_UVM_CACHE_FRACTION] * rows * dim * eb
     for tier in range(n_tiers):
-        spb = np.array([lookup_seconds_per_byte(sys, j, tier if tier < 3 else D.MT_KV, h)
-                        for h in hit])
+        spb = _per_hit(lambda h: lookup_seconds_per_byte(sys, j, tier if tier < 3 else D.MT_KV,
+                                                         h), hit)
         whole = (b * pool * ib + b * pool * dim * eb + b * dim * cf) * spb
         tr_sum = (b * pool * ib + b * pool * dim * eb + n_min * b * dim * cf) * spb
         rw_rank = (b * pool / wf * ib + b * pool / wf * dim * eb + b * dim * cf) * spb

@@ -25,8 +25,10 @@ def _cols(sc):
 def table_state(sc: DlrmScenario) -> np.ndarray:
     rows, dim, _, _ = _cols(sc)
     j = sc.job
-    return np.array([shard_state_bytes(r, d, j[D.DJOB_EMB_BYTES], j[D.DJOB_OPT_ROW_BYTES],
-                                       j[D.DJOB_OPT_ELEM_BYTES]) for r, d in zip(rows, dim)])
+    # the reference's arithmetic on whole columns (the same operations per element)
+    return np.asarray(shard_state_bytes(np.asarray(rows, float), np.asarray(dim, float),
+                                        j[D.DJOB_EMB_BYTES], j[D.DJOB_OPT_ROW_BYTES],
+                                        j[D.DJOB_OPT_ELEM_BYTES]), float).reshape(-1)
 
 
 def _cross_bw(sc):
@@ -42,13 +44,17 @@ def table_cost(sc: DlrmScenario, tier: int = D.MT_HBM) -> np.ndarray:
     b = j[D.DJOB_GLOBAL_BATCH]
     out = np.empty(sc.n_tables)
     bw = _cross_bw(sc)
+    memo = {}  # once per distinct (pooling, dim, hit rate)
     for i in range(sc.n_tables):
-        spb = lookup_seconds_per_byte(sc.sys, j, tier, hit[i])
-        fwd = shard_lookup_bytes(b * pool[i], dim[i], j[D.DJOB_EMB_BYTES], j[D.DJOB_INDEX_BYTES], b,
-                           j[D.DJOB_COMM_FWD_BYTES]) * spb
-        comm = b * (dim[i] * (j[D.DJOB_COMM_FWD_BYTES] + j[D.DJOB_COMM_BWD_BYTES])
-                    + pool[i] * j[D.DJOB_INDEX_BYTES]) * (w - 1) / w / bw
-        out[i] = fwd * (1.0 + j[D.DJOB_BWD_MULTIPLIER]) + comm
+        key = (pool[i], dim[i], hit[i])
+        if key not in memo:
+            spb = lookup_seconds_per_byte(sc.sys, j, tier, hit[i])
+            fwd = shard_lookup_bytes(b * pool[i], dim[i], j[D.DJOB_EMB_BYTES],
+                                     j[D.DJOB_INDEX_BYTES], b, j[D.DJOB_COMM_FWD_BYTES]) * spb
+            comm = b * (dim[i] * (j[D.DJOB_COMM_FWD_BYTES] + j[D.DJOB_COMM_BWD_BYTES])
+                        + pool[i] * j[D.DJOB_INDEX_BYTES]) * (w - 1) / w / bw
+            memo[key] = fwd * (1.0 + j[D.DJOB_BWD_MULTIPLIER]) + comm
+        out[i] = memo[key]
     return out
 
 

@@ -203,46 +203,91 @@ def _shard_weights(sc, plan, i, cost, state):
     return cost[i] * 0.1, tier_mem, pool / w
 
 
-def _place(sc, plan, order, metric, budget, cost, state):
-    """Place tables in ``order`` onto the least-loaded rank(s) by ``metric`` rows."""
+def _cons(sc):
+    """The scenario's per-table constraints (:mod:`trainscape.dlrm.constraints`), or None."""
+    return getattr(sc, "constraints", None)
+
+
+def _repair(sc, plan):
+    """``plan`` repaired into the constraints (:meth:`Constraints.repair`), preferring forms
+    whose shard state takes at most half a rank's HBM budget (host tiers: 90 % of its DDR)."""
+    cons = _cons(sc)
+    state = table_state(sc)
+    budget = hbm_budget(sc)
+    ddr = sc.job[D.DJOB_DDR_BYTES]
+    frac = sc.job[D.DJOB_UVM_CACHE_FRACTION]
     w, node = sc.world, sc.node_size
-    load = np.zeros(w)
-    mem = np.zeros(w)
+
+    def fits(t, kind, k, tier):
+        parts = {D.SH_CW: k, D.SH_TWRW: node, D.SH_RW: w}.get(kind, 1)
+        s = state[t] / parts
+        if tier in (D.MT_HBM, D.MT_DENSE):
+            return s <= 0.5 * budget
+        if tier == D.MT_KV:
+            return frac * s <= 0.5 * budget
+        return s <= 0.9 * ddr and (tier == D.MT_DDR or frac * s <= 0.5 * budget)
+
+    return cons.repair(plan, fits)
+
+
+def _allowed(sc, i, kind, k, stride):
+    """Allowed base ranks of table ``i`` in this form (None: any)."""
+    cons = _cons(sc)
+    return None if cons is None else cons.allowed_bases(i, int(kind), int(k), int(stride))
+
+
+def _place(sc, plan, order, metric, budget, cost, state, load=None, mem=None):
+    """Place tables in ``order`` onto the least-loaded rank(s) by ``metric`` rows (within the
+    ranks a table's constraints allow); ``load`` / ``mem`` (per rank, updated in place): what
+    the ranks hold already."""
+    w, node = sc.world, sc.node_size
+    load = np.zeros(w) if load is None else load
+    mem = np.zeros(w) if mem is None else mem
     for i in order:
         kind = plan[D.PL_KIND, i]
         c, m, lk = _shard_weights(sc, plan, i, cost, state)
         val = {"cost": c, "size": m, "lookups": lk}[metric]
         k = int(plan[D.PL_SHARDS, i])
         stride = int(plan[D.PL_STRIDE, i])
+        allowed = _allowed(sc, i, kind, k, stride)
         if kind == D.SH_TW:
             ok = mem + m <= budget
             cand = np.where(ok, load, np.inf)
-            r = int(np.argmin(cand)) if np.isfinite(cand).any() else int(np.argmin(mem))
+            if allowed is not None:
+                cand = np.where(np.isin(np.arange(w), allowed), cand, np.nan)
+                fin = np.isfinite(cand)
+                r = int(np.nanargmin(np.where(fin, cand, np.nan))) if fin.any() else \
+                    int(allowed[np.argmin(mem[allowed])])
+            else:
+                r = int(np.argmin(cand)) if np.isfinite(cand).any() else int(np.argmin(mem))
             plan[D.PL_RANK, i] = r
             bases = [r]
         elif kind == D.SH_CW:
-            best, best_b = np.inf, 0
-            for b in range(max(1, min(stride, w))):
-                rs = _shard_ranks(kind, k, stride, b, w, node)
-                if np.any(mem[rs] + m > budget):
-                    continue
-                v = load[rs].max()
-                if v < best:
-                    best, best_b = v, b
+            # every first shard at once: ranks (b + j * stride) mod W of each base b
+            bs = np.arange(max(1, min(stride, w))) if allowed is None else np.asarray(allowed)
+            rs = (bs[:, None] + np.arange(k)[None, :] * stride) % w
+            v = np.where((mem[rs] + m > budget).any(axis=1), np.inf, load[rs].max(axis=1))
+            best_b = int(bs[int(np.argmin(v))]) if np.isfinite(v).any() else int(bs[0])
             plan[D.PL_RANK, i] = best_b
             bases = _shard_ranks(kind, k, stride, best_b, w, node)
         elif kind == D.SH_TWRW:
             n_nodes = (w + node - 1) // node
-            node_load = [load[n * node:(n + 1) * node].max() for n in range(n_nodes)]
+            node_load = np.maximum.reduceat(load, np.arange(0, w, node))  # per node, at once
+            if allowed is not None:
+                node_load = np.where(np.isin(np.arange(n_nodes) * node, allowed), node_load,
+                                     np.inf)
             n = int(np.argmin(node_load))
             plan[D.PL_RANK, i] = n * node
             bases = _shard_ranks(kind, k, stride, n * node, w, node)
         else:
             plan[D.PL_RANK, i] = 0
             bases = range(w)
-        for r in bases:
-            load[r] += val
-            mem[r] += m
+        if kind in (D.SH_RW, D.SH_DP):
+            load += val
+            mem += m
+        else:
+            np.add.at(load, np.asarray(bases), val)  # once per shard, as a loop would
+            np.add.at(mem, np.asarray(bases), m)
     return plan
 
 
@@ -252,6 +297,8 @@ def greedy(sc: DlrmScenario, key: str = "cost", types: np.ndarray | None = None)
     if key not in GREEDY_KEYS:
         raise ValueError(f"greedy key: unknown {key!r} (allowed: {', '.join(GREEDY_KEYS)})")
     plan = (choose_types(sc) if types is None else types).copy()
+    if _cons(sc) is not None:
+        plan = _repair(sc, plan)
     cost = table_cost(sc)
     state = table_state(sc)
     measure = {"cost": cost, "size": state,
@@ -294,6 +341,8 @@ def bound_plan(sc: DlrmScenario, theta: float | None = None) -> np.ndarray:
     plan[D.PL_KIND] = np.select([opt == B_TWRW, opt == B_RW, opt == B_DP],
                                 [D.SH_TWRW, D.SH_RW, D.SH_DP], D.SH_TW)
     plan[D.PL_TIER] = tier
+    if _cons(sc) is not None:
+        plan = _repair(sc, plan)
     cost_t = table_cost(sc)
     order = np.argsort(-cost_t, kind="stable")
     return _place(sc, plan, order, "cost", hbm_budget(sc), cost_t, table_state(sc))
@@ -305,12 +354,27 @@ def bound_plan(sc: DlrmScenario, theta: float | None = None) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
+#: kernel evaluations the beam search spends on its head (the costliest tables): with the
+#: default width and candidates (8 x 8) the first 937 tables, so up to there the full beam
+BEAM_EVALS = 60_000
+
+
 def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
-         types: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Beam search over placements; returns (plan, kernel evaluations)."""
+         types: np.ndarray | None = None, deadline: float | None = None,
+         max_evals: int = BEAM_EVALS, progress=None) -> tuple[np.ndarray, int]:
+    """Beam search over placements; returns (plan, kernel evaluations).
+
+    Tables in decreasing cost order; the first ``max_evals / (width x candidates)`` (the
+    head, where placement matters) by the beam, each candidate scored by the kernel on the
+    tables placed so far; the rest (the tail, or everything left once ``deadline`` passes)
+    greedily onto the least-loaded ranks of the best beam (:func:`_place`, by cost). Every
+    evaluation costs O(tables placed + ranks), so a beam over all 10^4 tables of a large
+    model would take O(T^2) and minutes; the head keeps it in seconds."""
     from copy import copy
 
     types = choose_types(sc) if types is None else types
+    if _cons(sc) is not None:
+        types = _repair(sc, types)
     cost = table_cost(sc)
     state = table_state(sc)
     budget = hbm_budget(sc)
@@ -321,26 +385,40 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
     sub = copy(sc)
     beams = [(np.zeros(w), np.zeros(w), np.zeros((D.N_PLAN, 0), np.int32))]
     evals = 0
-    for k in range(len(order)):
+    n_head = min(len(order), max(1, int(max_evals) // max(1, width * candidates)))
+    k = 0
+    for k in range(n_head):
+        if k and _past(deadline):
+            break
+        if progress is not None and k % 16 == 0:
+            progress("beam", evals)
         i = order[k]
         kind = sub_types[D.PL_KIND, k]
         c, m, _ = _shard_weights(sc, types, i, cost, state)
         kk = int(sub_types[D.PL_SHARDS, k])
         stride = int(sub_types[D.PL_STRIDE, k])
+        allowed = _allowed(sc, i, kind, kk, stride)
         cands = []
         for load, mem, p in beams:
             if kind == D.SH_TW:
                 ok = np.where(mem + m <= budget, load, np.inf)
-                bases = [int(r) for r in np.argsort(ok, kind="stable")[:candidates]
-                         if np.isfinite(ok[r])] or [int(np.argmin(mem))]
+                if allowed is not None:
+                    sub_ok = ok[allowed]
+                    bases = [int(allowed[j]) for j in np.argsort(sub_ok, kind="stable")
+                             [:candidates] if np.isfinite(sub_ok[j])] or \
+                        [int(allowed[np.argmin(mem[allowed])])]
+                else:
+                    bases = [int(r) for r in np.argsort(ok, kind="stable")[:candidates]
+                             if np.isfinite(ok[r])] or [int(np.argmin(mem))]
             elif kind == D.SH_CW:
                 span = max(1, min(stride, w))
                 sc_b = [(load[_shard_ranks(kind, kk, stride, b, w, node)].max(), b)
-                        for b in range(span)]
-                bases = [b for _, b in sorted(sc_b)[:candidates]]
+                        for b in (range(span) if allowed is None else allowed)]
+                bases = [int(b) for _, b in sorted(sc_b)[:candidates]]
             elif kind == D.SH_TWRW:
                 n_nodes = (w + node - 1) // node
-                nl = sorted((load[n * node:(n + 1) * node].max(), n) for n in range(n_nodes))
+                nl = sorted((load[n * node:(n + 1) * node].max(), n) for n in range(n_nodes)
+                            if allowed is None or n * node in allowed)
                 bases = [n * node for _, n in nl[:candidates]]
             else:
                 bases = [0]
@@ -365,9 +443,12 @@ def beam(sc: DlrmScenario, width: int = 8, candidates: int = 8, backend=None,
             new.append((step[n], float(np.square(nl).sum()), n, nl, nm))
         new.sort(key=lambda x: (x[0], x[1]))
         beams = [(nl, nm, plans[n]) for _, _, n, nl, nm in new[:width]]
-    best = beams[0][2]
-    plan = np.empty_like(best)
-    plan[:, order] = best
+    load, mem, best = beams[0]
+    done = best.shape[1]
+    plan = types.copy()
+    plan[:, order[:done]] = best
+    if done < len(order):  # the tail: greedily by cost onto the best beam's loads
+        _place(sc, plan, order[done:], "cost", budget, cost, state, load.copy(), mem.copy())
     return plan, evals
 
 
@@ -425,6 +506,7 @@ def structural_candidates(sc: DlrmScenario, plan: np.ndarray, n: int, rng) -> np
     groups = row_group_sizes(sc)
     n_nodes = -(-w // node)
     tiers = [D.MT_HBM, D.MT_UVM, D.MT_DDR] + ([D.MT_KV] if has_ssd(sc) else [])
+    cons = _cons(sc)
     dim = sc.tables[D.TAB_DIM].astype(np.int64)
     state = table_state(sc)
     budget = hbm_budget(sc)
@@ -470,6 +552,13 @@ def structural_candidates(sc: DlrmScenario, plan: np.ndarray, n: int, rng) -> np
             p[D.PL_TIER, t] = int(rng.choice(tiers))
         elif len(tiers) > 3 and rng.random() < 0.1:
             p[D.PL_TIER, t] = D.MT_KV
+        if cons is not None and not cons.table_ok(p, t):
+            allowed = cons.allowed_bases(t, new_kind, new_k, int(p[D.PL_STRIDE, t]))
+            if (cons.form_ok(t, new_kind, new_k, int(p[D.PL_STRIDE, t]), int(p[D.PL_TIER, t]))
+                    and allowed is not None and len(allowed)):
+                p[D.PL_RANK, t] = int(allowed[rng.integers(len(allowed))])
+            else:
+                p[:, t] = plan[:, t]  # not allowed: this candidate is the plan itself
     return out
 
 
@@ -512,7 +601,7 @@ def _critical_tables(sc: DlrmScenario, plan: np.ndarray, work: np.ndarray, n_ran
 
 def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: int = 0,
            backend=None, batch: int = 1024,
-           deadline: float | None = None) -> tuple[np.ndarray, float, int]:
+           deadline: float | None = None, progress=None) -> tuple[np.ndarray, float, int]:
     """Exact local search on the critical ranks: every change of one table's sharding form
     (:func:`table_forms`) and place -- all ranks, first shards or nodes, at most 32 drawn at
     random per form -- for the tables on the busiest ranks of each maximum (every table when
@@ -526,6 +615,8 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
     state = table_state(sc)
     dp_max = 0.05 * max(hbm_budget(sc), 0.0)
     plan = np.ascontiguousarray(plan, dtype=np.int32).copy()
+    # a batch holds whole plans: keep it to ~16 MB at 10^4 tables
+    batch = max(8, min(int(batch), (4 << 20) // max(1, D.N_PLAN * sc.n_tables)))
     work = np.zeros((D.N_RANK, w + 1))
     out = _eval(sc, plan, backend=backend, work=work)
     cur = out[D.DO_STEP_TIME_S, 0] if out[D.DO_FEASIBLE, 0] > 0 else math.inf
@@ -534,11 +625,18 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
         tables = (list(range(sc.n_tables)) if sc.n_tables * w <= 4096
                   else _critical_tables(sc, plan, work, 2))
         cands = []
+        cons = _cons(sc)
         for t in tables:
-            forms = [f + (0,) for f in table_forms(sc, plan, t, state[t], dp_max)
+            forms = [f + (0,) for f in table_forms(sc, plan, t, state[t], dp_max, cons=cons)
                      if f[0] != D.SH_GRID]
-            for kind, k, stride, tier, group in forms + menu_forms(sc, plan, t):
-                if kind in (D.SH_RW, D.SH_DP):
+            menu = menu_forms(sc, plan, t)
+            if cons is not None:
+                menu = [f for f in menu if cons.form_ok(t, f[0], f[1], f[2], f[3])]
+            for kind, k, stride, tier, group in forms + menu:
+                allowed = None if cons is None else cons.allowed_bases(t, kind, k, stride, group)
+                if allowed is not None:
+                    bases = list(allowed)
+                elif kind in (D.SH_RW, D.SH_DP):
                     bases = [0]
                 elif kind in (D.SH_TWRW, D.SH_GRID):
                     g = group or node
@@ -563,6 +661,10 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
         cands = cands[: max(0, max_evals - evals)]
         best_s, best_c = cur, None
         for lo in range(0, len(cands), batch):
+            if lo and _past(deadline):
+                break
+            if progress is not None:
+                progress("polish", evals)
             chunk = cands[lo:lo + batch]
             plans = np.repeat(plan[None], len(chunk), axis=0)
             for n, (t, kind, k, stride, tier, b, group) in enumerate(chunk):
@@ -589,7 +691,7 @@ def polish(sc: DlrmScenario, plan: np.ndarray, max_evals: int = 50_000, seed: in
 def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int = 0,
            tier_moves: bool = True, rounds: int = 20, structural: int = 256,
            batch: int = 128, backend=None,
-           deadline: float | None = None) -> tuple[np.ndarray, float, int, int]:
+           deadline: float | None = None, progress=None) -> tuple[np.ndarray, float, int, int]:
     """Evolutionary refinement; returns (plan, step, O(1) scores, accepted changes).
 
     ``rounds`` times: ``iters / rounds`` candidate moves / swaps / tier changes of the
@@ -611,17 +713,17 @@ def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int =
     for r in range(rounds):
         if r and _past(deadline):
             break
-        # key_value tables stay put: their SSD fetch is a constant of the O(1) scores
-        movable = np.flatnonzero((plan[D.PL_KIND] == D.SH_TW)
-                                 & (plan[D.PL_TIER] != D.MT_KV)).astype(np.int64)
+        if progress is not None:
+            progress("refine", scored)
+        movable, t_moves = _movable(sc, plan, tier_moves)
         n = int(iters) // rounds + (1 if r < int(iters) % rounds else 0)
         if len(movable) and n > 0:
             trial = plan.copy()
             step, sc_n, acc = evolve(sc.sys, sc.job, tables, trial, movable, n,
-                                     int(seed) * 1000 + r, int(batch), bool(tier_moves), 0.25,
+                                     int(seed) * 1000 + r, int(batch), t_moves, 0.25,
                                      0.5)
             scored += int(sc_n)
-            if step <= cur:
+            if step <= cur and (_cons(sc) is None or _cons(sc).satisfied(trial)):
                 plan, cur = trial, float(step)
                 accepted += int(acc)
         if structural > 0:
@@ -633,6 +735,36 @@ def refine(sc: DlrmScenario, plan: np.ndarray, iters: int = 200_000, seed: int =
                 plan, cur = np.ascontiguousarray(cands[k]), float(steps[k])
                 accepted += 1
     return plan, float(cur), scored, accepted
+
+
+def _movable(sc: DlrmScenario, plan: np.ndarray, tier_moves: bool) -> tuple[np.ndarray, bool]:
+    """The tables refinement's O(1) moves may move (table-wise; not pinned to ranks) and
+    whether they may change memory tier (among hbm, uvm_cache, ddr: only when no movable
+    table's compute kernels forbid one of them). key_value tables stay put: their SSD fetch is
+    a constant of the O(1) scores."""
+    tw = (plan[D.PL_KIND] == D.SH_TW) & (plan[D.PL_TIER] != D.MT_KV)
+    cons = _cons(sc)
+    if cons is None:
+        return np.flatnonzero(tw).astype(np.int64), bool(tier_moves)
+    free = tw.copy()
+    if cons.pins:
+        free[list(cons.pins)] = False
+    three = (1 << D.MT_HBM) | (1 << D.MT_UVM) | (1 << D.MT_DDR)
+    if tier_moves and ((cons.tiers[free] & three) != three).any():
+        tier_moves = False
+    return np.flatnonzero(free).astype(np.int64), bool(tier_moves)
+
+
+def _keep_allowed(sc: DlrmScenario, new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """``new`` with every table its constraints do not allow there taken back from ``old``
+    (then repaired: a start built without the constraints in mind)."""
+    cons = _cons(sc)
+    if cons is None:
+        return new
+    out = new.copy()
+    for t, _ in cons.violations(out):
+        out[:, t] = old[:, t]
+    return _repair(sc, out)
 
 
 TAUS = (10.0, 30.0, 100.0, 300.0, 1000.0)
@@ -666,26 +798,48 @@ def split_hot(sc: DlrmScenario, plan: np.ndarray, alpha: float = 1.0) -> np.ndar
     return out
 
 
+#: share of the time left that the balancing temperatures still to run may take when the
+#: time limit would cut them short (the rest is left to refinement and the local search)
+BALANCE_TIME_SHARE = 0.6
+
+
 def balance(sc: DlrmScenario, plan: np.ndarray, candidates: int, seed: int = 0,
             taus: tuple = TAUS, form_frac: float = 0.05,
-            n_scan: int = 8, deadline: float | None = None) -> tuple[np.ndarray, float, int]:
+            n_scan: int = 8, deadline: float | None = None,
+            progress=None) -> tuple[np.ndarray, float, int, int]:
     """Smoothed balancing (:class:`Balancer`) from ``plan``: ``candidates`` in all, split over
     the temperatures ``taus`` (rising); returns (best plan by the exact step, its step,
-    accepted changes)."""
+    accepted changes, candidates run).
+
+    With a ``deadline``, after the first temperature each one gets at most its share of
+    ``BALANCE_TIME_SHARE`` of the time left at the rate measured so far (at least 1,000
+    candidates), so that a time limit shortens every temperature instead of dropping the
+    last ones; when the planned candidates fit, they all run (the same search)."""
     bal = Balancer(sc, plan)
     acc = 0
+    n_run = 0
+    spent = 0.0
     for k, tau in enumerate(taus):
         if k and _past(deadline):
             break
         n = int(candidates) // len(taus) + (1 if k < int(candidates) % len(taus) else 0)
+        if deadline is not None and k and spent > 0.0 and n_run > 0:
+            left = max(0.0, deadline - time.perf_counter())
+            fit = int(n_run / spent * left * BALANCE_TIME_SHARE / (len(taus) - k))
+            n = min(n, max(fit, 1000))
+        t0 = time.perf_counter()
         acc += bal.run(tau, n, int(seed) * 7919 + k, form_frac=form_frac, n_scan=n_scan)[1]
+        spent += time.perf_counter() - t0
+        n_run += n
+        if progress is not None:
+            progress("balance", n_run)
     best = bal.plan()
-    return best, float(bal.best[0]) if bal.best[1] > 0 else math.inf, acc
+    return best, float(bal.best[0]) if bal.best[1] > 0 else math.inf, acc, n_run
 
 
 def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: int = 0,
          iterations: int = 200_000, backend=None,
-         time_limit_s: float | None = None) -> PlanResult:
+         time_limit_s: float | None = None, progress=None) -> PlanResult:
     """Plan the sharding of ``sc``: ``greedy`` (best of the baselines), ``beam``, or
     ``evolve``: the best of three starts -- the best greedy plan and the bound's relaxed plan
     (:func:`bound_plan`), each with its hot tables split (:func:`split_hot`), and every
@@ -697,7 +851,11 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
     ``time_limit_s`` (the scenario's ``[planner] time_limit_s``): checked between phases,
     balancing temperatures, refinement rounds and local-search steps; once past it the
     remaining work is skipped (``PlanResult.time_limited``) and the best plan so far is
-    returned. The greedy baselines always run."""
+    returned. The greedy baselines always run; beam's greedy tail too.
+
+    ``progress(phase, candidates)``, when given, is called between steps with the phase
+    (``baselines``, ``beam``, ``balance``, ``refine``, ``polish``, ``done``) and the
+    candidates evaluated so far (kernel evaluations plus scored moves)."""
     if method not in METHODS:
         raise ValueError(f"method: unknown {method!r} (allowed: {', '.join(METHODS)})")
     from .evaluation import evaluate
@@ -711,14 +869,24 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
     best_plan, best_step = base[best_key][0], base[best_key][1]
     scored = accepted = 0
 
+    cons = _cons(sc)
+
     def consider(p):
         nonlocal best_plan, best_step
+        if cons is not None and not cons.satisfied(p):
+            return
         r = evaluate(sc, p, backend=backend)
         if r["feasible"] and r["step_time_s"] < best_step:
             best_plan, best_step = p, r["step_time_s"]
 
+    def report(phase, n=0):
+        if progress is not None:
+            progress(phase, evals + scored + n)
+
+    report("baselines")
     if method == "beam":
-        bp, n = beam(sc, width=beam_width, backend=backend)
+        bp, n = beam(sc, width=beam_width, backend=backend, deadline=deadline,
+                     progress=None if progress is None else lambda ph, m: report(ph, m))
         evals += n
         consider(bp)
     if method == "evolve":
@@ -726,8 +894,10 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         # the balancer runs from the best of them with its hot tables split
         all_dp = np.zeros((D.N_PLAN, sc.n_tables), np.int32)
         all_dp[D.PL_KIND], all_dp[D.PL_SHARDS] = D.SH_DP, 1
-        starts = [split_hot(sc, best_plan),
-                  split_hot(sc, bound_plan(sc, parts["theta_sum"])), all_dp]
+        bp0 = bound_plan(sc, parts["theta_sum"])
+        starts = [_keep_allowed(sc, split_hot(sc, best_plan), best_plan),
+                  _keep_allowed(sc, split_hot(sc, bp0), bp0),
+                  _repair(sc, all_dp) if cons is not None else all_dp]
         o = evaluate_plans(sc, np.stack(starts), backend=backend)
         evals += len(starts)
         steps = np.where(o[D.DO_FEASIBLE] > 0, o[D.DO_STEP_TIME_S], np.inf)
@@ -735,20 +905,30 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         consider(start)
         n_bal = int(iterations)
         if not _past(deadline):
-            bp, _, acc = balance(sc, start, n_bal, seed, deadline=deadline)
-            scored += n_bal
+            report("balance")
+            bp, _, acc, n_run = balance(sc, start, n_bal, seed, deadline=deadline,
+                                        progress=None if progress is None else
+                                        lambda ph, m: report(ph, m))
+            scored += n_run
             accepted += acc
             consider(bp)
         if not _past(deadline):
+            report("refine")
             ep, _, sc_n, acc = refine(sc, best_plan, max(1, n_bal // 4), seed,
-                                      backend=backend, deadline=deadline)
+                                      backend=backend, deadline=deadline,
+                                      progress=None if progress is None else
+                                      lambda ph, m: report(ph, m))
             scored += sc_n
             accepted += acc
             consider(ep)
         if not _past(deadline):
-            pp, _, n = polish(sc, best_plan, 20_000, seed, backend=backend, deadline=deadline)
+            report("polish")
+            pp, _, n = polish(sc, best_plan, 20_000, seed, backend=backend, deadline=deadline,
+                              progress=None if progress is None else
+                              lambda ph, m: report(ph, m))
             evals += n
             consider(pp)
+    report("done")
     res = evaluate(sc, best_plan, backend=backend)
     return PlanResult(method=method, plan=best_plan, step_time_s=res["step_time_s"], result=res,
                       lower_bound_s=parts["lower_bound_s"],

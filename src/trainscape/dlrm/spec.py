@@ -47,6 +47,7 @@ from ..spec.errors import ScenarioError, from_validation_error
 from ..spec.models import ClusterSpec, expand_presets
 from ..spec import ranges as R
 from ..spec.pack import pack_system
+from . import constraints as _C
 from . import layout as D
 
 GB = 1e9
@@ -54,6 +55,7 @@ GB = 1e9
 # every numeric field has a documented range (spec/ranges.py, README "Input ranges")
 PosInt = R.Dim
 Fraction = R.Share
+_KERNEL_NAMES = tuple(_C.TIER_OF_NAME)
 
 
 class _Spec(BaseModel):
@@ -68,6 +70,39 @@ class TableSpec(_Spec):
     dim: R.EmbDim
     pooling: R.Pooling = 1.0
     hit_rate: Fraction | None = None  # UVM cache hit rate (default: job.uvm_hit_rate)
+    # planner constraints (dlrm/constraints.py; TorchRec ParameterConstraints)
+    sharding_types: Annotated[list[Literal[_C.SHARDING_NAMES]], Field(min_length=1)] | None \
+        = None
+    compute_kernels: Annotated[list[Literal[_KERNEL_NAMES]], Field(min_length=1)] | None = None
+    min_partition: R.EmbDim | None = None
+    ranks: Annotated[list[Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)]],
+                     Field(min_length=1, max_length=R.MAX_DLRM_GPUS)] | None = None
+
+
+class ConstraintSpec(_Spec):
+    """``[constraints.NAME]``: the constraint fields of a table given by the tables CSV (or
+    anywhere else); they override the table's own."""
+
+    sharding_types: Annotated[list[Literal[_C.SHARDING_NAMES]], Field(min_length=1)] | None \
+        = None
+    compute_kernels: Annotated[list[Literal[_KERNEL_NAMES]], Field(min_length=1)] | None = None
+    min_partition: R.EmbDim | None = None
+    ranks: Annotated[list[Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)]],
+                     Field(min_length=1, max_length=R.MAX_DLRM_GPUS)] | None = None
+
+
+class ReservationSpec(_Spec):
+    """``[reservation]``: storage held back on every rank before the tables are placed.
+    ``percentage`` is TorchRec's storage reservation percentage
+    (``torchrec/distributed/planner/storage_reservations.py``,
+    ``_reserve_storage_percentage``: each device keeps ``(1 - percentage)`` of its HBM and of
+    its DDR; ``HeuristicalStorageReservation(percentage)`` applies it before its dense and
+    input estimates, which trainscape's kernels cost themselves); ``hbm_gb`` / ``ddr_gb`` are
+    held back on top, per rank."""
+
+    percentage: Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)] = 0.0
+    hbm_gb: R.HbmGbOrZero = 0.0
+    ddr_gb: R.DdrGb = 0.0
 
 
 class DenseSpec(_Spec):
@@ -141,6 +176,8 @@ class DlrmScenarioSpec(_Spec):
     plan: dict[str, PlanEntry] | None = None
     ssd: SsdSpec | None = None
     planner: PlannerSpec = Field(default_factory=PlannerSpec)
+    constraints: dict[str, ConstraintSpec] | None = None
+    reservation: ReservationSpec = Field(default_factory=ReservationSpec)
 
 
 @dataclass
@@ -155,6 +192,8 @@ class DlrmScenario:
     tables: np.ndarray  # (N_TAB, T)
     plan: np.ndarray | None = None  # (N_PLAN, T) when the scenario gives one
     extra: dict = field(default_factory=dict)
+    #: per-table planner constraints (None: none given)
+    constraints: "_C.Constraints | None" = None
 
     @property
     def world(self) -> int:
@@ -185,11 +224,15 @@ def fail(path: str, problem: str, got: Any = None, allowed: str | None = None,
 # --------------------------------------------------------------------------------------------
 
 
-def read_tables_csv(path: Path, default_dim: int | None) -> list[dict]:
+def read_tables_csv(path: Path, default_dim: int | None,
+                    lines: dict[str, int] | None = None) -> list[dict]:
     """Tables from a CSV with columns ``table|name, rows, dim, pooling|multi_hot[, hit_rate]``
     (``#`` lines are comments). The file must be a regular UTF-8 file of at most
     ``readers.MAX_CSV_BYTES``; a cell that is not a finite number (or not an integer where one
-    is needed: ``rows = 1.5``) is an error naming the CSV line and column."""
+    is needed: ``rows = 1.5``) is an error naming the CSV line and column. Optional
+    constraint columns ``sharding_types``, ``compute_kernels`` (lists separated by ``|``),
+    ``min_partition``, ``ranks`` (``0|4|8-15``): see ``docs/dlrm.md``. ``lines``, when
+    given, receives each table's CSV line number."""
     from ..spec.readers import MAX_CSV_BYTES, read_text
 
     text = read_text(path, "tables CSV", MAX_CSV_BYTES, field="model.tables_csv")
@@ -241,6 +284,28 @@ def read_tables_csv(path: Path, default_dim: int | None) -> list[dict]:
         hr = num("hit_rate", float, False, None)
         if hr is not None:
             entry["hit_rate"] = hr
+        for key in _C.FIELDS:  # optional constraint columns (docs/dlrm.md, Constraints)
+            cell = (row.get(key) or "").strip()
+            if not cell:
+                continue
+            try:
+                if key == "sharding_types":
+                    entry[key] = _C.split_names(cell)
+                    _C.kinds_mask(entry[key])
+                elif key == "compute_kernels":
+                    entry[key] = _C.split_names(cell)
+                    _C.tiers_mask(entry[key])
+                elif key == "ranks":
+                    entry[key] = _C.parse_ranks_text(cell)
+                else:
+                    entry[key] = num(key, int)
+                    if not 1 <= entry[key] <= R.MAX_EMB_DIM:
+                        raise _C.ConstraintError(key, "out of range", cell,
+                                                 f"1 to {R.MAX_EMB_DIM}")
+            except _C.ConstraintError as e:
+                raise fail(f"{where} column {key}", e.problem, e.got, e.allowed) from None
+        if lines is not None:
+            lines[name] = line
         out.append(entry)
     return out
 
@@ -285,6 +350,7 @@ def load(source: str | Path | dict, base_dir: str | Path | None = None) -> DlrmS
         default_name = Path(source).stem
     raw = expand(raw)
     model = raw.get("model")
+    origins: dict[str, str] = {}
     if isinstance(model, dict) and model.get("tables_csv") is not None and not model.get("tables"):
         if not isinstance(model["tables_csv"], str) or not model["tables_csv"].strip():
             raise fail("model.tables_csv", "expected a file name", model["tables_csv"],
@@ -292,7 +358,9 @@ def load(source: str | Path | dict, base_dir: str | Path | None = None) -> DlrmS
         csv_path = Path(model["tables_csv"])
         if not csv_path.is_absolute():
             csv_path = base / csv_path
-        model["tables"] = read_tables_csv(csv_path, model.get("embedding_dim"))
+        lines: dict[str, int] = {}
+        model["tables"] = read_tables_csv(csv_path, model.get("embedding_dim"), lines)
+        origins = {n: f"model.tables_csv line {ln} column " for n, ln in lines.items()}
     if isinstance(model, dict) and isinstance(model.get("tables"), list):
         for t in model["tables"]:
             if isinstance(t, dict) and "dim" not in t and model.get("embedding_dim"):
@@ -304,7 +372,7 @@ def load(source: str | Path | dict, base_dir: str | Path | None = None) -> DlrmS
         raise _name_tables(err, raw) from None
     if not spec.name:
         spec.name = default_name
-    return build(spec)
+    return build(spec, origins)
 
 
 def _name_tables(err: ScenarioError, raw: dict) -> ScenarioError:
@@ -367,8 +435,10 @@ def table_state_bytes(rows: float, dim: float, job: np.ndarray) -> float:
         + rows * dim * job[D.DJOB_OPT_ELEM_BYTES]
 
 
-def build(spec: DlrmScenarioSpec) -> DlrmScenario:
-    """Pack a validated spec; the cross-field checks (tables fit, dot dims, plan) live here."""
+def build(spec: DlrmScenarioSpec, origins: dict[str, str] | None = None) -> DlrmScenario:
+    """Pack a validated spec; the cross-field checks (tables fit, dot dims, plan, constraints)
+    live here. ``origins``: per table read from the tables CSV, the error path prefix of its
+    cells (``model.tables_csv line N column ``)."""
     m, j, c = spec.model, spec.job, spec.cluster
     if not m.tables:
         raise fail("model.tables", "no embedding tables (give tables or tables_csv)", None,
@@ -438,6 +508,7 @@ def build(spec: DlrmScenarioSpec) -> DlrmScenario:
         job[D.DJOB_PREFETCH_DEPTH] = spec.ssd.prefetch_depth
     if job[D.DJOB_LOOKUP_EFFICIENCY] <= 0:
         raise fail("job.lookup_efficiency", "must be > 0", j.lookup_efficiency, "(0, 1]")
+    _reserve(spec.reservation, sys, job)
 
     tables = np.zeros((D.N_TAB, len(m.tables)))
     for i, t in enumerate(m.tables):
@@ -457,9 +528,39 @@ def build(spec: DlrmScenarioSpec) -> DlrmScenario:
                        f"{world} ranks", t.rows, f"tables up to {total / GB:.4g} GB")
     sc = DlrmScenario(name=spec.name, spec=spec, table_names=names, sys=sys, job=job,
                       tables=tables)
+    from .constraints_spec import build_constraints
+
+    sc.constraints = build_constraints(sc, origins or {})
     if spec.plan is not None:
         sc.plan = plan_from_entries(sc, spec.plan)
     return sc
+
+
+def _reserve(r: ReservationSpec, sys: np.ndarray, job: np.ndarray) -> None:
+    """Apply ``[reservation]`` to the packed blocks, so that every kernel and planner sees
+    the smaller capacities: HBM usable = ``(1 - percentage) x HBM - reserve - hbm_gb``
+    (the GPU's own ``hbm_reserve_gb`` stays; HBM "GB" are GiB as for ``hbm_gb``), DDR per
+    rank = ``(1 - percentage) x DDR - ddr_gb`` (GB = 1e9 bytes as ``host_ddr_gb``; TorchRec
+    ``_reserve_storage_percentage``, see :class:`ReservationSpec`)."""
+    hbm_i, res_i = _sys_index("SYS_HBM_BYTES"), _sys_index("SYS_HBM_RESERVE_BYTES")
+    if r.percentage or r.hbm_gb:
+        from ..spec.pack import hbm_capacity_bytes  # "GB" of HBM are GiB, as hbm_reserve_gb
+
+        sys[res_i] += r.percentage * sys[hbm_i] + hbm_capacity_bytes(r.hbm_gb)
+        if sys[hbm_i] - sys[res_i] <= 0:
+            field_ = "reservation.hbm_gb" if r.hbm_gb else "reservation.percentage"
+            gib = 2.0**30
+            raise fail(field_, f"leaves no HBM on a rank ({sys[hbm_i] / gib:.4g} GiB, "
+                       f"{sys[res_i] / gib:.4g} GiB reserved in all with the GPU's own "
+                       "hbm_reserve_gb)", r.hbm_gb if r.hbm_gb else r.percentage,
+                       f"less than the {sys[hbm_i] / gib:.4g} GiB of HBM per rank")
+    if r.percentage or r.ddr_gb:
+        ddr = (1.0 - r.percentage) * job[D.DJOB_DDR_BYTES] - r.ddr_gb * GB
+        if ddr < 0:
+            raise fail("reservation.ddr_gb", f"more than the {job[D.DJOB_DDR_BYTES] / GB:.4g} GB "
+                       "of host DDR per rank", r.ddr_gb,
+                       f"0 to {(1.0 - r.percentage) * job[D.DJOB_DDR_BYTES] / GB:.4g}")
+        job[D.DJOB_DDR_BYTES] = ddr
 
 
 def _sys_index(name: str) -> int:
@@ -606,6 +707,7 @@ def tables_total_bytes(sc: DlrmScenario) -> float:
                      for i in range(sc.n_tables)))
 
 
-__all__ = ["DlrmScenario", "DlrmScenarioSpec", "TableSpec", "PlanEntry", "load", "build",
+__all__ = ["DlrmScenario", "DlrmScenarioSpec", "TableSpec", "PlanEntry", "ConstraintSpec",
+           "ReservationSpec", "load", "build",
            "plan_from_entries", "plan_entries", "set_entry", "check_plan_array",
            "read_tables_csv", "dense_params_flops"]

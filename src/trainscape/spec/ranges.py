@@ -147,6 +147,8 @@ DOCUMENTED = (
     ("DLRM rows / dim / pooling", "1 to 2^40 / 1 to 2^16 / 0 to 1e6"),
     ("DLRM tables", f"1 to 2^20 ({MAX_TABLES})"),
     ("DLRM bwd_multiplier, dp_update_factor", "(0 or >0) to 1e3"),
+    ("DLRM reservation percentage / hbm_gb / ddr_gb; table min_partition / ranks",
+     "0 to < 1 / 0 to 1e6 / 0 to 1e9; 1 to 2^16 / 0 to cluster.gpus - 1"),
     ("price_per_hour_usd, cost_per_gpu_hour_usd / power_w", "0 to 1e6 / 0 to 1e6"),
     ("transport window_MiB / channels", "> 0 to 1e9 / 1 to 2^24"),
     ("job.sync.inner_steps / tokens_factor", "1 to 1e6 / > 0 to 1e3"),
