@@ -24,7 +24,7 @@ from trainscape.spec.errors import ScenarioError
 KERNEL_TIER = {"fused": "hbm", "fused_uvm_caching": "uvm_cache", "fused_uvm": "ddr",
                "dense": "dense", "key_value": "key_value"}
 TYPES = ["table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel",
-         "table_column_wise"]
+         "table_column_wise", "grid_shard"]
 TIERS = [{"name": "node", "size": 4, "bandwidth_GBps": 300.0, "latency_us": 2.0},
          {"name": "net", "size": 4, "bandwidth_GBps": 25.0, "latency_us": 10.0}]
 
@@ -64,7 +64,7 @@ def violations(sc, plan, given_: dict[str, dict], node: int) -> list[str]:
             allowed = {KERNEL_TIER.get(k, k) for k in c["compute_kernels"]}
             if e["tier"] not in allowed:
                 out.append(f"{name}: tier {e['tier']} not in {sorted(allowed)}")
-        if "min_partition" in c and typ == "column_wise":
+        if "min_partition" in c and typ in ("column_wise", "grid_shard"):
             if dims[name] // e["shards"] < c["min_partition"]:
                 out.append(f"{name}: {e['shards']} shards of dim {dims[name]} under "
                            f"min_partition {c['min_partition']}")
@@ -338,3 +338,27 @@ def test_large_table_kept_out_of_row_wise_still_fits(method):
     assert ent["type"] == "column_wise" and ent["shards"] >= 4 and ent["tier"] == "hbm"
     assert res.result["feasible"]
     assert not violations(sc, res.plan, cons, node=4)
+
+
+def test_footprint_of_row_groups_and_grids():
+    """By hand, 16 ranks in nodes of 4: table-row-wise over a group of 2 at base 5 holds ranks
+    4-5; over the node (group 0) 4-7; a grid of 2 column blocks on groups of 4 with stride 1
+    at base 4 holds groups 1 and 2 (ranks 4-11), and wraps: base 12 holds 12-15 and 0-3."""
+    from trainscape.dlrm.constraints import footprint
+
+    assert footprint(D.SH_TWRW, 1, 0, 5, 16, 4, 2).tolist() == [4, 5]
+    assert footprint(D.SH_TWRW, 1, 0, 5, 16, 4, 0).tolist() == [4, 5, 6, 7]
+    assert footprint(D.SH_GRID, 2, 1, 4, 16, 4, 0).tolist() == list(range(4, 12))
+    assert footprint(D.SH_GRID, 2, 1, 12, 16, 4, 0).tolist() == [0, 1, 2, 3, 12, 13, 14, 15]
+
+
+def test_pinned_tables_never_take_a_row_group_or_grid_outside_their_ranks():
+    """Every table pinned to the first node (ranks 0-3 of 16): evolve's menu (row groups,
+    grids) may only use groups inside it, and every plan satisfies the pins."""
+    raw = raw_scenario(7)
+    cons = {f"t{i}": {"ranks": [0, 1, 2, 3]} for i in range(0, 14, 2)}
+    raw["constraints"] = cons
+    sc = dlrm.load(raw)
+    res = planner.plan(sc, method="evolve", iterations=3000, time_limit_s=20.0)
+    assert not violations(sc, res.plan, cons, node=4)
+
