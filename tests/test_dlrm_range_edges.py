@@ -131,3 +131,21 @@ def test_planners_on_blocks_past_the_validator_never_nan(what, block, index, val
                                                                            "c")}
     for b in ("numba", "c"):
         np.testing.assert_array_equal(out[b][D.DO_STATUS], out["python"][D.DO_STATUS])
+
+
+@pytest.mark.parametrize("layers", [0, 3, R.MAX_DIM])
+def test_dcn_dense_part_by_hand(layers):
+    """DCN-v2 dense part at the edge of ``dcn_layers`` (2^24 was a 2^24-step Python loop in
+    ``load``; now the per-layer terms times the layer count). By hand, 13 dense features,
+    bottom MLP [4], two tables of dim 2, low rank 5, top MLP [1]: bottom 13*4+4 = 56 params,
+    2*13*4 = 104 FLOPs, 4 activations; cross layers over n = 4+2+2 = 8: 2*8*5+8 = 88 params,
+    4*8*5 = 160 FLOPs, 8+5 = 13 activations each; top 8*1+1 = 9 params, 16 FLOPs, 1
+    activation. Activation bytes: fp32 (4) x 2 (kept for the backward) x activations."""
+    from trainscape.dlrm.spec import DenseSpec, dense_params_flops
+
+    m = DenseSpec(dense_in_features=13, dense_arch=[4], over_arch=[1], interaction="dcn",
+                  dcn_layers=layers, dcn_low_rank=5)
+    params, flops, act_bytes = dense_params_flops(m, [2, 2])
+    assert params == 56 + 88 * layers + 9
+    assert flops == 104 + 160 * layers + 16
+    assert act_bytes == 8 * (4 + 13 * layers + 1)
