@@ -641,8 +641,8 @@ typedef struct {
 /* The step time of evaluate_plan from its maxima (incremental._step). */
 /* incremental.py _step's last line: a step that is not finite (a time that left the float64
  * range, a NaN from inf - inf) scores as infinite -- infeasible -- never as NaN, which every
- * comparison of the planner would take as "not worse" */
-static inline double finite_or_inf(double s) { return s - s == 0.0 ? s : INFINITY; }
+ * comparison of the planner would take as "not worse" (steps are >= 0: no -inf) */
+static inline double finite_or_inf(double s) { return s < INFINITY ? s : INFINITY; } /* minsd */
 
 static inline double inc_step(double lat, double u_idx, double u_fwd, double u_bwd,
                               double k_fwd, double k_bwd, double dense_ar, double lf,

@@ -276,7 +276,7 @@ def _step(c, lf, lb, xp, xi):
         ab = lat + c[C_UNIT_BWD] * xp
     emb_bwd = ab + lb + c[C_CONST_BWD]
     s = idx + lf + af + c[C_CONST_FWD] + emb_bwd + max(0.0, c[C_DENSE_AR] - emb_bwd)
-    if not math.isfinite(s):
+    if not s < math.inf:  # inf or NaN (C: finite_or_inf, one minsd)
         return math.inf
     return s
 
