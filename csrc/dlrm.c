@@ -210,7 +210,10 @@ static int check_plan(const ctx_t *c, const double *tables, int64_t n_t, const i
         if (kind == DL_SH_COLUMN_WISE || kind == DL_SH_GRID_SHARD) {
             int32_t k = P(DL_PL_SHARDS, t);
             if (k < 1 || k > world) return DL_STATUS_INVALID_CONFIG;
-            int64_t idim = (int64_t)tables[DL_TAB_DIM * n_t + t];
+            double fdim = tables[DL_TAB_DIM * n_t + t];
+            /* reference.check_plan: a dim beyond 2^53 is no exact integer (and no int64) */
+            if (!(fdim <= 9007199254740992.0)) return DL_STATUS_INVALID_CONFIG;
+            int64_t idim = (int64_t)fdim;
             /* powers of two (the usual shard counts) without a division */
             int64_t rem = (k & (k - 1)) == 0 ? (idim & (int64_t)(k - 1)) : idim % k;
             if (rem != 0) return DL_STATUS_INVALID_CONFIG;
@@ -640,6 +643,18 @@ static int evaluate_plan(const ctx_t *c, const double *job,
     O(DL_DO_SSD_PREFETCH_EXPOSED_S) = ssd_exposed;
     O(DL_DO_SSD_FETCH_S) = max_fetch;
     O(DL_DO_SSD_MAX_GIB) = max_ssd / GIB;
+    /* reference.guard_finite: a non-finite output -> status overflow, zeros, infinite step */
+    int bad = 0;
+    for (int f = 0; f < DL_N_DOUT; f++) {
+        double v = O(f);
+        if (!(v - v == 0.0)) bad = 1;
+    }
+    if (bad) {
+        for (int f = 0; f < DL_N_DOUT; f++) O(f) = 0.0;
+        O(DL_DO_STATUS) = DL_STATUS_OVERFLOW;
+        O(DL_DO_STEP_TIME_S) = INFINITY;
+        status = DL_STATUS_OVERFLOW;
+    }
 #undef O
     return status;
 }
@@ -768,6 +783,11 @@ typedef struct {
 #define TI(s) (ti + 3 * (s))
 
 /* The step time of evaluate_plan from its maxima (incremental._step). */
+/* incremental.py _step's last line: a step that is not finite (a time that left the float64
+ * range, a NaN from inf - inf) scores as infinite -- infeasible -- never as NaN, which every
+ * comparison of the planner would take as "not worse" (steps are >= 0: no -inf) */
+static inline double finite_or_inf(double s) { return s < INFINITY ? s : INFINITY; } /* minsd */
+
 static inline double inc_step(double lat, double u_idx, double u_fwd, double u_bwd,
                               double k_fwd, double k_bwd, double dense_ar, double lf,
                               double lb, double xq0, double xq1) {
@@ -777,7 +797,7 @@ static inline double inc_step(double lat, double u_idx, double u_fwd, double u_b
     double af = xq0 > 0.0 ? lat + u_fwd * xq0 : 0.0;
     double ab = xq0 > 0.0 ? lat + u_bwd * xq0 : 0.0;
     double emb = ab + lb + k_bwd;
-    return idx + lf + af + k_fwd + emb + dmax(0.0, dense_ar - emb);
+    return finite_or_inf(idx + lf + af + k_fwd + emb + dmax(0.0, dense_ar - emb));
 }
 
 /* ---- the fast path two lanes a vector (SSE2, baseline x86-64) -----------------------------
@@ -881,7 +901,7 @@ inc_step2(__m128d look, __m128d acc, __m128d lat2, __m128d u_fi, __m128d u_b, do
     const double emb = _mm_cvtsd_f64(ab) + lb + k_bwd;
     const double exposed =
         _mm_cvtsd_f64(_mm_max_sd(zero, _mm_set_sd(dense_ar - emb))); /* dmax(0.0, .) */
-    return idx + lf + af + k_fwd + emb + exposed;
+    return finite_or_inf(idx + lf + af + k_fwd + emb + exposed);
 }
 
 /* The fast path's score. Every exclusion of {a, b} is the smaller of rec[a]'s and rec[b]'s,

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from trainscape import dlrm
+from trainscape import layout as L
 from trainscape.dlrm import layout as D
 from trainscape.native.dlrm_header import header
-from trainscape.layout import STATUS_INVALID_CONFIG
+from trainscape.layout import STATUS, STATUS_INVALID_CONFIG, STATUS_OVERFLOW
+from trainscape.spec import ranges as R
+from trainscape.spec.errors import ScenarioError
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ["numba", "c"]
@@ -171,3 +174,150 @@ def test_nan_table_field_in_a_raw_block_is_an_invalid_plan_not_a_nan(backend, fi
     assert (out[D.DO_STATUS] == STATUS_INVALID_CONFIG).all()
     assert np.isinf(out[D.DO_STEP_TIME_S]).all()
     assert not np.isnan(out).any()
+
+
+# ---------------------------------------------------------------------------------------------
+# Range edges (issue 14): every numeric field at an end of its documented range
+# (spec/ranges.py), one of them or many at once, and the plans the validator accepts
+# ---------------------------------------------------------------------------------------------
+
+
+def _edge(lo, hi, mid):
+    return st.sampled_from([lo, hi, mid])
+
+
+@st.composite
+def edge_cases(draw):
+    gpus = draw(st.sampled_from([1, 3, 8, 16]))
+    node = draw(st.sampled_from([1, 2, 8, R.MAX_GPUS]))
+    node = min(node, gpus)
+
+    def tier(name, size, oversub):
+        return {"name": name, "size": size,
+                "bandwidth_GBps": draw(_edge(R.MIN_GBPS, R.MAX_GBPS, 100.0)),
+                "latency_us": draw(_edge(0.0, R.MAX_US, 5.0)),
+                "efficiency": draw(_edge(R.MIN_FRACTION, 1.0, 0.8)),
+                "oversubscription": draw(_edge(1.0, R.MAX_OVERSUB, 2.0)) if oversub else 1.0}
+
+    tiers = [tier("t0", node, False)]
+    if gpus > node:
+        tiers.append(tier("t1", -(-gpus // node), True))
+    n_t = draw(st.integers(1, 6))
+    tables = [{"name": f"t{i}", "rows": draw(_edge(1, R.MAX_ROWS, 10**6)),
+               "dim": draw(_edge(1, R.MAX_EMB_DIM, 64)),
+               "pooling": draw(_edge(0.0, R.MAX_POOLING, 20.0)),
+               "hit_rate": draw(_edge(0.0, 1.0, 0.5))} for i in range(n_t)]
+    batch = draw(_edge(1, R.MAX_BATCH, 4096))
+    batch = max(gpus, batch // gpus * gpus)
+    job = {"global_batch": batch,
+           "lookup_efficiency": draw(_edge(R.MIN_FRACTION, 1.0, 0.7)),
+           "dense_efficiency": draw(_edge(R.MIN_FRACTION, 1.0, 0.5)),
+           "uvm_cache_fraction": draw(_edge(0.0, 1.0, 0.2)),
+           "bwd_multiplier": draw(_edge(1e-300, R.MAX_FACTOR, 2.0)),
+           "dp_update_factor": draw(_edge(0.0, R.MAX_FACTOR, 9.22)),
+           "embedding_dtype": draw(st.sampled_from(["fp32", "int8"])),
+           "optimizer": draw(st.sampled_from(list(D.OPTIMIZERS)))}
+    arch = draw(_edge(1, R.MAX_DIM, 64))
+    model = {"tables": tables, "interaction": "dcn", "dense_arch": [arch, 16],
+             "over_arch": [32, 1], "dcn_layers": draw(_edge(0, R.MAX_DIM, 1)),
+             "dcn_low_rank": draw(_edge(1, R.MAX_DIM, 8))}
+    gpu = {"preset": "h100-sxm-80gb", "hbm_reserve_gb": 0.0,
+           "hbm_bandwidth_GBps": draw(_edge(R.MIN_GBPS, R.MAX_GBPS, 3000.0)),
+           "memory_efficiency": draw(_edge(R.MIN_FRACTION, 1.0, 0.8)),
+           "hbm_gb": draw(_edge(R.MIN_GBPS, R.MAX_HBM_GB, 80.0)),
+           "peak_tflops": {"bf16": draw(_edge(R.MIN_TFLOPS, R.MAX_TFLOPS, 900.0))}}
+    raw = {"model": model, "job": job,
+           "cluster": {"gpu": gpu, "gpus": gpus, "tiers": tiers,
+                       "host_ddr_gb": draw(_edge(0.0, R.MAX_DDR_GB, 1024.0)),
+                       "host_to_device_GBps": draw(_edge(R.MIN_GBPS, R.MAX_GBPS, 32.0))}}
+    try:
+        sc = dlrm.load(raw)
+    except ScenarioError:
+        assume(False)  # a cross-field check refused it (e.g. a table larger than all memory)
+    n_plans = draw(st.integers(1, 4))
+    plans = np.zeros((n_plans, D.N_PLAN, n_t), np.int32)
+    for p in range(n_plans):
+        for i in range(n_t):
+            kind = draw(st.integers(0, 4))
+            dim = tables[i]["dim"]
+            divs = [k for k in (1, 2, 4, 8, 16) if dim % k == 0 and k <= gpus]
+            plans[p, D.PL_KIND, i] = kind
+            plans[p, D.PL_RANK, i] = draw(st.integers(0, gpus - 1))
+            plans[p, D.PL_TIER, i] = draw(st.integers(0, len(D.MEMORY_TIERS) - 1))
+            plans[p, D.PL_SHARDS, i] = draw(st.sampled_from(divs)) if kind == D.SH_CW else 1
+            plans[p, D.PL_STRIDE, i] = draw(st.sampled_from([0, 1, gpus, R.MAX_DLRM_GPUS]))
+    return sc, plans
+
+
+def assert_contract(out):
+    """ok / out_of_memory: every output finite; overflow: zeros and an infinite step; never
+    NaN."""
+    assert not np.isnan(out).any()
+    for p in range(out.shape[1]):
+        col = out[:, p]
+        status = STATUS[int(col[D.DO_STATUS])]
+        if status in ("ok", "out_of_memory"):
+            assert np.isfinite(col).all(), (status, col)
+        else:
+            assert col[D.DO_STEP_TIME_S] == math.inf and col[D.DO_FEASIBLE] == 0.0
+            if status == "overflow":
+                assert not np.delete(col, [D.DO_STATUS, D.DO_STEP_TIME_S]).any()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=edge_cases())
+def test_backend_equals_reference_at_range_edges(backend, case):
+    """Accepted but extreme scenarios (huge rows, dims, pooling, batch; the smallest
+    bandwidths and efficiencies; the largest latencies): the same status and outputs from
+    every backend, and finite answers (the ranges keep every product in float64)."""
+    sc, plans = case
+    ref = dlrm.evaluate_plans(sc, plans, backend="python")
+    got = dlrm.evaluate_plans(sc, plans, backend=backend)
+    assert_contract(ref)
+    assert_contract(got)
+    assert_same(ref, got)
+    assert not (ref[D.DO_STATUS] == STATUS_OVERFLOW).any()  # inside the ranges: no overflow
+
+
+# blocks poked past the validator (raw blocks, pack files, an embedding caller): values the
+# ranges refuse, a time or a memory that leaves the float64 range, a division by (an
+# underflowed) zero
+POKES = [
+    ("peak_flops=5e-324", "sys", L.SYS_PEAK_FLOPS, 5e-324),
+    ("tier 0 bandwidth=1e-320", "sys", L.SYS_TIER_BASE + L.TIER_BANDWIDTH, 1e-320),
+    ("tier 0 bandwidth=0", "sys", L.SYS_TIER_BASE + L.TIER_BANDWIDTH, 0.0),
+    ("hbm bandwidth=5e-324", "sys", L.SYS_HBM_BANDWIDTH, 5e-324),
+    ("hbm bytes=1e308", "sys", L.SYS_HBM_BYTES, 1e308),
+    ("h2d bandwidth=5e-324", "job", D.DJOB_H2D_BANDWIDTH, 5e-324),
+    ("lookup_efficiency=0", "job", D.DJOB_LOOKUP_EFFICIENCY, 0.0),
+    ("global_batch=1e300", "job", D.DJOB_GLOBAL_BATCH, 1e300),
+    ("dense_params=1e308", "job", D.DJOB_DENSE_PARAMS, 1e308),
+    ("dense_flops=1e308", "job", D.DJOB_DENSE_FLOPS_PER_SAMPLE, 1e308),
+    ("rows=1e300", "tables", (D.TAB_ROWS, 0), 1e300),
+    ("rows=inf", "tables", (D.TAB_ROWS, 0), math.inf),
+    ("pooling=1e300", "tables", (D.TAB_POOLING, 2), 1e300),
+    ("dim=1e300", "tables", (D.TAB_DIM, 1), 1e300),
+]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference's NumPy scalars overflow
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("what, block, index, value", POKES, ids=[p[0] for p in POKES])
+def test_blocks_past_the_validator_agree_and_never_nan(backend, what, block, index, value):
+    """The kernels defend themselves: a non-finite result is status ``overflow`` (zeros,
+    infinite step), the same from every backend; numba divides by zero as the reference does
+    (no ZeroDivisionError); rows and dims beyond 2^53 or 2^63 are no int64 overflow. Column-wise
+    plans too (the dim poke divides)."""
+    sc, plans = _criteo_like()
+    plans = plans[:40].copy()
+    plans[20:, D.PL_KIND, :] = D.SH_CW  # dims of 128: 1, 2, 4 shards
+    plans[20:, D.PL_SHARDS, :] = np.array([1, 2, 4])[np.arange(sc.n_tables) % 3]
+    plans[20:, D.PL_STRIDE, :] = 1
+    getattr(sc, block)[index] = value
+    ref = dlrm.evaluate_plans(sc, plans, backend="python")
+    got = dlrm.evaluate_plans(sc, plans, backend=backend)
+    assert_contract(ref)
+    assert_contract(got)
+    assert_same(ref, got)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .. import layout as L
 from . import legacy
@@ -152,10 +152,13 @@ class Runner:
 
 def legacy_results(backend: str | None = "python",
                    gpu_overrides: dict[str, Any] | None = None,
-                   calibrated: bool = True) -> list[Result]:
-    """The two Megatron tables as results (their unprinted knobs tuned, and said so)."""
+                   calibrated: bool = True, cases: list | None = None,
+                   on_row: Callable[[], None] | None = None) -> list[Result]:
+    """The two Megatron tables as results (their unprinted knobs tuned, and said so).
+    ``cases``: the legacy cases (default :func:`legacy.fitted_cases`); ``on_row`` is called after
+    every row."""
     results = []
-    for case in legacy.fitted_cases():
+    for case in (legacy.fitted_cases() if cases is None else cases):
         p = legacy.predict(case, gpu_overrides, backend=backend, calibrated=calibrated)
         open_knobs = [k for k in ("mbs", "vpp") if len({c[k] for c in case.candidates}) > 1]
         notes = [f"{k} = {p.config[k]} not printed: the fastest feasible value was taken (the "
@@ -171,13 +174,33 @@ def legacy_results(backend: str | None = "python",
             status="ok" if p.feasible else "out_of_memory", config=p.config,
             assumptions=notes, holdout=is_holdout(case.label), breakdown=p.breakdown,
             memory_gib=p.memory_gib))
+        if on_row is not None:
+            on_row()
     return results
 
 
-def validate(backend: str | None = "python") -> tuple[list[Result], dict[str, dict]]:
-    """Every published run through the model with the shipped presets."""
+def validate(backend: str | None = "python",
+             progress: Callable[[int, int], None] | None = None
+             ) -> tuple[list[Result], dict[str, dict]]:
+    """Every published run through the model with the shipped presets. ``progress(done,
+    total)`` is called once before the first row (``done = 0``) and after every row."""
     runner = Runner()
-    results = legacy_results(backend) + [runner.cost(r, backend=backend) for r in runner.runs]
+    cases = legacy.fitted_cases()
+    total = len(cases) + len(runner.runs)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
+    results = legacy_results(backend, cases=cases, on_row=tick)
+    for run in runner.runs:
+        results.append(runner.cost(run, backend=backend))
+        tick()
     return results, summarize(results)
 
 

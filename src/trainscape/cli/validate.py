@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -28,17 +29,32 @@ def within_target(s: dict) -> bool:
               help="Only rows of this summary group (repeatable), e.g. llm_foundry_mpt.")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default="python",
               show_default=True, help="Backend that evaluates the rows.")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: on a terminal, never with --json).")
 def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, ...],
-            backend: str) -> None:
+            backend: str, progress: bool | None) -> None:
     """Predict every published training run in the calibration set (Megatron-LM, NeMo and
     DGX Cloud benchmarks, Megatron-Core, MosaicML FSDP, BLOOM, Llama 3; A100 and H100; BF16 and
     FP8) with each run's own layout, and show predicted vs published step time, the error of
     every row, what was assumed where the source is silent, and the median and worst absolute
     error per source. Rows of older releases that a newer release repeats are shown but not
     counted; a published layout the model calls infeasible is a failed row."""
+    from .. import progress as P
     from ..calibration import summarize, validate
 
-    results, summary = validate(backend=backend)
+    seen = [0, 0]
+
+    def count(done: int, total: int) -> None:
+        seen[:] = [done, total]
+        bar(done, total)
+
+    try:
+        with P.Bar(P.wanted(as_json, progress), "validate", "rows") as bar:
+            results, summary = validate(backend=backend, progress=count)
+    except KeyboardInterrupt:
+        click.echo(f"validate: interrupted after {seen[0]} of {seen[1]} rows (nothing written)",
+                   err=True)
+        sys.exit(130)
     if sources:
         known = set(summary)
         unknown = [s for s in sources if s not in known]

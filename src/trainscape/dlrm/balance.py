@@ -32,7 +32,8 @@ from .estimates import _cols, hbm_budget, table_state
 from .numba_kernel import JIT
 from .spec import DlrmScenario
 
-_njit = njit_for([_sys.modules[__name__]])  # cached under a key of every source it reads
+# cached under a key of every source it reads; error_model="numpy": IEEE x / 0 (the reference's)
+_njit = njit_for([_sys.modules[__name__]], error_model="numpy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +321,7 @@ def _objective(s, beta, ref, pen, bp, g):
 @_njit
 def exact_step(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g):
     """The reference's step of the state (``evaluate_plan``'s last lines from the maxima) and
-    whether it fits memory."""
+    whether it fits memory; a step that is not finite is ``(inf, False)``."""
     w = int(bp[BP_W])
     top = int(bp[BP_TOP])
     add = g[G_ADD]
@@ -365,6 +366,8 @@ def exact_step(sys, st, twn, dsp, dsi, did, dsz, dlo, fac, ibw, bp, g):
     emb_bwd = a2a_b + ag + m_lb + g[G_DPAR]
     step = idx + m_lf + a2a_f + rs + bp[BP_DENSE] + max(emb_bwd, bp[BP_AR])
     ok = m_h <= bp[BP_USABLE] and m_d <= bp[BP_DDR]
+    if not math.isfinite(step):  # reference.guard_finite: overflow, infeasible, never NaN
+        return math.inf, False
     return step, ok
 
 

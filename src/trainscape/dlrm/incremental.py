@@ -38,7 +38,8 @@ from .incremental_layout import (
 )
 from .numba_kernel import JIT
 
-_njit = njit_for([_sys.modules[__name__]])  # cached under a key of every source it reads
+# cached under a key of every source it reads; error_model="numpy": IEEE x / 0 (the reference's)
+_njit = njit_for([_sys.modules[__name__]], error_model="numpy")
 
 lookup_bytes = JIT["lookup_bytes"]
 shard_lookup_bytes = JIT["shard_lookup_bytes"]
@@ -262,7 +263,8 @@ def _x_now(c, tv, q):
 
 @_njit(inline="always")
 def _step(c, lf, lb, xp, xi):
-    """The reference's step from the maxima (``evaluate_plan``'s last lines)."""
+    """The reference's step from the maxima (``evaluate_plan``'s last lines); a step that is
+    not finite scores as ``inf`` (infeasible), never NaN (``reference.guard_finite``)."""
     lat = c[C_LAT]
     idx = 0.0
     if xi > 0.0:
@@ -273,7 +275,10 @@ def _step(c, lf, lb, xp, xi):
         af = lat + c[C_UNIT_FWD] * xp
         ab = lat + c[C_UNIT_BWD] * xp
     emb_bwd = ab + lb + c[C_CONST_BWD]
-    return idx + lf + af + c[C_CONST_FWD] + emb_bwd + max(0.0, c[C_DENSE_AR] - emb_bwd)
+    s = idx + lf + af + c[C_CONST_FWD] + emb_bwd + max(0.0, c[C_DENSE_AR] - emb_bwd)
+    if not s < math.inf:  # inf or NaN (C: finite_or_inf, one minsd)
+        return math.inf
+    return s
 
 
 @_njit(inline="always")

@@ -17,7 +17,9 @@ from . import layout as D
 from . import reference
 
 _MODULES = (network, collectives, reference)
-_njit = njit_for([_sys.modules[__name__], *_MODULES])
+# error_model="numpy": a division by zero gives inf / NaN as in the reference (which runs on
+# NumPy scalars) -- then status overflow (reference.guard_finite) -- instead of raising
+_njit = njit_for([_sys.modules[__name__], *_MODULES], error_model="numpy")
 
 
 def _jit_all():

@@ -51,6 +51,7 @@ from ..layout import (
     STATUS_INVALID_CONFIG,
     STATUS_OK,
     STATUS_OUT_OF_MEMORY,
+    STATUS_OVERFLOW,
     SYS_HBM_BANDWIDTH,
     SYS_HBM_BYTES,
     SYS_HBM_RESERVE_BYTES,
@@ -150,6 +151,8 @@ from .layout import (
 )
 
 GIB = 1073741824.0
+#: 2^53: every float64 of this magnitude or more is an integer (or inf / NaN)
+MAX_EXACT_INT = 9007199254740992.0
 
 # ---------------------------------------------------------------------------------------------
 # Lookups and storage
@@ -258,7 +261,7 @@ def ssd_exposed_seconds(job, fetch, hide):
     batch runs beside this step's dense compute ``hide``, exposing ``max(0, fetch - hide)``;
     without it (``prefetch_depth`` 0) the misses are read before the lookups, all exposed."""
     if ssd_prefetch_pipelined(job):
-        return max(0.0, fetch - hide)
+        return dmax(0.0, fetch - hide)
     return fetch
 
 
@@ -340,7 +343,7 @@ def add_row_group_shard(job, work, lo, hi, at_node, narrow, node, tier, rows, wi
         fwd = lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
     else:
         fwd = shard_lookup_bytes(batch * pool / n_in, width, eb, ib, batch, cbf) * spb
-    shard_rows = math.ceil(rows / n_in)
+    shard_rows = ceil_float(rows / n_in)
     for o in range(int(lo), int(hi)):
         work[RK_LOOKUP_FWD_S, o] += fwd
         work[RK_LOOKUP_BWD_S, o] += job[DJOB_BWD_MULTIPLIER] * fwd
@@ -356,6 +359,24 @@ def add_row_group_shard(job, work, lo, hi, at_node, narrow, node, tier, rows, wi
         add_shard_storage(work, o, tier, shard_rows, width, job)
         work[RK_HBM_BYTES, o] += batch * pool / n_in * ib + 2.0 * batch * width * cbf
         add_ssd_shard(work, o, job, tier, batch * pool / n_in, hit, width)
+
+
+def dmax(a, b):
+    """The larger of ``a`` and ``b`` exactly as the C port's ``dmax`` (``a > b ? a : b``):
+    ``b`` when either is NaN. Python's ``max`` keeps ``a`` then, hiding a NaN ``b`` that the C
+    kernel carries on -- the ports must agree on which NaN reaches :func:`guard_finite`."""
+    if a > b:
+        return a
+    return b
+
+
+def ceil_float(x):
+    """``ceil`` as a float, like C's ``ceil``: ``math.ceil`` returns an integer, which numba
+    holds in 64 bits (wrong past 2^63) and Python cannot form from inf. At or beyond 2^53 (and
+    for inf / NaN) ``x`` is already its own ceiling."""
+    if not abs(x) < MAX_EXACT_INT:
+        return x
+    return float(math.ceil(x))
 
 
 def block_usage_penalty(width):
@@ -377,7 +398,7 @@ def shard_lookup_bytes(lookups, width, emb_bytes, index_bytes, outputs, out_byte
     block_usage_penalty``, ``embedding_lookup_size`` with ``max(emb_dim, 32)``)."""
     return (
         lookups * index_bytes
-        + lookups * max(width, MIN_KERNEL_DIM) * emb_bytes
+        + lookups * dmax(width, MIN_KERNEL_DIM) * emb_bytes
         + outputs * width * out_bytes
     ) * block_usage_penalty(width)
 
@@ -521,7 +542,7 @@ def rank_a2a_units(sys, world, work, r, row0, pre0, row, pre, add, top):
             total = work[pre, world] + add * wf
             sent = mine * (wf - (hi - lo))
             recv = total - dom
-        t = max(sent, recv) / tier_link_bandwidth(sys, i)
+        t = dmax(sent, recv) / tier_link_bandwidth(sys, i)
         if t > worst:
             worst = t
     return worst
@@ -559,7 +580,7 @@ def dense_memory_bytes(job):
 def exposed_after_overlap(comm, overlap_with):
     """Part of ``comm`` not hidden behind ``overlap_with`` (ZionEX §5: the dense all-reduce runs
     concurrently with the embedding backward)."""
-    return max(0.0, comm - overlap_with)
+    return dmax(0.0, comm - overlap_with)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -600,7 +621,9 @@ def check_plan(job, tables, plan):
             k = plan[PL_SHARDS, t]
             if k < 1 or k > world:
                 return STATUS_INVALID_CONFIG
-            if int(dim) % k != 0:
+            # beyond 2^53 a float dim is no exact integer to split (and int() of it would
+            # overflow the ports' 64-bit integers)
+            if not dim <= MAX_EXACT_INT or int(dim) % k != 0:
                 return STATUS_INVALID_CONFIG
         if (kind == SH_TWRW or kind == SH_GRID) and group > 0:
             if group > world or world % group != 0:
@@ -687,7 +710,7 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
             uni_bwd += bwd_mult * fwd + batched_copy_seconds(batch, dim, cbb, spb)
             uni_idx += pool / wf
             rw_dim += dim
-            shard_rows = math.ceil(rows / wf)
+            shard_rows = ceil_float(rows / wf)
             uni_hbm += uniform_storage_hbm(tier, shard_rows, dim, job)
             uni_hbm += batch * pool / wf * ib + 2.0 * batch * dim * cbf
             uni_ddr += uniform_storage_ddr(tier, shard_rows, dim, job)
@@ -773,19 +796,19 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
         work[RK_A2A_S, r] = a2a
         work[RK_X_POOL, r] = x_pool
         work[RK_X_IDX, r] = x_idx
-        max_lf = max(max_lf, lf)
-        max_lb = max(max_lb, lb)
-        max_pool = max(max_pool, x_pool)
-        max_idx = max(max_idx, x_idx)
-        max_hbm = max(max_hbm, work[RK_HBM_BYTES, r])
-        max_ddr = max(max_ddr, work[RK_DDR_BYTES, r])
-        max_twrw = max(max_twrw, work[RK_TWRW_DIM, r])
-        max_grs = max(max_grs, work[RK_GRP_RS_S, r])
-        max_gag = max(max_gag, work[RK_GRP_AG_S, r])
+        max_lf = dmax(max_lf, lf)
+        max_lb = dmax(max_lb, lb)
+        max_pool = dmax(max_pool, x_pool)
+        max_idx = dmax(max_idx, x_idx)
+        max_hbm = dmax(max_hbm, work[RK_HBM_BYTES, r])
+        max_ddr = dmax(max_ddr, work[RK_DDR_BYTES, r])
+        max_twrw = dmax(max_twrw, work[RK_TWRW_DIM, r])
+        max_grs = dmax(max_grs, work[RK_GRP_RS_S, r])
+        max_gag = dmax(max_gag, work[RK_GRP_AG_S, r])
         work[RK_SSD_BYTES, r] += uni_ssd
         work[RK_SSD_FETCH_S, r] += uni_fetch
-        max_ssd = max(max_ssd, work[RK_SSD_BYTES, r])
-        max_fetch = max(max_fetch, work[RK_SSD_FETCH_S, r])
+        max_ssd = dmax(max_ssd, work[RK_SSD_BYTES, r])
+        max_fetch = dmax(max_fetch, work[RK_SSD_FETCH_S, r])
         if lf + lb + a2a > crit_load:
             crit_load = lf + lb + a2a
             crit = r
@@ -858,7 +881,28 @@ def evaluate_plan(sys, job, tables, plan, work, out, col):
     out[DO_SSD_PREFETCH_EXPOSED_S, col] = ssd_exposed
     out[DO_SSD_FETCH_S, col] = max_fetch
     out[DO_SSD_MAX_GIB, col] = max_ssd / GIB
-    return status
+    return guard_finite(out, col, status)
+
+
+def guard_finite(out, col, status):
+    """The kernel's own defence (issue 14, as :func:`trainscape.model.llm.guard_finite` on the
+    LLM side): a costed plan with a non-finite output -- a time or a memory that left the
+    float64 range, or a NaN from one -- becomes status ``overflow``: infeasible, every output
+    0, step time infinite, instead of Infinity or NaN reported as ``ok`` / ``out_of_memory``
+    (a planner comparing such steps would compare NaN). The validator's ranges
+    (``spec/ranges.py``) keep accepted scenarios away from this; the guard holds whatever
+    reaches the kernel (raw blocks, pack files). Returns the status."""
+    bad = False
+    for f in range(N_DOUT):
+        if not math.isfinite(out[f, col]):
+            bad = True
+    if not bad:
+        return status
+    for f in range(N_DOUT):
+        out[f, col] = 0.0
+    out[DO_STATUS, col] = STATUS_OVERFLOW
+    out[DO_STEP_TIME_S, col] = math.inf
+    return STATUS_OVERFLOW
 
 
 def evaluate_plans(sys, job, tables, plans, work, out):

@@ -417,10 +417,11 @@ def dense_params_flops(m: DenseSpec, dims: list[int]) -> tuple[float, float, flo
         acts += width
     else:
         n = width + sum(dims)
-        for _ in range(m.dcn_layers):
-            params += 2.0 * n * m.dcn_low_rank + n
-            flops += 4.0 * n * m.dcn_low_rank
-            acts += n + m.dcn_low_rank
+        # the same per layer: times the layer count, not a loop of up to 2^24 Python steps
+        # (exact alike below 2^53)
+        params += m.dcn_layers * (2.0 * n * m.dcn_low_rank + n)
+        flops += m.dcn_layers * (4.0 * n * m.dcn_low_rank)
+        acts += m.dcn_layers * (n + m.dcn_low_rank)
         width = n
     for b in m.over_arch:
         params += width * b + b

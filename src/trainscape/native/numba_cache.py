@@ -208,11 +208,12 @@ def caching_in(directory: str):
         numba.config.CACHE_DIR = previous
 
 
-def njit_for(modules):
+def njit_for(modules, **defaults):
     """``numba.njit`` with ``cache=True`` and the cache in :func:`cache_dir` ``(modules)``,
     computed once, here: call it at the import of the kernel module, with that module among
     ``modules``. Use as ``njit = njit_for([sys.modules[__name__]])``, then ``@njit`` or
-    ``@njit(inline="always")``."""
+    ``@njit(inline="always")``. ``defaults``: options of every function it compiles (e.g.
+    ``error_model="numpy"``: IEEE division by zero, as the reference on NumPy scalars)."""
     import numba
 
     directory = cache_dir(modules)
@@ -220,7 +221,7 @@ def njit_for(modules):
     def njit(fn=None, **options):
         def decorate(f):
             with caching_in(directory):
-                return numba.njit(cache=True, **options)(f)
+                return numba.njit(cache=True, **{**defaults, **options})(f)
 
         return decorate if fn is None else decorate(fn)
 
