@@ -952,6 +952,19 @@ def stage_layer_split(stage_layers, layers, n_moe):
     return stage_layers - moe, moe
 
 
+def stage_layer_splits(mdl, job, schedule, pp, vpp):
+    """``(d1, m1, d2, m2, d3, m3, loss_first)``: the dense and MoE layers
+    (:func:`stage_layer_split`) of the first, busiest middle and last device of
+    :func:`pipeline_stages`, and whether the first device also holds the loss."""
+    layers = mdl[MDL_LAYERS]
+    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
+    d1, m1 = stage_layer_split(n_first, layers, n_moe)
+    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
+    d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    return d1, m1, d2, m2, d3, m3, loss_first
+
+
 def embedding_time(sys, b, s, h, act_bytes):
     """The input embedding of one microbatch on the first stage, one pass: a memory-bound
     gather that reads ``b s`` rows of ``h`` and writes them (``2 b s h`` elements; Megatron-LM
@@ -1763,12 +1776,7 @@ def offloaded_stage_activations(mdl, job, schedule, pp, vpp, act_dense, act_moe,
     """:func:`stage_activations`' first, busiest middle and last device's bytes ``a1, a2, a3``
     with ``share`` of the layers offloaded (:func:`offloaded_activation_memory`, the double
     buffer sized by each device's own largest layer)."""
-    layers = mdl[MDL_LAYERS]
-    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
-    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
-    d1, m1 = stage_layer_split(n_first, layers, n_moe)
-    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
-    d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    d1, m1, d2, m2, d3, m3, loss_first = stage_layer_splits(mdl, job, schedule, pp, vpp)
     return (offloaded_activation_memory(a1, share, largest_layer_activation_bytes(
                 d1, m1, act_dense, act_moe)),
             offloaded_activation_memory(a2, share, largest_layer_activation_bytes(
@@ -1782,12 +1790,7 @@ def stage_activations(mdl, job, schedule, pp, m, vpp, act_dense, act_moe):
     device's layers (:func:`pipeline_stages`) times the per-layer bytes times the microbatches
     in flight on its rank (:func:`pipeline.inflight_activations_rank`: rank 0, rank 1 -- the
     most of any middle rank -- and rank pp-1; the first rank's when it also holds the loss)."""
-    layers = mdl[MDL_LAYERS]
-    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
-    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
-    d1, m1 = stage_layer_split(n_first, layers, n_moe)
-    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
-    d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    d1, m1, d2, m2, d3, m3, loss_first = stage_layer_splits(mdl, job, schedule, pp, vpp)
     r_last = 0 if loss_first else pp - 1
     a1 = (d1 * act_dense + m1 * act_moe) * inflight_activations_rank(schedule, pp, m, vpp, 0)
     a2 = (d2 * act_dense + m2 * act_moe) * inflight_activations_rank(schedule, pp, m, vpp, 1)
