@@ -41,7 +41,7 @@ from types import SimpleNamespace
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..spec.errors import ScenarioError, from_validation_error
 from ..spec.models import ClusterSpec, expand_presets
@@ -70,6 +70,16 @@ class TableSpec(_Spec):
     dim: R.EmbDim
     pooling: R.Pooling = 1.0
     hit_rate: Fraction | None = None  # UVM cache hit rate (default: job.uvm_hit_rate)
+    # or derived from a Zipf exponent of the row accesses (dlrm/access.py)
+    zipf_alpha: R.ZipfAlpha | None = None
+
+    @model_validator(mode="after")
+    def _one_hit_source(self) -> "TableSpec":
+        if self.hit_rate is not None and self.zipf_alpha is not None:
+            raise fail("zipf_alpha", "give hit_rate or zipf_alpha, not both (the hit rate is "
+                       "derived from zipf_alpha)", self.zipf_alpha, "leave one out")
+        return self
+
     # planner constraints (dlrm/constraints.py; TorchRec ParameterConstraints)
     sharding_types: Annotated[list[Literal[_C.SHARDING_NAMES]], Field(min_length=1)] | None \
         = None
@@ -136,6 +146,9 @@ class JobSpec(_Spec):
     dense_efficiency: R.Efficiency = 0.5
     uvm_cache_fraction: Fraction = 0.2
     uvm_hit_rate: Fraction = 0.9
+    # Zipf exponent of every table's row accesses, for tables without hit_rate / zipf_alpha
+    # of their own: their hit rate is derived from it (dlrm/access.py) instead of uvm_hit_rate
+    zipf_alpha: R.ZipfAlpha | None = None
     bwd_multiplier: R.PosFactor = 2.0
     dp_update_factor: R.Factor = 9.22
 
@@ -224,6 +237,21 @@ def fail(path: str, problem: str, got: Any = None, allowed: str | None = None,
 # --------------------------------------------------------------------------------------------
 
 
+def table_hit_rate(table: TableSpec, job: JobSpec) -> float:
+    """The hit rate a table's cache lookups get: its own ``hit_rate``; else derived from its
+    ``zipf_alpha`` (or the job's) and the cached share of its rows,
+    ``job.uvm_cache_fraction`` (:func:`trainscape.dlrm.access.zipf_cache_hit_rate`); else
+    ``job.uvm_hit_rate``."""
+    from .access import zipf_cache_hit_rate
+
+    if table.hit_rate is not None:
+        return float(table.hit_rate)
+    alpha = table.zipf_alpha if table.zipf_alpha is not None else job.zipf_alpha
+    if alpha is not None:
+        return zipf_cache_hit_rate(table.rows, job.uvm_cache_fraction * table.rows, alpha)
+    return float(job.uvm_hit_rate)
+
+
 def read_tables_csv(path: Path, default_dim: int | None,
                     lines: dict[str, int] | None = None) -> list[dict]:
     """Tables from a CSV with columns ``table|name, rows, dim, pooling|multi_hot[, hit_rate]``
@@ -284,6 +312,9 @@ def read_tables_csv(path: Path, default_dim: int | None,
         hr = num("hit_rate", float, False, None)
         if hr is not None:
             entry["hit_rate"] = hr
+        za = num("zipf_alpha", float, False, None)
+        if za is not None:
+            entry["zipf_alpha"] = za
         for key in _C.FIELDS:  # optional constraint columns (docs/dlrm.md, Constraints)
             cell = (row.get(key) or "").strip()
             if not cell:
@@ -516,7 +547,7 @@ def build(spec: DlrmScenarioSpec, origins: dict[str, str] | None = None) -> Dlrm
         tables[D.TAB_ROWS, i] = t.rows
         tables[D.TAB_DIM, i] = t.dim
         tables[D.TAB_POOLING, i] = t.pooling
-        tables[D.TAB_HIT_RATE, i] = t.hit_rate if t.hit_rate is not None else j.uvm_hit_rate
+        tables[D.TAB_HIT_RATE, i] = table_hit_rate(t, j)
 
     # a table larger than all memory of all ranks cannot be placed by any plan
     hbm = sys[_sys_index("SYS_HBM_BYTES")] - sys[_sys_index("SYS_HBM_RESERVE_BYTES")]

@@ -34,6 +34,7 @@ MAX_EMB_DIM = 2**16
 MAX_TABLES = 2**20
 #: Lookups per sample per table (pooling factor): 10^6.
 MAX_POOLING = 1e6
+MAX_ZIPF_ALPHA = 10.0
 #: Peak TFLOP/s of one GPU per dtype: 10^-3 to 10^6 (an H100 has ~10^3). Below the floor (and
 #: below the bandwidth floor) a step takes longer than the age of the universe: a typo.
 MIN_TFLOPS = 1e-3
@@ -113,6 +114,7 @@ Seconds = _float(0.0, MAX_SECONDS, lo_open=True)
 Rows = _int(1, MAX_ROWS)
 EmbDim = _int(1, MAX_EMB_DIM)
 Pooling = _float(0.0, MAX_POOLING)
+ZipfAlpha = _float(0.0, MAX_ZIPF_ALPHA)
 DlrmGpuCount = _int(1, MAX_DLRM_GPUS)
 Iterations = _int(1, MAX_ITERATIONS)
 BeamWidth = _int(1, MAX_BEAM)
@@ -145,6 +147,7 @@ DOCUMENTED = (
     ("oversubscription", "1 to 1e6"),
     ("tp_overlap_slowdown, cp_overlap_slowdown", "0 to 100"),
     ("DLRM rows / dim / pooling", "1 to 2^40 / 1 to 2^16 / 0 to 1e6"),
+    ("DLRM zipf_alpha", "0 to 10"),
     ("DLRM tables", f"1 to 2^20 ({MAX_TABLES})"),
     ("DLRM bwd_multiplier, dp_update_factor", "(0 or >0) to 1e3"),
     ("DLRM reservation percentage / hbm_gb / ddr_gb; table min_partition / ranks",
