@@ -66,7 +66,9 @@ sys.exit(0 if ok['c'][0] else 1)"
 echo "== tests against the sanitized kernels"
 "$PY" -m pytest -q -p no:cacheprovider -x \
     tests/test_native_guards.py tests/test_kernel_guard.py tests/test_backends_differential.py \
-    tests/test_dlrm_kernels.py tests/test_dlrm_moves.py \
+    tests/test_dlrm_kernels.py tests/test_dlrm_moves.py tests/test_dlrm_menu.py \
+    tests/test_sites.py tests/test_comm_dtype.py tests/test_offload.py \
+    tests/test_sync_strategies.py tests/test_known_answers_columns.py \
     tests/test_reliability_battery.py tests/test_fuzz.py "${KSEL[@]}" "$@"
 
 if [ "$FUZZ_MINUTES" != "0" ]; then
