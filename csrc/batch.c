@@ -39,6 +39,23 @@ static int ts_in_range(double x, double lo, int strict, double hi)
     return strict ? x > lo : x >= lo;
 }
 
+/* The fields of a tier record at sys[base] (a tier, or a site link) outside their ranges: the
+ * size (when ``with_size``), bandwidth, efficiency and oversubscription > 0; latency, window and
+ * handshake RTTs >= 0. Returns the block error naming the first bad field, or 0. */
+static int ts_tier_record_error(const double *sys, int base, int with_size)
+{
+    static const int positive[] = {TS_TIER_SIZE, TS_TIER_BANDWIDTH, TS_TIER_EFFICIENCY,
+                                   TS_TIER_OVERSUBSCRIPTION};
+    static const int nonneg[] = {TS_TIER_LATENCY, TS_TIER_WINDOW_BYTES, TS_TIER_HANDSHAKE_RTTS};
+    for (unsigned k = with_size ? 0 : 1; k < sizeof positive / sizeof *positive; k++)
+        if (!ts_in_range(sys[base + positive[k]], 0.0, 1, INFINITY))
+            return ts_field_error(TS_ERR_BLOCK_SYS, base + positive[k]);
+    for (unsigned k = 0; k < sizeof nonneg / sizeof *nonneg; k++)
+        if (!ts_in_range(sys[base + nonneg[k]], 0.0, 0, INFINITY))
+            return ts_field_error(TS_ERR_BLOCK_SYS, base + nonneg[k]);
+    return 0;
+}
+
 int ts_check_blocks(const double *sys, const double *mdl, const double *job)
 {
     static const int sys_positive[] = {TS_SYS_GPUS, TS_SYS_PEAK_FLOPS, TS_SYS_HBM_BANDWIDTH,
@@ -49,8 +66,6 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_SYS_GEMM_HALF_FLOPS, TS_SYS_LAYER_OVERHEAD_S,
                                      TS_SYS_LINEAR_HALF_FLOPS, TS_SYS_TP_OVERLAP_SLOWDOWN,
                                      TS_SYS_CP_OVERLAP_SLOWDOWN, TS_SYS_ATTENTION_HALF_SEQ};
-    static const int tier_positive[] = {TS_TIER_SIZE, TS_TIER_BANDWIDTH, TS_TIER_EFFICIENCY,
-                                        TS_TIER_OVERSUBSCRIPTION};
     static const int mdl_count[] = {TS_MDL_LAYERS, TS_MDL_HIDDEN, TS_MDL_HEADS, TS_MDL_KV_HEADS,
                                     TS_MDL_HEAD_DIM, TS_MDL_VOCAB};
     static const int mdl_nonneg[] = {TS_MDL_FFN_HIDDEN, TS_MDL_SWIGLU, TS_MDL_EXPERTS,
@@ -85,16 +100,9 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
     if (!ts_in_range(sys[TS_SYS_TP_OVERLAP_EXPOSED], 0.0, 0, 1.0))
         return ts_field_error(TS_ERR_BLOCK_SYS, TS_SYS_TP_OVERLAP_EXPOSED);
     for (int i = 0; i < n; i++) {
-        int base = TS_SYS_TIER_BASE + i * TS_N_TIER;
-        for (unsigned k = 0; k < sizeof tier_positive / sizeof *tier_positive; k++)
-            if (!ts_in_range(sys[base + tier_positive[k]], 0.0, 1, INFINITY))
-                return ts_field_error(TS_ERR_BLOCK_SYS, base + tier_positive[k]);
-        if (!ts_in_range(sys[base + TS_TIER_LATENCY], 0.0, 0, INFINITY))
-            return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_LATENCY);
-        if (!ts_in_range(sys[base + TS_TIER_WINDOW_BYTES], 0.0, 0, INFINITY))
-            return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_WINDOW_BYTES);
-        if (!ts_in_range(sys[base + TS_TIER_HANDSHAKE_RTTS], 0.0, 0, INFINITY))
-            return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_HANDSHAKE_RTTS);
+        int base = TS_SYS_TIER_BASE + i * TS_N_TIER, err = ts_tier_record_error(sys, base, 1);
+        if (err)
+            return err;
         if (!ts_in_range(sys[base + TS_TIER_COMM_DTYPE_BYTES], 0.0, 0, INFINITY))
             return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_COMM_DTYPE_BYTES);
     }
@@ -107,18 +115,12 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
         m = (int)ns;
         for (int a = 0; a < m; a++)
             for (int b = 0; b < m; b++) {
-                int base = TS_SYS_SITE_LINK_BASE + (a * TS_MAX_SITES + b) * TS_N_TIER;
+                int base = TS_SYS_SITE_LINK_BASE + (a * TS_MAX_SITES + b) * TS_N_TIER, err;
                 if (a == b)
                     continue;
-                for (unsigned k = 1; k < sizeof tier_positive / sizeof *tier_positive; k++)
-                    if (!ts_in_range(sys[base + tier_positive[k]], 0.0, 1, INFINITY))
-                        return ts_field_error(TS_ERR_BLOCK_SYS, base + tier_positive[k]);
-                if (!ts_in_range(sys[base + TS_TIER_LATENCY], 0.0, 0, INFINITY))
-                    return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_LATENCY);
-                if (!ts_in_range(sys[base + TS_TIER_WINDOW_BYTES], 0.0, 0, INFINITY))
-                    return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_WINDOW_BYTES);
-                if (!ts_in_range(sys[base + TS_TIER_HANDSHAKE_RTTS], 0.0, 0, INFINITY))
-                    return ts_field_error(TS_ERR_BLOCK_SYS, base + TS_TIER_HANDSHAKE_RTTS);
+                err = ts_tier_record_error(sys, base, 0); /* a link's size is unused */
+                if (err)
+                    return err;
             }
     }
     for (unsigned k = 0; k < sizeof mdl_count / sizeof *mdl_count; k++)

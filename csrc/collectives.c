@@ -186,54 +186,52 @@ static inline double ts_compressed_tree_time(const ts_net *net, int tier, double
            + ts_codec_time(net, 2.0 * elements, elem_bytes, wire);
 }
 
-/* collectives.py compressed_all_reduce_time: ts_all_reduce_time with each tier's ring (and the
- * flat algorithms at the top tier) in that tier's comm_dtype; the plain one when no tier has
- * a comm_dtype. */
-TS_FN double ts_compressed_all_reduce_time(const ts_net *net, double nbytes, double elem_bytes,
-                                           const ts_group *g)
+/* collectives.py hierarchical_time's minimum over the algorithms, compressed: the flat ring at
+ * the top tier (and, for an all-reduce, the tree), against the sum of each crossed tier's
+ * ring on the data left to it, every tier in its comm_dtype. ``reduce``: all-reduce, else
+ * all-gather / reduce-scatter. */
+static double ts_compressed_collective_time(const ts_net *net, double nbytes, double elem_bytes,
+                                            const ts_group *g, int reduce)
 {
     double n = g->n, best, hier = 0.0, inner = 1.0, t;
     int top = g->top;
-    if (!net->any_comm_dtype)
-        return ts_all_reduce_time(net, nbytes, g);
     if (n <= 1.0 || top < 0 || nbytes <= 0.0)
         return 0.0;
-    best = ts_compressed_ring_time(net, top, n, nbytes, elem_bytes, 1);
-    t = ts_compressed_tree_time(net, top, n, nbytes, elem_bytes);
-    best = TS_PYMIN(best, t);
+    best = ts_compressed_ring_time(net, top, n, nbytes, elem_bytes, reduce);
+    if (reduce) {
+        t = ts_compressed_tree_time(net, top, n, nbytes, elem_bytes);
+        best = TS_PYMIN(best, t);
+    }
     if (g->crossings <= 1) /* one tier crossed: the hierarchical sum is the flat ring itself */
         return best;
     for (int i = 0; i <= top; i++) {
         double f = g->fanout[i];
         if (f > 1.0) {
-            hier += ts_compressed_ring_time(net, i, f, nbytes / inner, elem_bytes, 1);
+            hier += ts_compressed_ring_time(net, i, f, nbytes / inner, elem_bytes, reduce);
             inner *= f;
         }
     }
     return TS_PYMIN(best, hier);
 }
 
+/* collectives.py compressed_all_reduce_time: ts_all_reduce_time with each tier's ring (and the
+ * flat algorithms at the top tier) in that tier's comm_dtype; the plain one when no tier has
+ * a comm_dtype. */
+TS_FN double ts_compressed_all_reduce_time(const ts_net *net, double nbytes, double elem_bytes,
+                                           const ts_group *g)
+{
+    if (!net->any_comm_dtype)
+        return ts_all_reduce_time(net, nbytes, g);
+    return ts_compressed_collective_time(net, nbytes, elem_bytes, g, 1);
+}
+
 /* collectives.py compressed_all_gather_time (reduce-scatter alike). */
 TS_FN double ts_compressed_all_gather_time(const ts_net *net, double nbytes, double elem_bytes,
                                            const ts_group *g)
 {
-    double n = g->n, best, hier = 0.0, inner = 1.0;
-    int top = g->top;
     if (!net->any_comm_dtype)
         return ts_all_gather_time(net, nbytes, g);
-    if (n <= 1.0 || top < 0 || nbytes <= 0.0)
-        return 0.0;
-    best = ts_compressed_ring_time(net, top, n, nbytes, elem_bytes, 0);
-    if (g->crossings <= 1)
-        return best;
-    for (int i = 0; i <= top; i++) {
-        double f = g->fanout[i];
-        if (f > 1.0) {
-            hier += ts_compressed_ring_time(net, i, f, nbytes / inner, elem_bytes, 0);
-            inner *= f;
-        }
-    }
-    return TS_PYMIN(best, hier);
+    return ts_compressed_collective_time(net, nbytes, elem_bytes, g, 0);
 }
 
 /* ---- sites: the outermost tier of a cluster with two or more (job.sync) ---- */
