@@ -108,16 +108,24 @@ def best_cycle(n: int, links: dict) -> tuple[int, ...] | None:
     minimises the sum of its message latencies (what a chunk's trip round the ring waits);
     remaining ties go to the lexicographically first cycle. Exhaustive: ``n`` is at most
     ``layout.MAX_SITES``."""
+    return best_route(hamiltonian_cycles(n), cycle_pairs, links)
+
+
+def best_route(routes, pairs_of, links: dict):
+    """The first of ``routes`` (site orders) whose site pairs (``pairs_of(route)``) all have a
+    link and whose slowest :func:`link_rate` is fastest, then whose sum of
+    :func:`message_latency` is least; None when no route is complete. The rule of
+    :func:`best_cycle` and :func:`best_path`."""
     best = None
     best_key = None
-    for cycle in hamiltonian_cycles(n):
-        pairs = cycle_pairs(cycle)
+    for route in routes:
+        pairs = pairs_of(route)
         if any(p not in links for p in pairs):
             continue
         key = (-min(link_rate(links[p]) for p in pairs),
                sum(message_latency(links[p]) for p in pairs))
         if best_key is None or key < best_key:
-            best, best_key = cycle, key
+            best, best_key = route, key
     return best
 
 
@@ -161,17 +169,12 @@ def best_path(n: int, links: dict) -> tuple[int, ...] | None:
     :func:`~trainscape.model.pipeline.pipeline_comm_time`), then minimises the sum of its
     message latencies (the fill and drain cross every boundary); ties go to the first path.
     None when the graph has no path through every site."""
-    best = None
-    best_key = None
-    for path in hamiltonian_paths(n):
-        pairs = [(path[k], path[k + 1]) for k in range(n - 1)]
-        if any(p not in links for p in pairs):
-            continue
-        key = (-min(link_rate(links[p]) for p in pairs),
-               sum(message_latency(links[p]) for p in pairs))
-        if best_key is None or key < best_key:
-            best, best_key = path, key
-    return best
+    return best_route(hamiltonian_paths(n), path_pairs, links)
+
+
+def path_pairs(path: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The site pairs a path crosses, in order."""
+    return [(path[k], path[k + 1]) for k in range(len(path) - 1)]
 
 
 def series_link(route: list[Link]) -> Link:
