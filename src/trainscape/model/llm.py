@@ -1419,15 +1419,12 @@ def row_terms(sys, mdl, job, cfg, i):
     attn_bwd = attention_backward_factor(flash)
 
     # ---- the pipeline's stages: first (embedding), busiest middle, last (output and loss) ----
-    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
+    d1, m1, d2, m2, d3, m3, loss_first = stage_layer_splits(mdl, job, schedule, pp, vpp)
     act_bytes = job[JOB_ACTIVATION_BYTES]
     t_embed = embedding_time(sys, b, s, h, act_bytes)
     # the last stage also projects to the vocabulary (Megatron places it there, in BF16)
     t_logits = gemm_time(sys, logits_flops(b, s, h, vocab) / tp, 1.0)
     t_ce = cross_entropy_time(sys, b, s, vocab, tp, act_bytes, job[JOB_LOGITS_EXTRA_BYTES])
-    d1, m1 = stage_layer_split(n_first, layers, n_moe)
-    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
-    d3, m3 = stage_layer_split(n_last, layers, n_moe)
     last_embed = pp <= 1.0
     st1 = stage_pass_times(d1, m1, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
                            t_mem_moe, t_cast_f_dense, t_cast_f_moe, t_cast_b_dense,
@@ -2040,10 +2037,8 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     h = mdl[MDL_HIDDEN]
     vocab = mdl[MDL_VOCAB]
     swiglu = mdl[MDL_SWIGLU] > 0.0
-    layers = mdl[MDL_LAYERS]
-    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
-    n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, int(row[ROW_SCHEDULE]),
-                                                         row[ROW_PP], row[ROW_VPP])
+    d1, m1, d2, m2, d3, m3, loss_first = stage_layer_splits(mdl, job, int(row[ROW_SCHEDULE]),
+                                                            row[ROW_PP], row[ROW_VPP])
     tp = row[ROW_TP]
     etp = expert_tp_degree(tp, row[ROW_DP], row[ROW_EP])
     copies = parameter_copies(int(row[ROW_SCHEDULE]))
@@ -2067,9 +2062,6 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES],
                                  job[JOB_LOGITS_EXTRA_BYTES])
     last_embed = row[ROW_PP] <= 1.0
-    d1, m1 = stage_layer_split(n_first, layers, n_moe)
-    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
-    d3, m3 = stage_layer_split(n_last, layers, n_moe)
     p1 = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
                       emb_p, tp, etp, copies)
     p2 = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False, emb_p,
