@@ -883,10 +883,13 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         if progress is not None:
             progress(phase, evals + scored + n)
 
+    # what the phases report their own counts through (None: no progress asked for)
+    sub_progress = None if progress is None else report
+
     report("baselines")
     if method == "beam":
         bp, n = beam(sc, width=beam_width, backend=backend, deadline=deadline,
-                     progress=None if progress is None else lambda ph, m: report(ph, m))
+                     progress=sub_progress)
         evals += n
         consider(bp)
     if method == "evolve":
@@ -907,8 +910,7 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
         if not _past(deadline):
             report("balance")
             bp, _, acc, n_run = balance(sc, start, n_bal, seed, deadline=deadline,
-                                        progress=None if progress is None else
-                                        lambda ph, m: report(ph, m))
+                                        progress=sub_progress)
             scored += n_run
             accepted += acc
             consider(bp)
@@ -916,16 +918,14 @@ def plan(sc: DlrmScenario, method: str = "evolve", beam_width: int = 8, seed: in
             report("refine")
             ep, _, sc_n, acc = refine(sc, best_plan, max(1, n_bal // 4), seed,
                                       backend=backend, deadline=deadline,
-                                      progress=None if progress is None else
-                                      lambda ph, m: report(ph, m))
+                                      progress=sub_progress)
             scored += sc_n
             accepted += acc
             consider(ep)
         if not _past(deadline):
             report("polish")
             pp, _, n = polish(sc, best_plan, 20_000, seed, backend=backend, deadline=deadline,
-                              progress=None if progress is None else
-                              lambda ph, m: report(ph, m))
+                              progress=sub_progress)
             evals += n
             consider(pp)
     report("done")

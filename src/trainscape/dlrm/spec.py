@@ -56,6 +56,11 @@ GB = 1e9
 PosInt = R.Dim
 Fraction = R.Share
 _KERNEL_NAMES = tuple(_C.TIER_OF_NAME)
+# the constraint fields' types, on a table and in [constraints.NAME] alike
+ShardingTypes = Annotated[list[Literal[_C.SHARDING_NAMES]], Field(min_length=1)]
+ComputeKernels = Annotated[list[Literal[_KERNEL_NAMES]], Field(min_length=1)]
+PinnedRanks = Annotated[list[Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)]],
+                        Field(min_length=1, max_length=R.MAX_DLRM_GPUS)]
 
 
 class _Spec(BaseModel):
@@ -81,24 +86,20 @@ class TableSpec(_Spec):
         return self
 
     # planner constraints (dlrm/constraints.py; TorchRec ParameterConstraints)
-    sharding_types: Annotated[list[Literal[_C.SHARDING_NAMES]], Field(min_length=1)] | None \
-        = None
-    compute_kernels: Annotated[list[Literal[_KERNEL_NAMES]], Field(min_length=1)] | None = None
+    sharding_types: ShardingTypes | None = None
+    compute_kernels: ComputeKernels | None = None
     min_partition: R.EmbDim | None = None
-    ranks: Annotated[list[Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)]],
-                     Field(min_length=1, max_length=R.MAX_DLRM_GPUS)] | None = None
+    ranks: PinnedRanks | None = None
 
 
 class ConstraintSpec(_Spec):
     """``[constraints.NAME]``: the constraint fields of a table given by the tables CSV (or
     anywhere else); they override the table's own."""
 
-    sharding_types: Annotated[list[Literal[_C.SHARDING_NAMES]], Field(min_length=1)] | None \
-        = None
-    compute_kernels: Annotated[list[Literal[_KERNEL_NAMES]], Field(min_length=1)] | None = None
+    sharding_types: ShardingTypes | None = None
+    compute_kernels: ComputeKernels | None = None
     min_partition: R.EmbDim | None = None
-    ranks: Annotated[list[Annotated[int, Field(ge=0, le=R.MAX_DLRM_GPUS)]],
-                     Field(min_length=1, max_length=R.MAX_DLRM_GPUS)] | None = None
+    ranks: PinnedRanks | None = None
 
 
 class ReservationSpec(_Spec):
