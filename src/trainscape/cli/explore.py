@@ -122,6 +122,7 @@ def _check_feasible(res, scenario) -> None:
 
 def _emit(res, scenario, out, as_json, console, extra_lines=()):
     from ..explore.report import (
+        hardware_columns,
         headline,
         print_result,
         result_summary,
@@ -132,7 +133,7 @@ def _emit(res, scenario, out, as_json, console, extra_lines=()):
     _check_feasible(res, scenario)
     if out:
         write_records(with_hardware(res.top.records("top") + res.front.records("pareto"),
-                                    scenario), out)
+                                    hardware_columns(scenario)), out)
     if as_json:
         from ..jsonsafe import dumps
 

@@ -1,6 +1,6 @@
 """The hardware axes of a scenario's ``[space]`` and the hardware values a result row was
 costed with: what co-design (:mod:`.hardware`) and the plain sweep / search rows
-(:func:`trainscape.explore.report.with_hardware`) both read."""
+(:func:`trainscape.explore.report.hardware_columns`) both read."""
 
 from __future__ import annotations
 

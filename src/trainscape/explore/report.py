@@ -81,15 +81,19 @@ def _json_default(x):
     return str(x)
 
 
-def with_hardware(records: list[dict[str, Any]], scenario=None) -> list[dict[str, Any]]:
-    """Records with the hardware they were costed with in front (see
-    :func:`trainscape.explore.hardware.scenario_hardware_values`); unchanged without a
+def hardware_columns(scenario=None) -> dict[str, Any]:
+    """The hardware a result's rows were costed with, as columns
+    (:func:`trainscape.explore.hardware_axes.scenario_hardware_values`); none without a
     scenario."""
     if scenario is None:
-        return records
+        return {}
     from .hardware_axes import scenario_hardware_values
 
-    hw = scenario_hardware_values(scenario)
+    return scenario_hardware_values(scenario)
+
+
+def with_hardware(records: list[dict[str, Any]], hw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Records with the hardware columns ``hw`` (:func:`hardware_columns`) in front."""
     return [{**hw, **r} for r in records]
 
 
@@ -108,10 +112,11 @@ def result_summary(res, scenario=None) -> dict[str, Any]:
         "elapsed_s": res.elapsed_s,
         "configs_per_s": res.rate,
         "complete": res.complete,
-        "top": with_hardware(res.top.records(), scenario),
-        "pareto": with_hardware(res.front.records(), scenario),
-        "best_by_order": with_hardware(res.by_order.records(), scenario),
     }
+    hw = hardware_columns(scenario)
+    out["top"] = with_hardware(res.top.records(), hw)
+    out["pareto"] = with_hardware(res.front.records(), hw)
+    out["best_by_order"] = with_hardware(res.by_order.records(), hw)
     for k, v in res.extra.items():
         if isinstance(v, (int, float, str, bool, list)) and k != "hbm":
             out[k] = v
