@@ -191,9 +191,10 @@ def sweep(scenario, top, objective, out, resume, checkpoint, backend, threads, p
         if space.size > SWEEP_HINT_SIZE:
             cores = threads or os.cpu_count() or 1
             minutes = space.size / (SWEEP_RATE_PER_CORE * cores) / 60
+            rate = SWEEP_RATE_PER_CORE / 1e6
             console.print(f"note: sweeping {space.size:,} configurations takes about "
-                          f"{minutes:,.0f} min on {cores} core(s) at ~10 M/s each (the bar "
-                          "shows the real rate; Ctrl-C leaves a checkpoint for --resume); "
+                          f"{minutes:,.0f} min on {cores} core(s) at ~{rate:.0f} M/s each (the "
+                          "bar shows the real rate; Ctrl-C leaves a checkpoint for --resume); "
                           "`trainscape search` or `explore` samples the space instead",
                           soft_wrap=True)
     show = sys.stderr.isatty() if progress is None else progress
