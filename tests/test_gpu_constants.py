@@ -101,13 +101,14 @@ def test_validate_uses_the_same_path():
     built = cal.legacy.selene_cluster(64)
     assert built["gpu"]["preset"] == cal.legacy.GPU
     sc = trainscape.load({**case.scenario, "cluster": built})
-    g = presets.gpu(cal.legacy.GPU, dtype=case.scenario["job"]["dtype"])
+    # the case's own dtype and stack profile (2021-22 Megatron-LM), as a scenario file would
+    g = presets.gpu(cal.legacy.GPU, dtype=case.scenario["job"]["dtype"], stack=cal.legacy.STACK)
     for key in ("gemm_efficiency_max", "gemm_half_flops", "memory_efficiency",
                 "layer_overhead_us", "attention_efficiency"):
         assert getattr(sc.cluster.gpu, key) == g[key], key
     stock = trainscape.load({**case.scenario, "cluster": cal.legacy.selene_cluster(64, calibrated=False)})
-    assert stock.cluster.gpu.memory_efficiency == presets.gpu(cal.legacy.GPU, calibrated=False)[
-        "memory_efficiency"]
+    assert stock.cluster.gpu.memory_efficiency == presets.gpu(
+        cal.legacy.GPU, calibrated=False, stack=cal.legacy.STACK)["memory_efficiency"]
 
 
 def test_explicit_fields_override_the_fit(tmp_path):
@@ -220,8 +221,13 @@ def test_shipped_stack_profiles_are_fitted_multipliers_within_bounds():
         if stack == presets.DEFAULT_STACK:
             assert prof["scale"] == {}
             continue
-        assert set(prof["scale"]) == set(cal.STACK_FITTED_FIELDS)
-        for key, (lo, hi) in cal.STACK_FITTED_FIELDS.items():
+        # attention is fitted only for a stack whose runs use a fused attention kernel (the
+        # 2021-22 Megatron-LM runs computed it with GEMMs)
+        expected = set(cal.STACK_FITTED_FIELDS) - (
+            {"attention_efficiency"} if stack == cal.legacy.STACK else set())
+        assert set(prof["scale"]) == expected, stack
+        for key in expected:
+            lo, hi = cal.STACK_FITTED_FIELDS[key]
             assert lo <= prof["scale"][key] <= hi, (stack, key)
     base = pack_system(trainscape.load(raw("h100-sxm-80gb")))
     np.testing.assert_array_equal(
@@ -305,3 +311,31 @@ def test_published_runs_resolve_constants_like_a_scenario_file():
         for key in ("gemm_efficiency_max", "gemm_half_flops", "memory_efficiency",
                     "layer_overhead_us", "attention_efficiency"):
             assert getattr(sc.cluster.gpu, key) == g.get(key, 0.0), (stack, key)
+
+
+def test_2021_22_megatron_runs_use_their_own_stack_profile():
+    # SC'21, Korthikanti et al. and BLOOM ran Megatron-LM / Megatron-DeepSpeed before
+    # Transformer Engine: the megatron-lm profile, not Megatron-Core's constants
+    assert cal.legacy.STACK == "megatron-lm" in presets.STACKS
+    for case in cal.legacy.fitted_cases()[:2]:
+        assert trainscape.load({**case.scenario,
+                                "cluster": cal.legacy.selene_cluster(64)}).job.stack == "megatron-lm"
+    from trainscape.calibration.published import stack_of
+    assert stack_of("Megatron-DeepSpeed (bigscience fork) + DeepSpeed, PyTorch 1.11") == "megatron-lm"
+    assert stack_of("Megatron-LM / Megatron-Core r0.8.0") == "megatron-core"
+    g = presets.gpu("a100-sxm-80gb")
+    lm = presets.gpu("a100-sxm-80gb", stack="megatron-lm")
+    for key, factor in presets.stack_profile("megatron-lm")["scale"].items():
+        assert lm[key] == pytest.approx(g.get(key, 0.0) * factor)
+
+
+@pytest.mark.parametrize("stack", presets.STACKS)
+@pytest.mark.parametrize("gpu", ["a100-sxm-80gb", "h100-sxm-80gb", "b200"])
+def test_every_stack_resolves_to_valid_fractions(stack, gpu):
+    # a multiplier fitted against calibrated constants must not push stock ones past 1
+    for calibrated in (True, False):
+        g = presets.gpu(gpu, calibrated=calibrated, stack=stack)
+        for key in presets.FRACTION_FIELDS:
+            assert 0.0 < g[key] <= 1.0, (stack, gpu, calibrated, key)
+        raw_sc = raw({"preset": gpu, "calibrated": calibrated}, stack=stack)
+        assert trainscape.load(raw_sc).job.stack == stack

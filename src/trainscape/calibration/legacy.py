@@ -39,6 +39,8 @@ CLUSTER = "dgx-a100-superpod"
 SELENE_NODES = 560  # Selene: 560 DGX A100 nodes on one HDR InfiniBand fabric (SC'21 §5)
 VOCAB = 51200  # GPT-2 BPE vocabulary padded as in Megatron-LM (SC'21 §5.1)
 SEQ = 2048
+#: the software-stack profile both tables ran (presets/stacks.toml): 2021-22 Megatron-LM
+STACK = "megatron-lm"
 
 #: calibration source id -> (file, citation)
 SOURCES = {
@@ -116,7 +118,7 @@ def gpt_scenario(name: str, layers: int, hidden: int, heads: int, batch: int,
     FlashAttention -- both sources predate it."""
     return {"name": name, "model": gpt_model(layers, hidden, heads),
             "job": {"seq_len": SEQ, "global_batch": batch, "dtype": dtype,
-                    "flash_attention": False}}
+                    "flash_attention": False, "stack": STACK}}
 
 
 def megatron_config(tp: int, pp: int, dp: int, mbs: int, vpp: int, recompute: str,

@@ -136,9 +136,17 @@ def _leading_int(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def gpu_is_ampere(gpu: str) -> bool:
+    """Whether a calibration GPU id is an A100 (the architecture FlashAttention-2 and Triton
+    FlashAttention were written for)."""
+    return gpu.startswith("a100")
+
+
 def stack_of(framework: str) -> str:
     """The software-stack profile a framework string belongs to."""
     f = framework.lower()
+    if "megatron-deepspeed" in f:
+        return "megatron-lm"
     if "jax" in f or "maxtext" in f or "paxml" in f:
         return "jax-xla"
     if "fsdp" in f or "composer" in f or "meta internal" in f:
@@ -465,6 +473,13 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         job["cross_entropy"] = "fused"
         notes.append("loss not printed: llm-foundry's default fused cross-entropy (flash-attn) "
                      "assumed, no fp32 copy of the logits")
+        if "attn_impl" in row["notes"] and "triton" in row["notes"].lower():
+            # llm-foundry's attn_impl = "triton": its Triton FlashAttention (2023), written for
+            # Ampere (no Hopper wgmma/TMA path)
+            job["attention_kernel"] = "legacy"
+            if not gpu_is_ampere(row["gpu"]):
+                notes.append("attn_impl triton: Triton FlashAttention, an Ampere-generation "
+                             "kernel (job.attention_kernel = legacy)")
     chunks = config["pp"] * config["vpp"]
     if chunks > 1 and model["layers"] % chunks and (model["layers"] + 2) % chunks == 0:
         # NeMo 2.0's 405B recipe (account_for_embedding/loss_in_pipeline_split) and Llama 3

@@ -499,7 +499,9 @@ def build(spec: DlrmScenarioSpec, origins: dict[str, str] | None = None) -> Dlrm
                            f"equal to model.dense_arch[-1] = {m.dense_arch[-1]}", t.dim,
                            f"{m.dense_arch[-1]} (or interaction = \"dcn\")")
     gpu = c.gpu
-    sys = pack_system(SimpleNamespace(cluster=c, job=SimpleNamespace(dtype=j.dense_dtype)))
+    # the LLM system block of the dense part: no attention, so the native-kernel default
+    sys = pack_system(SimpleNamespace(cluster=c, job=SimpleNamespace(dtype=j.dense_dtype,
+                                                                     attention_kernel="native")))
     if gpu.peak_for(j.dense_dtype) is None:
         raise fail("job.dense_dtype", "the GPU has no peak rate for this dtype", j.dense_dtype,
                    ", ".join(gpu.peak_tflops))

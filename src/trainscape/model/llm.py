@@ -687,6 +687,18 @@ def attention_sequence_efficiency(sys, kv_len):
     return kv_len / (kv_len + sys[SYS_ATTENTION_HALF_SEQ])
 
 
+def kernel_attention_efficiency(native_efficiency, legacy_fraction, legacy):
+    """``attention_efficiency`` of the fused attention kernel a job runs: the GPU's native-kernel
+    figure, times ``legacy_attention_fraction`` when the kernel was written for an older
+    architecture (``job.attention_kernel = "legacy"``). On Hopper, FlashAttention-2 and Triton
+    FlashAttention issue Ampere's synchronous ``mma.sync`` and loads instead of the asynchronous
+    ``wgmma``/TMA path: FlashAttention-2 reaches 35 % of H100 peak where FlashAttention-3 reaches
+    75 % (Shah et al. 2024, arXiv 2407.08608, abstract), a fraction of 0.47."""
+    if legacy:
+        return native_efficiency * legacy_fraction
+    return native_efficiency
+
+
 def attention_kernel_time(sys, flops, kv_len):
     """Fused attention (FlashAttention) at a fixed fraction of the 16-bit peak: TE's fused
     attention runs in BF16 under FP8 autocast by default. ``attention_efficiency`` is the

@@ -109,11 +109,13 @@ CALIBRATED_DTYPES = ("bf16", "fp16", "fp8")
 #: Sub-tables of a ``calibrated.toml`` GPU table that are not constants.
 _CALIBRATED_META = ("provenance",)
 #: The software-stack profiles (``stacks.toml``) and the default one.
-STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla")
+STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla", "megatron-lm")
 DEFAULT_STACK = "megatron-core"
 #: GPU constants a stack profile may scale (``stacks.toml`` documents why each may differ).
 STACK_SCALABLE = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency",
                   "layer_overhead_us")
+#: the scalable constants that are fractions of a peak or a bandwidth (at most 1)
+FRACTION_FIELDS = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency")
 
 
 def gpu(name: str, calibrated: bool = True, dtype: str | None = None,
@@ -164,6 +166,11 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
         preset[key] = preset.get(key, 0.0) * factor
         sources[key] = (sources.get(key, "") + f"; x {factor:g} for the {profile['id']} stack "
                         "profile (stacks.toml)").lstrip("; ")
+        if key in FRACTION_FIELDS and preset[key] > 1.0:
+            # a multiplier fitted on the calibrated value can push a stock one past the whole
+            # peak or bandwidth: an efficiency is at most 1
+            preset[key] = 1.0
+            sources[key] += " (capped at 1)"
     for key, value in (explicit or {}).items():
         preset[key] = value
         if key in sources:

@@ -26,7 +26,7 @@ from .errors import ScenarioError, fail, from_validation_error
 
 DTYPES = ("bf16", "fp16", "fp8")
 #: Software-stack profiles (presets/stacks.toml), the same tuple as ``presets.STACKS``.
-STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla")
+STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla", "megatron-lm")
 DEFAULT_STACK = "megatron-core"
 OPTIMIZERS = ("adam", "sgd")
 GRAD_DTYPES = ("fp32", "bf16")
@@ -178,6 +178,11 @@ class JobSpec(_Spec):
     optimizer: Literal[OPTIMIZERS] = "adam"
     grad_dtype: Literal[GRAD_DTYPES] = "fp32"  # gradient accumulation (Megatron: fp32)
     flash_attention: bool = True
+    # Which generation of fused attention kernel runs (with flash_attention): "native" -- one
+    # written for the GPU's architecture (cuDNN / TE fused attention, FlashAttention-3 on
+    # Hopper); "legacy" -- one written for an older architecture (FlashAttention-2, Triton
+    # FlashAttention on Hopper), at the GPU's legacy_attention_fraction of attention_efficiency
+    attention_kernel: Literal["native", "legacy"] = "native"
     # MoE all-to-all precision: dispatch default fp8 for fp8 jobs, else the compute dtype;
     # combine default bf16 for fp8 jobs, else the compute dtype (DeepSeek-V3 §3.3.2)
     moe_dispatch_dtype: Dtype | None = None
@@ -224,6 +229,10 @@ class JobSpec(_Spec):
 
     @model_validator(mode="after")
     def _check_recipe(self) -> JobSpec:
+        if self.attention_kernel == "legacy" and not self.flash_attention:
+            raise fail("attention_kernel", "names a fused attention kernel: only with "
+                       "flash_attention = true", self.attention_kernel,
+                       "\"native\", or flash_attention = true")
         if self.fp8_recipe is not None and self.dtype != "fp8":
             raise fail("fp8_recipe", "only for FP8 training (job.dtype = \"fp8\")",
                        self.fp8_recipe, "leave it out, or set job.dtype = \"fp8\"")
@@ -277,6 +286,9 @@ class GpuSpec(_Spec):
     # K/V length at which a fused attention kernel reaches half of attention_efficiency; 0: no
     # dependence on the sequence length
     attention_half_seq: R.HalfSeq = 0.0
+    # share of attention_efficiency a kernel written for an older architecture reaches here
+    # (applied when the stack profile's attention_kernel is "legacy"; presets/gpus.toml)
+    legacy_attention_fraction: Fraction = 1.0
     # cost and power (optional): price of one GPU-hour in US dollars and electrical power per GPU
     # while training, in watts; they give the results' cost_per_step_usd, tokens_per_usd and
     # tokens_per_joule (0 when left out)

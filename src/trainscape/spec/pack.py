@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import layout as L
+from ..model.llm import kernel_attention_efficiency
 from .config import ConfigSpec, complete_order, parse_order
 from .errors import ScenarioError
 
@@ -345,7 +346,9 @@ def pack_system(scenario: Scenario) -> np.ndarray:
     sys[L.SYS_HBM_RESERVE_BYTES] = hbm_capacity_bytes(g.hbm_reserve_gb)
     sys[L.SYS_GEMM_EFFICIENCY_MAX] = g.gemm_efficiency_max
     sys[L.SYS_GEMM_HALF_FLOPS] = g.gemm_half_flops
-    sys[L.SYS_ATTENTION_EFFICIENCY] = g.attention_efficiency
+    sys[L.SYS_ATTENTION_EFFICIENCY] = kernel_attention_efficiency(
+        g.attention_efficiency, g.legacy_attention_fraction,
+        scenario.job.attention_kernel == "legacy")
     sys[L.SYS_MEMORY_EFFICIENCY] = g.memory_efficiency
     sys[L.SYS_LAYER_OVERHEAD_S] = g.layer_overhead_us * US
     sys[L.SYS_USD_PER_GPU_S] = usd_per_gpu_second(scenario)
