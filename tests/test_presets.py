@@ -46,8 +46,10 @@ REQUIRED = {
         "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3",
     },
     "dlrm": {"dlrm-mlperf"},
+    "stack": {"megatron-core", "pytorch-fsdp", "jax-xla", "megatron-lm"},
 }
-GETTERS = {"gpu": presets.gpu, "cluster": presets.cluster, "model": presets.model, "dlrm": presets.dlrm}
+GETTERS = {"gpu": presets.gpu, "cluster": presets.cluster, "model": presets.model, "dlrm": presets.dlrm,
+           "stack": lambda name: presets.get("stack", name)}
 
 
 def _all(kind):

@@ -13,8 +13,9 @@ from .. import presets as P
 @click.argument("kind", required=False, type=click.Choice(P.KINDS))
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def command(kind: str | None, as_json: bool) -> None:
-    """List presets of KIND (gpu, cluster, model, dlrm), or all kinds. Every value's public
-    source is in the data files (docs/presets.md)."""
+    """List presets of KIND (gpu, cluster, model, dlrm, stack), or all kinds. Every value's
+    public source is in the data files (docs/presets.md); a stack's multipliers are fitted by
+    scripts/calibrate.py (docs/accuracy.md)."""
     kinds = [kind] if kind else list(P.KINDS)
     if as_json:
         click.echo(json.dumps({k: P.summary_rows(k) for k in kinds}, indent=2, default=str))

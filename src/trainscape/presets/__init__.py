@@ -39,13 +39,14 @@ __all__ = [
 ]
 
 #: The preset kinds, in the order the CLI lists them.
-KINDS = ("gpu", "cluster", "model", "dlrm")
+KINDS = ("gpu", "cluster", "model", "dlrm", "stack")
 
 _FILES = {
     "gpu": "gpus.toml",
     "cluster": "clusters.toml",
     "model": "models.toml",
     "dlrm": "models.toml",
+    "stack": "stacks.toml",
 }
 #: Key in models.toml that holds the DLRM presets (so it is not an LLM preset id).
 _DLRM_KEY = "dlrm"
@@ -92,7 +93,8 @@ def _table(kind: str) -> dict:
 
 
 def names(kind: str) -> list[str]:
-    """Preset ids of one kind (``"gpu"``, ``"cluster"``, ``"model"``, ``"dlrm"``), file order."""
+    """Preset ids of one kind (``"gpu"``, ``"cluster"``, ``"model"``, ``"dlrm"``, ``"stack"``),
+    file order."""
     return list(_table(kind))
 
 
@@ -291,7 +293,17 @@ def _gpu_row(pid: str, g: dict) -> dict:
         "attn_eff": g["attention_efficiency"],
         "mem_eff": g["memory_efficiency"],
         "overhead_us": g.get("layer_overhead_us", 0.0),
+        "legacy_attn": g.get("legacy_attention_fraction", 1.0),
     }
+
+
+def _stack_row(pid: str, s: dict) -> dict:
+    """A software-stack profile: its multipliers on the GPU constants (1 where it has none)."""
+    scale = s.get("scale", {})
+    short = {"gemm_efficiency_max": "x_gemm_eff", "attention_efficiency": "x_attn_eff",
+             "memory_efficiency": "x_mem_eff", "layer_overhead_us": "x_overhead"}
+    return {"id": pid, "name": s.get("name", pid),
+            **{short[key]: float(scale.get(key, 1.0)) for key in STACK_SCALABLE}}
 
 
 def _cluster_row(pid: str, c: dict) -> dict:
@@ -337,7 +349,8 @@ def _dlrm_row(pid: str, d: dict) -> dict:
     }
 
 
-_ROWS = {"gpu": _gpu_row, "cluster": _cluster_row, "model": _model_row, "dlrm": _dlrm_row}
+_ROWS = {"gpu": _gpu_row, "cluster": _cluster_row, "model": _model_row, "dlrm": _dlrm_row,
+         "stack": _stack_row}
 
 
 def summary_rows(kind: str) -> list[dict]:
