@@ -81,6 +81,7 @@ def toy_job(batch=16):
     j[L.JOB_GLOBAL_BATCH] = batch
     j[L.JOB_ACTIVATION_BYTES] = 2
     j[L.JOB_PARAM_BYTES] = 2
+    j[L.JOB_LINEAR_PARAM_COMM_BYTES] = 2
     j[L.JOB_GRAD_BYTES] = 4
     j[L.JOB_OPTIMIZER_BYTES] = 12
     j[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = 16
