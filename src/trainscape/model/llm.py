@@ -1884,7 +1884,8 @@ def param_gather_bytes(job, params, linear_params):
     while the other parameters -- embeddings, output layer, norms, MoE router -- stay 16-bit.
     The per-element width returned is the parameter-weighted mean (``param_bytes`` exactly
     without FP8 parameters), which a tier's ``comm_dtype`` narrows where narrower
-    (:func:`dp_collective_time`)."""
+    (:func:`dp_collective_time`; its quantize codec is then charged on every element at the
+    mean width, a slight overestimate for the weights already in FP8)."""
     param_bytes = job[JOB_PARAM_BYTES]
     extra = linear_params * (job[JOB_LINEAR_PARAM_COMM_BYTES] - param_bytes)
     nbytes = params * param_bytes + extra
