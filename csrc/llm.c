@@ -814,14 +814,24 @@ TS_FN double ts_cp_ring_exposed_backward(const double *sys, double step, double 
    parameters, linear_params of them linear-layer weights at job.linear_param_comm_bytes (FP8
    with --fp8-param-gather: Megatron-Core param_and_grad_buffer.py gathers TE Float8Tensor
    weights' raw bytes) and the rest at param_bytes; *elem: the bytes per element (the mean;
-   param_bytes exactly when the two widths agree). */
+   exactly param_bytes when the two widths agree, exactly the linear width when all are
+   linear). */
 TS_FN double ts_param_gather_bytes(const double *job, double params, double linear_params,
                                    double *elem)
 {
     double param_bytes = job[TS_JOB_PARAM_BYTES];
-    double extra = linear_params * (job[TS_JOB_LINEAR_PARAM_COMM_BYTES] - param_bytes);
-    double nbytes = params * param_bytes + extra;
-    *elem = (extra == 0.0 || params <= 0.0) ? param_bytes : nbytes / params;
+    double linear_bytes = job[TS_JOB_LINEAR_PARAM_COMM_BYTES];
+    double nbytes;
+    if (linear_bytes == param_bytes || linear_params <= 0.0) {
+        *elem = param_bytes;
+        return params * param_bytes;
+    }
+    if (linear_params >= params) {
+        *elem = linear_bytes;
+        return params * linear_bytes;
+    }
+    nbytes = params * param_bytes + linear_params * (linear_bytes - param_bytes);
+    *elem = nbytes / params;
     return nbytes;
 }
 

@@ -1882,15 +1882,18 @@ def param_gather_bytes(job, params, linear_params):
     parameter buffer (``megatron/core/distributed/param_and_grad_buffer.py``) holds the raw
     FP8 bytes of Transformer Engine's ``Float8Tensor`` weights and all-gathers them as such,
     while the other parameters -- embeddings, output layer, norms, MoE router -- stay 16-bit.
-    The per-element width returned is the parameter-weighted mean (``param_bytes`` exactly
-    without FP8 parameters), which a tier's ``comm_dtype`` narrows where narrower
+    The per-element width returned is the parameter-weighted mean -- exactly ``param_bytes``
+    without FP8 parameters and exactly ``linear_param_comm_bytes`` when all are linear (the
+    experts) -- which a tier's ``comm_dtype`` narrows where narrower
     (:func:`dp_collective_time`; its quantize codec is then charged on every element at the
     mean width, a slight overestimate for the weights already in FP8)."""
     param_bytes = job[JOB_PARAM_BYTES]
-    extra = linear_params * (job[JOB_LINEAR_PARAM_COMM_BYTES] - param_bytes)
-    nbytes = params * param_bytes + extra
-    if extra == 0.0 or params <= 0.0:
-        return nbytes, param_bytes
+    linear_bytes = job[JOB_LINEAR_PARAM_COMM_BYTES]
+    if linear_bytes == param_bytes or linear_params <= 0.0:
+        return params * param_bytes, param_bytes
+    if linear_params >= params:
+        return params * linear_bytes, linear_bytes
+    nbytes = params * param_bytes + linear_params * (linear_bytes - param_bytes)
     return nbytes, nbytes / params
 
 
