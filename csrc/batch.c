@@ -81,7 +81,8 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_JOB_DROPOUT,
 
                                      TS_JOB_LINEAR_CAST_BYTES, TS_JOB_FP8_WEIGHT_CACHE_BYTES,
-                                     TS_JOB_LINEAR_INPUT_BYTES, TS_JOB_LOGITS_EXTRA_BYTES};
+                                     TS_JOB_LINEAR_INPUT_BYTES, TS_JOB_LOGITS_EXTRA_BYTES,
+                                     TS_JOB_LINEAR_PARAM_COMM_BYTES};
     double nt;
     int n;
     if (!sys || !mdl || !job)

@@ -810,6 +810,31 @@ TS_FN double ts_cp_ring_exposed_backward(const double *sys, double step, double 
            + step;
 }
 
+/* llm.py param_gather_bytes: bytes of the data-parallel weight all-gather of params
+   parameters, linear_params of them linear-layer weights at job.linear_param_comm_bytes (FP8
+   with --fp8-param-gather: Megatron-Core param_and_grad_buffer.py gathers TE Float8Tensor
+   weights' raw bytes) and the rest at param_bytes; *elem: the bytes per element (the mean;
+   exactly param_bytes when the two widths agree, exactly the linear width when all are
+   linear). */
+TS_FN double ts_param_gather_bytes(const double *job, double params, double linear_params,
+                                   double *elem)
+{
+    double param_bytes = job[TS_JOB_PARAM_BYTES];
+    double linear_bytes = job[TS_JOB_LINEAR_PARAM_COMM_BYTES];
+    double nbytes;
+    if (linear_bytes == param_bytes || linear_params <= 0.0) {
+        *elem = param_bytes;
+        return params * param_bytes;
+    }
+    if (linear_params >= params) {
+        *elem = linear_bytes;
+        return params * linear_bytes;
+    }
+    nbytes = params * param_bytes + linear_params * (linear_bytes - param_bytes);
+    *elem = nbytes / params;
+    return nbytes;
+}
+
 /* llm.py fp8_weight_cache_bytes: TE's FP8 weight (+ transpose) copies, net of the 16-bit
    copy with FP8 parameters (job.fp8_param_gather; spec.pack). */
 TS_FN double ts_fp8_weight_cache_bytes(const double *job, double linear_params)
@@ -945,8 +970,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     double dense_layer_p, moe_layer_p, expert_layer_p, emb_p;
     int loss_first, last_embed, sel, c;
     double c_f_dense, c_f_moe, c_b_dense, c_b_moe;
-    double f_compute, b_compute, w_compute, copies, dense_params, expert_params;
-    double grad_comm, param_bytes, dp_dense, dp_expert, r_tp, r_split, r_dp_dense, r_dp_expert;
+    double f_compute, b_compute, w_compute, copies, dense_params, expert_params, linear_params;
+    double grad_comm, dp_dense, dp_expert, r_tp, r_split, r_dp_dense, r_dp_expert;
     double hw_per_layer_f, hw_fwd, hw_scale;
     int code;
 
@@ -1163,24 +1188,28 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     }
     dense_params = R->st_dparams[2];
     expert_params = R->st_eparams[2];
+    linear_params = R->st_lparams[2];
     if (R->st_dparams[0] + R->st_eparams[0] > dense_params + expert_params) {
         dense_params = R->st_dparams[0];
         expert_params = R->st_eparams[0];
+        linear_params = R->st_lparams[0];
     }
     if (R->st_dparams[1] + R->st_eparams[1] > dense_params + expert_params) {
         dense_params = R->st_dparams[1];
         expert_params = R->st_eparams[1];
+        linear_params = R->st_lparams[1];
     }
 
-    /* ---- data parallelism: message sizes ---- */
+    /* ---- data parallelism: message sizes (the weights': llm.py param_gather_bytes, the
+     * experts all linear) ---- */
     grad_comm = job[TS_JOB_GRAD_COMM_BYTES];
-    param_bytes = job[TS_JOB_PARAM_BYTES];
     dp_dense = cp * dp;
     dp_expert = cp * dpx;
     R->ar_dense_bytes = dense_params * grad_comm;
     R->ar_expert_bytes = expert_params * grad_comm;
-    R->ag_dense_bytes = dense_params * param_bytes;
-    R->ag_expert_bytes = expert_params * param_bytes;
+    R->ag_dense_bytes = ts_param_gather_bytes(job, dense_params, linear_params, &R->e_ag_dense);
+    R->ag_expert_bytes = ts_param_gather_bytes(job, expert_params, expert_params,
+                                               &R->e_ag_expert);
 
     /* ---- optimizer step ---- */
     r_dp_dense = 1.0 / dp_dense;
@@ -1604,8 +1633,8 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
      * here and the site tier's part below (cross_site_sync_time) */
     int strategy = (int)job[TS_JOB_SYNC_STRATEGY];
     /* the data-parallel traffic's widths per element (a tier's comm_dtype applies where
-     * narrower): gradients, weights */
-    double e_grad = job[TS_JOB_GRAD_COMM_BYTES], e_param = job[TS_JOB_PARAM_BYTES];
+     * narrower): gradients here, weights R->e_ag_dense / e_ag_expert */
+    double e_grad = job[TS_JOB_GRAD_COMM_BYTES];
 
     if (strategy != TS_SYNC_SYNCHRONOUS && zero == 3) /* sweeps reach here unchecked */
         return ts_write_invalid(out, os, ts_sync_error(job, zero));
@@ -1621,8 +1650,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
         } else if (zero != 0 && !O->have_ag) {
             O->rs = ts_within_site_time(net, R->ar_dense_bytes, e_grad, 0, &O->g_dp_dense)
                     + ts_within_site_time(net, R->ar_expert_bytes, e_grad, 0, &O->g_dp_expert);
-            O->ag = ts_within_site_time(net, R->ag_dense_bytes, e_param, 0, &O->g_dp_dense)
-                    + ts_within_site_time(net, R->ag_expert_bytes, e_param, 0, &O->g_dp_expert);
+            O->ag = ts_within_site_time(net, R->ag_dense_bytes, R->e_ag_dense, 0, &O->g_dp_dense)
+                    + ts_within_site_time(net, R->ag_expert_bytes, R->e_ag_expert, 0,
+                                          &O->g_dp_expert);
             O->have_ag = 1;
         }
     } else if (zero == 0) {
@@ -1639,18 +1669,20 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
                                                    &O->g_dp_dense)
                      + ts_compressed_all_gather_time(net, R->ar_expert_bytes / units, e_grad,
                                                      &O->g_dp_expert);
-            O->ag3 = ts_compressed_all_gather_time(net, R->ag_dense_bytes / units, e_param,
-                                                   &O->g_dp_dense)
-                     + ts_compressed_all_gather_time(net, R->ag_expert_bytes / units, e_param,
-                                                     &O->g_dp_expert);
+            O->ag3 = ts_compressed_all_gather_time(net, R->ag_dense_bytes / units,
+                                                   R->e_ag_dense, &O->g_dp_dense)
+                     + ts_compressed_all_gather_time(net, R->ag_expert_bytes / units,
+                                                     R->e_ag_expert, &O->g_dp_expert);
             O->have_ag3 = 1;
         }
     } else if (!O->have_ag) {
         /* reduce-scatter: the all-gather's cost (collectives.py reduce_scatter_time) */
         O->rs = ts_compressed_all_gather_time(net, R->ar_dense_bytes, e_grad, &O->g_dp_dense)
                 + ts_compressed_all_gather_time(net, R->ar_expert_bytes, e_grad, &O->g_dp_expert);
-        O->ag = ts_compressed_all_gather_time(net, R->ag_dense_bytes, e_param, &O->g_dp_dense)
-                + ts_compressed_all_gather_time(net, R->ag_expert_bytes, e_param, &O->g_dp_expert);
+        O->ag = ts_compressed_all_gather_time(net, R->ag_dense_bytes, R->e_ag_dense,
+                                              &O->g_dp_dense)
+                + ts_compressed_all_gather_time(net, R->ag_expert_bytes, R->e_ag_expert,
+                                                &O->g_dp_expert);
         O->have_ag = 1;
     }
     if (zero == 0) {

@@ -89,7 +89,8 @@ enum {
     TS_JOB_SYNC_FRAGMENTS = 22,
     TS_JOB_SYNC_OVERLAP_STEPS = 23,
     TS_JOB_OFFLOAD_ACTIVATIONS = 24,
-    TS_JOB_COUNT = 25
+    TS_JOB_LINEAR_PARAM_COMM_BYTES = 25,
+    TS_JOB_COUNT = 26
 };
 
 /* CONFIG_FIELDS */
@@ -204,12 +205,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 71
 #define TS_N_SYS 583
 #define TS_N_MODEL 14
-#define TS_N_JOB 25
+#define TS_N_JOB 26
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x50BBE1CC
+#define TS_LAYOUT_HASH 0x0B35EB4B
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -241,6 +241,7 @@ typedef struct {
     double tp_bytes, kv_chunk, a2a_dispatch_bytes, a2a_combine_bytes, pp_bytes, pp_hide;
     double dp_dense, dp_expert;
     double ar_dense_bytes, ar_expert_bytes, ag_dense_bytes, ag_expert_bytes;
+    double e_ag_dense, e_ag_expert; /* the weight all-gathers' widths (llm.py param_gather_bytes) */
 } ts_row;
 
 typedef struct {

@@ -44,7 +44,8 @@ def warm_backends():
     job = np.zeros(L.N_JOB)
     job[[L.JOB_SEQ_LEN, L.JOB_GLOBAL_BATCH, L.JOB_ACTIVATION_BYTES, L.JOB_PARAM_BYTES,
          L.JOB_GRAD_BYTES, L.JOB_COMM_BYTES, L.JOB_GRAD_COMM_BYTES,
-         L.JOB_LINEAR_INPUT_BYTES, L.JOB_LOGITS_EXTRA_BYTES]] = [128, 4, 2, 2, 4, 2, 4, 2, 4]
+         L.JOB_LINEAR_INPUT_BYTES, L.JOB_LOGITS_EXTRA_BYTES,
+         L.JOB_LINEAR_PARAM_COMM_BYTES]] = [128, 4, 2, 2, 4, 2, 4, 2, 4, 2]
     cfg = np.ones((L.N_CFG, 1), dtype=np.int32)
     cfg[[L.CFG_SCHEDULE, L.CFG_RECOMPUTE, L.CFG_ZERO, L.CFG_SP, L.CFG_ORDER, L.CFG_TP_OVERLAP,
          L.CFG_DP_OVERLAP], 0] = 1, 0, 0, 0, 0, 0, 0

@@ -190,6 +190,10 @@ def job_blocks(draw):
     act = draw(st.sampled_from([1.0, 2.0, 4.0]))
     job[L.JOB_ACTIVATION_BYTES] = act
     job[L.JOB_PARAM_BYTES] = draw(st.sampled_from([1.0, 2.0, 4.0]))
+    # the linear weights' all-gather width: param_bytes, or FP8 with job.fp8_param_gather (per-
+    # tensor, mxfp8 scales; spec.pack.linear_param_comm_bytes)
+    job[L.JOB_LINEAR_PARAM_COMM_BYTES] = draw(st.sampled_from(
+        [job[L.JOB_PARAM_BYTES], job[L.JOB_PARAM_BYTES], 1.0, 1.03125]))
     job[L.JOB_GRAD_BYTES] = draw(st.sampled_from([2.0, 4.0]))
     job[L.JOB_OPTIMIZER_BYTES] = draw(st.sampled_from([0.0, 6.0, 8.0, 12.0, 16.0]))
     job[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = draw(st.sampled_from([0.0, 16.0, 24.0, 36.0]))

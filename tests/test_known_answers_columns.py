@@ -81,6 +81,7 @@ def toy_job(batch=16):
     j[L.JOB_GLOBAL_BATCH] = batch
     j[L.JOB_ACTIVATION_BYTES] = 2
     j[L.JOB_PARAM_BYTES] = 2
+    j[L.JOB_LINEAR_PARAM_COMM_BYTES] = 2
     j[L.JOB_GRAD_BYTES] = 4
     j[L.JOB_OPTIMIZER_BYTES] = 12
     j[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = 16
@@ -671,6 +672,46 @@ def test_scenario_a_fp8_linear_layers(backend):
     lin = LAYERS * 12 * HID * HID / 2
     assert lin == 12_582_912
     close(r["mem_weights_gib"], (2 * P_GPU_A + 2 * lin) / GIB)
+
+
+
+def test_scenario_a_fp8_param_gather_halves_the_linear_weights_all_gather(backend):
+    """Scenario A with FP8 parameters (``job.fp8_param_gather``; Megatron-LM
+    ``--fp8-param-gather``: the distributed optimizer all-gathers the linear layers' weights
+    as their FP8 bytes, the embeddings, output layer and norms stay 16-bit): of the
+    45,352,960 weights per GPU the 12,582,912 linear ones (QKV, proj, fc1, fc2 of 2 layers
+    over TP 2) travel at 1 B and the other 32,770,048 at 2 B: 78,123,008 B instead of
+    90,705,920 (ratio 0.86127...). ZeRO-1 all-gather over the ring of 4: 3 us + 0.75 x
+    78,123,008 / 80e9 = 7.35403...e-4 s; the fp32 gradients' reduce-scatter is unchanged.
+    ZeRO-3: each of the 2 units gathers half of it twice per microbatch."""
+    j = toy_job(16)
+    j[L.JOB_LINEAR_PARAM_COMM_BYTES] = 1
+    lin = LAYERS * 12 * HID * HID / 2
+    assert lin == 12_582_912 and P_GPU_A - lin == 32_770_048
+    ag_bytes = lin * 1 + (P_GPU_A - lin) * 2
+    assert ag_bytes == 78_123_008
+    t_ag = 3 * LAT0 + 0.75 * ag_bytes / BW0
+    assert (t_ag - 3 * LAT0) / (T_AG_A - 3 * LAT0) == pytest.approx(78_123_008 / 90_705_920,
+                                                                  rel=1e-15)
+    base = run(backend, toy_system(), toy_model(), toy_job(16),
+               config(tp=2, dp=4, sp=1, zero=1))
+    r = run(backend, toy_system(), toy_model(), j, config(tp=2, dp=4, sp=1, zero=1))
+    close(base["dp_comm_s"], T_RS_A + T_AG_A)
+    close(r["dp_comm_s"], T_RS_A + t_ag)
+    close(r["step_time_s"] - base["step_time_s"], t_ag - T_AG_A, rel=1e-6)
+    # ZeRO-3 / FSDP: m x units x (2 AG_u + RS_u), AG_u on half the gathered bytes
+    r3 = run(backend, toy_system(), toy_model(), j, config(tp=2, dp=4, sp=1, zero=3))
+    ag_u = 3 * LAT0 + 0.75 * ag_bytes / 2 / BW0
+    rs_u = 3 * LAT0 + 0.75 * 4 * P_GPU_A / 2 / BW0
+    close(r3["dp_comm_s"], 4 * 2 * (2 * ag_u + rs_u))
+    # a tier whose comm_dtype is 1 byte sends every weight as 1 byte either way (the same
+    # ring bytes); the quantize / dequantize codec (collectives.codec_time, 2 x elements x
+    # (elem_bytes + 1) B of HBM traffic) reads the narrower mean width, so FP8 parameters
+    # still gather faster
+    sys1 = toy_system(tiers=((8, 100e9, 1e-6, 0.8, 1.0, 0.0, 0.0, 1.0),))
+    b1 = run(backend, sys1, toy_model(), toy_job(16), config(tp=2, dp=4, sp=1, zero=1))
+    r1 = run(backend, sys1, toy_model(), j, config(tp=2, dp=4, sp=1, zero=1))
+    assert r1["dp_comm_s"] < b1["dp_comm_s"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from trainscape.calibration import Runner, published
 from trainscape.spec import ConfigSpec, load_scenario, pack, pack_configs
 from trainscape.spec.errors import ScenarioError
 from trainscape.spec.pack import (fp8_linear_weight_extra_bytes, fp8_weight_cache_bytes,
-                                  optimizer_state_bytes, optimizer_traffic_bytes)
+                                  linear_param_comm_bytes, optimizer_state_bytes,
+                                  optimizer_traffic_bytes)
 
 GIB = 2.0**30
 
@@ -54,6 +55,38 @@ def test_fp8_params_hold_the_fp8_copies_instead_of_the_16_bit_weight():
     assert fp8_linear_weight_extra_bytes("mxfp8", True, 2) == pytest.approx(2 / 32)
     assert fp8_linear_weight_extra_bytes("mxfp8", False, 2) == fp8_weight_cache_bytes("mxfp8")
     assert fp8_linear_weight_extra_bytes(None, False, 2) == 0.0
+
+
+def test_fp8_params_are_all_gathered_as_fp8():
+    # --fp8-param-gather: the linear weights' FP8 bytes (per-tensor scales negligible; mxfp8's
+    # E8M0 byte per 32 elements); without it, or without FP8, the 16-bit weight
+    for recipe in ("delayed", "tensorwise", "rowwise"):
+        assert linear_param_comm_bytes(recipe, True, 2) == 1.0
+        assert linear_param_comm_bytes(recipe, False, 2) == 2.0
+    assert linear_param_comm_bytes("mxfp8", True, 2) == 1 + 1 / 32
+    assert linear_param_comm_bytes("blockwise", True, 2) == pytest.approx(1.0, abs=1e-3)
+    assert linear_param_comm_bytes(None, False, 2) == 2.0
+    _, _, job = pack(scenario(fp8_param_gather=True))
+    assert job[L.JOB_LINEAR_PARAM_COMM_BYTES] == 1.0 and job[L.JOB_PARAM_BYTES] == 2.0
+    _, _, job = pack(scenario())
+    assert job[L.JOB_LINEAR_PARAM_COMM_BYTES] == 2.0
+
+
+def test_fp8_param_gather_shrinks_only_the_zero_all_gather(backend):  # noqa: F811
+    # ZeRO-1 on DP 8, not overlapped: the weights' all-gather carries the 4 x 12 h^2 linear
+    # weights at 1 B instead of 2; the gradients' reduce-scatter, compute and activations are
+    # unchanged (the weights' memory: the tests above)
+    dp = L.OUTPUT_FIELDS.index("dp_comm_s")
+    fp8 = memory_columns(scenario(fp8_param_gather=True), backend, zero=1, dp_overlap=False)
+    bf16 = memory_columns(scenario(), backend, zero=1, dp_overlap=False)
+    assert fp8[dp] < bf16[dp]
+    for name in ("compute_s", "tp_comm_s", "optimizer_s", "mem_activations_gib"):
+        k = L.OUTPUT_FIELDS.index(name)
+        assert fp8[k] == bf16[k], name
+    # without ZeRO the gradients' all-reduce is all there is: no change
+    assert memory_columns(scenario(fp8_param_gather=True), backend, zero=0,
+                          dp_overlap=False)[dp] == \
+        memory_columns(scenario(), backend, zero=0, dp_overlap=False)[dp] > 0.0
 
 
 def test_bf16_optimizer_states_are_two_moments_and_the_gradient_shard():

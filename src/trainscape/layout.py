@@ -144,6 +144,8 @@ JOB_FIELDS = (
     "sync_overlap_steps",  # tau: inner steps a fragment's outer all-reduce runs beside
     "offload_activations",  # share (0..1) of each stage's layers whose saved activations go to
     # host memory in the forward and come back for the backward (Megatron-Core/TE CPU offload)
+    "linear_param_comm_bytes",  # bytes per linear-layer weight element of the ZeRO / FSDP
+    # weight all-gather: param_bytes, or the FP8 data (1 + scales) with job.fp8_param_gather
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -267,6 +269,7 @@ JOB_SYNC_OUTER_BYTES = JOB_FIELDS.index("sync_outer_bytes")
 JOB_SYNC_FRAGMENTS = JOB_FIELDS.index("sync_fragments")
 JOB_SYNC_OVERLAP_STEPS = JOB_FIELDS.index("sync_overlap_steps")
 JOB_OFFLOAD_ACTIVATIONS = JOB_FIELDS.index("offload_activations")
+JOB_LINEAR_PARAM_COMM_BYTES = JOB_FIELDS.index("linear_param_comm_bytes")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

@@ -30,7 +30,6 @@ from ..layout import (
     JOB_COMM_BYTES,
     JOB_DISPATCH_BYTES,
     JOB_GRAD_COMM_BYTES,
-    JOB_PARAM_BYTES,
     JOB_SYNC_INNER_STEPS,
     JOB_SYNC_OUTER_BYTES,
     JOB_SYNC_STRATEGY,
@@ -248,10 +247,12 @@ def link_loads(sys, mdl, job, cfg, i=0):
         ep_d = 1.0
         dpx_d = dp
     grad = job[JOB_GRAD_COMM_BYTES]
-    param = job[JOB_PARAM_BYTES]
-    groups = ((dense, cp, s_cp, ep_d, s_ep, dpx_d, s_dp), (expert, cp, s_cp, e_a, se_a, e_b, se_b))
+    # the weight all-gather's bytes and width (FP8 linear weights: llm.param_gather_bytes)
+    groups = ((dense, row[llm.ROW_DENSE_LINEAR_PARAMS], cp, s_cp, ep_d, s_ep, dpx_d, s_dp),
+              (expert, expert, cp, s_cp, e_a, se_a, e_b, se_b))
     strategy = job[JOB_SYNC_STRATEGY]
-    for params, na, sa, nb, sb, nc, sc in groups:
+    for params, linear, na, sa, nb, sb, nc, sc in groups:
+        ag_bytes, param = llm.param_gather_bytes(job, params, linear)
         if strategy != SYNC_SYNCHRONOUS:
             # job.sync (llm.dp_collective_time, cross_site_sync_time): inside a site the
             # gradients' collectives every step; at the site tier the outer traffic instead,
@@ -262,8 +263,7 @@ def link_loads(sys, mdl, job, cfg, i=0):
             else:
                 tb = collective_tier_bytes(sys, params * grad, False, na, sa, nb, sb, nc, sc,
                                            grad)
-                ag = collective_tier_bytes(sys, params * param, False, na, sa, nb, sb, nc, sc,
-                                           param)
+                ag = collective_tier_bytes(sys, ag_bytes, False, na, sa, nb, sb, nc, sc, param)
                 for t in range(nt):
                     tb[t] += ag[t]
             if nt >= 2:
@@ -283,7 +283,7 @@ def link_loads(sys, mdl, job, cfg, i=0):
             gathers = 2.0 if zero == 3 else 1.0
             add("dp", collective_tier_bytes(sys, params * grad, False, na, sa, nb, sb, nc, sc,
                                             grad), times)
-            add("dp", collective_tier_bytes(sys, params * param, False, na, sa, nb, sb, nc, sc,
+            add("dp", collective_tier_bytes(sys, ag_bytes, False, na, sa, nb, sb, nc, sc,
                                             param), gathers * times)
 
     out = []

@@ -51,6 +51,7 @@ from ..layout import (
     JOB_GLOBAL_BATCH,
     JOB_GRAD_BYTES,
     JOB_GRAD_COMM_BYTES,
+    JOB_LINEAR_PARAM_COMM_BYTES,
     JOB_OPTIMIZER_BYTES,
     JOB_OPTIMIZER_TRAFFIC_BYTES,
     JOB_PARAM_BYTES,
@@ -1250,7 +1251,8 @@ ROW_HW_CORE = 26  # executed attention core FLOPs of one layer on one GPU
 ROW_MODEL_FLOPS = 27  # per step
 ROW_ATTN_GEMM_F = 28  # Q/K/V + output projection GEMM time of a stage's forward
 ROW_MLP_GEMM_F = 29  # dense MLP + expert MLP GEMM time of a stage's forward (no router)
-N_ROW = 30
+ROW_DENSE_LINEAR_PARAMS = 30  # the linear-layer weights among ROW_DENSE_PARAMS (same stage)
+N_ROW = 31
 
 # order_terms
 ORD_S_TP = 0  # placement strides
@@ -1486,14 +1488,21 @@ def row_terms(sys, mdl, job, cfg, i):
                       emb_p, tp, etp, copies)
     pc = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
                       emb_p, tp, etp, copies)
+    # the linear-layer weights among a stage's dense ones (the weight all-gather's FP8 part)
+    attn_lin = attention_linear_params(h, heads, kv_heads, head_dim)
+    dense_lin_p = attn_lin + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
+    moe_lin_p = attn_lin + shared * mlp_params(h, expert_ffn, swiglu)
     dense_params = pc[0]
     expert_params = pc[1]
+    linear_params = (d3 * dense_lin_p + m3 * moe_lin_p) / tp * copies
     if pa[0] + pa[1] > dense_params + expert_params:
         dense_params = pa[0]
         expert_params = pa[1]
+        linear_params = (d1 * dense_lin_p + m1 * moe_lin_p) / tp * copies
     if pb[0] + pb[1] > dense_params + expert_params:
         dense_params = pb[0]
         expert_params = pb[1]
+        linear_params = (d2 * dense_lin_p + m2 * moe_lin_p) / tp * copies
 
     # ---- FLOPs ----------------------------------------------------------------------------------
     model_flops = model_flops_per_sequence(mdl, seq) * global_batch
@@ -1504,10 +1513,13 @@ def row_terms(sys, mdl, job, cfg, i):
         + logits_flops(b, seq, h, vocab)
     )
 
-    return (tp, cp, pp, dp, ep, expert_data_parallel_degree(tp, dp, ep), b, vpp, float(schedule), 1.0 if sp else 0.0,
+    # two tuples joined: a literal of more than 30 items compiles to LIST_TO_TUPLE (CPython
+    # 3.9+), an op-code numba does not support
+    head = (tp, cp, pp, dp, ep, expert_data_parallel_degree(tp, dp, ep), b, vpp, float(schedule), 1.0 if sp else 0.0,
             1.0 if cfg[CFG_TP_OVERLAP, i] == 1 else 0.0, m, s, dense_layers, moe_layers,
             stage_layers, t_core, gemm_f, core_f, mem_f, f_compute, b_compute, w_compute,
             dense_params, expert_params, hw_fwd, core_hw, model_flops, attn_gemm_f, mlp_gemm_f)
+    return head + (linear_params,)
 
 
 def moe_all_to_all_pair_time(sys, mdl, job, tokens, ep, s_ep):
@@ -1871,6 +1883,32 @@ def dp_collective_time(sys, job, nbytes, elem_bytes, reduce, cp, s_cp, n_b, s_b,
     return compressed_all_gather_time(sys, nbytes, elem_bytes, cp, s_cp, n_b, s_b, n_c, s_c)
 
 
+def param_gather_bytes(job, params, linear_params):
+    """``(bytes, bytes per element)`` of the data-parallel weight all-gather of ``params``
+    parameters of which ``linear_params`` are linear-layer weights: every weight at
+    ``param_bytes``, except that with FP8 parameters (``job.fp8_param_gather``) the linear
+    layers' weights (attention projections, MLPs, shared and routed experts) travel at
+    ``linear_param_comm_bytes`` -- their FP8 data, 1 byte per element plus the recipe's scales
+    (``spec.pack.linear_param_comm_bytes``). Megatron-LM ``--fp8-param-gather`` ("perform the
+    param all-gather in fp8", ``megatron/training/arguments.py``): the distributed optimizer's
+    parameter buffer (``megatron/core/distributed/param_and_grad_buffer.py``) holds the raw
+    FP8 bytes of Transformer Engine's ``Float8Tensor`` weights and all-gathers them as such,
+    while the other parameters -- embeddings, output layer, norms, MoE router -- stay 16-bit.
+    The per-element width returned is the parameter-weighted mean -- exactly ``param_bytes``
+    without FP8 parameters and exactly ``linear_param_comm_bytes`` when all are linear (the
+    experts) -- which a tier's ``comm_dtype`` narrows where narrower
+    (:func:`dp_collective_time`; its quantize codec is then charged on every element at the
+    mean width, a slight overestimate for the weights already in FP8)."""
+    param_bytes = job[JOB_PARAM_BYTES]
+    linear_bytes = job[JOB_LINEAR_PARAM_COMM_BYTES]
+    if linear_bytes == param_bytes or linear_params <= 0.0:
+        return params * param_bytes, param_bytes
+    if linear_params >= params:
+        return params * linear_bytes, linear_bytes
+    nbytes = params * param_bytes + linear_params * (linear_bytes - param_bytes)
+    return nbytes, nbytes / params
+
+
 def data_parallel_comm(sys, job, row, ordt, zero):
     """The data-parallel collectives of one step before overlap: ``(all-reduce, 0)`` of the
     gradients without ZeRO; with ZeRO-1/2 ``(reduce-scatter of gradients, all-gather of
@@ -1879,7 +1917,8 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     unit's ``FlatParameter``, so each pays the collective's latency), over the groups of
     :func:`dp_groups`. Under a non-synchronous ``job.sync.strategy`` the part of each inside a
     site (:func:`dp_collective_time`). Gradients travel at ``grad_comm_bytes`` per element and
-    weights at ``param_bytes``, or a tier's ``comm_dtype`` where narrower."""
+    weights at ``param_bytes`` (the linear layers' at ``linear_param_comm_bytes``:
+    :func:`param_gather_bytes`), or a tier's ``comm_dtype`` where narrower."""
     g = dp_groups(row, ordt)
     cp = g[0]
     s_cp = g[1]
@@ -1892,7 +1931,8 @@ def data_parallel_comm(sys, job, row, ordt, zero):
             + dp_collective_time(sys, job, expert_params * grad_comm, grad_comm, True, cp, s_cp,
                                  g[6], g[7], g[8], g[9])
         return (red, 0.0)
-    param_bytes = job[JOB_PARAM_BYTES]
+    ag_dense = param_gather_bytes(job, dense_params, row[ROW_DENSE_LINEAR_PARAMS])
+    ag_expert = param_gather_bytes(job, expert_params, expert_params)  # experts: all linear
     units = 1.0
     if zero == 3:
         units = fsdp_units(row)
@@ -1900,10 +1940,10 @@ def data_parallel_comm(sys, job, row, ordt, zero):
                             s_cp, g[2], g[3], g[4], g[5]) \
         + dp_collective_time(sys, job, expert_params * grad_comm / units, grad_comm, False, cp,
                              s_cp, g[6], g[7], g[8], g[9])
-    ag = dp_collective_time(sys, job, dense_params * param_bytes / units, param_bytes, False, cp,
-                            s_cp, g[2], g[3], g[4], g[5]) \
-        + dp_collective_time(sys, job, expert_params * param_bytes / units, param_bytes, False,
-                             cp, s_cp, g[6], g[7], g[8], g[9])
+    ag = dp_collective_time(sys, job, ag_dense[0] / units, ag_dense[1], False, cp, s_cp, g[2],
+                            g[3], g[4], g[5]) \
+        + dp_collective_time(sys, job, ag_expert[0] / units, ag_expert[1], False, cp, s_cp,
+                             g[6], g[7], g[8], g[9])
     return (rs, ag)
 
 

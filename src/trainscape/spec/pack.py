@@ -227,6 +227,27 @@ def fp8_linear_weight_extra_bytes(recipe: str | None, fp8_param_gather: bool,
     return cache
 
 
+def linear_param_comm_bytes(recipe: str | None, fp8_param_gather: bool,
+                            param_bytes_: float) -> float:
+    """Bytes per linear-layer weight element of the data-parallel weight all-gather (ZeRO-1/2's
+    distributed optimizer, ZeRO-3 / FSDP): ``param_bytes_`` as every other weight, or with FP8
+    parameters (``job.fp8_param_gather``) the FP8 data, 1 byte per element, plus its scales.
+
+    Megatron-LM ``--fp8-param-gather`` ("perform the param all-gather in fp8",
+    ``megatron/training/arguments.py``): the distributed optimizer's parameter buffer
+    (``megatron/core/distributed/param_and_grad_buffer.py``) holds the raw bytes of
+    Transformer Engine's ``Float8Tensor`` weights, so the linear layers' shards are gathered at
+    1 byte per element; the embeddings, output layer, norms and router stay 16-bit
+    (``model.llm.param_gather_bytes`` mixes the two per stage). Scales: one fp32 per tensor
+    (``delayed``, ``tensorwise``) or per row (``rowwise``) is negligible; ``blockwise`` adds an
+    fp32 per 128x128 block (DeepSeek-V3 §3.3.2, arXiv 2412.19437); ``mxfp8`` an E8M0 byte per
+    32 elements (OCP Microscaling Formats spec v1.0)."""
+    if not fp8_param_gather or recipe is None:
+        return param_bytes_
+    return {"delayed": 1.0, "tensorwise": 1.0, "rowwise": 1.0,
+            "blockwise": 1.0 + 4.0 / (128.0 * 128.0), "mxfp8": 1.0 + 1.0 / 32.0}[recipe]
+
+
 def logits_extra_bytes(cross_entropy: str, activation_bytes_: float) -> float:
     """Bytes per logit the loss holds beside the activation-dtype logits: the fp32 copy of an
     unfused vocabulary-parallel cross-entropy (4; Megatron-LM ``tensor_parallel/cross_entropy.py``
@@ -432,6 +453,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
     job[L.JOB_OFFLOAD_OPTIMIZER] = 1.0 if j.offload_optimizer else 0.0
     job[L.JOB_OFFLOAD_ACTIVATIONS] = float(j.offload_activations)
+    job[L.JOB_LINEAR_PARAM_COMM_BYTES] = linear_param_comm_bytes(j.recipe, j.fp8_param_gather,
+                                                                 pb)
     job[L.JOB_SYNC_STRATEGY] = L.SYNC_STRATEGIES.index(j.sync.strategy)
     job[L.JOB_SYNC_INNER_STEPS] = j.sync.inner_steps
     job[L.JOB_SYNC_OUTER_BYTES] = outer_sync_bytes(j.sync.outer_dtype, gb)
