@@ -7,14 +7,15 @@
 
 One set of constants per GPU type for 16-bit runs (``calibration.FITTED_FIELDS["bf16"]``), the
 FP8 linear-layer constants (``FITTED_FIELDS["fp8"]``) from the same GPU's FP8 runs, where runs
-need it the GPU's ``legacy_attention_fraction`` (``LEGACY_ATTENTION_BOUNDS``), and one set of multipliers per software-stack profile
-(``STACK_FITTED_FIELDS``) -- never a constant per row, model or run, all in one problem. Every
-published run is costed with its own layout. The fit minimizes the soft-L1 loss of the log
-step-time errors (scipy.optimize.least_squares, bounded; :func:`robust`), a residual weighted
-``1 / rows_of_its_group ** GROUP_WEIGHT_EXPONENT`` so a source with 200 rows does not drown one
-with 9, and a row the model cannot explain weighs linearly, not quadratically. Rows held out by ``calibration.is_holdout``
-(about one in five, by a hash of the case id), older releases of a repeated layout and layouts
-the model calls invalid are not fitted; the hold-out error is printed beside the fit error.
+need it the GPU's ``legacy_attention_fraction`` (``LEGACY_ATTENTION_BOUNDS``), and one set of
+multipliers per software-stack profile (``STACK_FITTED_FIELDS``) -- never a constant per row,
+model or run, all in one problem. Every published run is costed with its own layout. The fit
+minimizes the soft-L1 loss of the log step-time errors (scipy.optimize.least_squares, bounded;
+:func:`robust`), a residual weighted ``1 / rows_of_its_group ** GROUP_WEIGHT_EXPONENT`` so a
+source with 200 rows does not drown one with 9, and a row the model cannot explain weighs
+linearly, not quadratically. Rows held out by ``calibration.is_holdout`` (about one in five, by
+a hash of the case id), older releases of a repeated layout and layouts the model calls invalid
+are not fitted; the hold-out error is printed beside the fit error.
 Needs scipy (``pip install scipy``), which the package itself does not.
 """
 

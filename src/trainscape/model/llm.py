@@ -274,6 +274,23 @@ def attention_linear_params(h, heads, kv_heads, head_dim):
     return h * (q_dim + 2.0 * kv_dim) + q_dim * h
 
 
+def layer_linear_params(mdl, swiglu):
+    """Linear-layer weights ``(dense layer, MoE layer)`` outside the routed experts: the
+    attention projections plus the dense MLP, or plus the shared experts' MLPs (the weights FP8
+    training keeps as FP8; the router, norms and embeddings stay 16-bit)."""
+    h = mdl[MDL_HIDDEN]
+    attn_lin = attention_linear_params(h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM])
+    return (attn_lin + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu),
+            attn_lin + mdl[MDL_SHARED_EXPERTS] * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN],
+                                                             swiglu))
+
+
+def stage_linear_params(dense_layers, moe_layers, lin, tp, copies):
+    """Linear-layer weights (:func:`layer_linear_params` ``lin``) one GPU of a stage holds:
+    its dense and MoE layers', split over TP, times the schedule's parameter copies."""
+    return (dense_layers * lin[0] + moe_layers * lin[1]) / tp * copies
+
+
 def attention_params(h, heads, kv_heads, head_dim):
     """Q, K, V, output projection weights and the two layer norms' scales."""
     return attention_linear_params(h, heads, kv_heads, head_dim) + 2.0 * h
@@ -1489,20 +1506,18 @@ def row_terms(sys, mdl, job, cfg, i):
     pc = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
                       emb_p, tp, etp, copies)
     # the linear-layer weights among a stage's dense ones (the weight all-gather's FP8 part)
-    attn_lin = attention_linear_params(h, heads, kv_heads, head_dim)
-    dense_lin_p = attn_lin + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
-    moe_lin_p = attn_lin + shared * mlp_params(h, expert_ffn, swiglu)
+    lin = layer_linear_params(mdl, swiglu)
     dense_params = pc[0]
     expert_params = pc[1]
-    linear_params = (d3 * dense_lin_p + m3 * moe_lin_p) / tp * copies
+    linear_params = stage_linear_params(d3, m3, lin, tp, copies)
     if pa[0] + pa[1] > dense_params + expert_params:
         dense_params = pa[0]
         expert_params = pa[1]
-        linear_params = (d1 * dense_lin_p + m1 * moe_lin_p) / tp * copies
+        linear_params = stage_linear_params(d1, m1, lin, tp, copies)
     if pb[0] + pb[1] > dense_params + expert_params:
         dense_params = pb[0]
         expert_params = pb[1]
-        linear_params = (d2 * dense_lin_p + m2 * moe_lin_p) / tp * copies
+        linear_params = stage_linear_params(d2, m2, lin, tp, copies)
 
     # ---- FLOPs ----------------------------------------------------------------------------------
     model_flops = model_flops_per_sequence(mdl, seq) * global_batch
@@ -2102,10 +2117,7 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
         * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN], swiglu)
     emb_p = embedding_params(vocab, h)
     # the FP8 linear layers' weights (the router, norms and embeddings stay 16-bit)
-    attn_lin = attention_linear_params(h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM])
-    dense_lin_p = attn_lin + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
-    moe_lin_p = attn_lin + mdl[MDL_SHARED_EXPERTS] * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN],
-                                                                 swiglu)
+    lin = layer_linear_params(mdl, swiglu)
     param_bytes = job[JOB_PARAM_BYTES]
     grad_bytes = job[JOB_GRAD_BYTES]
     opt_bytes = job[JOB_OPTIMIZER_BYTES] + sync_outer_state_bytes(job)
@@ -2121,13 +2133,13 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     p3 = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
                       emb_p, tp, etp, copies)
     logits_first = logits if loss_first else 0.0
-    s1 = stage_memory(job, p1[0], p1[1], (d1 * dense_lin_p + m1 * moe_lin_p) / tp * copies,
+    s1 = stage_memory(job, p1[0], p1[1], stage_linear_params(d1, m1, lin, tp, copies),
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT], logits_first)
-    s2 = stage_memory(job, p2[0], p2[1], (d2 * dense_lin_p + m2 * moe_lin_p) / tp * copies,
+    s2 = stage_memory(job, p2[0], p2[1], stage_linear_params(d2, m2, lin, tp, copies),
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT_MID], 0.0)
-    s3 = stage_memory(job, p3[0], p3[1], (d3 * dense_lin_p + m3 * moe_lin_p) / tp * copies,
+    s3 = stage_memory(job, p3[0], p3[1], stage_linear_params(d3, m3, lin, tp, copies),
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT_LAST], logits)
     # the last stage unless another one needs more

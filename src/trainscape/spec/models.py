@@ -287,7 +287,7 @@ class GpuSpec(_Spec):
     # dependence on the sequence length
     attention_half_seq: R.HalfSeq = 0.0
     # share of attention_efficiency a kernel written for an older architecture reaches here
-    # (applied when the stack profile's attention_kernel is "legacy"; presets/gpus.toml)
+    # (applied when job.attention_kernel is "legacy"; presets/gpus.toml cites the figure)
     legacy_attention_fraction: Fraction = 1.0
     # cost and power (optional): price of one GPU-hour in US dollars and electrical power per GPU
     # while training, in watts; they give the results' cost_per_step_usd, tokens_per_usd and
