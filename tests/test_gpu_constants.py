@@ -339,3 +339,11 @@ def test_every_stack_resolves_to_valid_fractions(stack, gpu):
             assert 0.0 < g[key] <= 1.0, (stack, gpu, calibrated, key)
         raw_sc = raw({"preset": gpu, "calibrated": calibrated}, stack=stack)
         assert trainscape.load(raw_sc).job.stack == stack
+
+
+def test_schema_and_presets_name_the_same_stacks():
+    # the schema keeps its own copy (it must not import presets): the two must agree
+    from trainscape.spec import models as spec_models
+    assert spec_models.STACKS == presets.STACKS
+    assert spec_models.DEFAULT_STACK == presets.DEFAULT_STACK
+    assert set(presets.names("stack")) == set(presets.STACKS)
