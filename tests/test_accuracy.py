@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from trainscape import calibration as cal
 from trainscape import presets
+from trainscape.calibration import published
 from trainscape.calibration.published import PUBLISHED_FILES, read_rows
 from trainscape.cli import main
 from trainscape.cli.validate import TARGET_MEDIAN, TARGET_WORST, within_target
@@ -70,6 +71,18 @@ def test_unstated_settings_are_assumed_out_loud():
     assert any("mbs not printed" in a for a in llama.assumptions)
     assert any("convention not stated" in a for a in llama.assumptions)
     assert any("ZeRO stage not printed" in a for a in llama.assumptions)
+
+
+def test_an_unprinted_interleave_counts_the_embedding_and_loss_slots():
+    # Llama 3 405B on PP 16: 126 layers + embedding + loss = 8 slots a stage, so 4 chunks of 2
+    # (the guess's largest chunk count <= 4 dividing the slots), with the edge stages one
+    # transformer layer short -- not the 2 that 126 // 16 = 7 layers would give
+    assert published.interleave_guess(126, 16) == 4
+    assert published.interleave_guess(96, 8) == 4  # 12 layers a stage, no edge slots
+    assert published.interleave_guess(35, 5) == 2  # 7 a stage: none divides, 2 (uneven)
+    run = {r.case: r for r in cal.published_runs()}["l3t4_16k"]
+    assert run.config["vpp"] == 4 and run.scenario["job"]["pipeline_edge_layers"] == 1
+    assert any("4 assumed" in a for a in run.assumptions)
 
 
 def test_published_step_time_conversions():

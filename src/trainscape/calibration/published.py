@@ -225,7 +225,7 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         if vpp is None or vpp < 2:
             vpp = interleave_guess(_int(row, "layers"), pp)
             notes.append(f"interleaved schedule without a printed vpp: {vpp} assumed (largest "
-                         f"chunk count <= 4 dividing the layers per stage)")
+                         f"chunk count <= 4 dividing a stage's layer slots)")
     else:
         schedule, vpp = "1f1b", 1
         if not schedule_text:
@@ -315,8 +315,14 @@ def experts_of(row: dict[str, str]) -> int:
 
 
 def interleave_guess(layers: int, pp: int) -> int:
-    """Chunks per device for an interleaved run that does not print them."""
-    per_stage = max(layers // pp, 1)
+    """Chunks per device for an interleaved run that does not print them: the largest of 4, 3,
+    2 dividing the layer slots of a stage. When the layers do not split over ``pp`` but two more
+    do, the embedding and the loss take one slot each (Llama 3 §3.3.2: one transformer layer
+    fewer on the first and the last stage; NeMo's ``account_for_embedding_in_pipeline_split``),
+    so a stage has ``(layers + 2) / pp`` slots -- 126 layers on 16 stages are 8 slots, 4
+    chunks of 2."""
+    slots = layers + 2 if layers % pp and (layers + 2) % pp == 0 else layers
+    per_stage = max(slots // pp, 1)
     for v in (4, 3, 2):
         if per_stage % v == 0:
             return v
