@@ -347,3 +347,62 @@ def test_schema_and_presets_name_the_same_stacks():
     assert spec_models.STACKS == presets.STACKS
     assert spec_models.DEFAULT_STACK == presets.DEFAULT_STACK
     assert set(presets.names("stack")) == set(presets.STACKS)
+
+
+# ---- GPUs without published runs take a calibrated GPU's fit (gpus.toml calibrated_from) ---
+
+
+FITTED_FRACTIONS = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency")
+
+
+@pytest.mark.parametrize("name", ["h200-141gb", "h800-sxm-80gb"])
+def test_a_part_of_the_same_die_copies_the_fit(name):
+    # H200 and H800 are GH100 like the H100 SXM: an H200 scenario must not be costed with
+    # microbenchmark constants the H100 runs showed 40 % optimistic
+    assert presets.calibration_donor(name) == "h100-sxm-80gb"
+    for dtype in ("bf16", "fp8"):
+        mine = presets.gpu(name, dtype=dtype)
+        donor = presets.gpu("h100-sxm-80gb", dtype=dtype)
+        fitted = [k for k, *_ in presets._own_calibrated_items("h100-sxm-80gb", dtype)]
+        assert "gemm_efficiency_max" in fitted and "layer_overhead_us" in fitted
+        for key in fitted:
+            assert mine[key] == donor[key], key
+            assert "transferred from h100-sxm-80gb (copied)" in mine["sources"][key]
+    # what the part has of its own stays its own
+    assert presets.gpu(name)["hbm_gb"] == presets.gpu(name, calibrated=False)["hbm_gb"]
+    assert "calibrated_from" not in presets.gpu(name)
+
+
+def test_another_generation_carries_the_fitted_share_of_its_stock_values():
+    stock = presets.gpu("b200", calibrated=False)
+    donor_stock = presets.gpu("h100-sxm-80gb", calibrated=False)
+    donor = presets.gpu("h100-sxm-80gb")
+    mine = presets.gpu("b200")
+    for key in FITTED_FRACTIONS + ("gemm_half_flops",):
+        assert mine[key] == pytest.approx(stock[key] * donor[key] / donor_stock[key],
+                                          rel=1e-12), key
+    # a time is not a share of a microbenchmark figure: copied
+    assert mine["layer_overhead_us"] == donor["layer_overhead_us"] > 0.0
+    fp8 = presets.gpu("b200", dtype="fp8")
+    assert fp8["fp8_gemm_efficiency_max"] == pytest.approx(
+        stock["fp8_gemm_efficiency_max"] * presets.gpu("h100-sxm-80gb", dtype="fp8")[
+            "fp8_gemm_efficiency_max"] / donor_stock["fp8_gemm_efficiency_max"], rel=1e-12)
+    assert "ASSUMPTION" in mine["sources"]["gemm_efficiency_max"]
+
+
+def test_a_gpu_with_its_own_fit_or_stock_constants_takes_no_donor():
+    assert presets.calibration_donor("h100-sxm-80gb") is None
+    assert presets.calibration_donor("a100-sxm-80gb") is None
+    assert presets.gpu("h200-141gb", calibrated=False)["gemm_efficiency_max"] == presets.get(
+        "gpu", "h200-141gb")["gemm_efficiency_max"]
+
+
+def test_a_donor_fit_reaches_the_packed_block_of_a_scenario(tmp_path):
+    # one path: a scenario naming the H200 packs the H100's fitted GEMM curve
+    sc = trainscape.load(write_toml(tmp_path / "h200.toml", raw("h200-141gb")))
+    assert sc.cluster.gpu.gemm_efficiency_max == presets.gpu("h100-sxm-80gb")[
+        "gemm_efficiency_max"]
+    assert sc.cluster.gpu.hbm_gb == 141.0
+    stock = trainscape.load(raw({"preset": "h200-141gb", "calibrated": False}))
+    assert stock.cluster.gpu.gemm_efficiency_max == presets.get("gpu", "h200-141gb")[
+        "gemm_efficiency_max"]

@@ -28,6 +28,7 @@ __all__ = [
     "dlrm",
     "calibrated_constants",
     "calibrated_dtypes",
+    "calibration_donor",
     "resolve_gpu",
     "stack_profile",
     "get",
@@ -147,8 +148,10 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
     Resolution order, each step overriding the one before:
 
     1. ``gpus.toml`` -- the microbenchmark (stock) values;
-    2. ``calibrated.toml [<name>]`` -- constants fitted for this GPU type (all dtypes);
-    3. ``calibrated.toml [<name>.<dtype>]`` -- constants fitted for this dtype;
+    2. ``calibrated.toml [<name>]`` -- constants fitted for this GPU type (all dtypes), or,
+       for a type without a fit, its ``calibrated_from`` donor's, transferred
+       (:func:`_transferred_items`);
+    3. ``calibrated.toml [<name>.<dtype>]`` -- constants fitted for this dtype (likewise);
     4. ``stacks.toml [<stack>.scale]`` -- a software-stack profile's multipliers;
     5. ``explicit`` -- fields the user wrote in the scenario (never scaled).
 
@@ -157,7 +160,11 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
     it with its field path). The result's ``sources`` say where each replaced value came from.
     """
     preset = get("gpu", name)
+    for key in ("calibrated_from", "calibration_transfer"):  # how to resolve, not constants
+        preset.pop(key, None)
     sources = preset.setdefault("sources", {})
+    for key in ("calibrated_from", "calibration_transfer"):
+        sources.pop(key, None)
     if calibrated:
         for key, value, note in _calibrated_items(name, dtype):
             preset[key] = value
@@ -180,9 +187,14 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
     return preset
 
 
-def _calibrated_items(name: str, dtype: str | None) -> list[tuple[str, object, str]]:
-    """(field, value, source note) of the fitted constants for ``name`` in resolution order:
-    the GPU table's, then its ``dtype`` sub-table's."""
+#: constants a transfer (:func:`_transferred_items`) keeps at most 1: fractions of a peak, a
+#: bandwidth or another efficiency
+_TRANSFER_FRACTIONS = FRACTION_FIELDS + ("fp8_gemm_efficiency_max", "legacy_attention_fraction")
+
+
+def _own_calibrated_items(name: str, dtype: str | None) -> list[tuple[str, object, str]]:
+    """(field, value, source note) of the constants fitted for ``name`` itself, in resolution
+    order: the GPU table's, then its ``dtype`` sub-table's."""
     table = calibrated_constants(name)
     out = []
     base_note = _calibration_note(table.get("provenance", {}))
@@ -201,6 +213,53 @@ def _calibrated_items(name: str, dtype: str | None) -> list[tuple[str, object, s
     return out
 
 
+def calibration_donor(name: str) -> str | None:
+    """The calibrated GPU whose fit GPU ``name`` takes (``calibrated_from`` in ``gpus.toml``)
+    when it has no fit of its own; None when it has one, or no donor."""
+    if calibrated_constants(name):
+        return None
+    donor = get("gpu", name).get("calibrated_from")
+    return donor if isinstance(donor, str) and calibrated_constants(donor) else None
+
+
+def _transferred_items(name: str, donor: str, dtype: str | None) -> list[tuple[str, object, str]]:
+    """The donor's fitted constants carried to GPU ``name`` by its ``calibration_transfer``:
+    ``"copy"`` (a part of the donor's die) keeps them as they are; ``"ratio"`` (another
+    generation) carries each as the ratio of the donor's fitted value to the donor's stock
+    value, times ``name``'s own stock value -- the share of a microbenchmark's figure the
+    training stacks reach, not the figure. Where the donor's stock value is 0 or absent
+    (``layer_overhead_us``: a time, not an efficiency) the fitted value is copied."""
+    own = get("gpu", name)
+    stock = get("gpu", donor)
+    ratio_rule = own.get("calibration_transfer") == "ratio"
+    why = own.get("sources", {}).get("calibrated_from", "")
+    out = []
+    for key, value, note in _own_calibrated_items(donor, dtype):
+        base = stock.get(key)
+        mine = own.get(key)
+        moved = value
+        how = "copied"
+        if ratio_rule and isinstance(base, (int, float)) and base > 0 \
+                and isinstance(mine, (int, float)) and isinstance(value, (int, float)):
+            moved = mine * (value / base)
+            how = f"x {value / base:.3g} of this GPU's stock value {mine:g}"
+        if key in _TRANSFER_FRACTIONS and isinstance(moved, float) and moved > 1.0:
+            moved = 1.0
+            how += " (capped at 1)"
+        out.append((key, moved, f"{note}; transferred from {donor} ({how}): {why}"))
+    return out
+
+
+def _calibrated_items(name: str, dtype: str | None) -> list[tuple[str, object, str]]:
+    """(field, value, source note) of the fitted constants for ``name`` in resolution order:
+    its own fit's (the GPU table's, then its ``dtype`` sub-table's), or, without one, its
+    donor's (:func:`calibration_donor`, :func:`_transferred_items`)."""
+    donor = calibration_donor(name)
+    if donor is not None:
+        return _transferred_items(name, donor, dtype)
+    return _own_calibrated_items(name, dtype)
+
+
 def calibrated_constants(name: str) -> dict:
     """Fitted constants (and their ``provenance``) for GPU ``name``; empty if none. Per-dtype
     fits are sub-tables keyed by dtype (``CALIBRATED_DTYPES``), each with an optional
@@ -213,8 +272,10 @@ def calibrated_constants(name: str) -> dict:
 
 
 def calibrated_dtypes(name: str) -> list[str]:
-    """The dtypes with a fitted sub-table for GPU ``name`` (file order)."""
-    return [k for k, v in calibrated_constants(name).items()
+    """The dtypes with a fitted sub-table for GPU ``name``, or for its donor
+    (:func:`calibration_donor`) when it takes another GPU's fit (file order)."""
+    donor = calibration_donor(name)
+    return [k for k, v in calibrated_constants(donor or name).items()
             if k in CALIBRATED_DTYPES and isinstance(v, dict)]
 
 
