@@ -5,6 +5,7 @@ software-stack profile; the HBM capacity unit."""
 from __future__ import annotations
 
 import copy
+import json
 import tomllib
 
 import numpy as np
@@ -406,3 +407,33 @@ def test_a_donor_fit_reaches_the_packed_block_of_a_scenario(tmp_path):
     stock = trainscape.load(raw({"preset": "h200-141gb", "calibrated": False}))
     assert stock.cluster.gpu.gemm_efficiency_max == presets.get("gpu", "h200-141gb")[
         "gemm_efficiency_max"]
+
+
+def test_presets_show_prints_each_value_with_its_source():
+    out = CliRunner().invoke(main, ["presets", "gpu", "--show", "h200-141gb", "--json"])
+    assert out.exit_code == 0, out.output
+    shown = json.loads(out.output)
+    assert shown["values"]["gemm_efficiency_max"] == presets.gpu("h100-sxm-80gb")[
+        "gemm_efficiency_max"]
+    assert "transferred from h100-sxm-80gb" in shown["sources"]["gemm_efficiency_max"]
+    stock = json.loads(CliRunner().invoke(
+        main, ["presets", "gpu", "--show", "h200-141gb", "--stock", "--json"]).output)
+    assert stock["values"]["gemm_efficiency_max"] == presets.get("gpu", "h200-141gb")[
+        "gemm_efficiency_max"]
+    fsdp = json.loads(CliRunner().invoke(
+        main, ["presets", "gpu", "--show", "h100-sxm-80gb", "--stack", "pytorch-fsdp",
+               "--dtype", "fp8", "--json"]).output)
+    assert fsdp["values"] == {k: v for k, v in presets.gpu(
+        "h100-sxm-80gb", dtype="fp8", stack="pytorch-fsdp").items() if k != "sources"}
+    text = CliRunner().invoke(main, ["presets", "model", "--show", "llama3-8b"])
+    assert text.exit_code == 0 and "hidden" in text.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["presets", "gpu", "--show", "h300"], "'h300' is not a gpu preset; one of"),
+    (["presets", "--show", "h200-141gb"], "--show needs KIND"),
+    (["presets", "gpu", "--show", "b200", "--dtype", "fp4"], "--dtype"),
+])
+def test_presets_show_refuses_what_does_not_exist(args, message):
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 2 and message in out.output

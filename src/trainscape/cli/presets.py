@@ -1,4 +1,5 @@
-"""``trainscape presets``: the built-in GPUs, clusters and models with their key figures."""
+"""``trainscape presets``: the built-in GPUs, clusters and models with their key figures, or one
+preset in full with the source of every value."""
 
 from __future__ import annotations
 
@@ -12,10 +13,25 @@ from .. import presets as P
 @click.command("presets")
 @click.argument("kind", required=False, type=click.Choice(P.KINDS))
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
-def command(kind: str | None, as_json: bool) -> None:
-    """List presets of KIND (gpu, cluster, model, dlrm, stack), or all kinds. Every value's
-    public source is in the data files (docs/presets.md); a stack's multipliers are fitted by
-    scripts/calibrate.py (docs/accuracy.md)."""
+@click.option("--show", "show", metavar="NAME",
+              help="Every value of one preset of KIND and where it comes from; a GPU as the "
+                   "model resolves it for --dtype and --stack (fitted constants, a donor's "
+                   "transferred fit, the stack profile).")
+@click.option("--dtype", type=click.Choice(P.CALIBRATED_DTYPES), default="bf16",
+              show_default=True, help="With --show on a GPU: the job dtype it is resolved for.")
+@click.option("--stack", type=click.Choice(P.STACKS), default=P.DEFAULT_STACK,
+              show_default=True, help="With --show on a GPU: the software-stack profile.")
+@click.option("--stock", is_flag=True,
+              help="With --show on a GPU: the microbenchmark values, without any fit.")
+def command(kind: str | None, as_json: bool, show: str | None, dtype: str, stack: str,
+            stock: bool) -> None:
+    """List presets of KIND (gpu, cluster, model, dlrm, stack), or all kinds; --show NAME
+    prints one preset in full. Every value's public source is in the data files
+    (docs/presets.md); a stack's multipliers are fitted by scripts/calibrate.py
+    (docs/accuracy.md)."""
+    if show is not None:
+        _show(kind, show, dtype, stack, stock, as_json)
+        return
     kinds = [kind] if kind else list(P.KINDS)
     if as_json:
         click.echo(json.dumps({k: P.summary_rows(k) for k in kinds}, indent=2, default=str))
@@ -35,6 +51,42 @@ def command(kind: str | None, as_json: bool) -> None:
         for row in rows:
             table.add_row(*[_fmt(v) for c, v in row.items() if c != "name"])
         console.print(table)
+
+
+def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
+          as_json: bool) -> None:
+    """One preset, field by field with its source (exit 2 for a missing KIND or unknown NAME)."""
+    if kind is None:
+        raise click.UsageError("--show needs KIND: one of " + ", ".join(P.KINDS))
+    if name not in P.names(kind):
+        raise click.BadParameter(f"{name!r} is not a {kind} preset; one of "
+                                 + ", ".join(P.names(kind)), param_hint="--show")
+    if kind == "gpu":
+        table = P.resolve_gpu(name, dtype=dtype, stack=stack, calibrated=not stock)
+        title = (f"{name} for {dtype} jobs on the {stack} stack profile"
+                 + (" (stock, no fit)" if stock else ""))
+    elif kind == "stack":
+        table = P.stack_profile(name)
+        title = f"{name} stack profile"
+    else:
+        table = P.get(kind, name)
+        title = f"{kind} preset {name}"
+    sources = table.pop("sources", {}) if isinstance(table.get("sources"), dict) else {}
+    if as_json:
+        click.echo(json.dumps({"preset": name, "kind": kind, "values": table,
+                               "sources": sources}, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Table(title=title, title_justify="left", show_lines=False)
+    out.add_column("field", no_wrap=True)
+    out.add_column("value", justify="right")
+    out.add_column("source", overflow="fold")
+    for key, value in table.items():
+        shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else _fmt(value)
+        out.add_row(key, shown, str(sources.get(key, "")))
+    Console().print(out)
 
 
 def _fmt(value) -> str:
