@@ -108,9 +108,10 @@ class Runner:
         if sc is None:
             cluster = preset_cluster(run.cluster_preset, run.config_gpus(), None, True,
                                      run.config_gpus() // 8 + 1)
-            bw = run.cluster_overrides.get("tier1_bandwidth_GBps")
-            if bw is not None:
-                cluster["tiers"][1]["bandwidth_GBps"] = bw
+            for k, tier in enumerate(cluster["tiers"]):  # tier<k>_bandwidth_GBps overrides
+                bw = run.cluster_overrides.get(f"tier{k}_bandwidth_GBps")
+                if bw is not None:
+                    tier["bandwidth_GBps"] = bw
             cluster["gpu"] = {"preset": run.gpu}
             sc = load({**run.scenario, "cluster": cluster})
             self._scenarios[run.case] = sc
