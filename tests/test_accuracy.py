@@ -85,6 +85,18 @@ def test_an_unprinted_interleave_counts_the_embedding_and_loss_slots():
     assert any("4 assumed" in a for a in run.assumptions)
 
 
+def test_nemo_1_yamls_keep_their_gradients_in_bf16():
+    # v24.11.1's NeMo-1.0 yamls run Apex distributed_fused_adam with grad_sync_dtype: bf16 and a
+    # contiguous grad buffer in that dtype: the 8B FP8 CP2 layout on 8 GPUs, which ran, fits
+    runs = {r.case: r for r in cal.published_runs()}
+    run = runs["dgxc_v24111_nemo_llama3.1-8b_fp8_8"]
+    assert run.scenario["job"]["grad_dtype"] == "bf16"
+    assert any("grad_sync_dtype: bf16" in a for a in run.assumptions)
+    assert cal.Runner([run]).cost(run, backend="c").feasible
+    # Megatron-LM accumulates and reduces bf16 gradients in fp32
+    assert runs["mcore_r080_gpt1.7b_48"].scenario["job"]["grad_dtype"] == "fp32"
+
+
 def test_published_step_time_conversions():
     runs = {r.case: r for r in cal.published_runs()}
     mpt = runs["mpt_h100_bf16_70b_s2048_g512"]  # 1007 tokens/s/GPU on 512 GPUs, GBS 4096

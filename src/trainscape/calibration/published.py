@@ -350,12 +350,22 @@ def published_step(row: dict[str, str], model_flops: float, notes: list[str]) ->
 def grad_dtype_of(row: dict[str, str], stack: str, release: tuple[int, ...],
                      notes: list[str]) -> str:
     """Gradient buffer dtype. NeMo 2.0 performance recipes reduce gradients in BF16
-    (``grad_reduce_in_fp32 = False`` in NeMo ``scripts/performance`` helpers); Megatron-LM,
-    NeMo 1.0 yamls and FSDP mixed precision keep FP32 gradients."""
+    (``grad_reduce_in_fp32 = False`` in NeMo ``scripts/performance`` helpers). The NeMo-1.0
+    yamls of the DGX Cloud collection's first tag (v24.11.1: ``llama3.1/*.yaml``,
+    ``nemo_megatron/gpt3_175b_hydra.yaml``, ``nemotron/*.yaml``) run Apex
+    ``DistributedFusedAdam`` (``optim.name: distributed_fused_adam``) with ``grad_sync_dtype:
+    bf16`` and ``contiguous_grad_buffer: true``, whose persistent gradient buffer is allocated
+    in the grad-sync dtype (``apex/contrib/optimizers/distributed_fused_adam.py``,
+    ``_init_grad_buffer``): BF16 too. Megatron-LM (``accumulate_allreduce_grads_in_fp32`` with
+    bf16), other NeMo 1.0 runs and FSDP mixed precision keep FP32 gradients."""
     if stack == "megatron-core" and (row["source"] == "nemo_perf_summary_h100"
                                      or release >= (24, 12)):
         notes.append("gradients reduced in BF16 assumed (NeMo 2.0 performance recipes set "
                      "grad_reduce_in_fp32 = False)")
+        return "bf16"
+    if stack == "megatron-core" and row["source"] == "dgxc_benchmarking":
+        notes.append("gradients in BF16 (the tag's NeMo-1.0 yamls: Apex distributed_fused_adam "
+                     "with grad_sync_dtype: bf16 and a contiguous grad buffer in that dtype)")
         return "bf16"
     return "fp32"
 
