@@ -363,6 +363,33 @@ TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v)
     return 2.0 * q;
 }
 
+/* pipeline.py p2p_steady_crossings_1f1b: steady-state 1F1B transfers on the critical path,
+ * 2(m-1) - 2 floor((m+p-2)/p); Megatron-LM's blocking send_forward_recv_backward /
+ * send_backward_recv_forward expose every one (the schedule simulator's count). */
+TS_FN double ts_p2p_steady_crossings_1f1b(double p, double m)
+{
+    if (p <= 1.0 || m < 1.0)
+        return 0.0;
+    return 2.0 * (m - 1.0) - 2.0 * floor((m + p - 2.0) / p);
+}
+
+/* pipeline.py p2p_steady_transfer_1f1b: time per steady crossing, the slower of the whole
+ * pipeline's cycle and the slowest boundary's, max(route/(p-1), t_max p/(2(p-1))). */
+TS_FN double ts_p2p_steady_transfer_1f1b(double p, double route, double t_max)
+{
+    double q, t, u;
+    if (p <= 1.0)
+        return 0.0;
+    q = p - 1.0;
+    t = route / q;
+    u = t_max * p / (2.0 * q);
+    if (u > t)
+        t = u;
+    if (t < 0.0)
+        t = 0.0;
+    return t;
+}
+
 /* pipeline.py pipeline_hide_window: compute that hides one steady-state boundary transfer,
  * min(f, b + w) / chunks. */
 TS_FN double ts_pipeline_hide_window(double f, double b, double w, double chunks)
@@ -377,16 +404,23 @@ TS_FN double ts_pipeline_hide_window(double f, double b, double w, double chunks
     return hide / chunks;
 }
 
-/* pipeline.py pipeline_comm_time: fill + drain at the tiers crossed, plus the steady-state
- * stall m * chunks * max(0, t_max - hide). */
+/* pipeline.py pipeline_comm_time: gpipe 2 route; 1f1b (and interleaved v = 1) 2 route plus
+ * every steady crossing; interleaved v > 1, zb-* and dualpipe* fill + drain at the tiers
+ * crossed plus the stall m * chunks * max(0, t_max - hide). */
 TS_FN double ts_pipeline_comm_time(int schedule, double p, double v, double m, double route,
                                    double t_top, double t_max, double hide)
 {
-    double n, fill, chunks, stall;
+    double n, fill, chunks, stall, steady;
     if (p <= 1.0)
         return 0.0;
+    if (schedule == TS_SCHED_GPIPE)
+        return 2.0 * route;
+    if (schedule == TS_SCHED_1F1B || (schedule == TS_SCHED_INTERLEAVED && v <= 1.0)) {
+        steady = ts_p2p_steady_crossings_1f1b(p, m) * ts_p2p_steady_transfer_1f1b(p, route, t_max);
+        return 2.0 * route + steady;
+    }
     n = ts_p2p_critical_transfers(schedule, p, v);
-    if (schedule == TS_SCHED_INTERLEAVED && v > 1.0)
+    if (schedule == TS_SCHED_INTERLEAVED)
         fill = 2.0 * (v * route + (v - 1.0) * t_top);
     else
         fill = n / (p - 1.0) * route;

@@ -149,6 +149,8 @@ TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t 
                                     double *last_out);
 TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v);
 TS_FN double ts_parameter_copies(int schedule);
+TS_FN double ts_p2p_steady_crossings_1f1b(double p, double m);
+TS_FN double ts_p2p_steady_transfer_1f1b(double p, double route, double t_max);
 TS_FN double ts_pipeline_hide_window(double f, double b, double w, double chunks);
 TS_FN double ts_pipeline_comm_time(int schedule, double p, double v, double m, double route,
                                    double t_top, double t_max, double hide);

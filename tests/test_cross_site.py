@@ -60,13 +60,18 @@ def test_few_stages_per_building_see_part_of_the_oversubscription():
 
 
 def test_uniform_boundaries_give_the_critical_transfer_count():
-    """Every boundary alike (one tier, t each): the fill and drain are
-    p2p_critical_transfers(schedule) x t (2(p-1), interleaved 2(pv-1), V 4(p-1))."""
-    p, v, t = 8, 2, 0.01
+    """Every boundary alike (one tier, t each), within the compute window: the fill and drain
+    are p2p_critical_transfers(schedule) x t (2(p-1), interleaved 2(pv-1), V 4(p-1)); 1F1B
+    (blocking p2p in the steady state) adds every steady-state transfer, 2(m-1) - 2 for each
+    microbatch j in 2..m with j = 2 mod p: with p = 8, m = 32, j = 2, 10, 18, 26, so
+    62 - 8 = 54 more (2(p-2) + 2m(p-1)/p = 12 + 56 = 68 in all)."""
+    p, v, t, m = 8, 2, 0.01, 32
     route = (p - 1) * t
     for code in range(len(L.SCHEDULES)):
         n = P.p2p_critical_transfers(code, p, v)
-        got = P.pipeline_comm_time(code, p, v, 32, route, t, t, 1.0)
+        if code == L.SCHED_1F1B:
+            n += 54
+        got = P.pipeline_comm_time(code, p, v, m, route, t, t, 1.0)
         assert got == pytest.approx(n * t, rel=1e-12), L.SCHEDULES[code]
 
 

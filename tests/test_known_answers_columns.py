@@ -346,9 +346,12 @@ def test_scenario_b_pipeline_bubble_transfers_and_memory(backend):
 
     bubble = (p - 1)(F + B + W) (Narayanan et al. SC'21 §2.1, PipeDream-Flush);
     compute = m (F + B + W), m = 4;
-    pp_comm: the first microbatch's activation crosses the one boundary forward and its
-    gradient backward (fill + drain): 2 x (1 us + b s h x 2 B / 80e9) = 2 x 2.72144e-5 s, and no
-    steady-state stall since a transfer is shorter than the F that hides it;
+    pp_comm: every transfer on 1F1B's critical path (Megatron-LM's blocking
+    send_forward_recv_backward / send_backward_recv_forward, no compute hides one). Rank 0
+    runs F0 F1 B0 F2 B1 F3 B2 B3, rank 1 F0 B0 F1 B1 F2 B2 F3 B3; the path is F0 -> (t) ->
+    rank 1 F0 B0 -> (t) -> rank 0 B0 F2 -> (t) -> rank 1 F2 B2 F3 B3 -> (t) -> rank 0 B3:
+    4 transfers of 1 us + b s h x 2 B / 80e9 = 2.72144e-5 s (the fill and drain, 2, plus the
+    loop through rank 0 that F2 waits on);
     optimizer (ZeRO 0): 16 B per parameter of the device, 12,584,960 (layer) + 32,768,000
     (output layer) = 45,352,960 (the first device holds the embedding instead: as many).
     Memory (1F1B, Megatron-LM warm-up p - r - 1): the first device keeps 2 microbatches of its
@@ -363,9 +366,9 @@ def test_scenario_b_pipeline_bubble_transfers_and_memory(backend):
     assert p_dev == 45_352_960
     close(r["compute_s"], 4 * (f + b + w))
     close(r["bubble_s"], f + b + w)
-    close(r["pp_comm_s"], 2 * transfer)
+    close(r["pp_comm_s"], 4 * transfer)
     close(r["optimizer_s"], p_dev * 16 / HBM)
-    close(r["step_time_s"], 4 * (f + b + w) + (f + b + w) + 2 * transfer + p_dev * 16 / HBM)
+    close(r["step_time_s"], 4 * (f + b + w) + (f + b + w) + 4 * transfer + p_dev * 16 / HBM)
     close(r["mem_activations_gib"], 33_587_200 / GIB)
     close(r["mem_logits_gib"], 196_608_000 / GIB)
     close(r["mem_weights_gib"], 2 * p_dev / GIB)
@@ -375,16 +378,15 @@ def test_scenario_b_pipeline_bubble_transfers_and_memory(backend):
 def test_scenario_b_slow_boundary_stalls_the_steady_state(backend):
     """The same pipeline with its two stages in two nodes of one GPU joined by a 1 GB/s,
     1 ms link: a transfer takes 1e-3 + 2,097,152 / 1e9 = 3.097152e-3 s, longer than the
-    F = 4.3454247e-4 s of the last stage that hides it, so besides fill and drain (2 transfers)
-    every microbatch stalls the pipeline by the excess: pp_comm = 2 t + m (t - F)
-    (``pipeline.pipeline_comm_time``: steady state m x chunks x max(0, t_max - hide), hide =
-    min(F, B + W) / chunks, 1 chunk under 1F1B)."""
+    F = 4.3454247e-4 s of the last stage. 1F1B's blocking p2p exposes the same 4 transfers as
+    on the fast link (the path of scenario B: fill, drain and the loop F2 waits on), whatever
+    their length against the compute: pp_comm = 4 t."""
     sys = toy_system(gpus=2, tiers=((1, 100e9, 1e-6, 0.8, 1.0), (2, 1e9, 1e-3, 1.0, 1.0)))
     r = run(backend, sys, toy_model(), toy_job(4), config(pp=2))
     f, b, w = _last_stage_f_b_w()
     t = 1e-3 + 2 * SBH / 1e9
     assert t > f and b + w > f
-    close(r["pp_comm_s"], 2 * t + 4 * (t - f))
+    close(r["pp_comm_s"], 4 * t)
     close(r["bubble_s"], f + b + w)
 
 
@@ -727,7 +729,9 @@ def test_scenario_f_3d_parallel_bubble_includes_the_stage_communication(backend)
     SC'21 §2.1: the bubble idles for whole stage passes). The stage boundary moves the
     microbatch's activations split over the TP ranks (Megatron's scatter/gather
     optimisation, SC'21 §4.1): b s h x 2 B / 2 = 1,048,576 B -> 1 us + 1,048,576 / 80e9 =
-    1.41072e-5 s, twice (fill + drain). ZeRO-1 over DP 2: rings of 2 on the stage's
+    1.41072e-5 s, 4 times on 1F1B's critical path with p = 2, m = 4 (blocking p2p: fill,
+    drain and the loop the third forward waits on, as in scenario B). ZeRO-1 over DP 2: rings
+    of 2 on the stage's
     P = (12,584,960 + 32,768,000) / 2 = 22,676,480 parameters per GPU."""
     r = run(backend, toy_system(gpus=8), toy_model(), toy_job(8),
             config(tp=2, pp=2, dp=2, sp=1, zero=1))
@@ -742,7 +746,7 @@ def test_scenario_f_3d_parallel_bubble_includes_the_stage_communication(backend)
     close(r["compute_s"], 4 * (f + b + w))
     close(r["tp_comm_s"], 4 * 2 * tp_pass)
     close(r["bubble_s"], f + tp_pass + b + tp_pass + w)
-    close(r["pp_comm_s"], 2 * t)
+    close(r["pp_comm_s"], 4 * t)
     close(r["dp_comm_s"], (LAT0 + 0.5 * 4 * p / BW0) + (LAT0 + 0.5 * 2 * p / BW0))
     close(r["optimizer_s"], p / 2 * 16 / HBM)
 

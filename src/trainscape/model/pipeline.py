@@ -25,6 +25,8 @@ function follows the simulation and the docstring says how (see also the notes p
 (gradient accumulation), bubble 0, one microbatch's activations stored at a time.
 """
 
+import math
+
 from ..layout import (
     SCHED_1F1B,
     SCHED_DUALPIPE,
@@ -447,11 +449,13 @@ def parameter_copies(schedule):
 
 
 def p2p_critical_transfers(schedule, p, v):
-    """Stage-to-stage activation/gradient transfers on the critical path (fill + drain) when
-    the steady-state transfers overlap compute.
+    """Stage-to-stage activation/gradient transfers on the critical path of the fill and the
+    drain (the transfers a step pays whatever m, besides any steady-state ones).
 
     * gpipe, 1f1b, zb-h1, zb-h2: 2(p-1) -- the first microbatch's forward crosses p-1 device
-      boundaries before the last stage can start, the last backward crosses p-1 back.
+      boundaries before the last stage can start, the last backward crosses p-1 back. For
+      GPipe these are all the exposed transfers (:func:`pipeline_comm_time`); 1F1B adds
+      :func:`p2p_steady_crossings_1f1b` steady-state ones.
     * interleaved: 2(pv-1) -- the microbatch route has pv stages on p devices, every boundary
       between consecutive stages is a device boundary (stage c*p+r on device r), and the fill
       waits for the first microbatch to come round all v loops (the simulator with a per-transfer
@@ -473,6 +477,56 @@ def p2p_critical_transfers(schedule, p, v):
     return 2.0 * q
 
 
+def p2p_steady_crossings_1f1b(p, m):
+    """Steady-state stage-boundary transfers on the critical path of 1F1B, beyond the
+    2(p-1) of the fill and the drain: ``2(m-1) - 2 floor((m+p-2)/p)`` (0 for m = 1; about
+    ``2m(p-1)/p`` for m >> p).
+
+    Megatron-LM ``forward_backward_pipelining_without_interleaving`` issues its steady-state
+    transfers as *blocking* pairs (``send_forward_recv_backward``,
+    ``send_backward_recv_forward``): rank r cannot start its next forward before the gradient
+    of rank r+1 came back, and rank r+1 cannot start that forward before rank r's activation
+    arrived. With zero transfer time 1F1B is tight everywhere (bubble (p-1)(f+b+w) on every
+    path), so every transfer adds to the makespan: a window of k+1 consecutive ranks is a
+    dependency cycle of k+1 microbatches that crosses its k boundaries twice, and the whole
+    pipeline (k = p-1) crosses 2(p-1) boundaries every p microbatches.
+
+    The count is that of the schedule simulator (:mod:`trainscape.model.schedule_sim`, the
+    spec of schedule timing): ``makespan(c) - makespan(0) = (2(p-1) + this) c`` exactly, for
+    every transfer time c (no compute window hides any of it), every f, b, w split and
+    p = 2..16, m = 1..8p (``tests/test_pipeline_p2p_sim.py``)."""
+    if p <= 1 or m < 1:
+        return 0.0
+    return 2.0 * (m - 1.0) - 2.0 * math.floor((m + p - 2.0) / p)
+
+
+def p2p_steady_transfer_1f1b(p, route, t_max):
+    """Time charged per steady-state 1F1B crossing (:func:`p2p_steady_crossings_1f1b`) when
+    the p-1 boundaries differ: ``max(route / (p-1), t_max p / (2(p-1)))``.
+
+    The steady crossings go round dependency cycles of consecutive ranks (k boundaries
+    crossed twice every k+1 microbatches), so a microbatch pays the slowest such cycle's
+    ``2 (sum of its k transfers) / (k+1)``. With only the route sum and the slowest transfer
+    known, the two cycles they name are the whole pipeline, ``2 route / p``, and the slowest
+    boundary alone, ``t_max``; the crossings number about ``2m(p-1)/p``, so each is charged the
+    larger rate times ``p / (2(p-1))``. Exact when every boundary is alike (the first term,
+    ``route / (p-1) = t_max``, is then the larger). With one slow boundary every g (tiers,
+    fast ones 0.01 to 0.9 of it) the simulator replaying a per-boundary transfer time
+    (p = 4..16, m = p, 4p, 8p) is within -11 % .. +12 % of this form for m >= 4p; at m = p the
+    form over-counts by up to 65 % (little is at stake there); a cycle over a
+    few slow boundaries in a row can be slower than both terms."""
+    if p <= 1:
+        return 0.0
+    q = p - 1.0
+    t = route / q
+    u = t_max * p / (2.0 * q)
+    if u > t:
+        t = u
+    if t < 0.0:
+        t = 0.0
+    return t
+
+
 def pipeline_hide_window(f, b, w, chunks):
     """Compute that hides one steady-state stage-boundary transfer: while an activation (a
     gradient) is in flight the receiving device runs one chunk's backward (forward) of another
@@ -480,7 +534,10 @@ def pipeline_hide_window(f, b, w, chunks):
     steady state (Megatron-LM's non-blocking ``overlap_p2p_comm`` send/recv of the interleaved
     schedule, Narayanan et al. SC'21 §2.2). The schedule simulator
     (:mod:`trainscape.model.schedule_sim`, interleaved with a per-transfer delay) starts to
-    stall exactly past this window (p = 8 and 16, v = 2 and 4)."""
+    stall exactly past this window (p = 8 and 16, v = 2 and 4). It does NOT apply to 1F1B
+    (blocking p2p, every transfer exposed: :func:`p2p_steady_crossings_1f1b`) nor to GPipe
+    (no steady-state transfer on the critical path at all); :func:`pipeline_comm_time` uses it
+    for the interleaved, zero-bubble and DualPipe schedules."""
     if chunks < 1:
         chunks = 1
     hide = b + w
@@ -493,26 +550,48 @@ def pipeline_hide_window(f, b, w, chunks):
 
 def pipeline_comm_time(schedule, p, v, m, route, t_top, t_max, hide):
     """Pipeline point-to-point time of one step: the fill and drain transfers, each at the tier
-    its boundary crosses, plus a steady-state stall when the slowest transfer outlasts the
-    compute that hides it.
+    its boundary crosses, plus the steady-state transfers the schedule exposes.
 
     ``route``, ``t_top``, ``t_max``: :func:`~trainscape.model.collectives.pipeline_boundary_
-    transfers`; ``hide``: :func:`pipeline_hide_window`.
+    transfers`; ``hide``: :func:`pipeline_hide_window`. The schedule simulator
+    (:mod:`trainscape.model.schedule_sim`) is the spec; with every boundary alike (``route =
+    (p-1) t``, ``t_top = t_max = t``) it gives, for any t:
 
-    * Fill + drain: the first microbatch's forward crosses every device boundary once and the
-      last backward once back -- ``2 route`` for gpipe, 1f1b, zb-h1/h2 and dualpipe; ``4 route``
-      for the V schedules (zb-v, dualpipe-v: each boundary twice per direction); interleaved
-      ``2 (v route + (v - 1) t_top)`` (v loops over the devices and v - 1 wraps from the last
-      device to the first). With every boundary alike these are
-      :func:`p2p_critical_transfers` transfers.
-    * Steady state: each microbatch crosses the slowest boundary once per chunk and direction;
-      the part of a transfer beyond ``hide`` stalls the pipeline: ``m * chunks * max(0, t_max -
-      hide)`` (the simulator's stall grows by about ``m v`` per unit of delay past the window).
+    * gpipe: ``2 route`` -- the first forward's fill and the last backward's drain. Exact at
+      every t: a stage's next forward (backward) never waits for a transfer, the previous
+      stage produces one every f (b + w) and the transfers only shift the stream.
+    * 1f1b (and interleaved with v = 1, which runs it): ``2 route +``
+      :func:`p2p_steady_crossings_1f1b` ``x`` :func:`p2p_steady_transfer_1f1b`. Megatron-LM's
+      blocking ``send_forward_recv_backward`` / ``send_backward_recv_forward`` put every
+      steady-state transfer on the critical path, at every t (no compute window hides any):
+      ``(2(p-2) + 2m(p-1)/p) t`` when p divides m.
+    * interleaved (v > 1): ``2 (v route + (v - 1) t_top)`` (v loops over the devices and v - 1
+      wraps from the last device to the first: 2(pv-1) transfers), exact while ``t_max <=
+      hide``; past the window ``m v (t_max - hide)`` is added, an upper bound of the simulator
+      (whose stall grows by 2(pv-1) + (v-1)(m-p) per unit of delay just past the window, by
+      more further out).
+    * zb-h1, zb-h2, zb-v, dualpipe, dualpipe-v: ``2 route`` (``4 route`` for the V schedules,
+      each boundary twice per direction) plus ``m * chunks * max(0, t_max - hide)``: a
+      transfer within the compute window is hidden. Kept from the simulator's replay because
+      the simulator does not represent how these schedules communicate: it replays orders
+      drawn for zero transfer time with blocking waits, whereas the sail-sg zero-bubble runtime
+      schedules its sends and receives as their own nodes at the peer's completion time and
+      moves a receive ahead of the computation it overlaps
+      (``zerobubble/scheduler/communication.py``, ``reorder_communication``, with the
+      transfer cost ``cost_comm`` in the schedule search), and DualPipe overlaps the
+      transfers of one microbatch with the forward-and-backward chunk of another (DeepSeek-V3
+      tech report §3.2.1), which the simulator's ``FB`` operation, waiting for both inputs,
+      does not.
     """
     if p <= 1:
         return 0.0
+    if schedule == SCHED_GPIPE:
+        return 2.0 * route
+    if schedule == SCHED_1F1B or (schedule == SCHED_INTERLEAVED and v <= 1):
+        steady = p2p_steady_crossings_1f1b(p, m) * p2p_steady_transfer_1f1b(p, route, t_max)
+        return 2.0 * route + steady
     n = p2p_critical_transfers(schedule, p, v)
-    if schedule == SCHED_INTERLEAVED and v > 1:
+    if schedule == SCHED_INTERLEAVED:
         fill = 2.0 * (v * route + (v - 1.0) * t_top)
     else:
         fill = n / (p - 1.0) * route
