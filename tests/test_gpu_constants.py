@@ -437,3 +437,12 @@ def test_presets_show_prints_each_value_with_its_source():
 def test_presets_show_refuses_what_does_not_exist(args, message):
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 2 and message in out.output
+
+
+def test_the_presets_table_says_where_each_gpus_fit_comes_from():
+    origin = {r["id"]: r["fit"] for r in presets.summary_rows("gpu")}
+    assert origin["h100-sxm-80gb"] == "own" and origin["a100-sxm-40gb"] == "own"
+    assert origin["h200-141gb"] == "h100-sxm-80gb (copy)"
+    assert origin["b200"] == "h100-sxm-80gb (ratio)"
+    out = CliRunner().invoke(main, ["presets", "gpu"], env={"COLUMNS": "250"})
+    assert out.exit_code == 0 and "h100-sxm-80gb (ratio)" in out.output

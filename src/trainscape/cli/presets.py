@@ -46,8 +46,10 @@ def command(kind: str | None, as_json: bool, show: str | None, dtype: str, stack
         for col in rows[0]:
             if col == "name":  # the id names it; the long name is in --json and the docs
                 continue
-            table.add_column(col, justify="left" if col == "id" else "right",
-                             no_wrap=col == "id")
+            # the columns that say which row is which never shrink on a narrow terminal
+            key = col in ("id", "dtype")
+            table.add_column(col, justify="left" if col == "id" else "right", no_wrap=key,
+                             min_width=max(len(_fmt(r[col])) for r in rows) if key else None)
         for row in rows:
             table.add_row(*[_fmt(v) for c, v in row.items() if c != "name"])
         console.print(table)

@@ -29,6 +29,7 @@ __all__ = [
     "calibrated_constants",
     "calibrated_dtypes",
     "calibration_donor",
+    "fit_origin",
     "resolve_gpu",
     "stack_profile",
     "get",
@@ -355,7 +356,20 @@ def _gpu_row(pid: str, g: dict) -> dict:
         "mem_eff": g["memory_efficiency"],
         "overhead_us": g.get("layer_overhead_us", 0.0),
         "legacy_attn": g.get("legacy_attention_fraction", 1.0),
+        "fit": fit_origin(pid),
     }
+
+
+def fit_origin(name: str) -> str:
+    """Where GPU ``name``'s calibrated constants come from, in a word or three: ``"own"`` (its
+    ``calibrated.toml`` table), ``"<donor> (copy)"`` / ``"<donor> (ratio)"`` (a donor's fit,
+    :func:`calibration_donor`), or ``"stock"`` (microbenchmark values only)."""
+    if calibrated_constants(name):
+        return "own"
+    donor = calibration_donor(name)
+    if donor is not None:
+        return f"{donor} ({get('gpu', name).get('calibration_transfer', 'copy')})"
+    return "stock"
 
 
 def _stack_row(pid: str, s: dict) -> dict:
