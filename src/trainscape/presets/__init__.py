@@ -120,6 +120,20 @@ STACK_SCALABLE = ("gemm_efficiency_max", "attention_efficiency", "memory_efficie
                   "layer_overhead_us")
 #: the scalable constants that are fractions of a peak or a bandwidth (at most 1)
 FRACTION_FIELDS = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency")
+#: every constant a resolution step may push past 1 that must stay a fraction: the scalable
+#: ones, and those a ratio transfer (:func:`_transferred_items`) also carries
+_CAPPED_FIELDS = FRACTION_FIELDS + ("fp8_gemm_efficiency_max", "legacy_attention_fraction")
+#: gpus.toml keys that say how to resolve a preset (:func:`calibration_donor`), not constants
+_RESOLUTION_KEYS = ("calibrated_from", "calibration_transfer")
+
+
+def _at_most_one(key: str, value: object) -> tuple[object, bool]:
+    """``value`` capped at 1 when ``key`` is a fraction (:data:`_CAPPED_FIELDS`), and whether
+    it was: a multiplier or ratio fitted on one GPU's values can push another's past the whole
+    peak or bandwidth."""
+    if key in _CAPPED_FIELDS and isinstance(value, float) and value > 1.0:
+        return 1.0, True
+    return value, False
 
 
 def gpu(name: str, calibrated: bool = True, dtype: str | None = None,
@@ -161,10 +175,9 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
     it with its field path). The result's ``sources`` say where each replaced value came from.
     """
     preset = get("gpu", name)
-    for key in ("calibrated_from", "calibration_transfer"):  # how to resolve, not constants
-        preset.pop(key, None)
     sources = preset.setdefault("sources", {})
-    for key in ("calibrated_from", "calibration_transfer"):
+    for key in _RESOLUTION_KEYS:
+        preset.pop(key, None)
         sources.pop(key, None)
     if calibrated:
         for key, value, note in _calibrated_items(name, dtype):
@@ -176,21 +189,14 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
         preset[key] = preset.get(key, 0.0) * factor
         sources[key] = (sources.get(key, "") + f"; x {factor:g} for the {profile['id']} stack "
                         "profile (stacks.toml)").lstrip("; ")
-        if key in FRACTION_FIELDS and preset[key] > 1.0:
-            # a multiplier fitted on the calibrated value can push a stock one past the whole
-            # peak or bandwidth: an efficiency is at most 1
-            preset[key] = 1.0
+        preset[key], capped = _at_most_one(key, preset[key])
+        if capped:
             sources[key] += " (capped at 1)"
     for key, value in (explicit or {}).items():
         preset[key] = value
         if key in sources:
             sources[key] = "set in the scenario"
     return preset
-
-
-#: constants a transfer (:func:`_transferred_items`) keeps at most 1: fractions of a peak, a
-#: bandwidth or another efficiency
-_TRANSFER_FRACTIONS = FRACTION_FIELDS + ("fp8_gemm_efficiency_max", "legacy_attention_fraction")
 
 
 def _own_calibrated_items(name: str, dtype: str | None) -> list[tuple[str, object, str]]:
@@ -244,8 +250,8 @@ def _transferred_items(name: str, donor: str, dtype: str | None) -> list[tuple[s
                 and isinstance(mine, (int, float)) and isinstance(value, (int, float)):
             moved = mine * (value / base)
             how = f"x {value / base:.3g} of this GPU's stock value {mine:g}"
-        if key in _TRANSFER_FRACTIONS and isinstance(moved, float) and moved > 1.0:
-            moved = 1.0
+        moved, capped = _at_most_one(key, moved)
+        if capped:
             how += " (capped at 1)"
         out.append((key, moved, f"{note}; transferred from {donor} ({how}): {why}"))
     return out
