@@ -97,6 +97,41 @@ def test_nemo_1_yamls_keep_their_gradients_in_bf16():
     assert runs["mcore_r080_gpt1.7b_48"].scenario["job"]["grad_dtype"] == "fp32"
 
 
+def _row(**fields):
+    """A calibration-layout CSV row: every column empty but those given."""
+    header = read_rows(PUBLISHED_FILES["nemo_perf_summary_h100"][0])[0].keys()
+    return {k: fields.get(k, "") for k in header}
+
+
+def test_a_printed_fsdp_degree_without_a_zero_stage_is_fully_sharded():
+    # Megatron-Bridge tables print an FSDP column: 8 on 8 GPUs is Megatron FSDP (ZeRO-3) even
+    # where the copy of the row lost the ZeRO text; 0 is DDP with the distributed optimizer
+    base = dict(source="nemo_perf_summary", case="x", gpu="h100-sxm-80gb",
+                framework="Megatron-Bridge / Megatron-Core (NeMo 25.11)", gpus="8", tp="1",
+                cp="1", pp="1", dp="8", mbs="1", recompute="none")
+    notes: list[str] = []
+    assert published.config_of(_row(**base, fsdp="8"), "megatron-core", notes)["zero"] == 3
+    assert any("FSDP degree 8 printed" in n for n in notes)
+    notes = []
+    assert published.config_of(_row(**base, fsdp="0"), "megatron-core", notes)["zero"] == 1
+    assert any("distributed optimizer (ZeRO-1) assumed" in n for n in notes)
+    # a printed stage wins over the column
+    notes = []
+    row = _row(**base, fsdp="8", zero="1 (distributed optimizer)")
+    assert published.config_of(row, "megatron-core", notes)["zero"] == 1
+
+
+def test_a_recipe_micro_batch_applies_to_its_own_gpu_only():
+    # the 25.11 H100 GPT-OSS row printed the B200 row's MBS 4: the H100 recipe's 1 replaces
+    # it there; the same row on another GPU (the B200 one of scripts/transfer_check.py) keeps
+    # its own printed 4
+    row = next(r for r in read_rows(PUBLISHED_FILES["nemo_perf_summary_h100"][0])
+               if r["case"] == "nemo2511_gpt-oss-120b_bf16_64")
+    assert published.run_of("nemo_perf_summary", row).config["mbs"] == 1
+    other = published.run_of("nemo_perf_summary", {**row, "gpu": "a100-sxm-80gb"})
+    assert other.config["mbs"] == int(row["mbs"]) == 4
+
+
 def test_published_step_time_conversions():
     runs = {r.case: r for r in cal.published_runs()}
     mpt = runs["mpt_h100_bf16_70b_s2048_g512"]  # 1007 tokens/s/GPU on 512 GPUs, GBS 4096

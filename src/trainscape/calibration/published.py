@@ -245,6 +245,14 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
             notes.append("recompute not printed: none assumed (the recipes run without)")
     zero_text = row["zero"]
     zero = _leading_int(zero_text)
+    fsdp = _int(row, "fsdp", 0) or 0
+    if zero is None and fsdp > 1:
+        # a printed FSDP degree of more than one rank: parameters, gradients and optimizer
+        # states sharded (Megatron-Bridge's "FSDP" column, Megatron FSDP / PyTorch FSDP; "0"
+        # is plain DDP with the distributed optimizer, the page's own nomenclature)
+        zero = 3
+        notes.append(f"ZeRO stage not printed: FSDP degree {fsdp} printed, fully sharded "
+                     "(ZeRO-3) assumed")
     if zero is None:
         if stack == "pytorch-fsdp":
             zero = 2
@@ -358,7 +366,7 @@ def grad_dtype_of(row: dict[str, str], stack: str, release: tuple[int, ...],
     in the grad-sync dtype (``apex/contrib/optimizers/distributed_fused_adam.py``,
     ``_init_grad_buffer``): BF16 too. Megatron-LM (``accumulate_allreduce_grads_in_fp32`` with
     bf16), other NeMo 1.0 runs and FSDP mixed precision keep FP32 gradients."""
-    if stack == "megatron-core" and (row["source"] == "nemo_perf_summary_h100"
+    if stack == "megatron-core" and (row["source"] == "nemo_perf_summary"
                                      or release >= (24, 12)):
         notes.append("gradients reduced in BF16 assumed (NeMo 2.0 performance recipes set "
                      "grad_reduce_in_fp32 = False)")
@@ -431,13 +439,13 @@ def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
 
 
 #: Micro-batch sizes a release's recipe states where the printed table contradicts itself:
-#: (source, model, release) -> (mbs, why). The NeMo 25.11 DGX-H100 GPT-OSS 120B row prints
+#: (source, model, release, gpu) -> (mbs, why). The NeMo 25.11 DGX-H100 GPT-OSS 120B row prints
 #: MBS 4 and GA 2 -- the DGX-B200 row's values (64 GPUs, PP 1, DP 64: 512 / (4 x 64) = 2); on
 #: H100's PP 4, DP 16 they would need GA 8. The release's H100 recipe (Megatron-Bridge v0.2.0,
 #: ``scripts/performance/configs/gpt_oss/workload_base_configs.py``,
 #: ``GPT_OSS_120B_H100_BF16_BASE_CONFIG``) keeps the base ``micro_batch_size = 1`` (GA 32).
 RECIPE_MBS = {
-    ("nemo_perf_summary", "gpt-oss-120b", (25, 11)): (
+    ("nemo_perf_summary", "gpt-oss-120b", (25, 11), "h100-sxm-80gb"): (
         1, "printed MBS 4 / GA 2 are the DGX-B200 row's (GBS / (MBS x DP) = 8 here): MBS 1 from "
            "the release's H100 recipe (Megatron-Bridge v0.2.0 GPT_OSS_120B_H100_BF16_BASE_CONFIG);"
            " its recompute_modules [layernorm, moe_act] are not modelled (activations kept)"),
@@ -469,7 +477,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     release = release_of(row)
     model = model_of(row, notes)
     config = config_of(row, stack, notes)
-    recipe_mbs = RECIPE_MBS.get((row["source"], row["model"], release))
+    recipe_mbs = RECIPE_MBS.get((row["source"], row["model"], release, row["gpu"]))
     if recipe_mbs is not None:
         config["mbs"] = recipe_mbs[0]
         notes.append(recipe_mbs[1])
