@@ -102,7 +102,8 @@ const char *ts_schedule_name(int32_t code)
 const char *ts_recompute_name(int32_t code)
 {
     static const char *names[TS_RECOMPUTE_COUNT] = {"none", "selective", "full", "dots",
-                                                    "dots_no_mlp_in", "dots_attn", "qkv_proj"};
+                                                    "dots_no_mlp_in", "dots_attn", "qkv_proj",
+                                                    "op_selective"};
     return code >= 0 && code < TS_RECOMPUTE_COUNT ? names[code] : "?";
 }
 

@@ -190,12 +190,18 @@ TS_FN double ts_layer_input_bytes(double s, double b, double h, double t, int sp
     return sp ? act_bytes * s * b * h / t : act_bytes * s * b * h;
 }
 
-/* llm.py named_dots_policy: keep[0..3] = Q/K/V, output projection, fc1, fc2 outputs kept (1)
- * or dropped (0) (MaxText remat_policy via jax.checkpoint_policies.save_only_these_names). */
-TS_FN void ts_named_dots_policy(int recompute, double *keep)
+/* llm.py named_dots_policy: keep[0..3] = the share of the Q/K/V, output projection, fc1, fc2
+ * outputs kept (MaxText remat_policy via jax.checkpoint_policies.save_only_these_names;
+ * torchtitan's per-op SAC: every second matmul of a block dropped -- wk, wo, w3). */
+TS_FN void ts_named_dots_policy(int recompute, double q_dim, double kv_dim, int swiglu,
+                                double *keep)
 {
     keep[0] = keep[1] = keep[2] = keep[3] = 1.0;
-    if (recompute == TS_RECOMPUTE_DOTS_NO_MLP_IN) {
+    if (recompute == TS_RECOMPUTE_OP_SELECTIVE) {
+        keep[0] = (q_dim + kv_dim) / (q_dim + 2.0 * kv_dim);
+        keep[1] = 0.0;
+        keep[2] = swiglu ? 0.5 : 1.0;
+    } else if (recompute == TS_RECOMPUTE_DOTS_NO_MLP_IN) {
         keep[2] = 0.0;
     } else if (recompute == TS_RECOMPUTE_DOTS_ATTN) {
         keep[2] = keep[3] = 0.0;
@@ -211,7 +217,7 @@ TS_FN double ts_named_dots_gemm_redo(double attn_gemm, double mlp_gemm, double q
 {
     double keep[4];
     double out_share, fc1_share, attn_redo, mlp_redo;
-    ts_named_dots_policy(recompute, keep);
+    ts_named_dots_policy(recompute, q_dim, kv_dim, swiglu, keep);
     out_share = q_dim / (2.0 * q_dim + 2.0 * kv_dim);
     fc1_share = swiglu ? 2.0 / 3.0 : 0.5;
     attn_redo = (1.0 - keep[0]) * (1.0 - out_share) + (1.0 - keep[1]) * out_share;
@@ -237,12 +243,32 @@ TS_FN double ts_named_dots_redo_flops(const double *mdl, double b, double seq, d
                                    recompute);
 }
 
+/* llm.py named_dots_core_saved: the policy keeps the fused attention's output (op_selective). */
+TS_FN int ts_named_dots_core_saved(int recompute, int flash)
+{
+    return recompute == TS_RECOMPUTE_OP_SELECTIVE && flash;
+}
+
+/* llm.py op_selective_extra_bytes: the saved attention output and fp32 log-sum-exp, and with
+ * SP over t > 1 ranks the output projection's reduce-scattered output. */
+TS_FN double ts_op_selective_extra_bytes(double s, double b, double h, double heads,
+                                         double head_dim, double t, int sp, double act_bytes)
+{
+    double out = (act_bytes * head_dim + 4.0) * s * b * heads / t;
+    if (sp && t > 1.0)
+        out += act_bytes * s * b * h / t;
+    return out;
+}
+
 /* llm.py named_dots_tp_replay: the share of a layer pass's TP traffic replayed for the re-run
- * GEMMs (SP: four equal collectives; else the two all-reduces after out proj and fc2). */
-TS_FN double ts_named_dots_tp_replay(int recompute, int sp)
+ * GEMMs (SP: four equal collectives; else the two all-reduces after out proj and fc2;
+ * op_selective: the all-gathers before wk and w3, or the all-reduce after wo). */
+TS_FN double ts_named_dots_tp_replay(int recompute, int sp, int swiglu)
 {
     double keep[4];
-    ts_named_dots_policy(recompute, keep);
+    if (recompute == TS_RECOMPUTE_OP_SELECTIVE)
+        return sp ? 0.25 * (swiglu ? 2.0 : 1.0) : 0.5;
+    ts_named_dots_policy(recompute, 1.0, 1.0, swiglu, keep);
     if (sp)
         return 0.25 * ((1.0 - keep[0]) + (1.0 - keep[1]) + (1.0 - keep[2]) + (1.0 - keep[3]));
     return 0.5 * ((1.0 - keep[1]) + (1.0 - keep[3]));
@@ -304,12 +330,15 @@ TS_FN double ts_layer_activation_bytes(double s, double b, double h, double head
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
     if (recompute >= TS_RECOMPUTE_DOTS) {
         double keep[4];
-        ts_named_dots_policy(recompute, keep);
+        double extra = 0.0;
+        ts_named_dots_policy(recompute, heads * head_dim, kv_heads * head_dim, swiglu, keep);
+        if (ts_named_dots_core_saved(recompute, flash))
+            extra = ts_op_selective_extra_bytes(s, b, h, heads, head_dim, t, sp, act_bytes);
         return ts_dots_layer_bytes(
             ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep[0],
                                     keep[1]),
             ts_dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, keep[2], keep[3]),
-            s, b, h, t, sp, act_bytes);
+            s, b, h, t, sp, act_bytes) + extra;
     }
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
@@ -330,13 +359,16 @@ TS_FN double ts_moe_layer_activation_bytes(double s, double b, double h, double 
         return ts_layer_input_bytes(s, b, h, t, sp, act_bytes);
     if (recompute >= TS_RECOMPUTE_DOTS) {
         double keep[4];
-        ts_named_dots_policy(recompute, keep);
+        double extra = 0.0;
+        ts_named_dots_policy(recompute, heads * head_dim, kv_heads * head_dim, swiglu, keep);
+        if (ts_named_dots_core_saved(recompute, flash))
+            extra = ts_op_selective_extra_bytes(s, b, h, heads, head_dim, t, sp, act_bytes);
         return ts_dots_layer_bytes(
             ts_dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep[0],
                                     keep[1]),
             ts_dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, act_bytes, keep[2],
                               keep[3]),
-            s, b, h, t, sp, act_bytes);
+            s, b, h, t, sp, act_bytes) + extra;
     }
     store_scores = recompute == TS_RECOMPUTE_NONE;
     return ts_attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes,
@@ -1134,7 +1166,10 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         for (c = TS_RECOMPUTE_DOTS + 1; c < TS_RECOMPUTE_COUNT; c++) {
             R->gemm_redo[c] = ts_named_dots_gemm_redo(attn_gemm_f, mlp_gemm_f, q_dim, kv_dim,
                                                       swiglu, c);
-            R->b_compute[c] = b_compute + (core_f + mem_f + R->gemm_redo[c]);
+            /* op_selective keeps the attention output: no core re-run (llm.py
+             * named_dots_core_saved) */
+            R->b_compute[c] = b_compute + ((ts_named_dots_core_saved(c, flash) ? 0.0 : core_f)
+                                           + mem_f + R->gemm_redo[c]);
         }
     }
 
@@ -1268,7 +1303,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                                          * hw_scale;
         for (c = TS_RECOMPUTE_DOTS + 1; c < TS_RECOMPUTE_COUNT; c++)
             R->hw_flops[c] = (3.0 * hw_fwd + bwd_extra
-                              + (layers * core_hw * split
+                              + ((ts_named_dots_core_saved(c, flash) ? 0.0
+                                                                      : layers * core_hw * split)
                                  + ts_named_dots_redo_flops(mdl, b, seq, n_moe, c)))
                              * hw_scale;
     }
@@ -1530,7 +1566,10 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     if (full)
         tp_b += tp_f;
     else if (recompute > TS_RECOMPUTE_DOTS) /* llm.py named_dots_tp_replay */
-        tp_b += ts_tp_exposed(ctx->sys, ts_named_dots_tp_replay(recompute, R->sp) * O->tp_pass,
+        tp_b += ts_tp_exposed(ctx->sys,
+                              ts_named_dots_tp_replay(recompute, R->sp,
+                                                      ctx->mdl[TS_MDL_SWIGLU] > 0.0)
+                                  * O->tp_pass,
                               R->gemm_redo[recompute], R->tp_overlap);
 
     /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023; TE
@@ -1545,8 +1584,10 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
         cp_b = stage_layers * ((R->cp - 1.0) * ts_overlapped_exposed(2.0 * step,
                                                                      R->cp_attn_step_b, 0.0, sig)
                                + step);
-        if (full || recompute >= TS_RECOMPUTE_DOTS) /* the recomputed attention's ring */
-            cp_b += stage_layers * ring_f;
+        if (full || (recompute >= TS_RECOMPUTE_DOTS
+                     && !ts_named_dots_core_saved(recompute,
+                                                  ctx->job[TS_JOB_FLASH_ATTENTION] > 0.0)))
+            cp_b += stage_layers * ring_f; /* the recomputed attention's ring */
     }
 
     /* ---- expert parallelism: dispatch + combine (Lepikhin et al. 2020, GShard §2) ---- */

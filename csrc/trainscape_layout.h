@@ -166,7 +166,8 @@ enum {
     TS_RECOMPUTE_DOTS_NO_MLP_IN = 4,
     TS_RECOMPUTE_DOTS_ATTN = 5,
     TS_RECOMPUTE_QKV_PROJ = 6,
-    TS_RECOMPUTE_COUNT = 7
+    TS_RECOMPUTE_OP_SELECTIVE = 7,
+    TS_RECOMPUTE_COUNT = 8
 };
 
 /* DIMS */
@@ -211,6 +212,6 @@ enum {
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x0B35EB4B
+#define TS_LAYOUT_HASH 0xBE4AF33D
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -33,7 +33,8 @@ from trainscape.calibration import published as P  # noqa: E402
 
 DEFAULT = ROOT / "docs" / "data" / "transfer_check_runs.csv"
 #: the row sources ``calibration.published.run_of`` reads, by the CSV's ``source`` column
-READERS = {"nemo_perf_summary": "nemo_perf_summary", "nemo_long_sequence": "nemo_long_sequence"}
+READERS = {"nemo_perf_summary": "nemo_perf_summary", "nemo_long_sequence": "nemo_long_sequence",
+           "torchtitan_benchmarks": "torchtitan_benchmarks"}
 #: the GPUs checked (the calibrated H100 rows of the same tables ride along as the baseline)
 GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-sxm-80gb")
 

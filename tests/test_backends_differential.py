@@ -127,7 +127,9 @@ def test_every_order_and_schedule(name, warm_backends, llama_example):  # noqa: 
                                            (L.RECOMPUTE_DOTS, 1, 1),
                                            (L.RECOMPUTE_DOTS_NO_MLP_IN, 0, 1),
                                            (L.RECOMPUTE_DOTS_ATTN, 3, 0),
-                                           (L.RECOMPUTE_QKV_PROJ, 2, 1)):
+                                           (L.RECOMPUTE_QKV_PROJ, 2, 1),
+                                           (L.RECOMPUTE_OP_SELECTIVE, 1, 1),
+                                           (L.RECOMPUTE_OP_SELECTIVE, 3, 0)):
                 c = base.copy()
                 c[L.CFG_ORDER] = order
                 c[L.CFG_SCHEDULE] = schedule

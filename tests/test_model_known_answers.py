@@ -934,11 +934,11 @@ def test_named_dot_policies_in_every_backend(backend):
 def test_named_dot_policies_tp_replay_without_sp():
     # two all-reduces per layer pass, after the output projection and after fc2: fc1's re-run
     # needs none, fc2's one, the output projection's the other
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, False) == 0.0
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, True) == 0.0
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_NO_MLP_IN, False) == 0.0
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_ATTN, False) == 0.5
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_QKV_PROJ, False) == 1.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, False, True) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, True, True) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_NO_MLP_IN, False, True) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_ATTN, False, True) == 0.5
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_QKV_PROJ, False, True) == 1.0
     sys = system([NODE, FABRIC], gpus=8)
     mdl = named_llama_model(4)
     jb = job(seq=4096, batch=8)
@@ -955,12 +955,105 @@ def test_named_dot_policies_are_appended_recompute_values():
     from trainscape.spec.pack import encode_value
 
     assert L.RECOMPUTE[:4] == ("none", "selective", "full", "dots")  # codes keep their values
-    for name in ("dots_no_mlp_in", "dots_attn", "qkv_proj"):
+    for name in ("dots_no_mlp_in", "dots_attn", "qkv_proj", "op_selective"):
         assert encode_value("recompute", name) == L.RECOMPUTE.index(name) > L.RECOMPUTE_DOTS
-    assert llm.named_dots_policy(L.RECOMPUTE_DOTS) == (1.0, 1.0, 1.0, 1.0)
-    assert llm.named_dots_policy(L.RECOMPUTE_DOTS_NO_MLP_IN) == (1.0, 1.0, 0.0, 1.0)
-    assert llm.named_dots_policy(L.RECOMPUTE_DOTS_ATTN) == (1.0, 1.0, 0.0, 0.0)
-    assert llm.named_dots_policy(L.RECOMPUTE_QKV_PROJ) == (1.0, 0.0, 0.0, 0.0)
+    q, kv = 4096.0, 1024.0
+    assert llm.named_dots_policy(L.RECOMPUTE_DOTS, q, kv, True) == (1.0, 1.0, 1.0, 1.0)
+    assert llm.named_dots_policy(L.RECOMPUTE_DOTS_NO_MLP_IN, q, kv, True) == (1.0, 1.0, 0.0, 1.0)
+    assert llm.named_dots_policy(L.RECOMPUTE_DOTS_ATTN, q, kv, True) == (1.0, 1.0, 0.0, 0.0)
+    assert llm.named_dots_policy(L.RECOMPUTE_QKV_PROJ, q, kv, True) == (1.0, 0.0, 0.0, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# torchtitan's per-op selective activation checkpointing ("op_selective")
+# ---------------------------------------------------------------------------------------------
+
+
+def test_op_selective_drops_every_second_matmul_of_a_llama_block():
+    # matmuls in order wq, wk, wv, wo, w1, w3, w2; the even ones (wk, wo, w3) are not saved:
+    # Q and V of Q/K/V (4096 + 1024 of 4096 + 2 x 1024), w1 of SwiGLU's fc1, all of fc2
+    q, kv = 4096.0, 1024.0
+    assert llm.named_dots_policy(L.RECOMPUTE_OP_SELECTIVE, q, kv, True) == (5 / 6, 0.0, 0.5, 1.0)
+    # a GeLU MLP: w1 is the 5th matmul (kept), w2's output is read by no backward
+    assert llm.named_dots_policy(L.RECOMPUTE_OP_SELECTIVE, q, kv, False) == (5 / 6, 0.0, 1.0,
+                                                                             1.0)
+    # the re-run share of the attention projections: wk (a_kv d) and wo (a d) of 2 a d + 2 a_kv d
+    assert llm.named_dots_gemm_redo(1.0, 0.0, q, kv, True, L.RECOMPUTE_OP_SELECTIVE) \
+        == pytest.approx((kv + q) / (2 * q + 2 * kv), rel=1e-15)
+    # of the SwiGLU MLP: w3, one of three matrices
+    assert llm.named_dots_gemm_redo(0.0, 1.0, q, kv, True, L.RECOMPUTE_OP_SELECTIVE) \
+        == pytest.approx(1 / 3, rel=1e-15)
+    assert llm.named_dots_core_saved(L.RECOMPUTE_OP_SELECTIVE, True)
+    assert not llm.named_dots_core_saved(L.RECOMPUTE_OP_SELECTIVE, False)  # unfused: re-run
+    assert not llm.named_dots_core_saved(L.RECOMPUTE_DOTS, True)
+    # TP with SP: the all-gathers in front of wk and w3 are replayed, the reduce-scatters saved
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, True, True) == 0.5
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, True, False) == 0.25
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, False, True) == 0.5
+
+
+def test_op_selective_layer_memory_by_hand():
+    # Llama 3 8B shape, s 8192, b 1, bf16, TP 8 with SP: the block input, Q and V, the attention
+    # output and its fp32 log-sum-exp, w1's output, fc2's output and the output projection's
+    # reduce-scattered output -- each split over the 8 ranks
+    s, b, h, a, kv, d, ffn, t = LS, LB, LH, LA, LKV, LD, LFFN, LT
+    want = 2 * s * b * (h + (a * d + kv * d) + a * d + ffn + h + h) + 4 * s * b * a
+    assert llama_layer_bytes(L.RECOMPUTE_OP_SELECTIVE) == pytest.approx(want / t, rel=1e-12)
+    # without TP no reduce-scatter; without a fused attention kernel the core is re-run and
+    # its output not kept
+    one = llm.layer_activation_bytes(s, b, h, a, kv, d, ffn, True, 1.0, False,
+                                     L.RECOMPUTE_OP_SELECTIVE, True, 2.0, False, 1.0)
+    assert one == pytest.approx(2 * s * b * (h + (a * d + kv * d) + a * d + ffn + h)
+                                + 4 * s * b * a, rel=1e-12)
+    unfused = llm.layer_activation_bytes(s, b, h, a, kv, d, ffn, True, 1.0, False,
+                                         L.RECOMPUTE_OP_SELECTIVE, False, 2.0, False, 1.0)
+    assert unfused == pytest.approx(2 * s * b * (h + (a * d + kv * d) + ffn + h), rel=1e-12)
+    # between "dots" (every GEMM output) and full recomputation
+    assert llama_layer_bytes(L.RECOMPUTE_FULL) < llama_layer_bytes(L.RECOMPUTE_OP_SELECTIVE) \
+        < llama_layer_bytes(L.RECOMPUTE_DOTS)
+
+
+@pytest.mark.parametrize("tp", [1, 4])
+def test_op_selective_reruns_wk_wo_w3_but_not_the_attention(tp):
+    layers, seq, batch = 4, 4096, 8
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = named_llama_model(layers)
+    jb = job(seq=seq, batch=batch)
+    kw = dict(tp=tp, dp=8 // tp, sp=1 if tp > 1 else 0)
+    t_attn = layers * llm.linear_gemm_time(
+        sys, llm.attention_projection_flops(1, seq, LH, LA, LKV, LD) / tp, 2.0)
+    t_mlp = layers * llm.linear_gemm_time(sys, llm.mlp_flops(1, seq, LH, LFFN, True) / tp, 2.0)
+    op, m = named_rec(sys, mdl, jb, L.RECOMPUTE_OP_SELECTIVE, **kw)
+    dots = named_rec(sys, mdl, jb, L.RECOMPUTE_DOTS, **kw)[0]
+    row = llm.row_terms(sys, mdl, jb, one_config(**kw), 0)
+    q, kv = LA * LD, LKV * LD
+    # over "dots": + wk, wo and w3 forward, - the attention core "dots" re-runs
+    want = (kv + q) / (2 * q + 2 * kv) * t_attn + t_mlp / 3 - row[llm.ROW_CORE_F]
+    assert (op[llm.REC_COMPUTE] - dots[llm.REC_COMPUTE]) / m == pytest.approx(want, rel=1e-9)
+    assert op[llm.REC_F_STAGE] == dots[llm.REC_F_STAGE]
+    # hardware FLOPs: the re-run GEMMs, no attention core
+    attn_f = layers * llm.attention_projection_flops(1, seq, LH, LA, LKV, LD)
+    mlp_f = layers * llm.mlp_flops(1, seq, LH, LFFN, True)
+    none = named_rec(sys, mdl, jb, L.RECOMPUTE_NONE, **kw)[0]
+    assert op[llm.REC_HW_FLOPS] - none[llm.REC_HW_FLOPS] == pytest.approx(
+        ((kv + q) / (2 * q + 2 * kv) * attn_f + mlp_f / 3) * batch, rel=1e-9)
+
+
+def test_op_selective_in_every_backend(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = named_llama_model(8)
+    jb = job(seq=8192, batch=16)
+    for kw in (dict(tp=8, sp=1), dict(tp=1, dp=8, sp=0)):
+        cfg = one_config(recompute=L.RECOMPUTE_OP_SELECTIVE, **kw)
+        got = evaluate_blocks(sys, mdl, jb, cfg, backend=backend)
+        want = evaluate_batch(sys, mdl, jb, cfg)
+        assert got[L.OUT_STATUS, 0] == L.STATUS_OK
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0.0)
+        dots = evaluate_blocks(sys, mdl, jb, one_config(recompute=L.RECOMPUTE_DOTS, **kw),
+                               backend=backend)
+        assert got[L.OUT_MEM_ACTIVATIONS_GIB, 0] < dots[L.OUT_MEM_ACTIVATIONS_GIB, 0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -174,12 +174,13 @@ def test_unknown_schedule():
 
 def test_unknown_recompute():
     assert_error(base(), ["config.recompute=some"], "config.recompute",
-                 "allowed: none, selective, full, dots, dots_no_mlp_in, dots_attn, qkv_proj")
+                 "allowed: none, selective, full, dots, dots_no_mlp_in, dots_attn, qkv_proj, "
+                 "op_selective")
     assert_error(base(), ["config.recompute=save_dot_except_mlpwi"], "config.recompute",
                  "got 'save_dot_except_mlpwi'")
 
 
-@pytest.mark.parametrize("name", ["dots_no_mlp_in", "dots_attn", "qkv_proj"])
+@pytest.mark.parametrize("name", ["dots_no_mlp_in", "dots_attn", "qkv_proj", "op_selective"])
 def test_named_dot_recompute_modes_are_accepted(name):
     sc = load_scenario(base(), [f"config.recompute={name}"])
     assert sc.config.recompute == name

@@ -28,11 +28,14 @@ SCHEDULES = (
 )
 #: Activation recomputation modes (codes are positions: new modes are appended). "dots": keep
 #: only the linear layers' GEMM outputs and the layer input, recompute everything else (JAX
-#: ``checkpoint_policies.dots_saveable``, MaxText ``remat_policy``, per-op SAC). The named-dot
+#: ``checkpoint_policies.dots_saveable``, MaxText ``remat_policy``). The named-dot
 #: subsets keep fewer GEMM outputs (``model.llm.named_dots_policy``): "dots_no_mlp_in" (MaxText
 #: ``save_dot_except_mlpwi``), "dots_attn" (``save_dot_except_mlp``, PaxML
-#: ``SAVE_QKV_OUT_PROJ``), "qkv_proj" (``save_qkv_proj``).
-RECOMPUTE = ("none", "selective", "full", "dots", "dots_no_mlp_in", "dots_attn", "qkv_proj")
+#: ``SAVE_QKV_OUT_PROJ``), "qkv_proj" (``save_qkv_proj``). "op_selective": torchtitan's per-op
+#: selective activation checkpointing (every second matmul of a block and the element-wise ops
+#: recomputed, the attention output saved: ``model.llm.named_dots_policy``).
+RECOMPUTE = ("none", "selective", "full", "dots", "dots_no_mlp_in", "dots_attn", "qkv_proj",
+             "op_selective")
 #: The parallel dimensions a rank index is decomposed into. ``dp`` here is the part of data
 #: parallelism *outside* expert parallelism (the expert-data-parallel degree ``dp / ep``); the
 #: user-facing ``dp`` degree is ``ep * (dp / ep)``.
@@ -284,7 +287,7 @@ OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
 SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_H2, SCHED_ZB_V, \
     SCHED_DUALPIPE, SCHED_DUALPIPE_V = range(len(SCHEDULES))
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_DOTS, RECOMPUTE_DOTS_NO_MLP_IN, \
-    RECOMPUTE_DOTS_ATTN, RECOMPUTE_QKV_PROJ = range(len(RECOMPUTE))
+    RECOMPUTE_DOTS_ATTN, RECOMPUTE_QKV_PROJ, RECOMPUTE_OP_SELECTIVE = range(len(RECOMPUTE))
 DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP = range(len(DIMS))
 N_DIMS = len(DIMS)
 N_SCHEDULES = len(SCHEDULES)

@@ -237,6 +237,12 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         recompute = jax_remat_policy(row["recompute"])
         notes.append(f"JAX remat policy '{row['recompute']}' costed as {recompute} recompute "
                      f"({JAX_REMAT_REASON[recompute]})")
+    elif recompute_text.startswith("selective") and "torchtitan" in row["framework"].lower():
+        # torchtitan's selective AC with selective_ac_option = "op" (its Llama 3 8B config):
+        # every second matmul of a block recomputed, the attention output saved
+        recompute = "op_selective"
+        notes.append("torchtitan selective activation checkpointing costed as op_selective "
+                     "(per-op SAC: wk, wo, w3 and the element-wise ops recomputed)")
     elif recompute_text.startswith("selective"):
         recompute = "selective"
     else:

@@ -109,6 +109,7 @@ from ..layout import (
     RECOMPUTE_DOTS_NO_MLP_IN,
     RECOMPUTE_FULL,
     RECOMPUTE_NONE,
+    RECOMPUTE_OP_SELECTIVE,
     RECOMPUTE_QKV_PROJ,
     RECOMPUTE_SELECTIVE,
     SCHED_DUALPIPE,
@@ -426,12 +427,14 @@ def layer_input_bytes(s, b, h, t, sp, act_bytes):
     return act_bytes * s * b * h
 
 
-def named_dots_policy(recompute):
-    """``(keep_qkv, keep_out, keep_fc1, keep_fc2)``: which linear GEMM outputs a dot-saving
-    recompute policy keeps (1.0) or drops (0.0) -- Q/K/V, the attention output projection, fc1
-    (SwiGLU's gate and up projections, MaxText ``mlpwi_0``/``mlpwi_1``), fc2 (``mlpwo``). What
-    is dropped is recomputed in the backward (:func:`named_dots_gemm_redo`); the layer input is
-    always kept (:func:`dots_layer_bytes`).
+def named_dots_policy(recompute, q_dim, kv_dim, swiglu):
+    """``(keep_qkv, keep_out, keep_fc1, keep_fc2)``: which share of each linear GEMM output a
+    dot-saving recompute policy keeps (1.0 all, 0.0 none) -- Q/K/V, the attention output
+    projection, fc1 (SwiGLU's gate and up projections, MaxText ``mlpwi_0``/``mlpwi_1``), fc2
+    (``mlpwo``). What is dropped is recomputed in the backward (:func:`named_dots_gemm_redo`);
+    the layer input is always kept (:func:`dots_layer_bytes`). ``q_dim``, ``kv_dim`` (heads x
+    head_dim, kv_heads x head_dim) and ``swiglu`` matter only where a policy keeps part of a
+    group.
 
     JAX ``jax.checkpoint_policies.save_only_these_names(*names)`` saves exactly the values
     tagged with ``jax.ad_checkpoint.checkpoint_name`` under those names (JAX docs, "Gradient
@@ -446,7 +449,28 @@ def named_dots_policy(recompute):
       same tensors);
     * "qkv_proj" -- ``save_qkv_proj``: ``query_proj``, ``key_proj``, ``value_proj``,
       ``qkv_proj``.
+
+    "op_selective" is torchtitan's per-op selective activation checkpointing (``ac_mode =
+    "selective"``, ``selective_ac_option = "op"``: ``torchtitan/distributed/
+    activation_checkpoint.py``, ``_apply_op_sac``): each transformer block's checkpoint keeps the
+    outputs of the ops on its save list -- ``aten.mm`` except every second one counted from the
+    block's start, the SDPA attention kernels, the reduce-scatters -- and recomputes every other
+    op. A Llama-style block runs its matmuls as wq, wk, wv, wo, then w1, w3, w2 (torchtitan
+    ``models/llama3/model.py``: ``Attention.forward``, ``FeedForward.forward`` computes
+    ``w2(silu(w1(x)) * w3(x))``), so wk, wo and w3 are dropped: Q/K/V kept in the share ``(q +
+    kv) / (q + 2 kv)`` (Q and V), the output projection dropped, fc1 half kept with SwiGLU (w1;
+    all of it with a GeLU MLP, w1 the 5th matmul), fc2 kept. With GeLU, fc2 (the 6th) is not
+    saved, but nothing in the backward reads it and PyTorch's recomputation stops once the
+    tensors the backward needs are back (``torch.utils.checkpoint``, ``early_stop``): counted as
+    kept, an upper bound of ``sbh`` per layer. Routed experts are taken to follow the same
+    pattern (fc1 half, fc2 kept). Unlike the JAX policies it keeps the attention's output
+    (:func:`named_dots_core_saved`, :func:`op_selective_extra_bytes`).
     """
+    if recompute == RECOMPUTE_OP_SELECTIVE:
+        keep_qkv = (q_dim + kv_dim) / (q_dim + 2.0 * kv_dim)
+        if swiglu:
+            return (keep_qkv, 0.0, 0.5, 1.0)
+        return (keep_qkv, 0.0, 1.0, 1.0)
     if recompute == RECOMPUTE_DOTS_NO_MLP_IN:
         return (1.0, 1.0, 0.0, 1.0)
     if recompute == RECOMPUTE_DOTS_ATTN:
@@ -466,7 +490,7 @@ def named_dots_gemm_redo(attn_gemm, mlp_gemm, q_dim, kv_dim, swiglu, recompute):
     dropped output is re-run even where only its consumer's backward needs it (fc1 for the
     activation and fc2's weight gradient; fc2 for an MoE combine's gate gradient), so a dense
     fc2 re-run is an upper bound where the compiler can drop it. 0 under "dots"."""
-    keep = named_dots_policy(recompute)
+    keep = named_dots_policy(recompute, q_dim, kv_dim, swiglu)
     out_share = q_dim / (2.0 * q_dim + 2.0 * kv_dim)
     fc1_share = 2.0 / 3.0 if swiglu else 0.5
     attn_redo = (1.0 - keep[0]) * (1.0 - out_share) + (1.0 - keep[1]) * out_share
@@ -474,7 +498,29 @@ def named_dots_gemm_redo(attn_gemm, mlp_gemm, q_dim, kv_dim, swiglu, recompute):
     return attn_gemm * attn_redo + mlp_gemm * mlp_redo
 
 
-def named_dots_tp_replay(recompute, sp):
+def named_dots_core_saved(recompute, flash):
+    """Whether a dot-saving policy keeps the attention core's output, so its backward re-runs
+    no attention forward: only "op_selective" with a fused kernel (torchtitan's save list holds
+    ``aten._scaled_dot_product_flash_attention`` and ``_efficient_attention``; an unfused
+    attention is a chain of batched matmuls and a softmax, none of them on the list). The JAX
+    policies save no batched dot (``checkpoint_dots_with_no_batch_dims``)."""
+    return recompute == RECOMPUTE_OP_SELECTIVE and flash
+
+
+def op_selective_extra_bytes(s, b, h, heads, head_dim, t, sp, act_bytes):
+    """Bytes an "op_selective" layer keeps beyond its saved GEMM outputs (:func:`dots_layer_bytes`
+    with :func:`named_dots_policy`): the fused attention's output (``sb·a·d``, split over the TP
+    ranks by heads) and its fp32 log-sum-exp (``4 sb·a``), which the SDPA backward reads
+    (FlashAttention-2, Dao 2023, Algorithm 2), and -- with sequence parallelism over ``t > 1``
+    ranks -- the reduce-scatter after the output projection (``sbh / t``), on the save list
+    though its GEMM is dropped (fc2's reduce-scattered output is counted as fc2 kept)."""
+    out = (act_bytes * head_dim + 4.0) * s * b * heads / t
+    if sp and t > 1.0:
+        out += act_bytes * s * b * h / t
+    return out
+
+
+def named_dots_tp_replay(recompute, sp, swiglu):
     """Fraction of a layer pass's tensor-parallel traffic (:func:`tp_layer_comm_time`) that a
     dot-saving policy replays in the backward for the GEMMs it re-runs
     (:func:`named_dots_gemm_redo`): with sequence parallelism four equal collectives -- the
@@ -482,8 +528,14 @@ def named_dots_tp_replay(recompute, sp):
     fc2's outputs -- each replayed when its GEMM is re-run; without SP the two all-reduces,
     after the output projection and after fc2 (Korthikanti et al. §4.2.2, Shoeybi et al. 2019
     §3: the column-parallel GEMMs' forward ``f`` is the identity). 0 under "dots" (the saved
-    outputs are the reduced ones)."""
-    keep = named_dots_policy(recompute)
+    outputs are the reduced ones). "op_selective" keeps the reduce-scatters' outputs (on its
+    save list) and replays the all-gathers in front of its re-run wk and, with SwiGLU, w3 (with
+    SP), or the all-reduce after its re-run output projection (without)."""
+    if recompute == RECOMPUTE_OP_SELECTIVE:
+        if sp:
+            return 0.25 * (2.0 if swiglu else 1.0)
+        return 0.5
+    keep = named_dots_policy(recompute, 1.0, 1.0, swiglu)
     if sp:
         return 0.25 * ((1.0 - keep[0]) + (1.0 - keep[1]) + (1.0 - keep[2]) + (1.0 - keep[3]))
     return 0.5 * ((1.0 - keep[1]) + (1.0 - keep[3]))
@@ -548,9 +600,9 @@ def dots_layer_bytes(attention, block, s, b, h, t, sp, act_bytes):
     "qkv_proj", whose ``attention`` and ``block`` drop the outputs :func:`named_dots_policy`
     drops. JAX's ``jax.checkpoint_policies.dots_saveable`` and
     ``save_only_these_names`` (JAX docs, "Gradient checkpointing with jax.checkpoint"), PaxML's
-    ``checkpoint_policy`` ``SAVE_DOT_ONLY`` / ``SAVE_QKV_OUT_PROJ`` and torchtitan's per-op
-    selective activation checkpointing (``ac_mode = "selective"`` with the op policy, matmul
-    outputs saved) are the same kind of policy."""
+    ``checkpoint_policy`` ``SAVE_DOT_ONLY`` / ``SAVE_QKV_OUT_PROJ`` are the same kind of
+    policy; torchtitan's per-op selective activation checkpointing is one too, with half the
+    matmuls and the attention output ("op_selective", :func:`named_dots_policy`)."""
     return layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block
 
 
@@ -568,12 +620,15 @@ def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, s
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
     if recompute >= RECOMPUTE_DOTS:
-        keep = named_dots_policy(recompute)
+        keep = named_dots_policy(recompute, heads * head_dim, kv_heads * head_dim, swiglu)
+        extra = 0.0
+        if named_dots_core_saved(recompute, flash):
+            extra = op_selective_extra_bytes(s, b, h, heads, head_dim, t, sp, act_bytes)
         return dots_layer_bytes(
             dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep[0],
                                  keep[1]),
             dots_mlp_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, keep[2], keep[3]),
-            s, b, h, t, sp, act_bytes)
+            s, b, h, t, sp, act_bytes) + extra
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
@@ -589,13 +644,16 @@ def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, t
     if recompute == RECOMPUTE_FULL:
         return layer_input_bytes(s, b, h, t, sp, act_bytes)
     if recompute >= RECOMPUTE_DOTS:
-        keep = named_dots_policy(recompute)
+        keep = named_dots_policy(recompute, heads * head_dim, kv_heads * head_dim, swiglu)
+        extra = 0.0
+        if named_dots_core_saved(recompute, flash):
+            extra = op_selective_extra_bytes(s, b, h, heads, head_dim, t, sp, act_bytes)
         return dots_layer_bytes(
             dots_attention_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, keep[0],
                                  keep[1]),
             dots_moe_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
                            keep[2], keep[3]),
-            s, b, h, t, sp, act_bytes)
+            s, b, h, t, sp, act_bytes) + extra
     store_scores = recompute == RECOMPUTE_NONE
     return (
         attention_activation_bytes(s, b, h, heads, kv_heads, head_dim, t, sp, act_bytes, flash,
@@ -873,7 +931,7 @@ def first_config_error(core, free):
 
 def free_config_error(cfg, i):
     """Checks of the free fields (recompute, zero, order, dp_overlap): codes 9, 10, 11, 14."""
-    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_QKV_PROJ:
+    if cfg[CFG_RECOMPUTE, i] < 0 or cfg[CFG_RECOMPUTE, i] > RECOMPUTE_OP_SELECTIVE:
         return 9
     if cfg[CFG_ZERO, i] < 0 or cfg[CFG_ZERO, i] > 3:
         return 10
@@ -1313,7 +1371,9 @@ def dots_recompute_time(core_f, mem_f, gemm_redo):
     :func:`recompute_terms`). The named-dot subsets (:func:`named_dots_policy`) also re-run the
     GEMMs whose outputs they drop, ``gemm_redo`` (:func:`named_dots_gemm_redo`; 0 under
     "dots"), and replay the TP collectives around them (:func:`named_dots_tp_replay`); an MoE
-    combine replayed for a re-run expert fc2 is neglected (no EP all-to-all is replayed)."""
+    combine replayed for a re-run expert fc2 is neglected (no EP all-to-all is replayed).
+    ``core_f`` is 0 where the policy keeps the attention output
+    (:func:`named_dots_core_saved`)."""
     return core_f + mem_f + gemm_redo
 
 
@@ -1703,7 +1763,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     elif recompute == RECOMPUTE_SELECTIVE and not flash:
         b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
     elif recompute >= RECOMPUTE_DOTS:
-        b_compute += dots_recompute_time(core_f, row[ROW_MEM_F], gemm_redo)
+        core_redo = core_f
+        if named_dots_core_saved(recompute, flash):
+            core_redo = 0.0
+        b_compute += dots_recompute_time(core_redo, row[ROW_MEM_F], gemm_redo)
 
     # ---- tensor parallelism -------------------------------------------------------------------
     tp_overlap = row[ROW_TP_OVERLAP] > 0.0
@@ -1715,7 +1778,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         tp_b += tp_exposed(sys, tp_pass, window_f, tp_overlap)
     elif recompute > RECOMPUTE_DOTS:
         # the collectives around the re-run GEMMs, overlapped with those GEMMs
-        tp_b += tp_exposed(sys, named_dots_tp_replay(recompute, row[ROW_SP] > 0.0) * tp_pass,
+        tp_b += tp_exposed(sys, named_dots_tp_replay(recompute, row[ROW_SP] > 0.0,
+                                                     mdl[MDL_SWIGLU] > 0.0) * tp_pass,
                            gemm_redo, tp_overlap)
 
     # ---- context parallelism: ring exchange of K and V overlapped with attention --------------
@@ -1729,7 +1793,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         cp_f = stage_layers * ring_f
         cp_b = stage_layers * cp_ring_exposed_backward(
             sys, step, attention_backward_factor(flash) * t_core, cp)
-        if recompute == RECOMPUTE_FULL or recompute >= RECOMPUTE_DOTS:
+        if recompute == RECOMPUTE_FULL or (recompute >= RECOMPUTE_DOTS
+                                           and not named_dots_core_saved(recompute, flash)):
             # the recomputed attention forward runs its ring again
             cp_b += stage_layers * ring_f
 
@@ -1792,7 +1857,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     if recompute == RECOMPUTE_FULL:
         hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN], mdl[MDL_VOCAB])
     elif recompute >= RECOMPUTE_DOTS or (recompute == RECOMPUTE_SELECTIVE and not flash):
-        hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
+        if not named_dots_core_saved(recompute, flash):
+            hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
         if recompute > RECOMPUTE_DOTS:
             hw_recompute += named_dots_redo_flops(mdl, b, job[JOB_SEQ_LEN], recompute)
     # backward = B + W: GEMMs twice, the attention core attention_backward_factor times (no
