@@ -884,6 +884,42 @@ TS_FN double ts_exposed(double comm, double window, int overlap)
     return TS_PYMAX(0.0, r);
 }
 
+/* llm.py dp_bucket_params: max(dp_bucket_min_params, dp_bucket_params_per_rank x dp_cp)
+ * (Megatron-Core's default max(4e7, 1e6 x dp x cp)). */
+TS_FN double ts_dp_bucket_params(const double *job, double dp_cp)
+{
+    double per_rank = job[TS_JOB_DP_BUCKET_PARAMS_PER_RANK] * dp_cp;
+    if (per_rank > job[TS_JOB_DP_BUCKET_MIN_PARAMS])
+        return per_rank;
+    return job[TS_JOB_DP_BUCKET_MIN_PARAMS];
+}
+
+/* llm.py dp_last_bucket_share: 1 / (chunks x ceil(params / (chunks x bucket))), the last
+ * bucket of the first model chunk; 0 without a bucket limit. */
+TS_FN double ts_dp_last_bucket_share(double params, double bucket, double chunks)
+{
+    double n;
+    if (bucket <= 0.0 || params <= 0.0)
+        return 0.0;
+    if (chunks < 1.0)
+        chunks = 1.0;
+    n = ceil(params / (chunks * bucket));
+    return 1.0 / (chunks * n);
+}
+
+/* llm.py bucketed_exposed: max(share x comm, comm - window x (1 - share)) when overlapped. */
+TS_FN double ts_bucketed_exposed(double comm, double window, double share, int overlap)
+{
+    double last, rest;
+    if (!overlap)
+        return comm;
+    last = comm * share;
+    rest = comm - window * (1.0 - share);
+    if (rest > last)
+        return rest;
+    return last;
+}
+
 /* llm.py offload_optimizer_time: ZeRO-Offload (Ren et al., USENIX ATC 2021, §4.1-4.2) */
 TS_FN double ts_offload_optimizer_time(const double *sys, const double *job, double shard_params,
                                        double window, int overlap)
@@ -1340,6 +1376,10 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->expert_params = expert_params;
     R->dp_dense = dp_dense;
     R->dp_expert = dp_expert;
+    /* llm.py finish_config: the last gradient bucket's share (dp_last_bucket_share) */
+    R->dp_last_share = ts_dp_last_bucket_share(
+        dense_params + expert_params, ts_dp_bucket_params(job, dp_dense),
+        (double)ts_schedule_chunks(schedule, (int64_t)vpp));
     R->r_dp_dense = r_dp_dense;
     R->r_dp_expert = r_dp_expert;
 }
@@ -1727,10 +1767,10 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
         O->have_ag = 1;
     }
     if (zero == 0) {
-        dp_time = ts_exposed(O->ar, V->bw_stage, dp_overlap);
+        dp_time = ts_bucketed_exposed(O->ar, V->bw_stage, R->dp_last_share, dp_overlap);
     } else if (zero == 1 || zero == 2) {
-        dp_time = ts_exposed(O->rs, V->bw_stage, dp_overlap)
-                  + ts_exposed(O->ag, V->f_stage, dp_overlap);
+        dp_time = ts_bucketed_exposed(O->rs, V->bw_stage, R->dp_last_share, dp_overlap)
+                  + ts_bucketed_exposed(O->ag, V->f_stage, R->dp_last_share, dp_overlap);
     } else {
         /* ZeRO-3 / FSDP, unit by unit (Rajbhandari et al. 2020 §5; Zhao et al. VLDB 2023
          * §3.2-3.3) */

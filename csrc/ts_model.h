@@ -219,6 +219,7 @@ typedef struct {
     int schedule, tp_overlap, dualpipe, has_ep_comm, sp;
     double cp, pp, vpp, m;
     double fsdp_units;   /* llm.py fsdp_units: ZeRO-3 collectives per microbatch pass */
+    double dp_last_share; /* llm.py dp_last_bucket_share: the last gradient bucket's share */
     double t_core, t_core_bwd, gemm_f, stage_layers, f_compute, w_compute;
     double cp_attn_step_f, cp_attn_step_b; /* attention of one CP ring step, fwd / bwd */
     double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */

@@ -236,6 +236,10 @@ def job_blocks(draw):
     # activation offload: the share of each stage's layers offloaded to host memory
     job[L.JOB_OFFLOAD_ACTIVATIONS] = draw(st.one_of(st.sampled_from([0.0, 0.0, 0.5, 1.0]),
                                                     st.floats(0.0, 1.0)))
+    # data-parallel gradient buckets: none, Megatron-Core's rule, a fixed size (1 parameter
+    # to more than any model: one bucket)
+    job[L.JOB_DP_BUCKET_MIN_PARAMS], job[L.JOB_DP_BUCKET_PARAMS_PER_RANK] = draw(st.sampled_from(
+        [(0.0, 0.0), (4e7, 1e6), (4e7, 1e6), (1.0, 0.0), (2.5e7, 0.0), (1e15, 0.0)]))
     return job
 
 

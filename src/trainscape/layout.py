@@ -149,6 +149,9 @@ JOB_FIELDS = (
     # host memory in the forward and come back for the backward (Megatron-Core/TE CPU offload)
     "linear_param_comm_bytes",  # bytes per linear-layer weight element of the ZeRO / FSDP
     # weight all-gather: param_bytes, or the FP8 data (1 + scales) with job.fp8_param_gather
+    "dp_bucket_min_params",  # data-parallel gradient bucket: at least this many parameters...
+    "dp_bucket_params_per_rank",  # ...or this many per data-parallel rank (x dp x cp), the
+    # larger (Megatron-Core: 4e7 and 1e6); both 0: no bucket limit
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -273,6 +276,8 @@ JOB_SYNC_FRAGMENTS = JOB_FIELDS.index("sync_fragments")
 JOB_SYNC_OVERLAP_STEPS = JOB_FIELDS.index("sync_overlap_steps")
 JOB_OFFLOAD_ACTIVATIONS = JOB_FIELDS.index("offload_activations")
 JOB_LINEAR_PARAM_COMM_BYTES = JOB_FIELDS.index("linear_param_comm_bytes")
+JOB_DP_BUCKET_MIN_PARAMS = JOB_FIELDS.index("dp_bucket_min_params")
+JOB_DP_BUCKET_PARAMS_PER_RANK = JOB_FIELDS.index("dp_bucket_params_per_rank")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

@@ -45,6 +45,8 @@ from ..layout import (
     JOB_COMBINE_BYTES,
     JOB_COMM_BYTES,
     JOB_DISPATCH_BYTES,
+    JOB_DP_BUCKET_MIN_PARAMS,
+    JOB_DP_BUCKET_PARAMS_PER_RANK,
     JOB_DROPOUT,
     JOB_FLASH_ATTENTION,
     JOB_PIPELINE_EDGE_LAYERS,
@@ -1227,6 +1229,57 @@ def exposed(comm, window, overlap):
     return max(0.0, comm - window)
 
 
+def dp_bucket_params(job, dp_cp):
+    """Parameters per data-parallel gradient bucket for ``dp_cp`` data-parallel ranks (context
+    parallelism included): ``max(dp_bucket_min_params, dp_bucket_params_per_rank x dp_cp)``.
+    Megatron-Core's default is ``max(40000000, 1000000 x dp_cp)`` (``DistributedDataParallel``,
+    ``DistributedDataParallelConfig.bucket_size``: "larger DP sizes need larger buckets to ensure
+    collectives do not become latency-bound"); 0: no bucket limit."""
+    per_rank = job[JOB_DP_BUCKET_PARAMS_PER_RANK] * dp_cp
+    if per_rank > job[JOB_DP_BUCKET_MIN_PARAMS]:
+        return per_rank
+    return job[JOB_DP_BUCKET_MIN_PARAMS]
+
+
+def dp_last_bucket_share(params, bucket, chunks):
+    """Share of a device's data-parallel gradient traffic in the last piece it reduces: its
+    ``params`` split into buckets of ``bucket`` parameters. Megatron-Core buckets only a
+    device's first model chunk; the other chunks of an interleaved (or V) stage reduce in one
+    piece each, their gradients complete earlier in the drain (``disable_bucketing`` for model
+    chunks after the first, ``megatron/training/training.py``). So the first chunk's
+    ``params / chunks`` split into ``n = ceil(params / (chunks x bucket))`` buckets, the last
+    reduced piece being ``1 / (chunks x n)`` of the traffic. 0 with no bucket limit (``bucket``
+    0): the collectives split as finely as the overlap needs."""
+    if bucket <= 0.0 or params <= 0.0:
+        return 0.0
+    if chunks < 1.0:
+        chunks = 1.0
+    n = math.ceil(params / (chunks * bucket))
+    return 1.0 / (chunks * n)
+
+
+def bucketed_exposed(comm, window, share, overlap):
+    """Time a data-parallel collective of ``comm`` adds after a compute ``window`` when it runs
+    bucket by bucket, ``N = 1 / share`` equal buckets that become ready evenly over the window
+    (a bucket's gradients once its layers' backward is done; the next bucket's parameter
+    all-gather once a bucket's forward starts), each collective after the one before: the last
+    ends at ``max(window + comm/N, window/N + comm)``, so
+
+        max(share·comm, comm − window·(1 − share))
+
+    is exposed. The last bucket has nothing left to hide behind (the first, for an all-gather
+    before the forward): with one bucket all of ``comm`` (Megatron-Core's ``overlap_grad_reduce``
+    cannot overlap a single bucket), with ``share`` 0 ``max(0, comm − window)``
+    (:func:`exposed`). Not overlapped (``dp_overlap`` off): ``comm``."""
+    if not overlap:
+        return comm
+    last = comm * share
+    rest = comm - window * (1.0 - share)
+    if rest > last:
+        return rest
+    return last
+
+
 def overlapped_exposed(comm, window, exposed_fraction, slowdown):
     """Time a communication ``comm`` adds to a compute ``window`` it is overlapped with, when a
     fraction of it cannot overlap and the overlapped compute runs slower:
@@ -2117,12 +2170,17 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     w_stage = rect[REC_W_STAGE]
 
     # ---- data parallelism ----------------------------------------------------------------------
+    # gradient buckets (Megatron-Core DDP): the last bucket's reduction and the first bucket's
+    # gather are exposed whatever the window (see bucketed_exposed)
+    share = dp_last_bucket_share(row[ROW_DENSE_PARAMS] + row[ROW_EXPERT_PARAMS],
+                                 dp_bucket_params(job, row[ROW_CP] * row[ROW_DP]),
+                                 schedule_chunks(int(row[ROW_SCHEDULE]), row[ROW_VPP]))
     if zero == 0:
-        dp_time = exposed(dp_first, b_stage + w_stage, dp_overlap)
+        dp_time = bucketed_exposed(dp_first, b_stage + w_stage, share, dp_overlap)
     elif zero == 1 or zero == 2:
         # gradients reduce under the last backward; parameters gather under the next forward
-        dp_time = exposed(dp_first, b_stage + w_stage, dp_overlap) \
-            + exposed(dp_second, f_stage, dp_overlap)
+        dp_time = bucketed_exposed(dp_first, b_stage + w_stage, share, dp_overlap) \
+            + bucketed_exposed(dp_second, f_stage, share, dp_overlap)
     else:
         # ZeRO-3 / FSDP: every unit gathers its weights for forward and again for backward and
         # reduce-scatters its gradients, for every microbatch (Rajbhandari et al. 2020 §5; Zhao

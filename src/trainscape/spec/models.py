@@ -224,6 +224,12 @@ class JobSpec(_Spec):
     # weights are the master (Apex DistributedFusedAdam with dtype = bf16, as NeMo 1.0's
     # Nemotron-4 340B recipe runs it).
     optimizer_dtype: Literal[OPTIMIZER_DTYPES] = "fp32"
+    # Parameters per data-parallel gradient bucket: the gradients' reduce-scatter (all-reduce)
+    # and the weights' all-gather run bucket by bucket beside the backward and the forward, and
+    # the last bucket's reduction (the first's gather) has nothing left to hide behind. Default:
+    # the stack's -- Megatron-Core's max(4e7, 1e6 x dp x cp) on "megatron-core"
+    # (DistributedDataParallelConfig.bucket_size), no bucket limit on the others.
+    dp_bucket_params: R.BucketParams | None = None
     # cross-site synchronisation strategy ([job.sync], see SyncSpec)
     sync: SyncSpec = SyncSpec()
 

@@ -422,6 +422,26 @@ def pack_model(scenario: Scenario) -> np.ndarray:
     return mdl
 
 
+#: Megatron-Core's default data-parallel bucket: max(40000000, 1000000 x dp x cp) parameters
+#: (``megatron/core/distributed/distributed_data_parallel.py``; ``DistributedDataParallelConfig.
+#: bucket_size``: "larger DP sizes need larger buckets to ensure collectives do not become
+#: latency-bound").
+MEGATRON_DP_BUCKET = (40_000_000.0, 1_000_000.0)
+
+
+def dp_bucket_rule(bucket_params: int | None, stack: str) -> tuple[float, float]:
+    """``(minimum parameters, parameters per data-parallel rank)`` of the gradient bucket
+    (``model.llm.dp_bucket_params``): a bucket size the job sets, fixed; else the stack's rule --
+    Megatron-Core's :data:`MEGATRON_DP_BUCKET` -- or ``(0, 0)``, no bucket limit, where the stack
+    reduces otherwise (FSDP unit by unit, XLA's scheduler, Megatron-LM 2021-22's single
+    all-reduce, which ``dp_overlap`` describes)."""
+    if bucket_params is not None:
+        return float(bucket_params), 0.0
+    if stack == "megatron-core":
+        return MEGATRON_DP_BUCKET
+    return 0.0, 0.0
+
+
 def pack_job(scenario: Scenario) -> np.ndarray:
     """The job block: batch shape and bytes per element of each kind of data."""
     j = scenario.job
@@ -455,6 +475,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_OFFLOAD_ACTIVATIONS] = float(j.offload_activations)
     job[L.JOB_LINEAR_PARAM_COMM_BYTES] = linear_param_comm_bytes(j.recipe, j.fp8_param_gather,
                                                                  pb)
+    job[L.JOB_DP_BUCKET_MIN_PARAMS], job[L.JOB_DP_BUCKET_PARAMS_PER_RANK] = dp_bucket_rule(
+        j.dp_bucket_params, j.stack)
     job[L.JOB_SYNC_STRATEGY] = L.SYNC_STRATEGIES.index(j.sync.strategy)
     job[L.JOB_SYNC_INNER_STEPS] = j.sync.inner_steps
     job[L.JOB_SYNC_OUTER_BYTES] = outer_sync_bytes(j.sync.outer_dtype, gb)

@@ -77,6 +77,8 @@ MAX_WINDOW_MIB = 1e9
 MAX_SITES = 8
 #: job.sync.inner_steps (DiLoCo's H): 1 to 10^6
 MAX_INNER_STEPS = 10**6
+#: job.dp_bucket_params: 1 to 10^15 parameters per data-parallel gradient bucket
+MAX_BUCKET_PARAMS = 10**15
 
 
 def _int(lo: int, hi: int):
@@ -94,6 +96,7 @@ Degree = _int(1, MAX_GPUS)
 Dim = _int(1, MAX_DIM)
 DimOrZero = _int(0, MAX_DIM)
 Batch = _int(1, MAX_BATCH)
+BucketParams = _int(1, MAX_BUCKET_PARAMS)
 Tflops = _float(MIN_TFLOPS, MAX_TFLOPS)
 Bandwidth = _float(MIN_GBPS, MAX_GBPS)
 BandwidthOrZero = _float(0.0, MAX_GBPS)
