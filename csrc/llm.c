@@ -1379,7 +1379,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     /* llm.py finish_config: the last gradient bucket's share (dp_last_bucket_share) */
     R->dp_last_share = ts_dp_last_bucket_share(
         dense_params + expert_params, ts_dp_bucket_params(job, dp_dense),
-        (double)ts_schedule_chunks(schedule, (int64_t)vpp));
+        pp > 1.0 ? (double)ts_schedule_chunks(schedule, (int64_t)vpp) : 1.0);
     R->r_dp_dense = r_dp_dense;
     R->r_dp_expert = r_dp_expert;
 }

@@ -2172,9 +2172,12 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     # ---- data parallelism ----------------------------------------------------------------------
     # gradient buckets (Megatron-Core DDP): the last bucket's reduction and the first bucket's
     # gather are exposed whatever the window (see bucketed_exposed)
+    # (model chunks only with a pipeline: at pp = 1 no schedule splits the device's layers)
+    chunks = 1.0
+    if row[ROW_PP] > 1.0:
+        chunks = schedule_chunks(int(row[ROW_SCHEDULE]), row[ROW_VPP])
     share = dp_last_bucket_share(row[ROW_DENSE_PARAMS] + row[ROW_EXPERT_PARAMS],
-                                 dp_bucket_params(job, row[ROW_CP] * row[ROW_DP]),
-                                 schedule_chunks(int(row[ROW_SCHEDULE]), row[ROW_VPP]))
+                                 dp_bucket_params(job, row[ROW_CP] * row[ROW_DP]), chunks)
     if zero == 0:
         dp_time = bucketed_exposed(dp_first, b_stage + w_stage, share, dp_overlap)
     elif zero == 1 or zero == 2:
