@@ -866,21 +866,26 @@ def named_rec(sys, mdl, jb, rc, **kw):
     return llm.recompute_terms(sys, mdl, jb, row, ordt, rc), row[llm.ROW_M]
 
 
+def llama_gemm_case(tp, layers=4, seq=4096, batch=8):
+    """A Llama-shaped stack on 8 GPUs at TP ``tp`` (SP with TP) and its per-microbatch forward
+    GEMM times: ``(sys, mdl, job, config kwargs, t_attn, t_mlp)``."""
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = named_llama_model(layers)
+    jb = job(seq=seq, batch=batch)
+    kw = dict(tp=tp, dp=8 // tp, sp=1 if tp > 1 else 0)
+    t_attn = layers * llm.linear_gemm_time(
+        sys, llm.attention_projection_flops(1, seq, LH, LA, LKV, LD) / tp, 2.0)
+    t_mlp = layers * llm.linear_gemm_time(sys, llm.mlp_flops(1, seq, LH, LFFN, True) / tp, 2.0)
+    return sys, mdl, jb, kw, t_attn, t_mlp
+
+
 @pytest.mark.parametrize("tp", [1, 4])
 def test_named_dot_policies_rerun_the_dropped_gemms_llama(tp):
     # backward extra over "dots" = the dropped GEMMs' forward time: fc1 is 2 of SwiGLU's 3
     # matrices; the output projection is a d / (2 a d + 2 a_kv d) = 4096 / 10240 of the
     # attention projections' FLOPs
     layers, seq, batch = 4, 4096, 8
-    sys = system([NODE, FABRIC], gpus=8)
-    mdl = named_llama_model(layers)
-    jb = job(seq=seq, batch=batch)
-    kw = dict(tp=tp, dp=8 // tp, sp=1 if tp > 1 else 0)
-    split = tp
-    t_attn = layers * llm.linear_gemm_time(
-        sys, llm.attention_projection_flops(1, seq, LH, LA, LKV, LD) / split, 2.0)
-    t_mlp = layers * llm.linear_gemm_time(sys, llm.mlp_flops(1, seq, LH, LFFN, True) / split,
-                                          2.0)
+    sys, mdl, jb, kw, t_attn, t_mlp = llama_gemm_case(tp, layers, seq, batch)
     rec = {rc: named_rec(sys, mdl, jb, rc, **kw)[0] for rc in NAMED}
     m = named_rec(sys, mdl, jb, L.RECOMPUTE_DOTS, **kw)[1]
     # compute per microbatch (F + B + W, no communication)
@@ -1019,13 +1024,7 @@ def test_op_selective_layer_memory_by_hand():
 @pytest.mark.parametrize("tp", [1, 4])
 def test_op_selective_reruns_wk_wo_w3_but_not_the_attention(tp):
     layers, seq, batch = 4, 4096, 8
-    sys = system([NODE, FABRIC], gpus=8)
-    mdl = named_llama_model(layers)
-    jb = job(seq=seq, batch=batch)
-    kw = dict(tp=tp, dp=8 // tp, sp=1 if tp > 1 else 0)
-    t_attn = layers * llm.linear_gemm_time(
-        sys, llm.attention_projection_flops(1, seq, LH, LA, LKV, LD) / tp, 2.0)
-    t_mlp = layers * llm.linear_gemm_time(sys, llm.mlp_flops(1, seq, LH, LFFN, True) / tp, 2.0)
+    sys, mdl, jb, kw, t_attn, t_mlp = llama_gemm_case(tp, layers, seq, batch)
     op, m = named_rec(sys, mdl, jb, L.RECOMPUTE_OP_SELECTIVE, **kw)
     dots = named_rec(sys, mdl, jb, L.RECOMPUTE_DOTS, **kw)[0]
     row = llm.row_terms(sys, mdl, jb, one_config(**kw), 0)
