@@ -907,17 +907,13 @@ TS_FN double ts_dp_last_bucket_share(double params, double bucket, double chunks
     return 1.0 / (chunks * n);
 }
 
-/* llm.py bucketed_exposed: max(share x comm, comm - window x (1 - share)) when overlapped. */
+/* llm.py bucketed_exposed: ts_overlapped_exposed with f = share over the window's first
+ * (1 - share), no slowdown, when overlapped. */
 TS_FN double ts_bucketed_exposed(double comm, double window, double share, int overlap)
 {
-    double last, rest;
     if (!overlap)
         return comm;
-    last = comm * share;
-    rest = comm - window * (1.0 - share);
-    if (rest > last)
-        return rest;
-    return last;
+    return ts_overlapped_exposed(comm, window * (1.0 - share), share, 0.0);
 }
 
 /* llm.py offload_optimizer_time: ZeRO-Offload (Ren et al., USENIX ATC 2021, §4.1-4.2) */

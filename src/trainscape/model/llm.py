@@ -1270,14 +1270,12 @@ def bucketed_exposed(comm, window, share, overlap):
     is exposed. The last bucket has nothing left to hide behind (the first, for an all-gather
     before the forward): with one bucket all of ``comm`` (Megatron-Core's ``overlap_grad_reduce``
     cannot overlap a single bucket), with ``share`` 0 ``max(0, comm − window)``
-    (:func:`exposed`). Not overlapped (``dp_overlap`` off): ``comm``."""
+    (:func:`exposed`). That is :func:`overlapped_exposed` with ``f = share`` over the window's
+    first ``1 − share`` (the last bucket becomes ready only at its end) and no slowdown. Not
+    overlapped (``dp_overlap`` off): ``comm``."""
     if not overlap:
         return comm
-    last = comm * share
-    rest = comm - window * (1.0 - share)
-    if rest > last:
-        return rest
-    return last
+    return overlapped_exposed(comm, window * (1.0 - share), share, 0.0)
 
 
 def overlapped_exposed(comm, window, exposed_fraction, slowdown):
