@@ -10,9 +10,10 @@ The CSV has the calibration set's column layout (../shared/calibration/README.md
 and their provenance are described in docs/accuracy.md ("GPUs without a fit of their own").
 Each row is costed like a ``trainscape validate`` row of the same source -- its own layout, the
 assumptions that source's rows get -- on the DGX H100 SuperPOD fabric (8 x 400 Gb/s per node),
-with the node tier at the GPU's own NVLink bandwidth (900 GB/s per direction on B200). Rows of
-sources ``trainscape validate`` has no reader for (torchtitan, a cloud operator's log, papers'
-GPU-hour averages) are listed as skipped, with why.
+with the node tier at the GPU's own NVLink bandwidth (900 GB/s per direction on B200); the
+torchtitan rows read like the calibration set's FSDP rows (their selective checkpointing as
+``op_selective``). Rows of sources with no reader (a cloud operator's log, papers' GPU-hour
+averages) or on a GPU without a preset are listed as skipped, with why.
 """
 
 from __future__ import annotations
