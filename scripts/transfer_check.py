@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Check the calibrated_from transfer (presets/gpus.toml) against published runs on GPUs that
-have no fit of their own: B200 (H100 fit carried as fitted/stock ratios) and H200 / H800
-(H100 fit copied). Nothing here is fitted; the runs only check.
+"""Check the model against published runs it was never fitted on: GPUs without a fit of their
+own -- B200 (H100 fit carried as fitted/stock ratios) and H200 / H800 (H100 fit copied) -- and
+papers' and tables' runs on the fitted GPUs (A100, H100) that are not in the calibration set.
+Nothing here is fitted; the runs only check.
 
     python scripts/transfer_check.py                       # docs/data/transfer_check_runs.csv
     python scripts/transfer_check.py FILE.csv [--json]
 
 The CSV has the calibration set's column layout (../shared/calibration/README.md); its rows
-and their provenance are described in docs/accuracy.md ("GPUs without a fit of their own").
-Each row is costed like a ``trainscape validate`` row of the same source -- its own layout, the
-assumptions that source's rows get -- on the DGX H100 SuperPOD fabric (8 x 400 Gb/s per node),
-with the node tier at the GPU's own NVLink bandwidth (900 GB/s per direction on B200); the
-torchtitan rows read like the calibration set's FSDP rows (their selective checkpointing as
-``op_selective``). Rows of sources with no reader (a cloud operator's log, papers' GPU-hour
-averages) or on a GPU without a preset are listed as skipped, with why.
+and their provenance are described in docs/data/transfer_check_runs.md. Each row is costed like a
+``trainscape validate`` row of the same source -- its own layout, the assumptions that source's
+rows get, plus what a paper's stack did that the columns cannot say (``SOURCE_SETTINGS``). GPUs
+without a fit run on the DGX H100 SuperPOD fabric (8 x 400 Gb/s per node) with the node tier at
+the GPU's own NVLink bandwidth (900 GB/s per direction on B200); A100 and H100 rows run on their
+own DGX SuperPOD presets. The torchtitan rows read like the calibration set's FSDP rows (their
+selective checkpointing as ``op_selective``). Rows of sources with no reader (a cloud operator's
+log, papers' GPU-hour averages) or on a GPU without a preset are listed as skipped, with why.
+The summary is per GPU, then per source on the fitted GPUs (the H100 ``nemo_perf_summary``
+rows are the calibration set's own, riding along as the B200 rows' baseline).
 """
 
 from __future__ import annotations
@@ -35,16 +39,42 @@ from trainscape.calibration import published as P  # noqa: E402
 DEFAULT = ROOT / "docs" / "data" / "transfer_check_runs.csv"
 #: the row sources ``calibration.published.run_of`` reads, by the CSV's ``source`` column
 READERS = {"nemo_perf_summary": "nemo_perf_summary", "nemo_long_sequence": "nemo_long_sequence",
-           "torchtitan_benchmarks": "torchtitan_benchmarks"}
-#: the GPUs checked (the calibrated H100 rows of the same tables ride along as the baseline)
-GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-sxm-80gb")
+           "torchtitan_benchmarks": "torchtitan_benchmarks", "mtnlg_paper": "mtnlg_paper",
+           "megascale_paper": "megascale_paper", "nemotron4_15b_report": "nemotron4_15b_report",
+           "nemotron4_340b_report": "nemotron4_340b_report",
+           "dgxc_benchmarking": "dgxc_benchmarking",
+           "automodel_perf_summary": "automodel_perf_summary"}
+#: what a paper's stack did that its row's columns cannot say: source -> (job fields, config
+#: fields, software-stack profile or None, why). Each is that stack's documented behaviour.
+SOURCE_SETTINGS = {
+    # MT-NLG 530B (Smith et al. 2022, arXiv 2201.11990): Megatron tensor slicing inside
+    # DeepSpeed's pipeline engine, 2021 -- before FlashAttention (Dao et al., 2022-05), so
+    # Megatron's fused-softmax attention; DeepSpeed's TrainSchedule reduces gradients once, at
+    # the end of the batch (ReduceGrads before OptimizerStep, deepspeed/runtime/pipe/schedule.py)
+    "mtnlg_paper": (
+        {"flash_attention": False}, {"dp_overlap": False, "tp_overlap": False}, "megatron-lm",
+        "Megatron-DeepSpeed 2021: unfused attention (pre-FlashAttention), gradients reduced "
+        "after the last microbatch (DeepSpeed TrainSchedule ReduceGrads), no TP overlap"),
+    # MegaScale's baseline (Jiang et al. 2024, arXiv 2402.15627, §6): Megatron-LM at 285068c8
+    # (2023-01, the FlashAttention merge), before Transformer Engine's TP overlap and before
+    # Megatron-LM's --overlap-grad-reduce: gradients all-reduced after the backward pass
+    "megascale_paper": (
+        {}, {"dp_overlap": False, "tp_overlap": False}, "megatron-lm",
+        "Megatron-LM 285068c8 (2023-01): pre-Transformer Engine (no TP overlap), gradients "
+        "all-reduced after the backward pass (no --overlap-grad-reduce yet)"),
+}
+#: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
+#: papers' runs outside the calibration set check the fitted GPUs themselves)
+GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-sxm-80gb", "a100-sxm-80gb")
+#: GPUs that have a fit of their own (their rows check the fit, not a transfer)
+FITTED = ("h100-sxm-80gb", "a100-sxm-80gb")
 
 
 def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
     # DGX B200 and HGX H200 nodes carry the same 8 x 400 Gb/s fabric as the DGX H100: the
     # H100 SuperPOD preset, with the node tier set to each GPU's own NVLink below
     for gpu in GPUS:
-        P.GPU_CLUSTER.setdefault(gpu, "dgx-h100-superpod")
+        P.GPU_CLUSTER.setdefault(gpu, "dgx-h100-superpod")  # the fitted GPUs keep their own
     runs, skipped = [], []
     for row in rows:
         reader = READERS.get(row["source"])
@@ -57,11 +87,31 @@ def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
         except (KeyError, ValueError) as exc:
             skipped.append((row["case"], f"not costable: {exc}"))
             continue
-        run.cluster_preset = "dgx-h100-superpod"
+        settings = SOURCE_SETTINGS.get(row["source"])
+        if settings is not None:
+            job, config, stack, why = settings
+            run.scenario["job"].update(job)
+            run.config.update(config)
+            if stack is not None:
+                run.scenario["job"]["stack"] = run.stack = stack
+            run.assumptions.append(why)
+        if row["gpu"] not in FITTED:
+            run.cluster_preset = "dgx-h100-superpod"
         nvlink = presets.gpu(row["gpu"])["nvlink_bandwidth_GBps"]
         run.cluster_overrides = {**run.cluster_overrides, "tier0_bandwidth_GBps": nvlink}
         runs.append(run)
     return runs, skipped
+
+
+def summary_line(label: str, results: list) -> None:
+    """One summary line: median |error|, median signed error (negative: the model is faster
+    than the run) and the layouts the model calls infeasible."""
+    errs = [r.error for r in results if r.error is not None]
+    failed = sum(1 for r in results if not r.feasible)
+    if errs:
+        print(f"{label:30} {len(errs):3} rows: median |error| "
+              f"{100 * statistics.median(abs(e) for e in errs):.1f} %, median error "
+              f"{100 * statistics.median(errs):+.1f} %, infeasible {failed}")
 
 
 def main() -> int:
@@ -87,12 +137,12 @@ def main() -> int:
         err = "   -  " if r.error is None else f"{100 * r.error:+6.1f}%"
         print(f"{r.case:46} {r.gpu:14} {r.dtype:5} {r.status:15} {err}")
     for gpu in GPUS:
-        errs = [r.error for r in results if r.gpu == gpu and r.error is not None]
-        failed = sum(1 for r in results if r.gpu == gpu and not r.feasible)
-        if errs:
-            print(f"{gpu:14} {len(errs):3} rows: median |error| "
-                  f"{100 * statistics.median(abs(e) for e in errs):.1f} %, median error "
-                  f"{100 * statistics.median(errs):+.1f} %, infeasible {failed}")
+        summary_line(gpu, [r for r in results if r.gpu == gpu])
+    # the fitted GPUs' rows by source: each paper or table is one stack, era and scale range
+    sources = dict.fromkeys(r.source for r in results if r.gpu in FITTED)
+    for source in sources:
+        summary_line(f"  {source}", [r for r in results if r.gpu in FITTED
+                                     and r.source == source])
     for case, why in skipped:
         print(f"skipped {case}: {why}")
     return 0

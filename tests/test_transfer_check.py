@@ -52,3 +52,40 @@ def test_a_missing_file_exits_2(capsys, monkeypatch):
     assert tc.main() == 2
     err = capsys.readouterr().err
     assert "/nonexistent/runs.csv" in err and "Traceback" not in err
+
+
+def test_papers_runs_on_the_fitted_gpus_are_read_with_their_stacks(capsys, monkeypatch):
+    tc = load_script(monkeypatch)
+    monkeypatch.setattr("sys.argv", ["transfer_check.py", "--json"])
+    assert tc.main() == 0
+    rows = {r["case"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    # MT-NLG (2021): Megatron-LM profile, full recompute as its FLOP count implies, DeepSpeed's
+    # gradient reduction after the last microbatch, on the A100 SuperPOD preset
+    mtnlg = rows["mtnlg530b_2240"]
+    assert mtnlg["stack"] == "megatron-lm" and mtnlg["gpu"] == "a100-sxm-80gb"
+    assert mtnlg["config"]["recompute"] == "full"
+    assert not mtnlg["config"]["dp_overlap"] and not mtnlg["config"]["tp_overlap"]
+    assert any("unfused attention" in a for a in mtnlg["assumptions"])
+    # MegaScale's Megatron-LM 2023 baseline: no TP overlap, no overlapped gradient reduction
+    mega = rows["megascale_megatronlm_175b_12288_gbs6144"]
+    assert mega["stack"] == "megatron-lm" and not mega["config"]["dp_overlap"]
+    assert mega["config"]["dp"] * 64 == 12288
+    # a GeGLU MLP (Grok-1) is costed as SwiGLU, and says so
+    grok = rows["dgxc_v2505_nemo_grok1-314b_bf16_512"]
+    assert grok["status"] == "ok"
+    assert any("GeGLU" in a for a in grok["assumptions"])
+    # every costed row of these sources has a published and a predicted step
+    for case, r in rows.items():
+        if case.startswith(("mtnlg", "megascale", "nemotron4-")):
+            assert r["feasible"] and r["predicted_step_s"] > 0 and r["published_step_s"] > 0
+
+
+def test_the_summary_is_per_gpu_and_per_source_on_the_fitted_gpus(capsys, monkeypatch):
+    tc = load_script(monkeypatch)
+    monkeypatch.setattr("sys.argv", ["transfer_check.py"])
+    assert tc.main() == 0
+    out = capsys.readouterr().out
+    for label in ("a100-sxm-80gb", "h100-sxm-80gb", "b200", "mtnlg_paper", "megascale_paper",
+                  "nemotron4_340b_report", "automodel_perf_summary"):
+        assert any(line.strip().startswith(label) and "median |error|" in line
+                   for line in out.splitlines()), label

@@ -179,6 +179,10 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
     if mlp == "squared-relu":
         notes.append("squared-ReLU MLP costed as a 2-matrix (GeLU-shaped) MLP: same GEMMs")
         mlp = "gelu"
+    elif mlp == "geglu":
+        notes.append("GeGLU MLP costed as SwiGLU: the same three matrices (gate, up, down) and "
+                     "one gated element-wise product")
+        mlp = "swiglu"
     model: dict[str, Any] = {
         "name": name, "layers": _int(row, "layers"), "hidden": _int(row, "hidden"),
         "ffn_hidden": ffn if ffn > 0 else expert_ffn, "heads": _int(row, "heads"),
