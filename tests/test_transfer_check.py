@@ -89,3 +89,17 @@ def test_the_summary_is_per_gpu_and_per_source_on_the_fitted_gpus(capsys, monkey
                   "nemotron4_340b_report", "automodel_perf_summary"):
         assert any(line.strip().startswith(label) and "median |error|" in line
                    for line in out.splitlines()), label
+
+
+def test_deepseek_v3_reads_its_shared_expert_and_node_limited_routing():
+    from trainscape.calibration import published
+
+    row = {"model": "deepseek-v3", "layers": "61", "hidden": "7168", "ffn_hidden": "18432",
+           "heads": "128", "kv_heads": "128", "vocab": "129280", "mlp": "swiglu",
+           "experts": "256", "top_k": "8", "expert_ffn": "2048"}
+    model = published.model_of(row, [])
+    # config_671B.json: one shared expert, tokens routed to at most 4 of 8 expert groups
+    assert model["shared_experts"] == 1 and model["max_route_nodes"] == 4
+    # a model without group-limited routing keeps the unlimited default
+    qwen = dict(row, model="qwen3-235b-a22b", experts="128")
+    assert "max_route_nodes" not in published.model_of(qwen, [])

@@ -88,7 +88,14 @@ HEAD_DIM = {
 #: (Llama 4 Maverick: MoE every other layer, one shared expert; Meta's model card / HF
 #: config ``interleave_moe_layer_step = 2``).
 MOE_EVERY = {"llama4-maverick-400b": 2}
-SHARED_EXPERTS = {"llama4-maverick-400b": 1}
+#: DeepSeek-V3 and Kimi K2: one shared expert beside the routed ones (deepseek-ai/DeepSeek-V3
+#: ``inference/configs/config_671B.json`` ``n_shared_experts: 1``; Kimi K2's config, the same
+#: architecture, ``n_shared_experts: 1``)
+SHARED_EXPERTS = {"llama4-maverick-400b": 1, "deepseek-v3": 1, "kimi-k2": 1}
+#: Group-limited routing: a token's experts lie in at most this many of the expert groups, one
+#: group per node when EP spans 8 nodes (DeepSeek-V3 ``config_671B.json`` ``n_expert_groups:
+#: 8``, ``n_limited_groups: 4``; the V3 report §2.1.2, node-limited routing, M = 4)
+MAX_ROUTE_NODES = {"deepseek-v3": 4}
 
 
 @dataclass
@@ -194,6 +201,8 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
     if experts:
         model.update(experts=experts, top_k=_int(row, "top_k"), expert_ffn_hidden=expert_ffn,
                      moe_every=MOE_EVERY.get(name, 1), shared_experts=SHARED_EXPERTS.get(name, 0))
+        if name in MAX_ROUTE_NODES:
+            model["max_route_nodes"] = MAX_ROUTE_NODES[name]
     return model
 
 
