@@ -43,7 +43,8 @@ READERS = {"nemo_perf_summary": "nemo_perf_summary", "nemo_long_sequence": "nemo
            "megascale_paper": "megascale_paper", "nemotron4_15b_report": "nemotron4_15b_report",
            "nemotron4_340b_report": "nemotron4_340b_report",
            "dgxc_benchmarking": "dgxc_benchmarking",
-           "automodel_perf_summary": "automodel_perf_summary"}
+           "automodel_perf_summary": "automodel_perf_summary",
+           "nemo_perf_summary_2407": "nemo_perf_summary_2407"}
 #: what a paper's stack did that its row's columns cannot say: source -> (job fields, config
 #: fields, software-stack profile or None, why). Each is that stack's documented behaviour.
 SOURCE_SETTINGS = {

@@ -281,12 +281,14 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
             zero = 1
             notes.append("ZeRO stage not printed: Megatron distributed optimizer (ZeRO-1) "
                          "assumed")
-    if zero == 1 and stack == "megatron-core" and () < release_of(row) <= (24, 5):
-        # NeMo 1.0 recipes of these releases name the optimizer distributed_fused_adam: Apex's
+    if zero == 1 and stack == "megatron-core" and () < release_of(row) <= (24, 7):
+        # NeMo 1.0 recipes of these releases name the optimizer distributed_fused_adam (the
+        # launcher's training yamls up to the 24.07 release, NVIDIA/NeMo-Megatron-Launcher
+        # @4550dc9f launcher_scripts/conf/training/*/*.yaml ``optim.name``): Apex's
         # DistributedFusedAdam, which "implements the ZeRO-2 algorithm" (its docstring,
         # NVIDIA/apex apex/contrib/optimizers/distributed_fused_adam.py): gradients sharded too
         zero = 2
-        notes.append("NeMo <= 24.05 distributed optimizer assumed to be Apex "
+        notes.append("NeMo <= 24.07 distributed optimizer assumed to be Apex "
                      "DistributedFusedAdam (ZeRO-2: optimizer states and gradients sharded)")
     sp_text = row["sp"].lower()
     if sp_text in ("true", "false"):
@@ -443,6 +445,12 @@ RECIPE_OPTIMIZER = {
     ("dgxc_benchmarking", "nemotron4-340b", (24, 9)): (
         {"optimizer_dtype": "bf16", "grad_dtype": "bf16"},
         "recipe yaml (nemotron4-340b-synth.yaml optim: distributed_fused_adam, dtype bf16, "
+        "grad_sync_dtype bf16): Adam moments and gradients in bf16, no fp32 master copy"),
+    # the NeMo 24.07 launcher's yaml of the same model says the same
+    # (NVIDIA/NeMo-Megatron-Launcher@4550dc9f conf/training/nemotron/nemotron_340b.yaml)
+    ("nemo_perf_summary_2407", "nemotron4-340b", (24, 7)): (
+        {"optimizer_dtype": "bf16", "grad_dtype": "bf16"},
+        "recipe yaml (launcher nemotron_340b.yaml optim: distributed_fused_adam, dtype bf16, "
         "grad_sync_dtype bf16): Adam moments and gradients in bf16, no fp32 master copy"),
 }
 
