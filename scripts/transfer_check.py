@@ -44,7 +44,8 @@ READERS = {"nemo_perf_summary": "nemo_perf_summary", "nemo_long_sequence": "nemo
            "nemotron4_340b_report": "nemotron4_340b_report",
            "dgxc_benchmarking": "dgxc_benchmarking",
            "automodel_perf_summary": "automodel_perf_summary",
-           "nemo_perf_summary_2407": "nemo_perf_summary_2407"}
+           "nemo_perf_summary_2407": "nemo_perf_summary_2407",
+           "nemo_perf_summary_2502": "nemo_perf_summary_2502"}
 #: what a paper's stack did that its row's columns cannot say: source -> (job fields, config
 #: fields, software-stack profile or None, why). Each is that stack's documented behaviour.
 SOURCE_SETTINGS = {
@@ -63,6 +64,13 @@ SOURCE_SETTINGS = {
         {}, {"dp_overlap": False, "tp_overlap": False}, "megatron-lm",
         "Megatron-LM 285068c8 (2023-01): pre-Transformer Engine (no TP overlap), gradients "
         "all-reduced after the backward pass (no --overlap-grad-reduce yet)"),
+    # NeMo 25.02's performance scripts run the FP8 precision plugin bf16_with_fp8_mixed, which
+    # sets fp8_params (NVIDIA/NeMo v2.2.0 nemo/collections/llm/recipes/precision/
+    # mixed_precision.py), as the DGX Cloud rows of the same release are read
+    "nemo_perf_summary_2502": (
+        {"fp8_param_gather": True}, {}, None,
+        "FP8 weights without a 16-bit copy assumed (NeMo 2.0 bf16_with_fp8_mixed sets "
+        "fp8_params)"),
 }
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
