@@ -10,7 +10,6 @@ from rich.table import Table
 from rich.text import Text
 
 from . import layout as L
-from .spec.pack import hbm_capacity_bytes
 
 GIB = float(1 << 30)
 

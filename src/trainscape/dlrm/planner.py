@@ -135,7 +135,7 @@ def choose_types(sc: DlrmScenario) -> np.ndarray:
     the one adding the least total work whose per-rank load stays below an even share of the
     table-wise total; if none does, the one with the least per-rank load.
     """
-    w, node = sc.world, sc.node_size
+    w = sc.world
     rows = sc.tables[D.TAB_ROWS]
     dim = sc.tables[D.TAB_DIM]
     state = table_state(sc)

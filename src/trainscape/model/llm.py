@@ -161,7 +161,6 @@ from .collectives import (
     cross_site_time,
     p2p_time,
     pipeline_boundary_transfers,
-    reduce_scatter_time,
     routed_all_to_all_time,
     site_members,
     within_site_time,

@@ -49,7 +49,7 @@ def read_text(path: str | Path, what: str, max_bytes: int = MAX_SCENARIO_BYTES,
                                None, show_got=False) from None
     except IsADirectoryError:
         raise ScenarioError.at(where, f"{what}{shown} is a directory", None,
-                               f"a regular file", show_got=False) from None
+                               "a regular file", show_got=False) from None
     except OSError as exc:
         raise ScenarioError.at(where, f"cannot open {what}{shown}: {exc.strerror}", None,
                                show_got=False) from None
