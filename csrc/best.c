@@ -327,7 +327,8 @@ int ts_llm_best(const double *sys, const double *mdl, const double *job,
         ts_order_permutation(o, orders[o]);
     ctx.orders = (const int8_t(*)[TS_N_DIMS])orders;
 
-    /* recompute: selective equals none under flash attention (design.py keeps one) */
+    /* recompute: selective equals none under flash attention without recompute modules
+     * (design.py selective_is_none keeps one) */
     if (S.n[TS_CFG_RECOMPUTE] > (int32_t)(sizeof rec / sizeof *rec))
         return TS_ERR_SPACE;
     for (int32_t j = 0; j < S.n[TS_CFG_RECOMPUTE]; j++) {
@@ -336,7 +337,8 @@ int ts_llm_best(const double *sys, const double *mdl, const double *job,
     }
     for (int32_t j = 0; j < S.n[TS_CFG_RECOMPUTE]; j++) {
         int32_t v = S.v[TS_CFG_RECOMPUTE][j];
-        if (job[TS_JOB_FLASH_ATTENTION] > 0 && has_none && has_sel
+        if (job[TS_JOB_FLASH_ATTENTION] > 0 && job[TS_JOB_RECOMPUTE_LAYERNORM] == 0
+            && job[TS_JOB_RECOMPUTE_MOE_ACT] == 0 && has_none && has_sel
             && v == TS_RECOMPUTE_SELECTIVE)
             continue;
         rec[n_rec++] = v;

@@ -319,6 +319,50 @@ TS_FN double ts_dots_layer_bytes(double attention, double block, double s, doubl
     return ts_layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block;
 }
 
+/* llm.py recompute_module_savings: bytes per dense / MoE layer that Megatron-Core's
+ * output-discarding recompute modules free under selective recompute ("layernorm": the norm
+ * outputs its consumers saved as themselves; "moe_act": the experts' fc2 inputs). */
+static inline void ts_recompute_module_savings(double s, double b, double h, double expert_ffn,
+                                               double top_k, double shared, double t, int sp,
+                                               double act_bytes, double lin_bytes,
+                                               int layernorm, int moe_act, double out[2])
+{
+    double sbh = s * b * h;
+    double norm_out = sp ? sbh / t : sbh;
+    int same = lin_bytes == act_bytes;
+    double dense = 0.0, moe = 0.0;
+    if (layernorm) {
+        if (same) {
+            dense += 2.0 * lin_bytes * norm_out;
+            moe += lin_bytes * norm_out;
+        }
+        moe += act_bytes * norm_out;
+    }
+    if (moe_act && same)
+        moe += (top_k + shared) * lin_bytes * s * b * expert_ffn / t;
+    out[0] = dense;
+    out[1] = moe;
+}
+
+/* llm.py recompute_module_redo_bytes: HBM bytes the backward moves to rebuild them. */
+static inline void ts_recompute_module_redo_bytes(double s, double b, double h,
+                                                  double expert_ffn, double top_k, double shared,
+                                                  int swiglu, double t, int sp, double act_bytes,
+                                                  int layernorm, int moe_act, double out[2])
+{
+    double sbh = s * b * h;
+    double norm_io = 2.0 * act_bytes * (sp ? sbh / t : sbh);
+    double dense = 0.0, moe = 0.0;
+    if (layernorm) {
+        dense += 2.0 * norm_io;
+        moe += 2.0 * norm_io;
+    }
+    if (moe_act)
+        moe += (top_k + shared) * (swiglu ? 3.0 : 2.0) * act_bytes * s * b * expert_ffn / t;
+    out[0] = dense;
+    out[1] = moe;
+}
+
 /* llm.py layer_activation_bytes: Korthikanti et al. Table 2 forms for a dense layer. */
 TS_FN double ts_layer_activation_bytes(double s, double b, double h, double heads,
                                        double kv_heads, double head_dim, double ffn, int swiglu,
@@ -1185,6 +1229,15 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->b_compute[TS_RECOMPUTE_NONE] = b_compute;
     R->b_compute[TS_RECOMPUTE_FULL] = b_compute + (gemm_f + core_f + mem_f + stage_layers * overhead);
     R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;
+    if (job[TS_JOB_RECOMPUTE_LAYERNORM] > 0.0 || job[TS_JOB_RECOMPUTE_MOE_ACT] > 0.0) {
+        /* llm.py recompute_modules_time */
+        double redo[2];
+        ts_recompute_module_redo_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, tp, sp,
+                                       act_bytes, job[TS_JOB_RECOMPUTE_LAYERNORM] > 0.0,
+                                       job[TS_JOB_RECOMPUTE_MOE_ACT] > 0.0, redo);
+        R->b_compute[TS_RECOMPUTE_SELECTIVE] += (dense_layers * redo[0] + moe_layers * redo[1])
+                                                * ctx->inv.inv_hbm;
+    }
     /* llm.py dots_recompute_time: the memory-bound kernels and the attention core, no GEMM */
     R->b_compute[TS_RECOMPUTE_DOTS] = b_compute + (core_f + mem_f + 0.0);
     {
@@ -1403,6 +1456,16 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
                                                 mdl[TS_MDL_SHARED_EXPERTS], swiglu, tp, sp, rc,
                                                 flash, act_bytes, ctx->inv.dropout, lin_bytes)
                 : 0.0;
+    if (rc == TS_RECOMPUTE_SELECTIVE) {
+        /* llm.py layer_activations: less what the recompute modules drop */
+        double saved[2];
+        ts_recompute_module_savings(s, b, h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
+                                    mdl[TS_MDL_SHARED_EXPERTS], tp, sp, act_bytes, lin_bytes,
+                                    job[TS_JOB_RECOMPUTE_LAYERNORM] > 0.0,
+                                    job[TS_JOB_RECOMPUTE_MOE_ACT] > 0.0, saved);
+        act_dense_r -= saved[0];
+        act_moe_r -= saved[1];
+    }
     for (int c = 0; c < 3; c++)
         R->mem_act[rc][c] = (R->st_dense[c] * act_dense_r + R->st_moe[c] * act_moe_r)
                             * R->st_inflight[c];

@@ -92,7 +92,9 @@ enum {
     TS_JOB_LINEAR_PARAM_COMM_BYTES = 25,
     TS_JOB_DP_BUCKET_MIN_PARAMS = 26,
     TS_JOB_DP_BUCKET_PARAMS_PER_RANK = 27,
-    TS_JOB_COUNT = 28
+    TS_JOB_RECOMPUTE_LAYERNORM = 28,
+    TS_JOB_RECOMPUTE_MOE_ACT = 29,
+    TS_JOB_COUNT = 30
 };
 
 /* CONFIG_FIELDS */
@@ -208,12 +210,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 71
 #define TS_N_SYS 583
 #define TS_N_MODEL 14
-#define TS_N_JOB 28
+#define TS_N_JOB 30
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x9818404D
+#define TS_LAYOUT_HASH 0xD48C766F
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -240,6 +240,9 @@ def job_blocks(draw):
     # to more than any model: one bucket)
     job[L.JOB_DP_BUCKET_MIN_PARAMS], job[L.JOB_DP_BUCKET_PARAMS_PER_RANK] = draw(st.sampled_from(
         [(0.0, 0.0), (4e7, 1e6), (4e7, 1e6), (1.0, 0.0), (2.5e7, 0.0), (1e15, 0.0)]))
+    # Megatron-Core recompute modules beside selective recompute's attention core
+    job[L.JOB_RECOMPUTE_LAYERNORM] = float(draw(st.sampled_from([0, 0, 1])))
+    job[L.JOB_RECOMPUTE_MOE_ACT] = float(draw(st.sampled_from([0, 0, 1])))
     return job
 
 

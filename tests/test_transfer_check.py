@@ -122,7 +122,7 @@ OUTSIDE_RATCHET = {
     "automodel_perf_summary": (0.715, 3),
 }
 #: ... and per GPU without a fit of its own (the calibrated_from transfer)
-TRANSFER_RATCHET = {"b200": (0.215, 8), "h200-141gb": (0.020, 0)}
+TRANSFER_RATCHET = {"b200": (0.215, 4), "h200-141gb": (0.020, 0)}
 
 
 def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):

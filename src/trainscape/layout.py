@@ -152,6 +152,9 @@ JOB_FIELDS = (
     "dp_bucket_min_params",  # data-parallel gradient bucket: at least this many parameters...
     "dp_bucket_params_per_rank",  # ...or this many per data-parallel rank (x dp x cp), the
     # larger (Megatron-Core: 4e7 and 1e6); both 0: no bucket limit
+    "recompute_layernorm",  # 1: selective recompute also discards and re-runs the two norms'
+    # outputs (Megatron-Core recompute_modules "layernorm")
+    "recompute_moe_act",  # 1: ... and the experts' activation-function outputs ("moe_act")
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -278,6 +281,8 @@ JOB_OFFLOAD_ACTIVATIONS = JOB_FIELDS.index("offload_activations")
 JOB_LINEAR_PARAM_COMM_BYTES = JOB_FIELDS.index("linear_param_comm_bytes")
 JOB_DP_BUCKET_MIN_PARAMS = JOB_FIELDS.index("dp_bucket_min_params")
 JOB_DP_BUCKET_PARAMS_PER_RANK = JOB_FIELDS.index("dp_bucket_params_per_rank")
+JOB_RECOMPUTE_LAYERNORM = JOB_FIELDS.index("recompute_layernorm")
+JOB_RECOMPUTE_MOE_ACT = JOB_FIELDS.index("recompute_moe_act")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

@@ -474,8 +474,21 @@ def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
 RECIPE_MBS = {
     ("nemo_perf_summary", "gpt-oss-120b", (25, 11), "h100-sxm-80gb"): (
         1, "printed MBS 4 / GA 2 are the DGX-B200 row's (GBS / (MBS x DP) = 8 here): MBS 1 from "
-           "the release's H100 recipe (Megatron-Bridge v0.2.0 GPT_OSS_120B_H100_BF16_BASE_CONFIG);"
-           " its recompute_modules [layernorm, moe_act] are not modelled (activations kept)"),
+           "the release's H100 recipe (Megatron-Bridge v0.2.0 GPT_OSS_120B_H100_BF16_BASE_CONFIG)"),
+}
+
+
+#: Megatron-Core recompute modules a recipe runs where the table prints no recompute: (source,
+#: model) -> (first NeMo release, modules, why). Megatron-Bridge's GPT-OSS 120B performance
+#: configs, H100 and B200 alike, set ``recompute_modules=["layernorm", "moe_act"]`` from v0.2.0
+#: (NeMo 25.11) on (``scripts/performance/configs/gpt_oss/workload_base_configs.py`` at v0.2.0,
+#: ``gpt_oss_workload_base_configs.py`` at v0.3.0 / v0.4.0); the performance scripts then run
+#: selective recompute (``utils/overrides.py set_recompute_overrides``).
+RECIPE_RECOMPUTE_MODULES = {
+    ("nemo_perf_summary", "gpt-oss-120b"): (
+        (25, 11), ["layernorm", "moe_act"],
+        "recompute not printed: the release's recipe runs selective recompute with "
+        "recompute_modules [layernorm, moe_act] (Megatron-Bridge GPT-OSS 120B configs)"),
 }
 
 
@@ -508,6 +521,11 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if recipe_mbs is not None:
         config["mbs"] = recipe_mbs[0]
         notes.append(recipe_mbs[1])
+    modules = RECIPE_RECOMPUTE_MODULES.get((row["source"], row["model"]))
+    if modules is not None and release >= modules[0] and not row["recompute"]:
+        config["recompute"] = "selective"
+        notes[:] = [n for n in notes if not n.startswith("recompute not printed")]
+        notes.append(modules[2])
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
     dtype = row["dtype"]
     flash = source_id != "bloom_176b_a100"  # BLOOM (2022) ran Megatron's unfused attention
@@ -518,6 +536,8 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if fp8_param_gather_of(row, stack, release, notes):
         job["fp8_param_gather"] = True
     job.update(recipe_optimizer_of(row, release, notes))
+    if modules is not None and config["recompute"] == "selective" and release >= modules[0]:
+        job["recompute_modules"] = list(modules[1])
     if source_id == "llm_foundry_mpt":
         # llm-foundry's MPT reads loss_fn from the model config, default "fused_crossentropy":
         # flash-attn's fused cross-entropy (llmfoundry/models/mpt/modeling_mpt.py)

@@ -152,6 +152,8 @@ from ..layout import (
     JOB_LOGITS_EXTRA_BYTES,
     JOB_OFFLOAD_OPTIMIZER,
     JOB_OFFLOAD_ACTIVATIONS,
+    JOB_RECOMPUTE_LAYERNORM,
+    JOB_RECOMPUTE_MOE_ACT,
 )
 from .collectives import (
     all_gather_time,
@@ -605,6 +607,55 @@ def dots_layer_bytes(attention, block, s, b, h, t, sp, act_bytes):
     policy; torchtitan's per-op selective activation checkpointing is one too, with half the
     matmuls and the attention output ("op_selective", :func:`named_dots_policy`)."""
     return layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block
+
+
+def recompute_module_savings(s, b, h, expert_ffn, top_k, shared, t, sp, act_bytes, lin_bytes,
+                             layernorm, moe_act):
+    """``(dense, moe)``: bytes per layer that Megatron-Core's output-discarding recompute modules
+    free under selective recompute (``TransformerConfig.recompute_modules``; the module's output
+    is dropped once its consumer has run and rebuilt in the backward).
+
+    - ``layernorm`` (``input_layernorm``, ``pre_mlp_layernorm``): the two norm outputs. Where
+      the consumer saves that very tensor it is freed: the QKV and fc1 inputs when the linear
+      layers save 16-bit inputs (``lin_bytes == act_bytes``; in FP8, Transformer Engine saves
+      its own FP8 copy, which stays), and an MoE layer's router input (a 16-bit GEMM) always.
+    - ``moe_act``: each routed copy's activation-function output, the experts' fc2 input, when
+      fc2 saves it (16-bit inputs; ``top_k + shared`` copies).
+
+    Sizes as :func:`attention_activation_bytes`, :func:`mlp_activation_bytes` and
+    :func:`moe_activation_bytes` count them (the norm outputs split over TP only with SP)."""
+    sbh = s * b * h
+    norm_out = sbh / t if sp else sbh
+    same = lin_bytes == act_bytes
+    dense = 0.0
+    moe = 0.0
+    if layernorm:
+        if same:
+            dense += 2.0 * lin_bytes * norm_out
+            moe += lin_bytes * norm_out
+        moe += act_bytes * norm_out
+    if moe_act and same:
+        moe += (top_k + shared) * lin_bytes * s * b * expert_ffn / t
+    return dense, moe
+
+
+def recompute_module_redo_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
+                                layernorm, moe_act):
+    """``(dense, moe)``: HBM bytes one layer's backward moves to rebuild what
+    :func:`recompute_module_savings` dropped: each norm reads its input and writes its output
+    (``2 x 2 sbh``), each copy's activation function reads its fc1 output (``2·ffn`` wide for
+    SwiGLU, ``ffn`` for GeLU) and writes ``ffn`` -- memory-bound kernels
+    (:func:`memory_bound_time`)."""
+    sbh = s * b * h
+    norm_io = 2.0 * act_bytes * (sbh / t if sp else sbh)
+    dense = 0.0
+    moe = 0.0
+    if layernorm:
+        dense += 2.0 * norm_io
+        moe += 2.0 * norm_io
+    if moe_act:
+        moe += (top_k + shared) * (3.0 if swiglu else 2.0) * act_bytes * s * b * expert_ffn / t
+    return dense, moe
 
 
 def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, sp, recompute,
@@ -1448,7 +1499,8 @@ def named_dots_redo_flops(mdl, b, seq, recompute):
 def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
     """Activation bytes of one dense and of one MoE layer, per microbatch on one GPU
     (:func:`layer_activation_bytes`, :func:`moe_layer_activation_bytes`), with the linear-layer
-    inputs at ``lin_bytes`` per element."""
+    inputs at ``lin_bytes`` per element; selective recompute less what the job's recompute
+    modules drop (:func:`recompute_module_savings`)."""
     h = mdl[MDL_HIDDEN]
     heads = mdl[MDL_HEADS]
     kv_heads = mdl[MDL_KV_HEADS]
@@ -1464,6 +1516,13 @@ def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
                                      mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
                                      mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, recompute, flash,
                                      act_bytes, dropout, lin_bytes)
+    if recompute == RECOMPUTE_SELECTIVE:
+        saved = recompute_module_savings(s, b, h, mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
+                                         mdl[MDL_SHARED_EXPERTS], tp, sp, act_bytes, lin_bytes,
+                                         job[JOB_RECOMPUTE_LAYERNORM] > 0.0,
+                                         job[JOB_RECOMPUTE_MOE_ACT] > 0.0)
+        dense -= saved[0]
+        moe -= saved[1]
     return dense, moe
 
 
@@ -1788,6 +1847,23 @@ def offload_transfer_exposed(nbytes, link_bandwidth, window):
     return max(0.0, nbytes / link_bandwidth - window)
 
 
+def recompute_modules_time(sys, mdl, job, row):
+    """Backward time one microbatch spends on a stage rebuilding what the job's Megatron-Core
+    recompute modules dropped (:func:`recompute_module_redo_bytes` of the stage's dense and MoE
+    layers, memory-bound); 0 without any."""
+    layernorm = job[JOB_RECOMPUTE_LAYERNORM] > 0.0
+    moe_act = job[JOB_RECOMPUTE_MOE_ACT] > 0.0
+    if not layernorm and not moe_act:
+        return 0.0
+    redo = recompute_module_redo_bytes(row[ROW_S], row[ROW_B], mdl[MDL_HIDDEN],
+                                       mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
+                                       mdl[MDL_SHARED_EXPERTS], mdl[MDL_SWIGLU] > 0.0,
+                                       row[ROW_TP], row[ROW_SP] > 0.0,
+                                       job[JOB_ACTIVATION_BYTES], layernorm, moe_act)
+    return memory_bound_time(sys, row[ROW_DENSE_LAYERS] * redo[0]
+                             + row[ROW_MOE_LAYERS] * redo[1])
+
+
 def recompute_terms(sys, mdl, job, row, ordt, recompute):
     """Per-microbatch stage times, their communication, the bubble, activation memory and
     hardware FLOPs of a row, placed by ``ordt``, under ``recompute`` (see REC_*)."""
@@ -1810,8 +1886,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
                                          mdl[MDL_SWIGLU] > 0.0, recompute)
     if recompute == RECOMPUTE_FULL:
         b_compute += gemm_f + core_f + row[ROW_MEM_F] + stage_layers * sys[SYS_LAYER_OVERHEAD_S]
-    elif recompute == RECOMPUTE_SELECTIVE and not flash:
-        b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
+    elif recompute == RECOMPUTE_SELECTIVE:
+        if not flash:
+            b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
+        b_compute += recompute_modules_time(sys, mdl, job, row)
     elif recompute >= RECOMPUTE_DOTS:
         core_redo = core_f
         if named_dots_core_saved(recompute, flash):

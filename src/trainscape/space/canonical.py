@@ -10,7 +10,8 @@ scenarios that the configurations a rule collapses cost exactly the same on ever
   (:mod:`trainscape.space.orders`);
 * ``sp`` and ``tp_overlap`` at ``tp = 1`` (:func:`trainscape.space.design.design_space`);
 * ``selective`` recomputation with FlashAttention, which never stores the scores it drops
-  (Korthikanti et al. 2022 §5; same place);
+  (Korthikanti et al. 2022 §5), unless the job adds recompute modules
+  (:func:`trainscape.space.design.selective_is_none`);
 * without a pipeline (``pp = 1``): the schedule and ``vpp`` -- no bubble, one microbatch in
   flight, no stage-to-stage transfer, every layer on the one stage
   (:func:`~trainscape.model.pipeline.bubble_time`,

@@ -431,6 +431,15 @@ def _config_error_codes(sys, mdl, job, cfg) -> np.ndarray:
     return config_codes(sys, mdl, job, cfg)
 
 
+def selective_is_none(job) -> bool:
+    """Whether "selective" recompute costs exactly what "none" does for this job: selective
+    recomputation drops only the stored attention scores (Korthikanti et al. §5), which
+    FlashAttention never stores, unless the job adds Megatron-Core recompute modules
+    (``job.recompute_modules``). The space then keeps one of the two."""
+    return (job[L.JOB_FLASH_ATTENTION] > 0 and job[L.JOB_RECOMPUTE_LAYERNORM] == 0
+            and job[L.JOB_RECOMPUTE_MOE_ACT] == 0)
+
+
 def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpace:
     """The design space of ``scenario`` (its ``[space]``, or ``space`` given as a dict of
     axis -> values, or :func:`default_axes`). Constraints are the kernel's
@@ -521,10 +530,7 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
     n_orders = n_orders[placeable].astype(np.int64)
 
     rec = _encode("recompute", axes["recompute"])
-    if job[L.JOB_FLASH_ATTENTION] > 0 and L.RECOMPUTE_NONE in rec and L.RECOMPUTE_SELECTIVE in rec:
-        # selective recomputation drops only the stored attention scores (Korthikanti et al.
-        # §5), which FlashAttention never stores: with it, "selective" costs exactly what
-        # "none" does, so the space keeps one of the two
+    if selective_is_none(job) and L.RECOMPUTE_NONE in rec and L.RECOMPUTE_SELECTIVE in rec:
         rec = rec[rec != L.RECOMPUTE_SELECTIVE]
     zer = _encode("zero", axes["zero"])
     dpo = _encode("dp_overlap", axes["dp_overlap"])

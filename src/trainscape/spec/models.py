@@ -33,6 +33,8 @@ GRAD_DTYPES = ("fp32", "bf16")
 #: element types of the optimizer states (Adam's moments, SGD's momentum)
 OPTIMIZER_DTYPES = ("fp32", "bf16")
 MLPS = ("swiglu", "gelu")
+#: Megatron-Core recompute_modules modelled beside the attention core (job.recompute_modules)
+RECOMPUTE_MODULES = ("layernorm", "moe_act")
 #: FP8 scaling recipes (see ``spec.pack.fp8_cast_bytes``): Transformer Engine's delayed and
 #: current ("tensorwise") per-tensor scaling, torchao's rowwise scaling, DeepSeek-V3's 1x128 /
 #: 128x128 blockwise scaling, and MXFP8 (OCP microscaling, 32-element blocks).
@@ -230,6 +232,11 @@ class JobSpec(_Spec):
     # the stack's -- Megatron-Core's max(4e7, 1e6 x dp x cp) on "megatron-core"
     # (DistributedDataParallelConfig.bucket_size), no bucket limit on the others.
     dp_bucket_params: R.BucketParams | None = None
+    # Megatron-Core recompute_modules the selective recompute runs beside the attention core
+    # (config recompute = "selective"): "layernorm" discards the two norms' outputs and re-runs
+    # the norms in the backward, "moe_act" the experts' activation-function outputs
+    # (TransformerConfig.recompute_modules, output-discarding checkpoints)
+    recompute_modules: list[Literal[RECOMPUTE_MODULES]] = Field(default_factory=list)
     # cross-site synchronisation strategy ([job.sync], see SyncSpec)
     sync: SyncSpec = SyncSpec()
 

@@ -477,6 +477,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
                                                                  pb)
     job[L.JOB_DP_BUCKET_MIN_PARAMS], job[L.JOB_DP_BUCKET_PARAMS_PER_RANK] = dp_bucket_rule(
         j.dp_bucket_params, j.stack)
+    job[L.JOB_RECOMPUTE_LAYERNORM] = 1.0 if "layernorm" in j.recompute_modules else 0.0
+    job[L.JOB_RECOMPUTE_MOE_ACT] = 1.0 if "moe_act" in j.recompute_modules else 0.0
     job[L.JOB_SYNC_STRATEGY] = L.SYNC_STRATEGIES.index(j.sync.strategy)
     job[L.JOB_SYNC_INNER_STEPS] = j.sync.inner_steps
     job[L.JOB_SYNC_OUTER_BYTES] = outer_sync_bytes(j.sync.outer_dtype, gb)
