@@ -36,8 +36,8 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 
 #: The LLM examples and a small DLRM scenario (8 of the Criteo tables inline), as raw dicts;
 #: the two-building example also with the settings no example file carries (Streaming DiLoCo,
-#: activation offload, a compressed region tier, a legacy attention kernel), so their fields are
-#: mutated too.
+#: activation offload, a compressed region tier, a legacy attention kernel, recompute modules),
+#: so their fields are mutated too.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings")
 
@@ -53,6 +53,7 @@ def llm_base(i: int = 0) -> dict:
         raw["job"]["offload_activations"] = 0.5
         raw["job"]["attention_kernel"] = "legacy"
         raw["job"]["stack"] = "megatron-lm"
+        raw["job"]["recompute_modules"] = ["layernorm", "moe_act"]
         raw["cluster"]["host_to_device_GBps"] = 32.0
         raw["cluster"]["tiers"][2]["comm_dtype"] = "fp8"
         raw["config"]["zero"] = 1
