@@ -612,8 +612,10 @@ def dots_layer_bytes(attention, block, s, b, h, t, sp, act_bytes):
 def recompute_module_savings(s, b, h, expert_ffn, top_k, shared, t, sp, act_bytes, lin_bytes,
                              layernorm, moe_act):
     """``(dense, moe)``: bytes per layer that Megatron-Core's output-discarding recompute modules
-    free under selective recompute (``TransformerConfig.recompute_modules``; the module's output
-    is dropped once its consumer has run and rebuilt in the backward).
+    free under selective recompute (``TransformerConfig.recompute_modules``,
+    ``megatron/core/transformer/transformer_config.py``: "moe_act", "layernorm" ... use
+    output-discarding checkpointing -- the module's output is dropped once its consumer has run
+    and rebuilt in the backward).
 
     - ``layernorm`` (``input_layernorm``, ``pre_mlp_layernorm``): the two norm outputs. Where
       the consumer saves that very tensor it is freed: the QKV and fc1 inputs when the linear
