@@ -492,6 +492,19 @@ RECIPE_RECOMPUTE_MODULES = {
 }
 
 
+def recipe_recompute_modules_of(row: dict[str, str], release: tuple[int, ...],
+                                config: dict[str, Any], notes: list[str]) -> list[str]:
+    """The recompute modules a row's recipe runs (``RECIPE_RECOMPUTE_MODULES``) where the table
+    prints no recompute: the config becomes selective recompute, the note says why; [] else."""
+    recipe = RECIPE_RECOMPUTE_MODULES.get((row["source"], row["model"]))
+    if recipe is None or release < recipe[0] or row["recompute"]:
+        return []
+    config["recompute"] = "selective"
+    notes[:] = [n for n in notes if not n.startswith("recompute not printed")]
+    notes.append(recipe[2])
+    return list(recipe[1])
+
+
 #: model families trained with dropout (Megatron-LM's default hidden/attention dropout 0.1,
 #: kept by the GPT-3 recipes); every other family here trains without (Llama, MPT, Nemotron-4,
 #: Qwen3, GPT-OSS configs: dropout 0; BLOOM tr11: hidden/attention dropout 0)
@@ -521,11 +534,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if recipe_mbs is not None:
         config["mbs"] = recipe_mbs[0]
         notes.append(recipe_mbs[1])
-    modules = RECIPE_RECOMPUTE_MODULES.get((row["source"], row["model"]))
-    if modules is not None and release >= modules[0] and not row["recompute"]:
-        config["recompute"] = "selective"
-        notes[:] = [n for n in notes if not n.startswith("recompute not printed")]
-        notes.append(modules[2])
+    recompute_modules = recipe_recompute_modules_of(row, release, config, notes)
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
     dtype = row["dtype"]
     flash = source_id != "bloom_176b_a100"  # BLOOM (2022) ran Megatron's unfused attention
@@ -536,8 +545,8 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if fp8_param_gather_of(row, stack, release, notes):
         job["fp8_param_gather"] = True
     job.update(recipe_optimizer_of(row, release, notes))
-    if modules is not None and config["recompute"] == "selective" and release >= modules[0]:
-        job["recompute_modules"] = list(modules[1])
+    if recompute_modules:
+        job["recompute_modules"] = recompute_modules
     if source_id == "llm_foundry_mpt":
         # llm-foundry's MPT reads loss_fn from the model config, default "fused_crossentropy":
         # flash-attn's fused cross-entropy (llmfoundry/models/mpt/modeling_mpt.py)
