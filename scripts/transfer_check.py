@@ -37,15 +37,12 @@ from trainscape.calibration import Runner  # noqa: E402
 from trainscape.calibration import published as P  # noqa: E402
 
 DEFAULT = ROOT / "docs" / "data" / "transfer_check_runs.csv"
-#: the row sources ``calibration.published.run_of`` reads, by the CSV's ``source`` column
-READERS = {"nemo_perf_summary": "nemo_perf_summary", "nemo_long_sequence": "nemo_long_sequence",
-           "torchtitan_benchmarks": "torchtitan_benchmarks", "mtnlg_paper": "mtnlg_paper",
-           "megascale_paper": "megascale_paper", "nemotron4_15b_report": "nemotron4_15b_report",
-           "nemotron4_340b_report": "nemotron4_340b_report",
-           "dgxc_benchmarking": "dgxc_benchmarking",
-           "automodel_perf_summary": "automodel_perf_summary",
-           "nemo_perf_summary_2407": "nemo_perf_summary_2407",
-           "nemo_perf_summary_2502": "nemo_perf_summary_2502"}
+#: the CSV ``source`` values ``calibration.published.run_of`` reads (each is passed as its own
+#: source id)
+READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_benchmarks",
+                    "mtnlg_paper", "megascale_paper", "nemotron4_15b_report",
+                    "nemotron4_340b_report", "dgxc_benchmarking", "automodel_perf_summary",
+                    "nemo_perf_summary_2407", "nemo_perf_summary_2502")
 #: what a paper's stack did that its row's columns cannot say: source -> (job fields, config
 #: fields, software-stack profile or None, why). Each is that stack's documented behaviour.
 SOURCE_SETTINGS = {
@@ -86,13 +83,12 @@ def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
         P.GPU_CLUSTER.setdefault(gpu, "dgx-h100-superpod")  # the fitted GPUs keep their own
     runs, skipped = [], []
     for row in rows:
-        reader = READERS.get(row["source"])
-        if reader is None or row["gpu"] not in GPUS:
+        if row["source"] not in READABLE_SOURCES or row["gpu"] not in GPUS:
             skipped.append((row["case"], f"no reader for source {row['source']!r} / gpu "
                                          f"{row['gpu']!r}"))
             continue
         try:
-            run = P.run_of(reader, row)
+            run = P.run_of(row["source"], row)
         except (KeyError, ValueError) as exc:
             skipped.append((row["case"], f"not costable: {exc}"))
             continue
