@@ -1464,7 +1464,8 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
                                     job[TS_JOB_RECOMPUTE_LAYERNORM] > 0.0,
                                     job[TS_JOB_RECOMPUTE_MOE_ACT] > 0.0, saved);
         act_dense_r -= saved[0];
-        act_moe_r -= saved[1];
+        if (ctx->inv.n_moe > 0.0) /* a dense model's MoE bytes stay 0, as computed above */
+            act_moe_r -= saved[1];
     }
     for (int c = 0; c < 3; c++)
         R->mem_act[rc][c] = (R->st_dense[c] * act_dense_r + R->st_moe[c] * act_moe_r)
