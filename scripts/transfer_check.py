@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Check the model against published runs it was never fitted on: GPUs without a fit of their
-own -- B200 (H100 fit carried as fitted/stock ratios) and H200 / H800 (H100 fit copied) -- and
+own -- B200 (H100 fit carried as fitted/stock ratios), H200 / H800 and the 500 W Grand Teton H100
+(``h100-hbm2e-96gb``; H100 fit copied) -- and
 papers' and tables' runs on the fitted GPUs (A100, H100) that are not in the calibration set.
 Nothing here is fitted; the runs only check.
 
@@ -14,7 +15,8 @@ rows get, plus what a paper's stack did that the columns cannot say (``SOURCE_SE
 without a fit run on the DGX H100 SuperPOD fabric (8 x 400 Gb/s per node) with the node tier at
 the GPU's own NVLink bandwidth (900 GB/s per direction on B200); A100 and H100 rows run on their
 own DGX SuperPOD presets. The torchtitan rows read like the calibration set's FSDP rows (their
-selective checkpointing as ``op_selective``). Rows of sources with no reader (a cloud operator's
+selective checkpointing as ``op_selective``, AsyncTP as TP overlap, torchao's FP8 FSDP
+all-gather as ``fp8_param_gather``). Rows of sources with no reader (a cloud operator's
 log, papers' GPU-hour averages) or on a GPU without a preset are listed as skipped, with why.
 The summary is per GPU, then per source on the fitted GPUs (the H100 ``nemo_perf_summary``
 rows are the calibration set's own, riding along as the B200 rows' baseline).
@@ -71,7 +73,8 @@ SOURCE_SETTINGS = {
 }
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
-GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-sxm-80gb", "a100-sxm-80gb")
+GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",
+        "a100-sxm-80gb")
 #: GPUs that have a fit of their own (their rows check the fit, not a transfer)
 FITTED = ("h100-sxm-80gb", "a100-sxm-80gb")
 

@@ -36,7 +36,8 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 
 #: The LLM examples and a small DLRM scenario (8 of the Criteo tables inline), as raw dicts;
 #: the two-building example also with the settings no example file carries (Streaming DiLoCo,
-#: activation offload, a compressed region tier, a legacy attention kernel, recompute modules),
+#: activation offload, a compressed region tier, a legacy attention kernel, recompute modules,
+#: a board power limit),
 #: so their fields are mutated too.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings")
@@ -58,6 +59,9 @@ def llm_base(i: int = 0) -> dict:
         raw["cluster"]["tiers"][2]["comm_dtype"] = "fp8"
         raw["config"]["zero"] = 1
         raw["config"]["order"] = "tp-cp-pp-ep-dp"
+        # a power-limited GPU (the preset's constants, a board limit below its 700 W)
+        raw["cluster"]["gpu"] = {"preset": raw["cluster"]["gpu"], "power_limit_w": 550.0,
+                                 "power_clock_exponent": 3.31}
     return raw
 
 

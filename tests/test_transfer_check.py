@@ -107,6 +107,28 @@ def test_deepseek_v3_reads_its_shared_expert_and_node_limited_routing():
     assert "max_route_nodes" not in published.model_of(qwen, [])
 
 
+def test_torchtitan_rows_read_async_tp_fp8_gathers_and_the_power_limited_part(capsys,
+                                                                               monkeypatch):
+    tc = load_script(monkeypatch)
+    monkeypatch.setattr("sys.argv", ["transfer_check.py", "--json"])
+    assert tc.main() == 0
+    rows = {r["case"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    # AsyncTP printed: TP overlapped; the same table's 2D row without it: not
+    async_tp = rows["torchtitan_h100gt_llama3.1-70b_fp8_asynctp_256"]
+    plain = rows["torchtitan_h100gt_llama3.1-70b_fp8_256"]
+    assert async_tp["config"]["tp_overlap"] and not plain["config"]["tp_overlap"]
+    assert async_tp["breakdown"]["tp_comm_s"] < plain["breakdown"]["tp_comm_s"]
+    # torchao's FP8 FSDP all-gather (the 405B file) is read as FP8 weight gathers
+    big = rows["torchtitan_h100gt_llama3.1-405b_fp8_1f1b_512"]
+    assert any("FP8 FSDP all-gather" in a for a in big["assumptions"])
+    assert not any("FP8 FSDP all-gather" in a for a in plain["assumptions"])
+    # torchtitan's generated split of 126 layers over 8 stages: one fewer on each edge stage
+    assert any("126 layers on 8 pipeline chunks" in a for a in big["assumptions"])
+    # the Grand Teton rows run on the 500 W preset
+    assert {r["gpu"] for c, r in rows.items() if c.startswith("torchtitan_h100gt")} \
+        == {"h100-hbm2e-96gb"}
+
+
 #: Out-of-sample ratchet (docs/accuracy.md, "Runs outside the calibration set on the fitted
 #: GPUs"; docs/data/transfer_check_runs.md): per source of published runs the fit never saw,
 #: the median |error| and the infeasible layouts as last measured. Tighten an entry when the
@@ -122,7 +144,8 @@ OUTSIDE_RATCHET = {
     "automodel_perf_summary": (0.715, 3),
 }
 #: ... and per GPU without a fit of its own (the calibrated_from transfer)
-TRANSFER_RATCHET = {"b200": (0.215, 4), "h200-141gb": (0.020, 0)}
+TRANSFER_RATCHET = {"b200": (0.215, 4), "h200-141gb": (0.020, 0),
+                    "h100-hbm2e-96gb": (0.170, 0)}
 
 
 def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):

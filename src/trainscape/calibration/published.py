@@ -299,9 +299,16 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
             notes.append(f"sequence parallelism not printed: {'on' if sp else 'off'} assumed "
                          "with TP > 1")
     order = "tp-cp-pp-dp" if row["source"] == "llama3_table4" else "tp-cp-ep-dp-pp"
+    # TP overlap: Transformer Engine's userbuffers (Megatron-Core), or torchtitan's AsyncTP
+    # (enable_async_tensor_parallel: PyTorch's micro-pipelined TP, which decomposes each
+    # all-gather / reduce-scatter and its GEMM into per-rank chunks -- the same decomposition
+    # the model's tp_overlap costs)
+    async_tp = "asynctp" in row["framework"].lower().replace(" ", "")
+    if async_tp and tp > 1:
+        notes.append("AsyncTP printed: TP communication overlapped (micro-pipelined TP)")
     return dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, mbs=mbs, vpp=vpp, schedule=schedule,
                 recompute=recompute, zero=zero, sp=sp, order=order,
-                tp_overlap=stack == "megatron-core", dp_overlap=True)
+                tp_overlap=stack == "megatron-core" or async_tp, dp_overlap=True)
 
 
 #: why a JAX remat policy maps to a recompute mode of the model
@@ -415,7 +422,16 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
       (dgxc-benchmarking ``nemo_megatron/gpt3_175b_hydra.yaml``, v24.11.1 and v25.02); the
       Llama 3.1 and Nemotron-4 yamls do not.
     """
-    if row["dtype"] != "fp8" or stack != "megatron-core":
+    if row["dtype"] != "fp8":
+        return False
+    if stack == "pytorch-fsdp":
+        # torchao's float8 training with enable_fsdp_float8_all_gather: FSDP2 all-gathers the
+        # linear weights as FP8 (torchao float8 README, "float8 all-gather with FSDP2")
+        on = "fsdp all-gather" in row["fp8_recipe"].lower()
+        if on:
+            notes.append("FP8 FSDP all-gather printed: linear weights gathered in FP8")
+        return on
+    if stack != "megatron-core":
         return False
     source = row["source"]
     on = False

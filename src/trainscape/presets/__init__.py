@@ -362,6 +362,9 @@ def _gpu_row(pid: str, g: dict) -> dict:
         "mem_eff": g["memory_efficiency"],
         "overhead_us": g.get("layer_overhead_us", 0.0),
         "legacy_attn": g.get("legacy_attention_fraction", 1.0),
+        # a board power limit below power_w derates the tflops columns' rated peaks
+        # (model.power; GpuSpec.peak_for)
+        "limit_w": g.get("power_limit_w"),
         "fit": fit_origin(pid),
     }
 

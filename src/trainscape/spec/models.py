@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .. import layout
+from ..model.power import drawn_power_w, power_limited_clock_fraction
 from . import ranges as R
 from .config import _ORDER_ALLOWED, ConfigSpec, Recompute, Schedule, Zero, _Spec, parse_order
 from .errors import ScenarioError, fail, from_validation_error
@@ -307,23 +308,62 @@ class GpuSpec(_Spec):
     # tokens_per_joule (0 when left out)
     price_per_hour_usd: R.Price | None = None
     power_w: R.PowerW | None = None
+    # board power limit the GPUs run under (nvidia-smi -pl), below the rated power_w: the
+    # tensor-core clock, and every peak_tflops rate with it, falls as
+    # (power_limit_w / power_w) ** (1 / power_clock_exponent) (model.power); the energy per
+    # step counts the limit. Left out: the rated power, no derating.
+    power_limit_w: R.PowerLimitW | None = None
+    power_clock_exponent: R.ClockExponent = 3.0
 
     @model_validator(mode="after")
     def _check(self) -> GpuSpec:
         if self.hbm_reserve_gb >= self.hbm_gb:
             raise fail("hbm_reserve_gb", "must be smaller than hbm_gb", self.hbm_reserve_gb,
                        f"< {self.hbm_gb:g}")
+        if self.power_limit_w is not None:
+            if not self.power_w:
+                raise fail("power_limit_w", "needs power_w, the board's rated power, to scale "
+                           "the clock from", self.power_limit_w, "set power_w too")
+            if self.power_limit_w > self.power_w:
+                raise fail("power_limit_w", "must not exceed power_w, the board's rated power",
+                           self.power_limit_w, f"> 0 and <= {self.power_w:g}")
         return self
 
-    def peak_for(self, dtype: str) -> float | None:
-        """Dense peak TFLOP/s for ``dtype``. fp16 falls back to bf16 when not listed: on
-        NVIDIA tensor cores since Ampere the dense FP16 and BF16 rates are equal (NVIDIA A100
-        Tensor Core GPU Architecture whitepaper, Table 1; H100 whitepaper, Table 1)."""
+    @property
+    def clock_fraction(self) -> float:
+        """Sustained tensor-core clock under ``power_limit_w`` as a fraction of the rated
+        one (:func:`trainscape.model.power.power_limited_clock_fraction`; 1 without a
+        limit)."""
+        return power_limited_clock_fraction(self.power_limit_w or 0.0, self.power_w or 0.0,
+                                            self.power_clock_exponent)
+
+    @property
+    def drawn_power_w(self) -> float | None:
+        """Power per GPU while training (the limit where one is set), None when neither
+        ``power_w`` nor a limit is given."""
+        if self.power_w is None and self.power_limit_w is None:
+            return None
+        return drawn_power_w(self.power_w or 0.0, self.power_limit_w or 0.0)
+
+    def rated_peak_for(self, dtype: str) -> float | None:
+        """Dense peak TFLOP/s for ``dtype`` as rated, at the board's full power. fp16 falls
+        back to bf16 when not listed: on NVIDIA tensor cores since Ampere the dense FP16 and
+        BF16 rates are equal (NVIDIA A100 Tensor Core GPU Architecture whitepaper, Table 1;
+        H100 whitepaper, Table 1)."""
         if dtype in self.peak_tflops:
             return self.peak_tflops[dtype]
         if dtype == "fp16":
             return self.peak_tflops.get("bf16")
         return None
+
+    def peak_for(self, dtype: str) -> float | None:
+        """Dense peak TFLOP/s for ``dtype`` at the clock the GPU sustains: the rated peak
+        (:meth:`rated_peak_for`) times :attr:`clock_fraction` under ``power_limit_w`` -- the
+        one peak every kernel is packed with."""
+        peak = self.rated_peak_for(dtype)
+        if peak is None:
+            return None
+        return peak * self.clock_fraction
 
 
 class TransportSpec(_Spec):

@@ -70,6 +70,9 @@ MAX_SEED = 2**32 - 1
 #: prices (US dollars per GPU-hour, per tier and GPU-hour) and electrical power per GPU (W)
 MAX_PRICE = 1e6
 MAX_POWER_W = 1e6
+#: power_clock_exponent: 1 (power proportional to clock) to 6
+MIN_CLOCK_EXPONENT = 1.0
+MAX_CLOCK_EXPONENT = 6.0
 #: a transport's in-flight window per channel (MiB)
 MAX_WINDOW_MIB = 1e9
 #: sites of a [[cluster.sites]] graph: 2 to 8 (layout.MAX_SITES; the best Hamiltonian cycle
@@ -124,6 +127,9 @@ BeamWidth = _int(1, MAX_BEAM)
 Seed = _int(0, MAX_SEED)
 Price = _float(0.0, MAX_PRICE)
 PowerW = _float(0.0, MAX_POWER_W)
+PowerLimitW = _float(0.0, MAX_POWER_W, lo_open=True)
+#: power_clock_exponent: board power grows as the clock to this power (model.power)
+ClockExponent = _float(MIN_CLOCK_EXPONENT, MAX_CLOCK_EXPONENT)
 WindowMiB = _float(0.0, MAX_WINDOW_MIB, lo_open=True)
 InnerSteps = _int(1, MAX_INNER_STEPS)
 OverlapSteps = _int(0, MAX_INNER_STEPS)
@@ -156,6 +162,7 @@ DOCUMENTED = (
     ("DLRM reservation percentage / hbm_gb / ddr_gb; table min_partition / ranks",
      "0 to < 1 / 0 to 1e6 / 0 to 1e9; 1 to 2^16 / 0 to cluster.gpus - 1"),
     ("price_per_hour_usd, cost_per_gpu_hour_usd / power_w", "0 to 1e6 / 0 to 1e6"),
+    ("power_limit_w / power_clock_exponent", "> 0 to power_w / 1 to 6"),
     ("transport window_MiB / channels", "> 0 to 1e9 / 1 to 2^24"),
     ("job.sync.inner_steps / tokens_factor", "1 to 1e6 / > 0 to 1e3"),
     ("job.sync.fragments / overlap_steps", "1 to 1e6 / 0 to 1e6"),

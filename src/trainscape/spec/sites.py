@@ -194,9 +194,13 @@ def paced_gpu(scenario: Scenario, gpus: list[GpuSpec]) -> GpuSpec:
     if any(g.price_per_hour_usd is not None for g in gpus):
         price = S.weighted_mean([g.price_per_hour_usd or 0.0 for g in gpus], counts)
     power = None
-    if any(g.power_w is not None for g in gpus):
-        power = S.weighted_mean([g.power_w or 0.0 for g in gpus], counts)
+    if any(g.drawn_power_w is not None for g in gpus):
+        power = S.weighted_mean([g.drawn_power_w or 0.0 for g in gpus], counts)
+    # the slowest type's peaks at the clock its power limit leaves (GpuSpec.peak_for), so the
+    # averaged power below cannot rescale them
+    peaks = {k: slow.peak_for(k) for k in slow.peak_tflops}
     return slow.model_copy(update={
+        "peak_tflops": peaks, "power_limit_w": None,
         "hbm_gb": small.hbm_gb, "hbm_reserve_gb": small.hbm_reserve_gb,
         "hbm_bandwidth_GBps": min(g.hbm_bandwidth_GBps for g in gpus),
         "price_per_hour_usd": price, "power_w": power,
