@@ -338,7 +338,9 @@ int ts_llm_best(const double *sys, const double *mdl, const double *job,
     for (int32_t j = 0; j < S.n[TS_CFG_RECOMPUTE]; j++) {
         int32_t v = S.v[TS_CFG_RECOMPUTE][j];
         if (job[TS_JOB_FLASH_ATTENTION] > 0 && job[TS_JOB_RECOMPUTE_LAYERNORM] == 0
-            && job[TS_JOB_RECOMPUTE_MOE_ACT] == 0 && has_none && has_sel
+            && job[TS_JOB_RECOMPUTE_MOE_ACT] == 0 && job[TS_JOB_RECOMPUTE_MLP] == 0
+            && job[TS_JOB_RECOMPUTE_MOE] == 0 && job[TS_JOB_RECOMPUTE_SHARED_EXPERTS] == 0
+            && has_none && has_sel
             && v == TS_RECOMPUTE_SELECTIVE)
             continue;
         rec[n_rec++] = v;

@@ -243,6 +243,27 @@ TS_FN double ts_named_dots_redo_flops(const double *mdl, double b, double seq, d
                                    recompute);
 }
 
+/* llm.py recompute_module_redo_flops: the FLOPs the checkpointing recompute modules run again
+ * per microbatch, whole model ("mlp": dense MLPs; "moe": router and experts; else
+ * "shared_experts": the shared experts). */
+TS_FN double ts_recompute_module_redo_flops(const double *mdl, const double *job, double b,
+                                            double seq, double n_moe)
+{
+    double h = mdl[TS_MDL_HIDDEN], layers = mdl[TS_MDL_LAYERS], flops = 0.0;
+    int swiglu = mdl[TS_MDL_SWIGLU] > 0.0;
+    if (job[TS_JOB_RECOMPUTE_MLP] > 0.0)
+        flops += (layers - n_moe) * ts_mlp_flops(b, seq, h, mdl[TS_MDL_FFN_HIDDEN], swiglu);
+    if (job[TS_JOB_RECOMPUTE_MOE] > 0.0)
+        flops += n_moe * (ts_router_flops(b, seq, h, mdl[TS_MDL_EXPERTS])
+                          + ts_moe_mlp_flops(b, seq, h, mdl[TS_MDL_EXPERT_FFN_HIDDEN],
+                                             mdl[TS_MDL_TOP_K], mdl[TS_MDL_SHARED_EXPERTS],
+                                             swiglu));
+    else if (job[TS_JOB_RECOMPUTE_SHARED_EXPERTS] > 0.0)
+        flops += n_moe * ts_moe_mlp_flops(b, seq, h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], 0.0,
+                                          mdl[TS_MDL_SHARED_EXPERTS], swiglu);
+    return flops;
+}
+
 /* llm.py named_dots_core_saved: the policy keeps the fused attention's output (op_selective). */
 TS_FN int ts_named_dots_core_saved(int recompute, int flash)
 {
@@ -319,48 +340,102 @@ TS_FN double ts_dots_layer_bytes(double attention, double block, double s, doubl
     return ts_layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block;
 }
 
-/* llm.py recompute_module_savings: bytes per dense / MoE layer that Megatron-Core's
- * output-discarding recompute modules free under selective recompute ("layernorm": the norm
- * outputs its consumers saved as themselves; "moe_act": the experts' fc2 inputs). */
-static inline void ts_recompute_module_savings(double s, double b, double h, double expert_ffn,
-                                               double top_k, double shared, double t, int sp,
-                                               double act_bytes, double lin_bytes,
-                                               int layernorm, int moe_act, double out[2])
+/* llm.py expert_copy_activation_bytes: one routed or shared copy's bytes, per TP rank. */
+static inline double ts_expert_copy_activation_bytes(double s, double b, double h,
+                                                     double expert_ffn, int swiglu, double t,
+                                                     double act_bytes, double lin_bytes)
+{
+    return (lin_bytes * s * b * h + (swiglu ? 2.0 : 1.0) * act_bytes * s * b * expert_ffn
+            + lin_bytes * s * b * expert_ffn) / t;
+}
+
+/* llm.py recompute_module_savings: bytes per dense / MoE layer that Megatron-Core's recompute
+ * modules free under selective recompute ("layernorm": the norm outputs its consumers saved as
+ * themselves; "moe_act": the experts' fc2 inputs; "mlp": the dense MLP block; "moe": every
+ * routed and shared copy; "shared_experts": the shared copies). flags: layernorm, moe_act,
+ * mlp, moe, shared_experts. */
+static inline void ts_recompute_module_savings(double s, double b, double h, double ffn,
+                                               double expert_ffn, double top_k, double shared,
+                                               int swiglu, double t, int sp, double act_bytes,
+                                               double lin_bytes, int dropout, const int fl[5],
+                                               double out[2])
 {
     double sbh = s * b * h;
     double norm_out = sp ? sbh / t : sbh;
     int same = lin_bytes == act_bytes;
-    double dense = 0.0, moe = 0.0;
-    if (layernorm) {
+    double dense = 0.0, moe = 0.0, fc2_in, copy;
+    if (fl[0]) {
         if (same) {
             dense += 2.0 * lin_bytes * norm_out;
             moe += lin_bytes * norm_out;
         }
         moe += act_bytes * norm_out;
     }
-    if (moe_act && same)
-        moe += (top_k + shared) * lin_bytes * s * b * expert_ffn / t;
+    if (fl[2]) {
+        dense += ts_mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout,
+                                         lin_bytes);
+        if (fl[0] && same)
+            dense -= lin_bytes * norm_out;
+    }
+    fc2_in = lin_bytes * s * b * expert_ffn / t;
+    copy = ts_expert_copy_activation_bytes(s, b, h, expert_ffn, swiglu, t, act_bytes, lin_bytes);
+    if (fl[3]) {
+        moe += (top_k + shared) * copy + ts_dropout_mask_bytes(dropout) * norm_out;
+    } else {
+        if (fl[1] && same)
+            moe += (top_k + shared) * fc2_in;
+        if (fl[4]) {
+            moe += shared * copy;
+            if (fl[1] && same)
+                moe -= shared * fc2_in;
+        }
+    }
     out[0] = dense;
     out[1] = moe;
 }
 
 /* llm.py recompute_module_redo_bytes: HBM bytes the backward moves to rebuild them. */
-static inline void ts_recompute_module_redo_bytes(double s, double b, double h,
+static inline void ts_recompute_module_redo_bytes(double s, double b, double h, double ffn,
                                                   double expert_ffn, double top_k, double shared,
                                                   int swiglu, double t, int sp, double act_bytes,
-                                                  int layernorm, int moe_act, double out[2])
+                                                  int dropout, const int fl[5], double out[2])
 {
     double sbh = s * b * h;
     double norm_io = 2.0 * act_bytes * (sp ? sbh / t : sbh);
+    double act_io = (swiglu ? 3.0 : 2.0) * act_bytes * s * b * expert_ffn / t;
     double dense = 0.0, moe = 0.0;
-    if (layernorm) {
+    if (fl[0]) {
         dense += 2.0 * norm_io;
         moe += 2.0 * norm_io;
     }
-    if (moe_act)
-        moe += (top_k + shared) * (swiglu ? 3.0 : 2.0) * act_bytes * s * b * expert_ffn / t;
+    if (fl[2])
+        dense += ts_mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout,
+                                         act_bytes);
+    if (fl[3]) {
+        moe += ts_moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp,
+                                       act_bytes, dropout, act_bytes);
+    } else {
+        if (fl[1])
+            moe += (top_k + shared) * act_io;
+        if (fl[4]) {
+            moe += shared * ts_expert_copy_activation_bytes(s, b, h, expert_ffn, swiglu, t,
+                                                            act_bytes, act_bytes);
+            if (fl[1])
+                moe -= shared * act_io;
+        }
+    }
     out[0] = dense;
     out[1] = moe;
+}
+
+/* llm.py recompute_module_flags */
+static inline void ts_recompute_module_flags(const double *job, int fl[5])
+{
+    fl[0] = job[TS_JOB_RECOMPUTE_LAYERNORM] > 0.0;
+    fl[1] = job[TS_JOB_RECOMPUTE_MOE_ACT] > 0.0;
+    fl[2] = job[TS_JOB_RECOMPUTE_MLP] > 0.0;
+    fl[3] = job[TS_JOB_RECOMPUTE_MOE] > 0.0;
+    fl[4] = job[TS_JOB_RECOMPUTE_SHARED_EXPERTS] > 0.0;
 }
 
 /* llm.py layer_activation_bytes: Korthikanti et al. Table 2 forms for a dense layer. */
@@ -1229,14 +1304,44 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->b_compute[TS_RECOMPUTE_NONE] = b_compute;
     R->b_compute[TS_RECOMPUTE_FULL] = b_compute + (gemm_f + core_f + mem_f + stage_layers * overhead);
     R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;
-    if (job[TS_JOB_RECOMPUTE_LAYERNORM] > 0.0 || job[TS_JOB_RECOMPUTE_MOE_ACT] > 0.0) {
-        /* llm.py recompute_modules_time */
-        double redo[2];
-        ts_recompute_module_redo_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, tp, sp,
-                                       act_bytes, job[TS_JOB_RECOMPUTE_LAYERNORM] > 0.0,
-                                       job[TS_JOB_RECOMPUTE_MOE_ACT] > 0.0, redo);
-        R->b_compute[TS_RECOMPUTE_SELECTIVE] += (dense_layers * redo[0] + moe_layers * redo[1])
-                                                * ctx->inv.inv_hbm;
+    R->module_gemm_redo = 0.0;
+    R->module_tp_replay = 0.0;
+    {
+        int fl[5];
+        ts_recompute_module_flags(job, fl);
+        if (fl[0] || fl[1] || fl[2] || fl[3] || fl[4]) {
+            /* llm.py recompute_modules_time: memory-bound redo, the re-run blocks' GEMMs
+             * (recompute_module_gemm_time) and FP8 casts (recompute_module_cast_time) */
+            double redo[2], gemm = 0.0, cast = 0.0, replay_layers = 0.0;
+            double x_in = sp ? b * s * h * r_tp : b * s * h;
+            double expert_in = x_in + b * s * expert_ffn * r_tp;
+            ts_recompute_module_redo_bytes(s, b, h, ffn, expert_ffn, top_k, shared, swiglu, tp,
+                                           sp, act_bytes, ctx->inv.dropout, fl, redo);
+            if (fl[2]) {
+                gemm += dense_layers * t_dense_mlp;
+                cast += dense_layers * (x_in + b * s * ffn * r_tp);
+                replay_layers += dense_layers;
+            }
+            if (fl[3]) {
+                gemm += moe_layers * t_moe_mlp;
+                cast += moe_layers * (top_k + shared) * expert_in;
+                replay_layers += moe_layers;
+            } else if (fl[4] && moe_layers > 0.0) {
+                gemm += moe_layers
+                        * ts_linear_time_fast(&ctx->inv,
+                                              ts_moe_mlp_flops(b, seq, h, expert_ffn, 0.0, shared,
+                                                               swiglu) * r_split,
+                                              2.0 * shared);
+                cast += moe_layers * shared * expert_in;
+            }
+            R->b_compute[TS_RECOMPUTE_SELECTIVE] += (dense_layers * redo[0]
+                                                     + moe_layers * redo[1]) * ctx->inv.inv_hbm
+                                                    + gemm
+                                                    + cast * job[TS_JOB_LINEAR_CAST_BYTES]
+                                                      * ctx->inv.inv_hbm;
+            R->module_gemm_redo = gemm;
+            R->module_tp_replay = 0.5 * replay_layers / stage_layers; /* recompute_module_tp_replay */
+        }
     }
     /* llm.py dots_recompute_time: the memory-bound kernels and the attention core, no GEMM */
     R->b_compute[TS_RECOMPUTE_DOTS] = b_compute + (core_f + mem_f + 0.0);
@@ -1382,7 +1487,9 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                                           + (hw_fwd - ts_logits_flops(b, seq, h, vocab)))
                                          * hw_scale;
         R->hw_flops[TS_RECOMPUTE_SELECTIVE] = (3.0 * hw_fwd + bwd_extra
-                                               + (flash ? 0.0 : layers * core_hw * split))
+                                               + ((flash ? 0.0 : layers * core_hw * split)
+                                                  + ts_recompute_module_redo_flops(mdl, job, b,
+                                                                                   seq, n_moe)))
                                               * hw_scale;
         R->hw_flops[TS_RECOMPUTE_DOTS] = (3.0 * hw_fwd + bwd_extra + layers * core_hw * split)
                                          * hw_scale;
@@ -1459,10 +1566,11 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
     if (rc == TS_RECOMPUTE_SELECTIVE) {
         /* llm.py layer_activations: less what the recompute modules drop */
         double saved[2];
-        ts_recompute_module_savings(s, b, h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
-                                    mdl[TS_MDL_SHARED_EXPERTS], tp, sp, act_bytes, lin_bytes,
-                                    job[TS_JOB_RECOMPUTE_LAYERNORM] > 0.0,
-                                    job[TS_JOB_RECOMPUTE_MOE_ACT] > 0.0, saved);
+        int fl[5];
+        ts_recompute_module_flags(job, fl);
+        ts_recompute_module_savings(s, b, h, ffn, mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
+                                    mdl[TS_MDL_SHARED_EXPERTS], swiglu, tp, sp, act_bytes,
+                                    lin_bytes, ctx->inv.dropout, fl, saved);
         act_dense_r -= saved[0];
         if (ctx->inv.n_moe > 0.0) /* a dense model's MoE bytes stay 0, as computed above */
             act_moe_r -= saved[1];
@@ -1671,6 +1779,10 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
                                                       ctx->mdl[TS_MDL_SWIGLU] > 0.0)
                                   * O->tp_pass,
                               R->gemm_redo[recompute], R->tp_overlap);
+    else if (recompute == TS_RECOMPUTE_SELECTIVE && R->module_tp_replay > 0.0)
+        /* llm.py recompute_module_tp_replay: the re-run MLP / MoE blocks' collectives */
+        tp_b += ts_tp_exposed(ctx->sys, R->module_tp_replay * O->tp_pass, R->module_gemm_redo,
+                              R->tp_overlap);
 
     /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023; TE
      * AttnFuncWithCPAndKVP2P) ---- */
@@ -1696,7 +1808,8 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     if (R->has_ep_comm) {
         ep_f = O->ep_pass;
         ep_b = O->ep_pass;
-        if (full)
+        if (full || (recompute == TS_RECOMPUTE_SELECTIVE
+                     && ctx->job[TS_JOB_RECOMPUTE_MOE] > 0.0)) /* the "moe" module's re-run */
             ep_b += ep_f;
         if (R->dualpipe) {
             /* DeepSeek-V3 tech report §3.2.1: all-to-all overlapped with the other

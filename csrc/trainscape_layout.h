@@ -94,7 +94,10 @@ enum {
     TS_JOB_DP_BUCKET_PARAMS_PER_RANK = 27,
     TS_JOB_RECOMPUTE_LAYERNORM = 28,
     TS_JOB_RECOMPUTE_MOE_ACT = 29,
-    TS_JOB_COUNT = 30
+    TS_JOB_RECOMPUTE_MLP = 30,
+    TS_JOB_RECOMPUTE_MOE = 31,
+    TS_JOB_RECOMPUTE_SHARED_EXPERTS = 32,
+    TS_JOB_COUNT = 33
 };
 
 /* CONFIG_FIELDS */
@@ -210,12 +213,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 71
 #define TS_N_SYS 583
 #define TS_N_MODEL 14
-#define TS_N_JOB 30
+#define TS_N_JOB 33
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0xD48C766F
+#define TS_LAYOUT_HASH 0x9CE5869A
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -224,6 +224,9 @@ typedef struct {
     double cp_attn_step_f, cp_attn_step_b; /* attention of one CP ring step, fwd / bwd */
     double b_compute[TS_RECOMPUTE_COUNT]; /* b_compute after the recompute adjustment */
     double gemm_redo[TS_RECOMPUTE_COUNT]; /* GEMM time a named-dot policy re-runs (else 0) */
+    /* selective recompute's checkpointing modules (llm.py recompute_module_gemm_time,
+     * recompute_module_tp_replay): the re-run blocks' GEMM time and TP traffic share */
+    double module_gemm_redo, module_tp_replay;
     int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
     /* per stage c (0 first, 1 busiest middle, 2 last; llm.py stage_activations):
      * stage layers x per-layer bytes(recompute) x inflight_activations_rank */

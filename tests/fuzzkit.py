@@ -37,10 +37,11 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: The LLM examples and a small DLRM scenario (8 of the Criteo tables inline), as raw dicts;
 #: the two-building example also with the settings no example file carries (Streaming DiLoCo,
 #: activation offload, a compressed region tier, a legacy attention kernel, recompute modules,
-#: a board power limit),
+#: a board power limit), and the MoE example with the block-checkpointing recompute modules,
 #: so their fields are mutated too.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
-             "three-region.toml", "llama3-405b-2bldg.toml+settings")
+             "three-region.toml", "llama3-405b-2bldg.toml+settings",
+             "mixtral-8x7b-moe.toml+modules")
 
 _NONFINITE_TEXT = re.compile(r"\b(NaN|nan|-?Infinity|-?inf)\b")
 
@@ -48,13 +49,16 @@ _NONFINITE_TEXT = re.compile(r"\b(NaN|nan|-?Infinity|-?inf)\b")
 def llm_base(i: int = 0) -> dict:
     name = LLM_BASES[i % len(LLM_BASES)]
     raw = tomllib.loads((EXAMPLES / name.split("+")[0]).read_text())
+    if name.endswith("+modules"):
+        # the checkpointing recompute modules on an MoE model (its config runs selective)
+        raw["job"]["recompute_modules"] = ["mlp", "moe", "shared_experts", "layernorm"]
     if name.endswith("+settings"):
         raw["job"]["sync"] = {"strategy": "diloco", "inner_steps": 32, "fragments": 4,
                               "overlap_steps": 1, "outer_dtype": "bf16"}
         raw["job"]["offload_activations"] = 0.5
         raw["job"]["attention_kernel"] = "legacy"
         raw["job"]["stack"] = "megatron-lm"
-        raw["job"]["recompute_modules"] = ["layernorm", "moe_act"]
+        raw["job"]["recompute_modules"] = ["layernorm", "moe_act", "mlp"]
         raw["cluster"]["host_to_device_GBps"] = 32.0
         raw["cluster"]["tiers"][2]["comm_dtype"] = "fp8"
         raw["config"]["zero"] = 1

@@ -243,6 +243,9 @@ def job_blocks(draw):
     # Megatron-Core recompute modules beside selective recompute's attention core
     job[L.JOB_RECOMPUTE_LAYERNORM] = float(draw(st.sampled_from([0, 0, 1])))
     job[L.JOB_RECOMPUTE_MOE_ACT] = float(draw(st.sampled_from([0, 0, 1])))
+    job[L.JOB_RECOMPUTE_MLP] = float(draw(st.sampled_from([0, 0, 1])))
+    job[L.JOB_RECOMPUTE_MOE] = float(draw(st.sampled_from([0, 0, 1])))
+    job[L.JOB_RECOMPUTE_SHARED_EXPERTS] = float(draw(st.sampled_from([0, 0, 1])))
     return job
 
 

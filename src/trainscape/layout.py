@@ -155,6 +155,11 @@ JOB_FIELDS = (
     "recompute_layernorm",  # 1: selective recompute also discards and re-runs the two norms'
     # outputs (Megatron-Core recompute_modules "layernorm")
     "recompute_moe_act",  # 1: ... and the experts' activation-function outputs ("moe_act")
+    "recompute_mlp",  # 1: ... and checkpoints every dense layer's MLP block ("mlp")
+    "recompute_moe",  # 1: ... and every MoE layer's whole MoE block, all-to-alls included
+    # ("moe")
+    "recompute_shared_experts",  # 1: ... and the MoE layers' shared experts
+    # ("shared_experts")
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -283,6 +288,9 @@ JOB_DP_BUCKET_MIN_PARAMS = JOB_FIELDS.index("dp_bucket_min_params")
 JOB_DP_BUCKET_PARAMS_PER_RANK = JOB_FIELDS.index("dp_bucket_params_per_rank")
 JOB_RECOMPUTE_LAYERNORM = JOB_FIELDS.index("recompute_layernorm")
 JOB_RECOMPUTE_MOE_ACT = JOB_FIELDS.index("recompute_moe_act")
+JOB_RECOMPUTE_MLP = JOB_FIELDS.index("recompute_mlp")
+JOB_RECOMPUTE_MOE = JOB_FIELDS.index("recompute_moe")
+JOB_RECOMPUTE_SHARED_EXPERTS = JOB_FIELDS.index("recompute_shared_experts")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

@@ -521,6 +521,25 @@ def recipe_recompute_modules_of(row: dict[str, str], release: tuple[int, ...],
     return list(recipe[1])
 
 
+def printed_recompute_modules_of(row: dict[str, str], config: dict[str, Any],
+                                 notes: list[str]) -> list[str]:
+    """Megatron-Core recompute modules a row prints after its selective recompute
+    (``selective: mla_up_proj,mlp,moe``): the ones the model has
+    (``spec.models.RECOMPUTE_MODULES``), with a note naming any it leaves out."""
+    from ..spec.models import RECOMPUTE_MODULES
+
+    text = row["recompute"]
+    if config["recompute"] != "selective" or ":" not in text:
+        return []
+    printed = [m.strip() for m in text.split(":", 1)[1].split(",") if m.strip()]
+    kept = [m for m in printed if m in RECOMPUTE_MODULES]
+    left = [m for m in printed if m not in RECOMPUTE_MODULES]
+    if left:
+        notes.append(f"recompute modules {', '.join(left)} not modelled (mla_up_proj: the model "
+                     "costs multi-latent attention as multi-head attention)")
+    return kept
+
+
 #: model families trained with dropout (Megatron-LM's default hidden/attention dropout 0.1,
 #: kept by the GPT-3 recipes); every other family here trains without (Llama, MPT, Nemotron-4,
 #: Qwen3, GPT-OSS configs: dropout 0; BLOOM tr11: hidden/attention dropout 0)
@@ -550,7 +569,8 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if recipe_mbs is not None:
         config["mbs"] = recipe_mbs[0]
         notes.append(recipe_mbs[1])
-    recompute_modules = recipe_recompute_modules_of(row, release, config, notes)
+    recompute_modules = (recipe_recompute_modules_of(row, release, config, notes)
+                         or printed_recompute_modules_of(row, config, notes))
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
     dtype = row["dtype"]
     flash = source_id != "bloom_176b_a100"  # BLOOM (2022) ran Megatron's unfused attention

@@ -154,6 +154,9 @@ from ..layout import (
     JOB_OFFLOAD_ACTIVATIONS,
     JOB_RECOMPUTE_LAYERNORM,
     JOB_RECOMPUTE_MOE_ACT,
+    JOB_RECOMPUTE_MLP,
+    JOB_RECOMPUTE_MOE,
+    JOB_RECOMPUTE_SHARED_EXPERTS,
 )
 from .collectives import (
     all_gather_time,
@@ -609,13 +612,22 @@ def dots_layer_bytes(attention, block, s, b, h, t, sp, act_bytes):
     return layer_input_bytes(s, b, h, t, sp, act_bytes) + attention + block
 
 
-def recompute_module_savings(s, b, h, expert_ffn, top_k, shared, t, sp, act_bytes, lin_bytes,
-                             layernorm, moe_act):
-    """``(dense, moe)``: bytes per layer that Megatron-Core's output-discarding recompute modules
-    free under selective recompute (``TransformerConfig.recompute_modules``,
-    ``megatron/core/transformer/transformer_config.py``: "moe_act", "layernorm" ... use
-    output-discarding checkpointing -- the module's output is dropped once its consumer has run
-    and rebuilt in the backward).
+def expert_copy_activation_bytes(s, b, h, expert_ffn, swiglu, t, act_bytes, lin_bytes):
+    """Bytes one routed (or shared) copy of a token keeps in an MoE block, per TP rank: its
+    dispatched input and its fc2 input at ``lin_bytes``, its fc1 output (``2·ffn`` wide for
+    SwiGLU) at ``act_bytes`` -- one copy of :func:`moe_activation_bytes`' split part."""
+    return (lin_bytes * s * b * h + (2.0 if swiglu else 1.0) * act_bytes * s * b * expert_ffn
+            + lin_bytes * s * b * expert_ffn) / t
+
+
+def recompute_module_savings(s, b, h, ffn, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
+                             lin_bytes, dropout, layernorm, moe_act, mlp, moe, shared_experts):
+    """``(dense, moe)``: bytes per layer that Megatron-Core's recompute modules free under
+    selective recompute (``TransformerConfig.recompute_modules``,
+    ``megatron/core/transformer/transformer_config.py``).
+
+    Output-discarding checkpoints (the module's output is dropped once its consumer has run and
+    rebuilt in the backward):
 
     - ``layernorm`` (``input_layernorm``, ``pre_mlp_layernorm``): the two norm outputs. Where
       the consumer saves that very tensor it is freed: the QKV and fc1 inputs when the linear
@@ -624,40 +636,80 @@ def recompute_module_savings(s, b, h, expert_ffn, top_k, shared, t, sp, act_byte
     - ``moe_act``: each routed copy's activation-function output, the experts' fc2 input, when
       fc2 saves it (16-bit inputs; ``top_k + shared`` copies).
 
+    Normal checkpoints (``tensor_parallel.checkpoint``: only the module's input is kept):
+
+    - ``mlp`` (dense layers only, ``TransformerLayer.recompute_mlp``): the whole MLP block of
+      :func:`mlp_activation_bytes`. The input the checkpoint keeps is the residual stream the
+      fused pre-MLP norm (TE ``LayerNormLinear``) saved already (:func:`layernorm_activation_bytes`),
+      so nothing is added; with ``layernorm`` the fc1 input is not freed twice.
+    - ``moe`` (``MoELayer.moe_layer_recompute``): the whole MoE block -- every routed and shared
+      copy (:func:`expert_copy_activation_bytes`) and the block's dropout mask; the router input
+      is the checkpoint's input and stays (``layernorm`` still frees it). ``moe_act`` adds
+      nothing beside it.
+    - ``shared_experts`` (without ``moe``): the shared copies, less their fc2 inputs where
+      ``moe_act`` already frees those.
+
     Sizes as :func:`attention_activation_bytes`, :func:`mlp_activation_bytes` and
     :func:`moe_activation_bytes` count them (the norm outputs split over TP only with SP)."""
     sbh = s * b * h
     norm_out = sbh / t if sp else sbh
     same = lin_bytes == act_bytes
     dense = 0.0
-    moe = 0.0
+    moe_b = 0.0
     if layernorm:
         if same:
             dense += 2.0 * lin_bytes * norm_out
-            moe += lin_bytes * norm_out
-        moe += act_bytes * norm_out
-    if moe_act and same:
-        moe += (top_k + shared) * lin_bytes * s * b * expert_ffn / t
-    return dense, moe
+            moe_b += lin_bytes * norm_out
+        moe_b += act_bytes * norm_out
+    if mlp:
+        dense += mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout, lin_bytes)
+        if layernorm and same:
+            dense -= lin_bytes * norm_out
+    fc2_in = lin_bytes * s * b * expert_ffn / t
+    copy = expert_copy_activation_bytes(s, b, h, expert_ffn, swiglu, t, act_bytes, lin_bytes)
+    if moe:
+        moe_b += (top_k + shared) * copy + dropout_mask_bytes(dropout) * norm_out
+    else:
+        if moe_act and same:
+            moe_b += (top_k + shared) * fc2_in
+        if shared_experts:
+            moe_b += shared * copy
+            if moe_act and same:
+                moe_b -= shared * fc2_in
+    return dense, moe_b
 
 
-def recompute_module_redo_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp, act_bytes,
-                                layernorm, moe_act):
+def recompute_module_redo_bytes(s, b, h, ffn, expert_ffn, top_k, shared, swiglu, t, sp,
+                                act_bytes, dropout, layernorm, moe_act, mlp, moe,
+                                shared_experts):
     """``(dense, moe)``: HBM bytes one layer's backward moves to rebuild what
-    :func:`recompute_module_savings` dropped: each norm reads its input and writes its output
-    (``2 x 2 sbh``), each copy's activation function reads its fc1 output (``2·ffn`` wide for
-    SwiGLU, ``ffn`` for GeLU) and writes ``ffn`` -- memory-bound kernels
-    (:func:`memory_bound_time`)."""
+    :func:`recompute_module_savings` dropped, memory-bound kernels (:func:`memory_bound_time`):
+    each norm reads its input and writes its output (``2 x 2 sbh``), each copy's activation
+    function reads its fc1 output (``2·ffn`` wide for SwiGLU, ``ffn`` for GeLU) and writes
+    ``ffn``; a re-run MLP or MoE block (or the shared experts) touches each of its stored
+    activations once, as a forward does (:func:`layer_activations` at 16 bits)."""
     sbh = s * b * h
     norm_io = 2.0 * act_bytes * (sbh / t if sp else sbh)
+    act_io = (3.0 if swiglu else 2.0) * act_bytes * s * b * expert_ffn / t
     dense = 0.0
-    moe = 0.0
+    moe_b = 0.0
     if layernorm:
         dense += 2.0 * norm_io
-        moe += 2.0 * norm_io
-    if moe_act:
-        moe += (top_k + shared) * (3.0 if swiglu else 2.0) * act_bytes * s * b * expert_ffn / t
-    return dense, moe
+        moe_b += 2.0 * norm_io
+    if mlp:
+        dense += mlp_activation_bytes(s, b, h, ffn, swiglu, t, sp, act_bytes, dropout, act_bytes)
+    if moe:
+        moe_b += moe_activation_bytes(s, b, h, expert_ffn, top_k, shared, swiglu, t, sp,
+                                      act_bytes, dropout, act_bytes)
+    else:
+        if moe_act:
+            moe_b += (top_k + shared) * act_io
+        if shared_experts:
+            moe_b += shared * expert_copy_activation_bytes(s, b, h, expert_ffn, swiglu, t,
+                                                           act_bytes, act_bytes)
+            if moe_act:
+                moe_b -= shared * act_io
+    return dense, moe_b
 
 
 def layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, t, sp, recompute,
@@ -1519,10 +1571,12 @@ def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
                                      mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, recompute, flash,
                                      act_bytes, dropout, lin_bytes)
     if recompute == RECOMPUTE_SELECTIVE:
-        saved = recompute_module_savings(s, b, h, mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
-                                         mdl[MDL_SHARED_EXPERTS], tp, sp, act_bytes, lin_bytes,
-                                         job[JOB_RECOMPUTE_LAYERNORM] > 0.0,
-                                         job[JOB_RECOMPUTE_MOE_ACT] > 0.0)
+        flags = recompute_module_flags(job)
+        saved = recompute_module_savings(s, b, h, mdl[MDL_FFN_HIDDEN],
+                                         mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
+                                         mdl[MDL_SHARED_EXPERTS], swiglu, tp, sp, act_bytes,
+                                         lin_bytes, dropout, flags[0], flags[1], flags[2],
+                                         flags[3], flags[4])
         dense -= saved[0]
         moe -= saved[1]
     return dense, moe
@@ -1849,21 +1903,120 @@ def offload_transfer_exposed(nbytes, link_bandwidth, window):
     return max(0.0, nbytes / link_bandwidth - window)
 
 
+def recompute_module_flags(job):
+    """The job's Megatron-Core recompute modules as flags: ``(layernorm, moe_act, mlp, moe,
+    shared_experts)``."""
+    return (job[JOB_RECOMPUTE_LAYERNORM] > 0.0, job[JOB_RECOMPUTE_MOE_ACT] > 0.0,
+            job[JOB_RECOMPUTE_MLP] > 0.0, job[JOB_RECOMPUTE_MOE] > 0.0,
+            job[JOB_RECOMPUTE_SHARED_EXPERTS] > 0.0)
+
+
+def recompute_module_gemm_time(sys, mdl, job, row):
+    """GEMM time one microbatch's backward spends on a stage re-running the blocks the
+    checkpointing recompute modules dropped: each dense layer's MLP (``mlp``: fc1 and fc2 on the
+    linear layers' curve), each MoE layer's router and experts (``moe``), or only its shared
+    experts (``shared_experts``) -- the forward's GEMMs of :func:`row_terms` once more."""
+    flags = recompute_module_flags(job)
+    b = row[ROW_B]
+    seq = job[JOB_SEQ_LEN]
+    split = row[ROW_TP] * row[ROW_CP]
+    h = mdl[MDL_HIDDEN]
+    swiglu = mdl[MDL_SWIGLU] > 0.0
+    expert_ffn = mdl[MDL_EXPERT_FFN_HIDDEN]
+    shared = mdl[MDL_SHARED_EXPERTS]
+    t = 0.0
+    if flags[2]:
+        t += row[ROW_DENSE_LAYERS] * linear_gemm_time(
+            sys, mlp_flops(b, seq, h, mdl[MDL_FFN_HIDDEN], swiglu) / split, 2.0)
+    if flags[3]:
+        experts = mdl[MDL_EXPERTS]
+        t += row[ROW_MOE_LAYERS] * (
+            gemm_time(sys, router_flops(b, seq, h, experts) / split, 1.0)
+            + linear_gemm_time(sys, moe_mlp_flops(b, seq, h, expert_ffn, mdl[MDL_TOP_K], shared,
+                                                  swiglu) / split,
+                               2.0 * (experts / row[ROW_EP] + shared)))
+    elif flags[4]:
+        t += row[ROW_MOE_LAYERS] * linear_gemm_time(
+            sys, moe_mlp_flops(b, seq, h, expert_ffn, 0.0, shared, swiglu) / split, 2.0 * shared)
+    return t
+
+
+def recompute_module_cast_time(sys, mdl, job, row):
+    """FP8 casts of the re-run blocks' linear-layer inputs (:func:`linear_cast_time` of the MLP
+    part of :func:`linear_cast_elements_forward`): the dense MLPs' (``mlp``), every routed and
+    shared copy's (``moe``) or the shared copies' (``shared_experts``); 0 in a 16-bit job."""
+    flags = recompute_module_flags(job)
+    b = row[ROW_B]
+    s = row[ROW_S]
+    t = row[ROW_TP]
+    h = mdl[MDL_HIDDEN]
+    x_in = b * s * h / t if row[ROW_SP] > 0.0 else b * s * h
+    expert_in = x_in + b * s * mdl[MDL_EXPERT_FFN_HIDDEN] / t
+    elements = 0.0
+    if flags[2]:
+        elements += row[ROW_DENSE_LAYERS] * (x_in + b * s * mdl[MDL_FFN_HIDDEN] / t)
+    if flags[3]:
+        elements += row[ROW_MOE_LAYERS] * (mdl[MDL_TOP_K] + mdl[MDL_SHARED_EXPERTS]) * expert_in
+    elif flags[4]:
+        elements += row[ROW_MOE_LAYERS] * mdl[MDL_SHARED_EXPERTS] * expert_in
+    return linear_cast_time(sys, job, elements)
+
+
 def recompute_modules_time(sys, mdl, job, row):
     """Backward time one microbatch spends on a stage rebuilding what the job's Megatron-Core
-    recompute modules dropped (:func:`recompute_module_redo_bytes` of the stage's dense and MoE
-    layers, memory-bound); 0 without any."""
-    layernorm = job[JOB_RECOMPUTE_LAYERNORM] > 0.0
-    moe_act = job[JOB_RECOMPUTE_MOE_ACT] > 0.0
-    if not layernorm and not moe_act:
+    recompute modules dropped: the memory-bound kernels of :func:`recompute_module_redo_bytes`
+    over the stage's dense and MoE layers, the re-run blocks' GEMMs
+    (:func:`recompute_module_gemm_time`) and FP8 casts (:func:`recompute_module_cast_time`);
+    0 without any."""
+    flags = recompute_module_flags(job)
+    if not (flags[0] or flags[1] or flags[2] or flags[3] or flags[4]):
         return 0.0
     redo = recompute_module_redo_bytes(row[ROW_S], row[ROW_B], mdl[MDL_HIDDEN],
-                                       mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
-                                       mdl[MDL_SHARED_EXPERTS], mdl[MDL_SWIGLU] > 0.0,
-                                       row[ROW_TP], row[ROW_SP] > 0.0,
-                                       job[JOB_ACTIVATION_BYTES], layernorm, moe_act)
+                                       mdl[MDL_FFN_HIDDEN], mdl[MDL_EXPERT_FFN_HIDDEN],
+                                       mdl[MDL_TOP_K], mdl[MDL_SHARED_EXPERTS],
+                                       mdl[MDL_SWIGLU] > 0.0, row[ROW_TP], row[ROW_SP] > 0.0,
+                                       job[JOB_ACTIVATION_BYTES], job[JOB_DROPOUT] > 0.0,
+                                       flags[0], flags[1], flags[2], flags[3], flags[4])
     return memory_bound_time(sys, row[ROW_DENSE_LAYERS] * redo[0]
-                             + row[ROW_MOE_LAYERS] * redo[1])
+                             + row[ROW_MOE_LAYERS] * redo[1]) \
+        + recompute_module_gemm_time(sys, mdl, job, row) \
+        + recompute_module_cast_time(sys, mdl, job, row)
+
+
+def recompute_module_tp_replay(job, row):
+    """Share of a stage pass's TP traffic the re-run blocks replay: a layer's MLP (or MoE) block
+    carries half of it (its all-gather and reduce-scatter with SP, its all-reduce without), for
+    the dense layers under ``mlp`` and the MoE layers under ``moe``."""
+    flags = recompute_module_flags(job)
+    layers = 0.0
+    if flags[2]:
+        layers += row[ROW_DENSE_LAYERS]
+    if flags[3]:
+        layers += row[ROW_MOE_LAYERS]
+    return 0.5 * layers / row[ROW_STAGE_LAYERS]
+
+
+def recompute_module_redo_flops(mdl, job, b):
+    """Hardware FLOPs of one microbatch of ``b`` sequences that the checkpointing recompute
+    modules run again, over the whole model: the dense MLPs (``mlp``), the MoE layers' router
+    and experts (``moe``) or their shared experts (``shared_experts``)."""
+    flags = recompute_module_flags(job)
+    seq = job[JOB_SEQ_LEN]
+    h = mdl[MDL_HIDDEN]
+    swiglu = mdl[MDL_SWIGLU] > 0.0
+    layers = mdl[MDL_LAYERS]
+    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    flops = 0.0
+    if flags[2]:
+        flops += (layers - n_moe) * mlp_flops(b, seq, h, mdl[MDL_FFN_HIDDEN], swiglu)
+    if flags[3]:
+        flops += n_moe * (router_flops(b, seq, h, mdl[MDL_EXPERTS])
+                          + moe_mlp_flops(b, seq, h, mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K],
+                                          mdl[MDL_SHARED_EXPERTS], swiglu))
+    elif flags[4]:
+        flops += n_moe * moe_mlp_flops(b, seq, h, mdl[MDL_EXPERT_FFN_HIDDEN], 0.0,
+                                       mdl[MDL_SHARED_EXPERTS], swiglu)
+    return flops
 
 
 def recompute_terms(sys, mdl, job, row, ordt, recompute):
@@ -1911,6 +2064,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         tp_b += tp_exposed(sys, named_dots_tp_replay(recompute, row[ROW_SP] > 0.0,
                                                      mdl[MDL_SWIGLU] > 0.0) * tp_pass,
                            gemm_redo, tp_overlap)
+    elif recompute == RECOMPUTE_SELECTIVE and recompute_module_tp_replay(job, row) > 0.0:
+        # the re-run MLP / MoE blocks' collectives, overlapped with their GEMMs
+        tp_b += tp_exposed(sys, recompute_module_tp_replay(job, row) * tp_pass,
+                           recompute_module_gemm_time(sys, mdl, job, row), tp_overlap)
 
     # ---- context parallelism: ring exchange of K and V overlapped with attention --------------
     # (Liu et al. 2023, Ring Attention; Megatron-Core CP through TE AttnFuncWithCPAndKVP2P)
@@ -1939,7 +2096,9 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         # gradient goes the combine way, in BF16 ("backward combine", DeepSeek-V3 §3.3.2):
         # the same pair of all-to-alls as the forward
         ep_b = moe_layers * a2a
-        if recompute == RECOMPUTE_FULL:
+        if recompute == RECOMPUTE_FULL or (recompute == RECOMPUTE_SELECTIVE
+                                           and job[JOB_RECOMPUTE_MOE] > 0.0):
+            # the re-run forward's dispatch and combine (the "moe" module checkpoints them)
             ep_b += ep_f
         if schedule == SCHED_DUALPIPE or schedule == SCHED_DUALPIPE_V:
             # DualPipe overlaps one microbatch's all-to-all with another's compute
@@ -1991,6 +2150,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
             hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
         if recompute > RECOMPUTE_DOTS:
             hw_recompute += named_dots_redo_flops(mdl, b, job[JOB_SEQ_LEN], recompute)
+    if recompute == RECOMPUTE_SELECTIVE:
+        hw_recompute += recompute_module_redo_flops(mdl, job, b)
     # backward = B + W: GEMMs twice, the attention core attention_backward_factor times (no
     # weights; FlashAttention recomputes the scores): 3 forwards in all, plus 0.5 x the executed
     # attention core with FlashAttention

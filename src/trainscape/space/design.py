@@ -437,7 +437,8 @@ def selective_is_none(job) -> bool:
     FlashAttention never stores, unless the job adds Megatron-Core recompute modules
     (``job.recompute_modules``). The space then keeps one of the two."""
     return (job[L.JOB_FLASH_ATTENTION] > 0 and job[L.JOB_RECOMPUTE_LAYERNORM] == 0
-            and job[L.JOB_RECOMPUTE_MOE_ACT] == 0)
+            and job[L.JOB_RECOMPUTE_MOE_ACT] == 0 and job[L.JOB_RECOMPUTE_MLP] == 0
+            and job[L.JOB_RECOMPUTE_MOE] == 0 and job[L.JOB_RECOMPUTE_SHARED_EXPERTS] == 0)
 
 
 def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpace:

@@ -35,7 +35,7 @@ GRAD_DTYPES = ("fp32", "bf16")
 OPTIMIZER_DTYPES = ("fp32", "bf16")
 MLPS = ("swiglu", "gelu")
 #: Megatron-Core recompute_modules modelled beside the attention core (job.recompute_modules)
-RECOMPUTE_MODULES = ("layernorm", "moe_act")
+RECOMPUTE_MODULES = ("layernorm", "moe_act", "mlp", "moe", "shared_experts")
 #: FP8 scaling recipes (see ``spec.pack.fp8_cast_bytes``): Transformer Engine's delayed and
 #: current ("tensorwise") per-tensor scaling, torchao's rowwise scaling, DeepSeek-V3's 1x128 /
 #: 128x128 blockwise scaling, and MXFP8 (OCP microscaling, 32-element blocks).
@@ -236,7 +236,9 @@ class JobSpec(_Spec):
     # Megatron-Core recompute_modules the selective recompute runs beside the attention core
     # (config recompute = "selective"): "layernorm" discards the two norms' outputs and re-runs
     # the norms in the backward, "moe_act" the experts' activation-function outputs
-    # (TransformerConfig.recompute_modules, output-discarding checkpoints)
+    # (output-discarding checkpoints); "mlp" checkpoints each dense layer's MLP block, "moe"
+    # each MoE layer's whole MoE block (router, all-to-alls, experts), "shared_experts" the
+    # shared experts (TransformerConfig.recompute_modules, normal checkpoints)
     recompute_modules: list[Literal[RECOMPUTE_MODULES]] = Field(default_factory=list)
     # cross-site synchronisation strategy ([job.sync], see SyncSpec)
     sync: SyncSpec = SyncSpec()

@@ -479,6 +479,9 @@ def pack_job(scenario: Scenario) -> np.ndarray:
         j.dp_bucket_params, j.stack)
     job[L.JOB_RECOMPUTE_LAYERNORM] = 1.0 if "layernorm" in j.recompute_modules else 0.0
     job[L.JOB_RECOMPUTE_MOE_ACT] = 1.0 if "moe_act" in j.recompute_modules else 0.0
+    job[L.JOB_RECOMPUTE_MLP] = 1.0 if "mlp" in j.recompute_modules else 0.0
+    job[L.JOB_RECOMPUTE_MOE] = 1.0 if "moe" in j.recompute_modules else 0.0
+    job[L.JOB_RECOMPUTE_SHARED_EXPERTS] = 1.0 if "shared_experts" in j.recompute_modules else 0.0
     job[L.JOB_SYNC_STRATEGY] = L.SYNC_STRATEGIES.index(j.sync.strategy)
     job[L.JOB_SYNC_INNER_STEPS] = j.sync.inner_steps
     job[L.JOB_SYNC_OUTER_BYTES] = outer_sync_bytes(j.sync.outer_dtype, gb)
