@@ -97,7 +97,8 @@ enum {
     TS_JOB_RECOMPUTE_MLP = 30,
     TS_JOB_RECOMPUTE_MOE = 31,
     TS_JOB_RECOMPUTE_SHARED_EXPERTS = 32,
-    TS_JOB_COUNT = 33
+    TS_JOB_ZERO3_SHARD_PARAM_BYTES = 33,
+    TS_JOB_COUNT = 34
 };
 
 /* CONFIG_FIELDS */
@@ -213,12 +214,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 71
 #define TS_N_SYS 583
 #define TS_N_MODEL 14
-#define TS_N_JOB 33
+#define TS_N_JOB 34
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x9CE5869A
+#define TS_LAYOUT_HASH 0x5674CD03
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -246,6 +246,8 @@ def job_blocks(draw):
     job[L.JOB_RECOMPUTE_MLP] = float(draw(st.sampled_from([0, 0, 1])))
     job[L.JOB_RECOMPUTE_MOE] = float(draw(st.sampled_from([0, 0, 1])))
     job[L.JOB_RECOMPUTE_SHARED_EXPERTS] = float(draw(st.sampled_from([0, 0, 1])))
+    # ZeRO-3's parameter shard: 16-bit beside the master, or the fp32 master itself (FSDP)
+    job[L.JOB_ZERO3_SHARD_PARAM_BYTES] = draw(st.sampled_from([job[L.JOB_PARAM_BYTES], 0.0]))
     return job
 
 

@@ -4,6 +4,7 @@
 
 import copy
 
+import numpy as np
 import pytest
 
 from backend_fixture import backend  # noqa: F401
@@ -216,3 +217,52 @@ def test_published_layouts_that_ran_fit(case):
     result = Runner([run]).cost(run, backend="python")
     assert result.status == "ok", (case, result.memory_gib)
     assert result.memory_gib < 80.0
+
+
+def test_zero3_shard_is_the_master_copy_on_fsdp_and_jax_stacks():
+    from trainscape.spec.pack import zero3_shard_param_bytes
+
+    # PyTorch FSDP / JAX keep the fp32 sharded parameters as the optimizer's master copy
+    assert zero3_shard_param_bytes("pytorch-fsdp", "fp32", 2.0) == 0.0
+    assert zero3_shard_param_bytes("jax-xla", "fp32", 2.0) == 0.0
+    # DeepSpeed / Megatron keep a 16-bit shard beside it; a bf16 optimizer has no master
+    assert zero3_shard_param_bytes("megatron-core", "fp32", 2.0) == 2.0
+    assert zero3_shard_param_bytes("pytorch-fsdp", "bf16", 2.0) == 2.0
+    # only Transformer Engine under Megatron caches FP8 weights across microbatches
+    assert fp8_linear_weight_extra_bytes("delayed", False, 2, "pytorch-fsdp") == 0.0
+    assert fp8_linear_weight_extra_bytes("delayed", True, 2, "jax-xla") == 0.0
+    assert fp8_linear_weight_extra_bytes("delayed", False, 2, "megatron-core") == 2.0
+
+
+def test_zero3_gathers_two_units_in_flight_by_hand():
+    from trainscape import layout as L
+    from trainscape.model import llm
+
+    job = np.zeros(L.N_JOB)
+    job[L.JOB_PARAM_BYTES] = job[L.JOB_LINEAR_PARAM_COMM_BYTES] = 2.0
+    # 8 layers of 1e9 dense and 4e8 expert parameters: two units gathered, 16-bit
+    assert llm.zero3_gather_bytes(job, 8e9, 3.2e9, 7e9, 8.0) == pytest.approx(2 * 1.4e9 * 2)
+    # a single unit (one layer on the device) is gathered once, not twice
+    assert llm.zero3_gather_bytes(job, 1e9, 0.0, 1e9, 1.0) == pytest.approx(2e9)
+    # FP8 weights gathered (fp8_param_gather): the linear part at 1 byte
+    job[L.JOB_LINEAR_PARAM_COMM_BYTES] = 1.0
+    assert llm.zero3_gather_bytes(job, 8e9, 0.0, 6e9, 8.0) == pytest.approx(
+        2 * (8e9 * 2 - 6e9 * 1) / 8)
+
+
+def test_fsdp_stack_holds_no_16_bit_shard_beside_the_master(backend):  # noqa: F811
+    from trainscape import api
+    from trainscape.spec import load_scenario
+
+    from test_spec import BASE
+
+    sets = ["config.zero=3", "config.tp=1", "config.pp=1", "config.dp=64"]
+    mc = api.evaluate(load_scenario(BASE, sets), backend=backend)
+    fsdp = api.evaluate(load_scenario(BASE, sets + ["job.stack=pytorch-fsdp"]),
+                        backend=backend)
+    # same optimizer and gradients; the weights lose the 16-bit shard (2 bytes / 64 ranks)
+    assert fsdp.mem_optimizer_gib == pytest.approx(mc.mem_optimizer_gib)
+    assert fsdp.mem_grads_gib == pytest.approx(mc.mem_grads_gib)
+    shard = mc.mem_weights_gib - fsdp.mem_weights_gib
+    assert shard > 0
+    assert mc.mem_weights_gib > shard  # the gathered units stay on both stacks

@@ -160,6 +160,9 @@ JOB_FIELDS = (
     # ("moe")
     "recompute_shared_experts",  # 1: ... and the MoE layers' shared experts
     # ("shared_experts")
+    "zero3_shard_param_bytes",  # bytes per element of the ZeRO-3 parameter shard held beside
+    # the optimizer states: param_bytes, or 0 where the shard is the optimizer's fp32 master
+    # copy (PyTorch FSDP mixed precision)
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -291,6 +294,7 @@ JOB_RECOMPUTE_MOE_ACT = JOB_FIELDS.index("recompute_moe_act")
 JOB_RECOMPUTE_MLP = JOB_FIELDS.index("recompute_mlp")
 JOB_RECOMPUTE_MOE = JOB_FIELDS.index("recompute_moe")
 JOB_RECOMPUTE_SHARED_EXPERTS = JOB_FIELDS.index("recompute_shared_experts")
+JOB_ZERO3_SHARD_PARAM_BYTES = JOB_FIELDS.index("zero3_shard_param_bytes")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

@@ -583,6 +583,15 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     job.update(recipe_optimizer_of(row, release, notes))
     if recompute_modules:
         job["recompute_modules"] = recompute_modules
+    if source_id == "automodel_perf_summary":
+        # NeMo AutoModel's benchmark configs (examples/benchmark/configs/*_te_deepep.yaml at
+        # 89e3a9fdd604, the commit of the performance summary) compute the loss with
+        # MaskedCrossEntropy(fp32_upcast=False): F.cross_entropy on the bf16 logits, whose
+        # log-softmax is kept in bf16 -- no fp32 copy (nemo_automodel/components/loss/
+        # masked_ce.py)
+        job["cross_entropy"] = "fused"
+        notes.append("loss: AutoModel's MaskedCrossEntropy without fp32 upcast (benchmark "
+                     "configs): 16-bit logits and log-softmax, no fp32 copy")
     if source_id == "llm_foundry_mpt":
         # llm-foundry's MPT reads loss_fn from the model config, default "fused_crossentropy":
         # flash-attn's fused cross-entropy (llmfoundry/models/mpt/modeling_mpt.py)

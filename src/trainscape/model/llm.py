@@ -157,6 +157,7 @@ from ..layout import (
     JOB_RECOMPUTE_MLP,
     JOB_RECOMPUTE_MOE,
     JOB_RECOMPUTE_SHARED_EXPERTS,
+    JOB_ZERO3_SHARD_PARAM_BYTES,
 )
 from .collectives import (
     all_gather_time,
@@ -1284,20 +1285,42 @@ def stage_params(dense, moe, dense_layer_p, moe_layer_p, expert_layer_p, embed, 
     return d / tp * copies, moe * expert_layer_p / etp * copies
 
 
-def stage_memory(job, dense_p, expert_p, linear_p, zero, dp_dense, dp_expert, param_bytes,
-                 grad_bytes, opt_bytes, act, logits):
-    """``(weights, grads, optimizer, total)`` bytes of one device: parameters, gradients and
-    optimizer states sharded over the data-parallel ranks by the ZeRO stage (Rajbhandari et al.
-    2020 §5), the FP8 weight copies of its ``linear_p`` dense linear weights and its experts
-    (:func:`fp8_weight_cache_bytes`), plus its activations and logits (the ``logits`` of the
-    last stage)."""
+def zero3_gather_bytes(job, dense_p, expert_p, linear_p, layers):
+    """ZeRO-3 / FSDP: the unsharded weights of the units in flight on a device holding
+    ``layers`` transformer layers, one unit each (:func:`stage_fsdp_units`): the unit being
+    computed and the next one, prefetched while it runs (PyTorch FSDP's forward and backward
+    prefetch of one unit, Zhao et al., VLDB 2023, §3.3; DeepSpeed ZeRO-3's prefetch bucket) --
+    two units' share of the device's dense and expert parameters, at their all-gather width
+    (:func:`param_gather_bytes`: FP8 for the linear weights with ``fp8_param_gather``); all of
+    them when the device holds a single unit."""
+    units = stage_fsdp_units(layers)
+    in_flight = 2.0 if units > 2.0 else units
+    return param_gather_bytes(job, dense_p, linear_p)[0] * in_flight / units \
+        + param_gather_bytes(job, expert_p, expert_p)[0] * in_flight / units
+
+
+def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_expert,
+                 param_bytes, grad_bytes, opt_bytes, act, logits):
+    """``(weights, grads, optimizer, total)`` bytes of one device holding ``layers``
+    transformer layers: parameters, gradients and optimizer states sharded over the
+    data-parallel ranks by the ZeRO stage (Rajbhandari et al. 2020 §5), the FP8 weight copies
+    of its ``linear_p`` dense linear weights and its experts (:func:`fp8_weight_cache_bytes`),
+    plus its activations and logits (the ``logits`` of the last stage). Under ZeRO-3 the
+    weights are the shard at ``zero3_shard_param_bytes`` (0 where it is the optimizer's master
+    copy, :func:`trainscape.spec.pack.zero3_shard_param_bytes`) and the gathered units in
+    flight (:func:`zero3_gather_bytes`)."""
     w_shard_d = dp_dense if zero == 3 else 1.0
     w_shard_e = dp_expert if zero == 3 else 1.0
     g_shard_d = dp_dense if zero >= 2 else 1.0
     g_shard_e = dp_expert if zero >= 2 else 1.0
     o_shard_d = dp_dense if zero >= 1 else 1.0
     o_shard_e = dp_expert if zero >= 1 else 1.0
-    mem_w = (dense_p / w_shard_d + expert_p / w_shard_e) * param_bytes \
+    shard_bytes = param_bytes
+    gathered = 0.0
+    if zero == 3:
+        shard_bytes = job[JOB_ZERO3_SHARD_PARAM_BYTES]
+        gathered = zero3_gather_bytes(job, dense_p, expert_p, linear_p, layers)
+    mem_w = (dense_p / w_shard_d + expert_p / w_shard_e) * shard_bytes + gathered \
         + fp8_weight_cache_bytes(job, linear_p / w_shard_d + expert_p / w_shard_e)
     mem_g = (dense_p / g_shard_d + expert_p / g_shard_e) * grad_bytes
     mem_o = (dense_p / o_shard_d + expert_p / o_shard_e) * opt_bytes
@@ -2201,7 +2224,12 @@ def fsdp_units(row):
     §3.2-3.3; ``transformer_auto_wrap_policy``); DeepSpeed ZeRO-3 gathers per submodule and
     JAX/MaxText FSDP per scanned layer alike. The device's other parameters (embedding, output
     layer: FSDP's root unit) are spread over the units with the rest."""
-    return max(1.0, float(math.floor(row[ROW_STAGE_LAYERS] + 0.5)))
+    return stage_fsdp_units(row[ROW_STAGE_LAYERS])
+
+
+def stage_fsdp_units(layers):
+    """FSDP units of a device holding ``layers`` transformer layers (:func:`fsdp_units`)."""
+    return max(1.0, float(math.floor(layers + 0.5)))
 
 
 def fsdp_exposed(unit_gather, comm, window, overlap):
@@ -2498,13 +2526,13 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     p3 = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
                       emb_p, tp, etp, copies)
     logits_first = logits if loss_first else 0.0
-    s1 = stage_memory(job, p1[0], p1[1], stage_linear_params(d1, m1, lin, tp, copies),
+    s1 = stage_memory(job, p1[0], p1[1], stage_linear_params(d1, m1, lin, tp, copies), d1 + m1,
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT], logits_first)
-    s2 = stage_memory(job, p2[0], p2[1], stage_linear_params(d2, m2, lin, tp, copies),
+    s2 = stage_memory(job, p2[0], p2[1], stage_linear_params(d2, m2, lin, tp, copies), d2 + m2,
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT_MID], 0.0)
-    s3 = stage_memory(job, p3[0], p3[1], stage_linear_params(d3, m3, lin, tp, copies),
+    s3 = stage_memory(job, p3[0], p3[1], stage_linear_params(d3, m3, lin, tp, copies), d3 + m3,
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
                       opt_bytes, rect[REC_MEM_ACT_LAST], logits)
     # the last stage unless another one needs more

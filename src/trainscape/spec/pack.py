@@ -90,6 +90,21 @@ def optimizer_state_bytes(optimizer: str, grad_dtype: str, state_dtype: str = "f
     return state
 
 
+def zero3_shard_param_bytes(stack: str, optimizer_dtype: str, param_bytes_: float) -> float:
+    """Bytes per element of the parameter shard ZeRO-3 keeps beside the optimizer states.
+    DeepSpeed ZeRO-3 and Megatron-Core's FSDP keep a 16-bit shard beside the fp32 master copy
+    (``param_bytes``). PyTorch FSDP with mixed precision keeps the sharded parameters in their
+    original fp32 -- they are what the optimizer steps, the master copy the optimizer bytes
+    already count -- and casts them to ``param_dtype`` only in the all-gather
+    (``torch.distributed.fsdp.MixedPrecisionPolicy``; Zhao et al., VLDB 2023, §4.4); JAX
+    trainers keep fp32 parameters the same way and compute in bf16 (MaxText ``weight_dtype``
+    float32 beside ``dtype`` bfloat16, ``MaxText/configs/base.yml``): 0 on the
+    ``pytorch-fsdp`` and ``jax-xla`` stacks with an fp32 optimizer."""
+    if stack in ("pytorch-fsdp", "jax-xla") and optimizer_dtype == "fp32":
+        return 0.0
+    return float(param_bytes_)
+
+
 def optimizer_traffic_bytes(optimizer: str, grad_dtype: str, param_bytes_: int,
                             state_dtype: str = "fp32") -> int:
     """HBM bytes moved per parameter by one optimizer step (a memory-bound kernel).
@@ -206,7 +221,7 @@ def fp8_weight_cache_bytes(recipe: str | None) -> float:
 
 
 def fp8_linear_weight_extra_bytes(recipe: str | None, fp8_param_gather: bool,
-                                  param_bytes_: float) -> float:
+                                  param_bytes_: float, stack: str = "megatron-core") -> float:
     """Bytes per linear weight held beyond the ``param_bytes_`` every weight is counted at: the
     FP8 copies (:func:`fp8_weight_cache_bytes`), less the 16-bit copy when the job keeps none.
 
@@ -220,7 +235,15 @@ def fp8_linear_weight_extra_bytes(recipe: str | None, fp8_param_gather: bool,
     2.1-2.2, ``fp8_param_gather = True`` from 2.3, ``nemo/collections/llm/recipes/precision/
     mixed_precision.py``), as do Megatron-Bridge's (``bf16_with_fp8_current_scaling_mixed``,
     ``src/megatron/bridge/training/mixed_precision.py``). The fp32 master copy stays in the
-    optimizer states (:func:`optimizer_state_bytes`)."""
+    optimizer states (:func:`optimizer_state_bytes`).
+
+    Only Transformer Engine under Megatron keeps FP8 weight copies across microbatches (it
+    quantizes a weight on the first microbatch, ``is_first_microbatch``); torchao's float8
+    training and XLA cast the weights in every forward, so the ``pytorch-fsdp`` and
+    ``jax-xla`` stacks hold none (0), and their FP8 all-gathers (``fp8_param_gather``) gather
+    the fp32 master shard cast to FP8 (:func:`zero3_shard_param_bytes`)."""
+    if stack in ("pytorch-fsdp", "jax-xla"):
+        return 0.0
     cache = fp8_weight_cache_bytes(recipe)
     if fp8_param_gather and recipe is not None:
         return cache - param_bytes_
@@ -468,7 +491,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_DROPOUT] = 1.0 if j.dropout else 0.0
     job[L.JOB_LINEAR_CAST_BYTES] = fp8_cast_bytes(j.recipe)
     job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_linear_weight_extra_bytes(j.recipe,
-                                                                      j.fp8_param_gather, pb)
+                                                                      j.fp8_param_gather, pb,
+                                                                      j.stack)
     job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
     job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
     job[L.JOB_OFFLOAD_OPTIMIZER] = 1.0 if j.offload_optimizer else 0.0
@@ -482,6 +506,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_RECOMPUTE_MLP] = 1.0 if "mlp" in j.recompute_modules else 0.0
     job[L.JOB_RECOMPUTE_MOE] = 1.0 if "moe" in j.recompute_modules else 0.0
     job[L.JOB_RECOMPUTE_SHARED_EXPERTS] = 1.0 if "shared_experts" in j.recompute_modules else 0.0
+    job[L.JOB_ZERO3_SHARD_PARAM_BYTES] = zero3_shard_param_bytes(j.stack, j.optimizer_dtype, pb)
     job[L.JOB_SYNC_STRATEGY] = L.SYNC_STRATEGIES.index(j.sync.strategy)
     job[L.JOB_SYNC_INNER_STEPS] = j.sync.inner_steps
     job[L.JOB_SYNC_OUTER_BYTES] = outer_sync_bytes(j.sync.outer_dtype, gb)
