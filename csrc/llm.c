@@ -1085,13 +1085,12 @@ TS_FN double ts_fsdp_units(double stage_layers)
 /* llm.py zero3_gather_bytes: the unsharded weights of the ZeRO-3 units in flight (the unit
  * computed and the one prefetched; all of them with a single unit), at their all-gather
  * width. */
-TS_FN double ts_zero3_gather_bytes(const double *job, double dense_p, double expert_p,
-                                   double linear_p, double layers)
+TS_FN double ts_zero3_gather_bytes(const double *job, double params, double linear_params,
+                                   double layers)
 {
     double units = ts_fsdp_units(layers), elem;
     double in_flight = units > 2.0 ? 2.0 : units;
-    return ts_param_gather_bytes(job, dense_p, linear_p, &elem) * in_flight / units
-           + ts_param_gather_bytes(job, expert_p, expert_p, &elem) * in_flight / units;
+    return ts_param_gather_bytes(job, params, linear_params, &elem) * in_flight / units;
 }
 
 /* llm.py fsdp_exposed: the first unit's all-gather has no compute to hide under (Zhao et al.,
@@ -2017,12 +2016,18 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
         for (int j = 0; j < 3; j++) {
             int c = stage_order[j];
             double dpc = R->st_dparams[c], epc = R->st_eparams[c];
-            /* ZeRO-3: the shard at zero3_shard_param_bytes and the gathered units in flight */
-            double mw = (dpc * w_shard_d + epc * w_shard_e)
-                        * (zero == 3 ? job[TS_JOB_ZERO3_SHARD_PARAM_BYTES] : pb);
-            if (zero == 3)
-                mw += ts_zero3_gather_bytes(job, dpc, epc, R->st_lparams[c],
-                                            R->st_dense[c] + R->st_moe[c]);
+            /* ZeRO-3 with a data-parallel group: the shards at zero3_shard_param_bytes and the
+             * gathered units in flight, the experts' where sharded or held in another dtype
+             * (llm.py stage_memory) */
+            int z3 = zero == 3 && r_dp_dense < 1.0;
+            double sb = z3 ? job[TS_JOB_ZERO3_SHARD_PARAM_BYTES] : pb;
+            double mw = dpc * w_shard_d * sb + epc * w_shard_e * sb;
+            if (z3) {
+                double layers_c = R->st_dense[c] + R->st_moe[c];
+                mw += ts_zero3_gather_bytes(job, dpc, R->st_lparams[c], layers_c);
+                if (r_dp_expert < 1.0 || sb != pb)
+                    mw += ts_zero3_gather_bytes(job, epc, epc, layers_c);
+            }
             if (job[TS_JOB_FP8_WEIGHT_CACHE_BYTES] != 0.0) /* else the reference adds exactly 0 */
                 mw += ts_fp8_weight_cache_bytes(job, R->st_lparams[c] * w_shard_d
                                                          + epc * w_shard_e);

@@ -82,6 +82,7 @@ def toy_job(batch=16):
     j[L.JOB_ACTIVATION_BYTES] = 2
     j[L.JOB_PARAM_BYTES] = 2
     j[L.JOB_LINEAR_PARAM_COMM_BYTES] = 2
+    j[L.JOB_ZERO3_SHARD_PARAM_BYTES] = 2  # a 16-bit shard beside the master (megatron-core)
     j[L.JOB_GRAD_BYTES] = 4
     j[L.JOB_OPTIMIZER_BYTES] = 12
     j[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = 16
@@ -497,12 +498,14 @@ def test_scenario_a_fsdp_gathers_and_reduces_per_layer_unit(backend):
     all-gathers its weights for the forward and again for the backward and reduce-scatters
     its gradients, every microbatch: m x units x (2 AG_u + RS_u) with rings of 4 on P / 2 of
     the parameters: AG_u = 3 us + 0.75 x 2 B x P / 2 / 80e9, RS_u the same at 4 B. Weights,
-    gradients and optimizer states are all sharded over DP 4."""
+    gradients and optimizer states are all sharded over DP 4; the weights also hold the
+    gathered units in flight, the one computed and the one prefetched -- both of the device's
+    two units, all of P at 2 B."""
     r = scenario_a(backend, zero=3)
     ag_u = 3 * LAT0 + 0.75 * 2 * P_GPU_A / 2 / BW0
     rs_u = 3 * LAT0 + 0.75 * 4 * P_GPU_A / 2 / BW0
     close(r["dp_comm_s"], 4 * 2 * (2 * ag_u + rs_u))
-    close(r["mem_weights_gib"], 2 * P_GPU_A / 4 / GIB)
+    close(r["mem_weights_gib"], (2 * P_GPU_A / 4 + 2 * P_GPU_A) / GIB)
     close(r["mem_grads_gib"], 4 * P_GPU_A / 4 / GIB)
     close(r["mem_optimizer_gib"], 12 * P_GPU_A / 4 / GIB)
 

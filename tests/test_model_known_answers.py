@@ -217,6 +217,7 @@ def job(seq=2048, batch=64):
     j[L.JOB_ACTIVATION_BYTES] = 2
     j[L.JOB_PARAM_BYTES] = 2
     j[L.JOB_LINEAR_PARAM_COMM_BYTES] = 2
+    j[L.JOB_ZERO3_SHARD_PARAM_BYTES] = 2  # a 16-bit shard beside the master (megatron-core)
     j[L.JOB_GRAD_BYTES] = 4
     j[L.JOB_OPTIMIZER_BYTES] = 12
     j[L.JOB_OPTIMIZER_TRAFFIC_BYTES] = 30

@@ -106,14 +106,22 @@ def moe_blocks():
     return sys, mdl, j
 
 
-@pytest.mark.parametrize("backend", ["python", "c", "numba"])
-def test_selective_with_modules_saves_memory_and_costs_backward_time(backend):
+def selective_with_and_without(backend, *modules):
+    """The MoE blocks under selective recompute on ``backend``: ``(sys, mdl, job, job with
+    the recompute-module flags ``modules`` set, output without, output with)``."""
     sys, mdl, j = moe_blocks()
     cfg = one_config(dp=8, ep=8, recompute=L.RECOMPUTE_SELECTIVE)
-    plain = evaluate_blocks(sys, mdl, j, cfg, backend=backend)[:, 0]
     j2 = j.copy()
-    j2[L.JOB_RECOMPUTE_LAYERNORM] = j2[L.JOB_RECOMPUTE_MOE_ACT] = 1.0
-    mods = evaluate_blocks(sys, mdl, j2, cfg, backend=backend)[:, 0]
+    for field in modules:
+        j2[field] = 1.0
+    return (sys, mdl, j, j2, evaluate_blocks(sys, mdl, j, cfg, backend=backend)[:, 0],
+            evaluate_blocks(sys, mdl, j2, cfg, backend=backend)[:, 0])
+
+
+@pytest.mark.parametrize("backend", ["python", "c", "numba"])
+def test_selective_with_modules_saves_memory_and_costs_backward_time(backend):
+    sys, mdl, j, j2, plain, mods = selective_with_and_without(
+        backend, L.JOB_RECOMPUTE_LAYERNORM, L.JOB_RECOMPUTE_MOE_ACT)
     # pp = 1: one microbatch in flight, every layer on the device
     saved = llm.recompute_module_savings(4096.0, 1.0, 2880.0, 2880.0, 2880.0, 4.0, 0.0, True,
                                          1.0, False, 2.0, 2.0, False, True, True, False, False,
@@ -169,12 +177,7 @@ def test_the_design_space_keeps_selective_when_modules_change_it():
 
 @pytest.mark.parametrize("backend", ["python", "c", "numba"])
 def test_the_moe_module_frees_the_block_and_replays_its_gemms_and_all_to_alls(backend):
-    sys, mdl, j = moe_blocks()
-    cfg = one_config(dp=8, ep=8, recompute=L.RECOMPUTE_SELECTIVE)
-    plain = evaluate_blocks(sys, mdl, j, cfg, backend=backend)[:, 0]
-    j2 = j.copy()
-    j2[L.JOB_RECOMPUTE_MOE] = 1.0
-    mods = evaluate_blocks(sys, mdl, j2, cfg, backend=backend)[:, 0]
+    _, _, _, _, plain, mods = selective_with_and_without(backend, L.JOB_RECOMPUTE_MOE)
     saved = llm.recompute_module_savings(4096.0, 1.0, 2880.0, 2880.0, 2880.0, 4.0, 0.0, True,
                                          1.0, False, 2.0, 2.0, False, False, False, False, True,
                                          False)[1]

@@ -323,6 +323,7 @@ def test_moe_stages_without_expert_layers_keep_the_site_shards(backend):
     j[:17] = [512, 65536, 1, 1, 2, 0, 0, 1, 2, 0, 1.03125, 2, 1, 0, 0, 0, 1]
     j[L.JOB_LOGITS_EXTRA_BYTES] = 4.0
     j[L.JOB_LINEAR_PARAM_COMM_BYTES] = j[L.JOB_PARAM_BYTES]
+    j[L.JOB_ZERO3_SHARD_PARAM_BYTES] = j[L.JOB_PARAM_BYTES]
     j[L.JOB_SYNC_STRATEGY] = 1.0  # diloco
     j[L.JOB_SYNC_INNER_STEPS] = 1.0
     j[L.JOB_SYNC_OUTER_BYTES] = 2.0

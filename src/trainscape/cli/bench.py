@@ -74,8 +74,8 @@ def llama_blocks() -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
          L.JOB_GRAD_BYTES, L.JOB_OPTIMIZER_BYTES, L.JOB_OPTIMIZER_TRAFFIC_BYTES, L.JOB_COMM_BYTES,
          L.JOB_GRAD_COMM_BYTES, L.JOB_FLASH_ATTENTION, L.JOB_DISPATCH_BYTES,
          L.JOB_COMBINE_BYTES, L.JOB_LINEAR_INPUT_BYTES, L.JOB_LOGITS_EXTRA_BYTES,
-         L.JOB_LINEAR_PARAM_COMM_BYTES]] = (
-             8192, 2048, 2, 2, 4, 12, 36, 2, 4, 1, 2, 2, 2, 4, 2)
+         L.JOB_LINEAR_PARAM_COMM_BYTES, L.JOB_ZERO3_SHARD_PARAM_BYTES]] = (
+             8192, 2048, 2, 2, 4, 12, 36, 2, 4, 1, 2, 2, 2, 4, 2, 2)
     return sys, mdl, job, None
 
 

@@ -1285,18 +1285,17 @@ def stage_params(dense, moe, dense_layer_p, moe_layer_p, expert_layer_p, embed, 
     return d / tp * copies, moe * expert_layer_p / etp * copies
 
 
-def zero3_gather_bytes(job, dense_p, expert_p, linear_p, layers):
+def zero3_gather_bytes(job, params, linear_params, layers):
     """ZeRO-3 / FSDP: the unsharded weights of the units in flight on a device holding
     ``layers`` transformer layers, one unit each (:func:`stage_fsdp_units`): the unit being
     computed and the next one, prefetched while it runs (PyTorch FSDP's forward and backward
     prefetch of one unit, Zhao et al., VLDB 2023, §3.3; DeepSpeed ZeRO-3's prefetch bucket) --
-    two units' share of the device's dense and expert parameters, at their all-gather width
-    (:func:`param_gather_bytes`: FP8 for the linear weights with ``fp8_param_gather``); all of
-    them when the device holds a single unit."""
+    two units' share of the device's ``params`` (``linear_params`` of them linear weights), at
+    their all-gather width (:func:`param_gather_bytes`: FP8 for the linear weights with
+    ``fp8_param_gather``); all of them when the device holds a single unit."""
     units = stage_fsdp_units(layers)
     in_flight = 2.0 if units > 2.0 else units
-    return param_gather_bytes(job, dense_p, linear_p)[0] * in_flight / units \
-        + param_gather_bytes(job, expert_p, expert_p)[0] * in_flight / units
+    return param_gather_bytes(job, params, linear_params)[0] * in_flight / units
 
 
 def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_expert,
@@ -1305,22 +1304,33 @@ def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_ex
     transformer layers: parameters, gradients and optimizer states sharded over the
     data-parallel ranks by the ZeRO stage (Rajbhandari et al. 2020 §5), the FP8 weight copies
     of its ``linear_p`` dense linear weights and its experts (:func:`fp8_weight_cache_bytes`),
-    plus its activations and logits (the ``logits`` of the last stage). Under ZeRO-3 the
-    weights are the shard at ``zero3_shard_param_bytes`` (0 where it is the optimizer's master
-    copy, :func:`trainscape.spec.pack.zero3_shard_param_bytes`) and the gathered units in
-    flight (:func:`zero3_gather_bytes`)."""
+    plus its activations and logits (the ``logits`` of the last stage). Under ZeRO-3 over more
+    than one rank the weights are the shard at ``zero3_shard_param_bytes`` (0 where it is the
+    optimizer's master copy, :func:`trainscape.spec.pack.zero3_shard_param_bytes`) and the
+    gathered units in flight (:func:`zero3_gather_bytes`); with no data-parallel group
+    (``dp_dense`` 1) ZeRO-3 holds what ZeRO-0 does."""
     w_shard_d = dp_dense if zero == 3 else 1.0
     w_shard_e = dp_expert if zero == 3 else 1.0
     g_shard_d = dp_dense if zero >= 2 else 1.0
     g_shard_e = dp_expert if zero >= 2 else 1.0
     o_shard_d = dp_dense if zero >= 1 else 1.0
     o_shard_e = dp_expert if zero >= 1 else 1.0
-    shard_bytes = param_bytes
+    # ZeRO-3 with a data-parallel group: the shards at zero3_shard_param_bytes and the
+    # gathered units in flight -- the experts' too where their expert-data-parallel group
+    # shards them or the shard is held in another dtype than the compute copy (FSDP wraps
+    # them with the rest: its unsharded copy is a cast); without a group (cp x dp = 1)
+    # nothing is sharded or gathered and every ZeRO stage costs the same
+    bytes_d = param_bytes
+    bytes_e = param_bytes
     gathered = 0.0
-    if zero == 3:
+    if zero == 3 and dp_dense > 1.0:
         shard_bytes = job[JOB_ZERO3_SHARD_PARAM_BYTES]
-        gathered = zero3_gather_bytes(job, dense_p, expert_p, linear_p, layers)
-    mem_w = (dense_p / w_shard_d + expert_p / w_shard_e) * shard_bytes + gathered \
+        bytes_d = shard_bytes
+        bytes_e = shard_bytes
+        gathered = zero3_gather_bytes(job, dense_p, linear_p, layers)
+        if dp_expert > 1.0 or shard_bytes != param_bytes:
+            gathered += zero3_gather_bytes(job, expert_p, expert_p, layers)
+    mem_w = dense_p / w_shard_d * bytes_d + expert_p / w_shard_e * bytes_e + gathered \
         + fp8_weight_cache_bytes(job, linear_p / w_shard_d + expert_p / w_shard_e)
     mem_g = (dense_p / g_shard_d + expert_p / g_shard_e) * grad_bytes
     mem_o = (dense_p / o_shard_d + expert_p / o_shard_e) * opt_bytes
