@@ -669,7 +669,10 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->inv_peak_attention = 1.0 / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]);
     inv->inv_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
     inv->inv_gpus = 1.0 / sys[TS_SYS_GPUS];
-    inv->inv_gpus_peak = 1.0 / (sys[TS_SYS_GPUS] * sys[TS_SYS_PEAK_FLOPS]);
+    /* llm.py mfu_peak_flops: the rated peak (else peak_flops) */
+    inv->inv_gpus_peak = 1.0 / (sys[TS_SYS_GPUS] * (sys[TS_SYS_MFU_PEAK_FLOPS] > 0.0
+                                                       ? sys[TS_SYS_MFU_PEAK_FLOPS]
+                                                       : sys[TS_SYS_PEAK_FLOPS]));
     /* llm.py cost_per_step_usd / energy_per_step_j / tokens_per_unit, with the per-step factor
      * (the step time) left out: the hot path multiplies by the step or 1 / step */
     inv->usd_per_s = sys[TS_SYS_GPUS] * sys[TS_SYS_USD_PER_GPU_S];

@@ -27,7 +27,8 @@ enum {
     TS_SYS_HOST_LINK_BANDWIDTH = 20,
     TS_SYS_HOST_MEMORY_BANDWIDTH = 21,
     TS_SYS_N_SITES = 22,
-    TS_SYS_COUNT = 23
+    TS_SYS_MFU_PEAK_FLOPS = 23,
+    TS_SYS_COUNT = 24
 };
 
 /* TIER_FIELDS */
@@ -208,11 +209,11 @@ enum {
 
 #define TS_MAX_TIERS 6
 #define TS_MAX_SITES 8
-#define TS_N_SYS_SCALARS 23
+#define TS_N_SYS_SCALARS 24
 #define TS_N_TIER 8
-#define TS_SYS_TIER_BASE 23
-#define TS_SYS_SITE_LINK_BASE 71
-#define TS_N_SYS 583
+#define TS_SYS_TIER_BASE 24
+#define TS_SYS_SITE_LINK_BASE 72
+#define TS_N_SYS 584
 #define TS_N_MODEL 14
 #define TS_N_JOB 34
 #define TS_N_CFG 14
@@ -220,6 +221,6 @@ enum {
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x5674CD03
+#define TS_LAYOUT_HASH 0x89217B8A
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -175,7 +175,7 @@ typedef struct {
     double inv_peak_attention;  /* 1 / (peak_flops * attention_efficiency) */
     double inv_hbm;             /* 1 / (hbm_bandwidth * memory_efficiency) */
     double inv_gpus;            /* 1 / gpus */
-    double inv_gpus_peak;       /* 1 / (gpus * peak_flops) */
+    double inv_gpus_peak;       /* 1 / (gpus * the MFU peak: llm.py mfu_peak_flops) */
     double usd_per_s;           /* gpus * usd_per_gpu_s: what a second of the job costs */
     double tokens_per_usd_s;    /* tokens per step / usd_per_s (0 without a price) */
     double tokens_per_j_s;      /* tokens per step / (gpus * power_w) (0 without a power) */

@@ -59,6 +59,8 @@ def test_packed_peaks_and_power_follow_the_limit():
     # HBM and links keep their clocks
     assert capped[L.SYS_HBM_BANDWIDTH] == full[L.SYS_HBM_BANDWIDTH]
     assert full[L.SYS_POWER_W] == 800.0 and capped[L.SYS_POWER_W] == 100.0
+    # MFU's peak is the rated one either way
+    assert capped[L.SYS_MFU_PEAK_FLOPS] == full[L.SYS_MFU_PEAK_FLOPS] == full[L.SYS_PEAK_FLOPS]
 
 
 @pytest.mark.parametrize("backend", ["python", "numba", "c"])
@@ -70,6 +72,9 @@ def test_a_limit_slows_compute_and_saves_energy(backend):
     # the tensor-core work slows by the clock at most (memory-bound kernels and the fixed
     # per-layer cost keep their speed)
     assert capped["compute_s"] <= full["compute_s"] / 0.5 ** (1 / 3) * (1 + 1e-9)
+    # MFU is quoted against the rated peak: it falls with the step time, not with the clock
+    assert capped["mfu"] == pytest.approx(full["mfu"] * full["step_time_s"]
+                                          / capped["step_time_s"], rel=1e-9)
     joules = lambda r: r["step_time_s"] * BASE["cluster"]["gpus"]  # noqa: E731
     assert capped["tokens_per_joule"] == pytest.approx(
         full["tokens_per_joule"] * joules(full) * 800 / (joules(capped) * 400), rel=1e-9)

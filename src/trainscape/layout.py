@@ -84,6 +84,8 @@ SYSTEM_FIELDS = (
     "host_link_bandwidth",  # GPU <-> host memory, bytes/s per GPU per direction (0: not given)
     "host_memory_bandwidth",  # host DRAM bandwidth per GPU's share, bytes/s (0: not given)
     "n_sites",  # sites of a [[cluster.sites]] graph (0: none; the outermost tier is uniform)
+    "mfu_peak_flops",  # the peak MFU is quoted against: peak_flops at the board's rated power
+    # (the datasheet figure; peak_flops is the clock a power limit leaves); 0: peak_flops
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -268,6 +270,7 @@ SYS_POWER_W = SYSTEM_FIELDS.index("power_w")
 SYS_HOST_LINK_BANDWIDTH = SYSTEM_FIELDS.index("host_link_bandwidth")
 SYS_HOST_MEMORY_BANDWIDTH = SYSTEM_FIELDS.index("host_memory_bandwidth")
 SYS_N_SITES = SYSTEM_FIELDS.index("n_sites")
+SYS_MFU_PEAK_FLOPS = SYSTEM_FIELDS.index("mfu_peak_flops")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION, \
     TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS, TIER_COMM_DTYPE_BYTES = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \

@@ -375,6 +375,8 @@ def pack_system(scenario: Scenario) -> np.ndarray:
     # job (Transformer Engine); only the linear layers run at the FP8 peak
     sys[L.SYS_PEAK_FLOPS] = g.peak_for("bf16" if dtype == "fp8" else dtype) * TFLOPS
     sys[L.SYS_LINEAR_PEAK_FLOPS] = g.peak_for(dtype) * TFLOPS
+    # MFU against the datasheet figure, whatever clock a power limit leaves (peak_for)
+    sys[L.SYS_MFU_PEAK_FLOPS] = g.rated_peak_for("bf16" if dtype == "fp8" else dtype) * TFLOPS
     fp8 = dtype == "fp8"
     sys[L.SYS_LINEAR_EFFICIENCY_MAX] = (g.fp8_gemm_efficiency_max if fp8 and
                                         g.fp8_gemm_efficiency_max is not None
