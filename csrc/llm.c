@@ -1424,6 +1424,10 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                             + m_st[c] * ctx->inv.moe_layer_linear_params) * r_tp * copies;
         R->st_dense[c] = d_st[c];
         R->st_moe[c] = m_st[c];
+        R->st_gather_d[c] = ts_zero3_gather_bytes(job, R->st_dparams[c], R->st_lparams[c],
+                                                  d_st[c] + m_st[c]);
+        R->st_gather_e[c] = ts_zero3_gather_bytes(job, R->st_eparams[c], R->st_eparams[c],
+                                                  d_st[c] + m_st[c]);
     }
     dense_params = R->st_dparams[2];
     expert_params = R->st_eparams[2];
@@ -1582,12 +1586,15 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
         double saved[2];
         int fl[5];
         ts_recompute_module_flags(job, fl);
-        ts_recompute_module_savings(s, b, h, ffn, mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
-                                    mdl[TS_MDL_SHARED_EXPERTS], swiglu, tp, sp, act_bytes,
-                                    lin_bytes, ctx->inv.dropout, fl, saved);
-        act_dense_r -= saved[0];
-        if (ctx->inv.n_moe > 0.0) /* a dense model's MoE bytes stay 0, as computed above */
-            act_moe_r -= saved[1];
+        if (fl[0] || fl[1] || fl[2] || fl[3] || fl[4]) { /* else the reference subtracts 0 */
+            ts_recompute_module_savings(s, b, h, ffn, mdl[TS_MDL_EXPERT_FFN_HIDDEN],
+                                        mdl[TS_MDL_TOP_K], mdl[TS_MDL_SHARED_EXPERTS], swiglu,
+                                        tp, sp, act_bytes, lin_bytes, ctx->inv.dropout, fl,
+                                        saved);
+            act_dense_r -= saved[0];
+            if (ctx->inv.n_moe > 0.0) /* a dense model's MoE bytes stay 0, as computed above */
+                act_moe_r -= saved[1];
+        }
     }
     for (int c = 0; c < 3; c++)
         R->mem_act[rc][c] = (R->st_dense[c] * act_dense_r + R->st_moe[c] * act_moe_r)
@@ -2026,10 +2033,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
             double sb = z3 ? job[TS_JOB_ZERO3_SHARD_PARAM_BYTES] : pb;
             double mw = dpc * w_shard_d * sb + epc * w_shard_e * sb;
             if (z3) {
-                double layers_c = R->st_dense[c] + R->st_moe[c];
-                mw += ts_zero3_gather_bytes(job, dpc, R->st_lparams[c], layers_c);
+                mw += R->st_gather_d[c];
                 if (r_dp_expert < 1.0 || sb != pb)
-                    mw += ts_zero3_gather_bytes(job, epc, epc, layers_c);
+                    mw += R->st_gather_e[c];
             }
             if (job[TS_JOB_FP8_WEIGHT_CACHE_BYTES] != 0.0) /* else the reference adds exactly 0 */
                 mw += ts_fp8_weight_cache_bytes(job, R->st_lparams[c] * w_shard_d

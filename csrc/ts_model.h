@@ -238,6 +238,8 @@ typedef struct {
     double opt_params[2];                 /* parameters whose optimizer step this GPU runs */
     double dense_params, expert_params, r_dp_dense, r_dp_expert, mem_logits;
     double st_dparams[3], st_eparams[3], st_logits[3]; /* per stage (llm.py stage_params) */
+    /* per stage: ZeRO-3's gathered dense / expert units in flight (llm.py zero3_gather_bytes) */
+    double st_gather_d[3], st_gather_e[3];
     double st_lparams[3];                 /* per stage: FP8 linear weights outside the experts */
     /* read by ts_ord_init only */
     double tp, dp, ep, b, dpx, moe_layers, dense_layers;
