@@ -2098,8 +2098,9 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         tp_b += tp_exposed(sys, named_dots_tp_replay(recompute, row[ROW_SP] > 0.0,
                                                      mdl[MDL_SWIGLU] > 0.0) * tp_pass,
                            gemm_redo, tp_overlap)
-    elif recompute == RECOMPUTE_SELECTIVE and recompute_module_tp_replay(job, row) > 0.0:
-        # the re-run MLP / MoE blocks' collectives, overlapped with their GEMMs
+    elif recompute == RECOMPUTE_SELECTIVE:
+        # the re-run MLP / MoE blocks' collectives, overlapped with their GEMMs (no traffic,
+        # so nothing exposed, without the checkpointing modules)
         tp_b += tp_exposed(sys, recompute_module_tp_replay(job, row) * tp_pass,
                            recompute_module_gemm_time(sys, mdl, job, row), tp_overlap)
 
