@@ -1354,7 +1354,9 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                                                     + cast * job[TS_JOB_LINEAR_CAST_BYTES]
                                                       * ctx->inv.inv_hbm;
             R->module_gemm_redo = gemm;
-            R->module_tp_replay = 0.5 * replay_layers / stage_layers; /* recompute_module_tp_replay */
+            /* recompute_module_tp_replay: 0 where nothing is re-run (a stage may hold no
+             * transformer layer at all) */
+            R->module_tp_replay = replay_layers > 0.0 ? 0.5 * replay_layers / stage_layers : 0.0;
         }
     }
     /* llm.py dots_recompute_time: the memory-bound kernels and the attention core, no GEMM */

@@ -227,3 +227,6 @@ def test_tp_replay_share_by_hand():
     assert llm.recompute_module_tp_replay(j, row) == 0.5 * 3 / 4
     j[L.JOB_RECOMPUTE_MOE] = 1.0
     assert llm.recompute_module_tp_replay(j, row) == 0.5
+    # a stage without transformer layers replays nothing (no 0 / 0)
+    row[llm.ROW_DENSE_LAYERS] = row[llm.ROW_MOE_LAYERS] = row[llm.ROW_STAGE_LAYERS] = 0.0
+    assert llm.recompute_module_tp_replay(j, row) == 0.0

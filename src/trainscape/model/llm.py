@@ -2027,6 +2027,8 @@ def recompute_module_tp_replay(job, row):
         layers += row[ROW_DENSE_LAYERS]
     if flags[3]:
         layers += row[ROW_MOE_LAYERS]
+    if layers <= 0.0:
+        return 0.0  # nothing re-run (a stage may hold no transformer layer at all)
     return 0.5 * layers / row[ROW_STAGE_LAYERS]
 
 
