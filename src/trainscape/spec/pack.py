@@ -90,6 +90,13 @@ def optimizer_state_bytes(optimizer: str, grad_dtype: str, state_dtype: str = "f
     return state
 
 
+#: software stacks whose weights are the fp32 master copy, cast to the compute dtype where they
+#: are used (PyTorch FSDP mixed precision / torchao float8, JAX / XLA): no separate 16-bit
+#: shard under ZeRO-3 (:func:`zero3_shard_param_bytes`) and no FP8 weight cache across
+#: microbatches (:func:`fp8_linear_weight_extra_bytes`)
+MASTER_CAST_STACKS = ("pytorch-fsdp", "jax-xla")
+
+
 def zero3_shard_param_bytes(stack: str, optimizer_dtype: str, param_bytes_: float) -> float:
     """Bytes per element of the parameter shard ZeRO-3 keeps beside the optimizer states.
     DeepSpeed ZeRO-3 and Megatron-Core's FSDP keep a 16-bit shard beside the fp32 master copy
@@ -100,7 +107,7 @@ def zero3_shard_param_bytes(stack: str, optimizer_dtype: str, param_bytes_: floa
     trainers keep fp32 parameters the same way and compute in bf16 (MaxText ``weight_dtype``
     float32 beside ``dtype`` bfloat16, ``MaxText/configs/base.yml``): 0 on the
     ``pytorch-fsdp`` and ``jax-xla`` stacks with an fp32 optimizer."""
-    if stack in ("pytorch-fsdp", "jax-xla") and optimizer_dtype == "fp32":
+    if stack in MASTER_CAST_STACKS and optimizer_dtype == "fp32":
         return 0.0
     return float(param_bytes_)
 
@@ -242,7 +249,7 @@ def fp8_linear_weight_extra_bytes(recipe: str | None, fp8_param_gather: bool,
     training and XLA cast the weights in every forward, so the ``pytorch-fsdp`` and
     ``jax-xla`` stacks hold none (0), and their FP8 all-gathers (``fp8_param_gather``) gather
     the fp32 master shard cast to FP8 (:func:`zero3_shard_param_bytes`)."""
-    if stack in ("pytorch-fsdp", "jax-xla"):
+    if stack in MASTER_CAST_STACKS:
         return 0.0
     cache = fp8_weight_cache_bytes(recipe)
     if fp8_param_gather and recipe is not None:
