@@ -135,6 +135,20 @@ def test_recipe_bytes_are_the_documented_sums():
     assert fp8_cast_bytes("mxfp8") == 2 + 2 * (1 + 1 / 32)
     assert fp8_weight_cache_bytes("delayed") == 2.0
     assert fp8_weight_cache_bytes("mxfp8") == 2 * (1 + 1 / 32)
+    # under a compiler the tensorwise amax fuses into the producing kernel: one pass, as a
+    # delayed recipe's; rowwise keeps its column-scale pass; TE (Megatron) fuses neither
+    for stack in ("pytorch-fsdp", "jax-xla"):
+        assert fp8_cast_bytes("tensorwise", stack) == fp8_cast_bytes("delayed", stack) == 4.0
+        assert fp8_cast_bytes("rowwise", stack) == 6.0
+    assert fp8_cast_bytes("tensorwise", "megatron-core") == 6.0
+
+
+def test_compiled_stack_tensorwise_cast_reaches_the_packed_job():
+    sc = _h100_scenario("fp8", "tensorwise")
+    _, _, te = pack(load_scenario(sc))
+    sc["job"]["stack"] = "pytorch-fsdp"
+    _, _, inductor = pack(load_scenario(sc))
+    assert te[L.JOB_LINEAR_CAST_BYTES] == 6.0 and inductor[L.JOB_LINEAR_CAST_BYTES] == 4.0
 
 
 def _h100_scenario(dtype, recipe=None):

@@ -450,6 +450,24 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
     return on
 
 
+def torchao_fp8_recipe_of(row: dict[str, str], notes: list[str]) -> str | None:
+    """The scaling recipe of a row trained with torchao's float8 (``job.fp8_recipe``), None for
+    any other row. torchao's ``Float8LinearConfig`` defaults to dynamic tensorwise scaling
+    (``torchao/float8/config.py``; ``Float8LinearRecipeName.TENSORWISE``), torchtitan's
+    ``--float8.recipe_name rowwise`` picks the rowwise one; a row names the recipe in its
+    ``fp8_recipe`` text when it is not the default."""
+    text = row["fp8_recipe"].lower()
+    if row["dtype"] != "fp8" or "torchao" not in text:
+        return None
+    if "rowwise" in text:
+        notes.append("torchao float8 rowwise scaling (printed)")
+        return "rowwise"
+    if "tensorwise" not in text:
+        notes.append("torchao float8 scaling not printed: its default, dynamic tensorwise, "
+                     "assumed")
+    return "tensorwise"
+
+
 #: Optimizer settings a recipe file states beside the layout the table prints: (source, model,
 #: newest NeMo release the recipe applies to) -> job fields and the file. DGX Cloud
 #: Benchmarking's NeMo 1.0 Nemotron-4 340B yaml (v24.11.1 and v25.02,
@@ -580,6 +598,9 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     job["dropout"] = dropout_of(model["name"], notes)
     if fp8_param_gather_of(row, stack, release, notes):
         job["fp8_param_gather"] = True
+    torchao_recipe = torchao_fp8_recipe_of(row, notes)
+    if torchao_recipe is not None:
+        job["fp8_recipe"] = torchao_recipe
     job.update(recipe_optimizer_of(row, release, notes))
     if recompute_modules:
         job["recompute_modules"] = recompute_modules

@@ -95,6 +95,9 @@ def optimizer_state_bytes(optimizer: str, grad_dtype: str, state_dtype: str = "f
 #: shard under ZeRO-3 (:func:`zero3_shard_param_bytes`) and no FP8 weight cache across
 #: microbatches (:func:`fp8_linear_weight_extra_bytes`)
 MASTER_CAST_STACKS = ("pytorch-fsdp", "jax-xla")
+#: stacks whose element-wise work a compiler fuses: torch.compile (PyTorch FSDP / torchtitan,
+#: with torchao's float8) and XLA
+COMPILED_STACKS = ("pytorch-fsdp", "jax-xla")
 
 
 def zero3_shard_param_bytes(stack: str, optimizer_dtype: str, param_bytes_: float) -> float:
@@ -187,7 +190,7 @@ def default_combine_dtype(compute_dtype: str) -> str:
     """The combine dtype a job uses unless it says otherwise: 16-bit (bf16 for FP8 training,
     DeepSeek-V3 §3.3.2)."""
     return "bf16" if compute_dtype == "fp8" else compute_dtype
-def fp8_cast_bytes(recipe: str | None) -> float:
+def fp8_cast_bytes(recipe: str | None, stack: str = "megatron-core") -> float:
     """HBM bytes moved per element to quantize one FP8 linear layer's input (0 without FP8).
 
     Every recipe reads the bf16 tensor (2 bytes) and writes two FP8 copies (1 byte each): the
@@ -206,9 +209,17 @@ def fp8_cast_bytes(recipe: str | None) -> float:
       fp32 scale each; the transposed copy is requantized): 2 + 2 x (1 + 4/128) = 4.0625.
     - ``mxfp8`` (OCP Microscaling Formats spec v1.0: 32-element blocks, one E8M0 byte each; TE
       ``MXFP8BlockScaling`` keeps rowwise and columnwise copies): 2 + 2 x (1 + 1/32) = 4.0625.
+
+    Under a compiler (``COMPILED_STACKS``: torch.compile with torchao's float8, XLA) the
+    tensorwise amax is a reduction the compiler fuses into the kernel that produces the tensor
+    (Inductor / XLA reduction fusion), so ``tensorwise`` costs a delayed recipe's one pass: 4.
+    ``rowwise`` keeps its second pass there too: the transposed copy's per-column scales need the
+    whole tensor first.
     """
     if recipe is None:
         return 0.0
+    if recipe == "tensorwise" and stack in COMPILED_STACKS:
+        return 4.0
     return {"delayed": 4.0, "tensorwise": 6.0, "rowwise": 6.0,
             "blockwise": 2.0 + 2.0 * (1.0 + 4.0 / 128.0),
             "mxfp8": 2.0 + 2.0 * (1.0 + 1.0 / 32.0)}[recipe]
@@ -498,7 +509,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
         j.moe_combine_dtype or default_combine_dtype(j.dtype))
     job[L.JOB_PIPELINE_EDGE_LAYERS] = j.pipeline_edge_layers
     job[L.JOB_DROPOUT] = 1.0 if j.dropout else 0.0
-    job[L.JOB_LINEAR_CAST_BYTES] = fp8_cast_bytes(j.recipe)
+    job[L.JOB_LINEAR_CAST_BYTES] = fp8_cast_bytes(j.recipe, j.stack)
     job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_linear_weight_extra_bytes(j.recipe,
                                                                       j.fp8_param_gather, pb,
                                                                       j.stack)
