@@ -257,6 +257,34 @@ def test_stack_profile_reaches_the_packed_block(data_files):
     assert sc.cluster.gpu.memory_efficiency == g["memory_efficiency"] * 0.5
 
 
+def test_pytorch_stack_tp_overlap_is_asynctp_not_transformer_engine():
+    # PyTorch's AsyncTP fuses 6 of a layer's 8 TP collectives (the backward reduce-scatters of
+    # a sum of matmuls stay plain), a fused reduce-scatter's last chunk is exposed, and its
+    # reduction kernel slows the overlapped compute (stacks.toml derives both at tp = 8)
+    overlap = presets.stack_profile("pytorch-fsdp")["tp_overlap"]
+    exposed = 2 / 8 + 2 / 8 * 1 / 8
+    assert overlap["tp_overlap_exposed"] == pytest.approx(exposed, abs=1e-4)
+    reduce_ratio = 9 / 7 * 450 / 3350  # (tp+1)/(tp-1) x NVLink / HBM bandwidth (H100 SXM)
+    assert overlap["tp_overlap_slowdown"] == pytest.approx(2 / 8 * reduce_ratio / (1 - exposed),
+                                                           abs=1e-4)
+    for stack in ("megatron-core", "jax-xla", "megatron-lm"):
+        assert presets.stack_profile(stack)["tp_overlap"] == {}
+    te = pack_system(trainscape.load(raw("h100-sxm-80gb")))
+    fsdp = pack_system(trainscape.load(raw("h100-sxm-80gb", stack="pytorch-fsdp")))
+    assert te[L.SYS_TP_OVERLAP_EXPOSED] == presets.gpu("h100-sxm-80gb")["tp_overlap_exposed"]
+    assert fsdp[L.SYS_TP_OVERLAP_EXPOSED] == overlap["tp_overlap_exposed"]
+    assert fsdp[L.SYS_TP_OVERLAP_SLOWDOWN] == overlap["tp_overlap_slowdown"]
+    assert "AsyncTP" in presets.gpu("h100-sxm-80gb", stack="pytorch-fsdp")["sources"][
+        "tp_overlap_exposed"]
+    # the same TP traffic behind the same window leaves more exposed under AsyncTP
+    from trainscape.model import llm
+    assert llm.tp_exposed(fsdp, 1.0, 10.0, True) > llm.tp_exposed(te, 1.0, 10.0, True)
+    # a value the scenario writes wins over the stack's
+    sc = trainscape.load(raw({"preset": "h100-sxm-80gb", "tp_overlap_exposed": 0.5},
+                             stack="pytorch-fsdp"))
+    assert pack_system(sc)[L.SYS_TP_OVERLAP_EXPOSED] == 0.5
+
+
 def test_unknown_stack_is_a_field_error(tmp_path):
     with pytest.raises(ScenarioError, match=r"^job\.stack: "):
         trainscape.load(raw("h100-sxm-80gb", stack="deepspeed"))

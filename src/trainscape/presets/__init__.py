@@ -118,6 +118,9 @@ DEFAULT_STACK = "megatron-core"
 #: GPU constants a stack profile may scale (``stacks.toml`` documents why each may differ).
 STACK_SCALABLE = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency",
                   "layer_overhead_us")
+#: GPU constants a stack profile's ``[<stack>.tp_overlap]`` table replaces: those of the
+#: stack's own TP-overlap mechanism (``stacks.toml`` derives each)
+STACK_TP_OVERLAP = ("tp_overlap_exposed", "tp_overlap_slowdown")
 #: the scalable constants that are fractions of a peak or a bandwidth (at most 1)
 FRACTION_FIELDS = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency")
 #: every constant a resolution step may push past 1 that must stay a fraction: the scalable
@@ -167,7 +170,8 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
        for a type without a fit, its ``calibrated_from`` donor's, transferred
        (:func:`_transferred_items`);
     3. ``calibrated.toml [<name>.<dtype>]`` -- constants fitted for this dtype (likewise);
-    4. ``stacks.toml [<stack>.scale]`` -- a software-stack profile's multipliers;
+    4. ``stacks.toml [<stack>.scale]`` -- a software-stack profile's multipliers, and its
+       ``[<stack>.tp_overlap]`` constants of the stack's own TP overlap;
     5. ``explicit`` -- fields the user wrote in the scenario (never scaled).
 
     Steps 2 and 3 only with ``calibrated``. ``UnknownPreset`` for an unknown GPU; an unknown
@@ -192,6 +196,10 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
         preset[key], capped = _at_most_one(key, preset[key])
         if capped:
             sources[key] += " (capped at 1)"
+    for key, value in profile.get("tp_overlap", {}).items():
+        preset[key] = value
+        sources[key] = (f"the {profile['id']} stack's own TP overlap (stacks.toml): "
+                        + profile.get("sources", {}).get("tp_overlap", ""))
     for key, value in (explicit or {}).items():
         preset[key] = value
         if key in sources:
@@ -288,13 +296,15 @@ def calibrated_dtypes(name: str) -> list[str]:
 
 def stack_profile(stack: str) -> dict:
     """A software-stack profile from ``stacks.toml``: ``id``, ``name``, ``description`` and
-    ``scale`` (GPU constant -> multiplier; only ``STACK_SCALABLE`` keys). ``ValueError`` for
-    a stack that is not one of ``STACKS``."""
+    ``scale`` (GPU constant -> multiplier; only ``STACK_SCALABLE`` keys), ``tp_overlap`` (GPU
+    constant -> value; only ``STACK_TP_OVERLAP`` keys, empty for a stack whose TP overlap is
+    Transformer Engine's). ``ValueError`` for a stack that is not one of ``STACKS``."""
     if stack not in STACKS:
         raise ValueError(f"stack {stack!r} is not one of {', '.join(STACKS)}")
     table = copy.deepcopy(_parse("stacks.toml").get(stack, {}))
     table["id"] = stack
     table.setdefault("scale", {})
+    table.setdefault("tp_overlap", {})
     return table
 
 
@@ -386,8 +396,13 @@ def _stack_row(pid: str, s: dict) -> dict:
     scale = s.get("scale", {})
     short = {"gemm_efficiency_max": "x_gemm_eff", "attention_efficiency": "x_attn_eff",
              "memory_efficiency": "x_mem_eff", "layer_overhead_us": "x_overhead"}
+    overlap = s.get("tp_overlap", {})
     return {"id": pid, "name": s.get("name", pid),
-            **{short[key]: float(scale.get(key, 1.0)) for key in STACK_SCALABLE}}
+            **{short[key]: float(scale.get(key, 1.0)) for key in STACK_SCALABLE},
+            # the stack's own TP-overlap constants (exposed / slowdown), or the GPU's
+            # Transformer-Engine-derived ones
+            "tp_overlap": (f"{overlap['tp_overlap_exposed']:g} / "
+                           f"{overlap['tp_overlap_slowdown']:g}" if overlap else "GPU (TE)")}
 
 
 def _cluster_row(pid: str, c: dict) -> dict:
