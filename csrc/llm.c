@@ -594,6 +594,18 @@ TS_FN double ts_attention_core_time(const double *sys, double flops, int flash, 
 }
 
 /* llm.py memory_bound_time: bytes over achieved HBM bandwidth (Williams et al. 2009). */
+/* llm.py eager_elementwise_bytes: the bytes a layer's forward moves beyond fused kernels
+ * when its norms, rotary embedding and SwiGLU run op by op (PyTorch eager) */
+TS_FN double ts_eager_elementwise_bytes(double s, double b, double h, double q_dim,
+                                        double kv_dim, double ffn, double mlp_copies, int swiglu,
+                                        double t, int sp)
+{
+    double tokens = b * s;
+    double norm_width = sp ? h / t : h;
+    double swiglu_extra = swiglu ? 4.0 * ffn * mlp_copies / t : 0.0;
+    return tokens * (2.0 * 32.0 * norm_width + 16.0 * (q_dim + kv_dim) / t + swiglu_extra);
+}
+
 TS_FN double ts_memory_bound_time(const double *sys, double nbytes)
 {
     return nbytes / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
@@ -668,6 +680,11 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->gemm_half = sys[TS_SYS_GEMM_HALF_FLOPS];
     inv->inv_peak_attention = 1.0 / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]);
     inv->inv_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
+    /* llm.py stream_memory_efficiency: 0 falls back to memory_efficiency */
+    inv->inv_stream_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH]
+                                 * (sys[TS_SYS_STREAM_MEMORY_EFFICIENCY] > 0.0
+                                        ? sys[TS_SYS_STREAM_MEMORY_EFFICIENCY]
+                                        : sys[TS_SYS_MEMORY_EFFICIENCY]));
     inv->inv_gpus = 1.0 / sys[TS_SYS_GPUS];
     /* llm.py mfu_peak_flops: the rated peak (else peak_flops) */
     inv->inv_gpus_peak = 1.0 / (sys[TS_SYS_GPUS] * (sys[TS_SYS_MFU_PEAK_FLOPS] > 0.0
@@ -1162,6 +1179,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     int swiglu, flash;
     double split, proj, core_hw, dense_mlp, routed, expert_mlp, local_experts;
     double t_proj, t_core, t_dense_mlp, t_moe_mlp, t_expert_mlp, act_dense, act_moe, t_mem_dense, t_mem_moe;
+    double eager_dense, eager_moe;
     double overhead, dense_layers, moe_layers, gemm_f, core_f, mem_f, stage_layers, t_logits;
     double n_st[3], d_st[3], m_st[3], st_t[3][6], t_embed, t_ce, best_t, x;
     double dense_layer_p, moe_layer_p, expert_layer_p, emb_p;
@@ -1242,7 +1260,20 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     act_dense = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp, sp,
                                           TS_RECOMPUTE_NONE, flash, act_bytes,
                                           ctx->inv.dropout, act_bytes);
+    eager_dense = eager_moe = 0.0;
+    if (job[TS_JOB_EAGER_ELEMENTWISE] != 0.0) {
+        /* llm.py row_terms: unfused (eager) element-wise ops */
+        double q_dim = heads * head_dim, kv_dim = kv_heads * head_dim;
+        eager_dense = job[TS_JOB_EAGER_ELEMENTWISE]
+                      * ts_eager_elementwise_bytes(s, b, h, q_dim, kv_dim, ffn, 1.0, swiglu, tp,
+                                                   sp);
+        eager_moe = job[TS_JOB_EAGER_ELEMENTWISE]
+                    * ts_eager_elementwise_bytes(s, b, h, q_dim, kv_dim, expert_ffn,
+                                                 top_k + shared, swiglu, tp, sp);
+    }
     t_mem_dense = act_dense * ctx->inv.inv_hbm; /* memory_bound_time */
+    if (eager_dense != 0.0)
+        t_mem_dense += eager_dense * ctx->inv.inv_stream_hbm; /* streaming_time */
     if (n_moe > 0.0) {
         routed = ts_router_flops(b, seq, h, experts) * r_split;
         expert_mlp = ts_moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) * r_split;
@@ -1253,6 +1284,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                                                 top_k, shared, swiglu, tp, sp, TS_RECOMPUTE_NONE,
                                                 flash, act_bytes, ctx->inv.dropout, act_bytes);
         t_mem_moe = act_moe * ctx->inv.inv_hbm;
+        if (eager_moe != 0.0)
+            t_mem_moe += eager_moe * ctx->inv.inv_stream_hbm;
     } else {
         /* dense model: every MoE term below is multiplied by 0 MoE layers */
         routed = expert_mlp = t_moe_mlp = t_expert_mlp = act_moe = t_mem_moe = 0.0;

@@ -28,7 +28,8 @@ enum {
     TS_SYS_HOST_MEMORY_BANDWIDTH = 21,
     TS_SYS_N_SITES = 22,
     TS_SYS_MFU_PEAK_FLOPS = 23,
-    TS_SYS_COUNT = 24
+    TS_SYS_STREAM_MEMORY_EFFICIENCY = 24,
+    TS_SYS_COUNT = 25
 };
 
 /* TIER_FIELDS */
@@ -99,7 +100,8 @@ enum {
     TS_JOB_RECOMPUTE_MOE = 31,
     TS_JOB_RECOMPUTE_SHARED_EXPERTS = 32,
     TS_JOB_ZERO3_SHARD_PARAM_BYTES = 33,
-    TS_JOB_COUNT = 34
+    TS_JOB_EAGER_ELEMENTWISE = 34,
+    TS_JOB_COUNT = 35
 };
 
 /* CONFIG_FIELDS */
@@ -209,18 +211,18 @@ enum {
 
 #define TS_MAX_TIERS 6
 #define TS_MAX_SITES 8
-#define TS_N_SYS_SCALARS 24
+#define TS_N_SYS_SCALARS 25
 #define TS_N_TIER 8
-#define TS_SYS_TIER_BASE 24
-#define TS_SYS_SITE_LINK_BASE 72
-#define TS_N_SYS 584
+#define TS_SYS_TIER_BASE 25
+#define TS_SYS_SITE_LINK_BASE 73
+#define TS_N_SYS 585
 #define TS_N_MODEL 14
-#define TS_N_JOB 34
+#define TS_N_JOB 35
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x89217B8A
+#define TS_LAYOUT_HASH 0xFEDF7932
 
 #endif /* TRAINSCAPE_LAYOUT_H */

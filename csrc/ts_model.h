@@ -174,6 +174,7 @@ typedef struct {
     double gemm_half;           /* gemm_half_flops */
     double inv_peak_attention;  /* 1 / (peak_flops * attention_efficiency) */
     double inv_hbm;             /* 1 / (hbm_bandwidth * memory_efficiency) */
+    double inv_stream_hbm;      /* 1 / (hbm_bandwidth * stream_memory_efficiency(sys)) */
     double inv_gpus;            /* 1 / gpus */
     double inv_gpus_peak;       /* 1 / (gpus * the MFU peak: llm.py mfu_peak_flops) */
     double usd_per_s;           /* gpus * usd_per_gpu_s: what a second of the job costs */

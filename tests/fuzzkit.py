@@ -37,8 +37,8 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: The LLM examples and a small DLRM scenario (8 of the Criteo tables inline), as raw dicts;
 #: the two-building example also with the settings no example file carries (Streaming DiLoCo,
 #: activation offload, a compressed region tier, a legacy attention kernel, recompute modules,
-#: a board power limit), and the MoE example with the block-checkpointing recompute modules,
-#: so their fields are mutated too.
+#: a board power limit), and the MoE example with the block-checkpointing recompute modules
+#: and PyTorch eager element-wise kernels on its H100s, so their fields are mutated too.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings",
              "mixtral-8x7b-moe.toml+modules")
@@ -52,6 +52,9 @@ def llm_base(i: int = 0) -> dict:
     if name.endswith("+modules"):
         # the checkpointing recompute modules on an MoE model (its config runs selective)
         raw["job"]["recompute_modules"] = ["mlp", "moe", "shared_experts", "layernorm"]
+        # PyTorch eager element-wise kernels, streamed at a GPU's own stock efficiency
+        raw["job"]["elementwise"] = "eager"
+        raw["cluster"]["gpu"] = {"preset": "h100-sxm-80gb", "stream_memory_efficiency": 0.85}
     if name.endswith("+settings"):
         raw["job"]["sync"] = {"strategy": "diloco", "inner_steps": 32, "fragments": 4,
                               "overlap_steps": 1, "outer_dtype": "bf16"}

@@ -104,6 +104,8 @@ def system_blocks(draw, gpus: int | None = None):
     sys[L.SYS_GEMM_HALF_FLOPS] = draw(st.one_of(st.just(0.0), st.floats(0.0, 1e12)))
     sys[L.SYS_ATTENTION_EFFICIENCY] = draw(st.floats(0.1, 0.9))
     sys[L.SYS_MEMORY_EFFICIENCY] = draw(st.floats(0.3, 1.0))
+    # the streaming microbenchmark's efficiency, or 0 (falls back to memory_efficiency)
+    sys[L.SYS_STREAM_MEMORY_EFFICIENCY] = draw(st.one_of(st.just(0.0), st.floats(0.5, 1.0)))
     sys[L.SYS_LAYER_OVERHEAD_S] = draw(st.one_of(st.just(0.0), st.floats(0.0, 5e-5)))
     # the linear layers' curve: the 16-bit one (a bf16 job) or its own (FP8)
     if draw(st.booleans()):
@@ -248,6 +250,8 @@ def job_blocks(draw):
     job[L.JOB_RECOMPUTE_SHARED_EXPERTS] = float(draw(st.sampled_from([0, 0, 1])))
     # ZeRO-3's parameter shard: 16-bit beside the master, or the fp32 master itself (FSDP)
     job[L.JOB_ZERO3_SHARD_PARAM_BYTES] = draw(st.sampled_from([job[L.JOB_PARAM_BYTES], 0.0]))
+    # fused element-wise kernels, or PyTorch eager's op-by-op norms, rotary and SwiGLU
+    job[L.JOB_EAGER_ELEMENTWISE] = float(draw(st.sampled_from([0, 0, 1])))
     return job
 
 

@@ -128,6 +128,12 @@ def test_torchtitan_rows_read_async_tp_fp8_gathers_and_the_power_limited_part(ca
     example = rows["dgxc_v2508_nemo_deepseek-v3_bf16_1024_example"]
     assert example["config"]["recompute"] == "selective" and example["feasible"]
     assert any("mla_up_proj not modelled" in a for a in example["assumptions"])
+    # torchtitan without torch.compile runs its element-wise ops eager; compiled rows fused
+    eager = rows["torchtitan_h100gt_llama3.1-8b_bf16_8"]
+    compiled = rows["torchtitan_h100gt_llama3.1-8b_bf16_compile_8"]
+    assert any("eager mode" in a for a in eager["assumptions"])
+    assert not any("eager mode" in a for a in compiled["assumptions"])
+    assert eager["predicted_step_s"] > compiled["predicted_step_s"]
     # torchao's float8: its default tensorwise recipe unless the row prints rowwise
     assert any("rowwise" in a for a in
                rows["torchtitan_asynctp2506_llama3.1-8b_rowwise_vanilla_64"]["assumptions"])
@@ -163,11 +169,11 @@ OUTSIDE_RATCHET = {
     "mtnlg_paper": (0.160, 0),
     "dgxc_benchmarking": (0.170, 1),
     "automodel_perf_summary": (0.710, 1),
-    "torchtitan_benchmarks": (0.045, 0),
+    "torchtitan_benchmarks": (0.030, 0),
 }
 #: ... and per GPU without a fit of its own (the calibrated_from transfer)
 TRANSFER_RATCHET = {"b200": (0.215, 4), "h200-141gb": (0.020, 0),
-                    "h100-hbm2e-96gb": (0.140, 0)}
+                    "h100-hbm2e-96gb": (0.135, 0)}
 
 
 def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):

@@ -86,6 +86,8 @@ SYSTEM_FIELDS = (
     "n_sites",  # sites of a [[cluster.sites]] graph (0: none; the outermost tier is uniform)
     "mfu_peak_flops",  # the peak MFU is quoted against: peak_flops at the board's rated power
     # (the datasheet figure; peak_flops is the clock a power limit leaves); 0: peak_flops
+    "stream_memory_efficiency",  # fraction of HBM bandwidth a plain streaming kernel reaches
+    # (the GPU's microbenchmark value, never fitted): the bytes counted op by op run at it
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -165,6 +167,8 @@ JOB_FIELDS = (
     "zero3_shard_param_bytes",  # bytes per element of the ZeRO-3 parameter shard held beside
     # the optimizer states: param_bytes, or 0 where the shard is the optimizer's fp32 master
     # copy (PyTorch FSDP mixed precision)
+    "eager_elementwise",  # 1: the norms, rotary embedding and SwiGLU run op by op, unfused
+    # (PyTorch eager, torchtitan's modules without torch.compile); 0: fused kernels
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -271,6 +275,7 @@ SYS_HOST_LINK_BANDWIDTH = SYSTEM_FIELDS.index("host_link_bandwidth")
 SYS_HOST_MEMORY_BANDWIDTH = SYSTEM_FIELDS.index("host_memory_bandwidth")
 SYS_N_SITES = SYSTEM_FIELDS.index("n_sites")
 SYS_MFU_PEAK_FLOPS = SYSTEM_FIELDS.index("mfu_peak_flops")
+SYS_STREAM_MEMORY_EFFICIENCY = SYSTEM_FIELDS.index("stream_memory_efficiency")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION, \
     TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS, TIER_COMM_DTYPE_BYTES = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
@@ -298,6 +303,7 @@ JOB_RECOMPUTE_MLP = JOB_FIELDS.index("recompute_mlp")
 JOB_RECOMPUTE_MOE = JOB_FIELDS.index("recompute_moe")
 JOB_RECOMPUTE_SHARED_EXPERTS = JOB_FIELDS.index("recompute_shared_experts")
 JOB_ZERO3_SHARD_PARAM_BYTES = JOB_FIELDS.index("zero3_shard_param_bytes")
+JOB_EAGER_ELEMENTWISE = JOB_FIELDS.index("eager_elementwise")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

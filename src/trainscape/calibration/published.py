@@ -598,6 +598,12 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     job["dropout"] = dropout_of(model["name"], notes)
     if fp8_param_gather_of(row, stack, release, notes):
         job["fp8_param_gather"] = True
+    if "torchtitan" in row["framework"].lower() and "eager" in row["framework"].lower():
+        # torchtitan without torch.compile: its RMSNorm, rotary embedding and SwiGLU run op
+        # by op (models/norms.py, models/llama/model.py)
+        job["elementwise"] = "eager"
+        notes.append("torchtitan in eager mode (no torch.compile): norms, rotary embedding and "
+                     "SwiGLU unfused (job.elementwise = eager)")
     torchao_recipe = torchao_fp8_recipe_of(row, notes)
     if torchao_recipe is not None:
         job["fp8_recipe"] = torchao_recipe

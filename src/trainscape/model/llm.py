@@ -48,6 +48,7 @@ from ..layout import (
     JOB_DP_BUCKET_MIN_PARAMS,
     JOB_DP_BUCKET_PARAMS_PER_RANK,
     JOB_DROPOUT,
+    JOB_EAGER_ELEMENTWISE,
     JOB_FLASH_ATTENTION,
     JOB_PIPELINE_EDGE_LAYERS,
     JOB_GLOBAL_BATCH,
@@ -144,6 +145,7 @@ from ..layout import (
     SYS_ATTENTION_HALF_SEQ,
     SYS_POWER_W,
     SYS_MFU_PEAK_FLOPS,
+    SYS_STREAM_MEMORY_EFFICIENCY,
     SYS_HOST_LINK_BANDWIDTH,
     SYS_HOST_MEMORY_BANDWIDTH,
     SYS_USD_PER_GPU_S,
@@ -913,10 +915,58 @@ def attention_core_time(sys, flops, flash, kv_len):
     return gemm_time(sys, flops, 2.0)
 
 
+#: extra HBM bytes per element when an op chain runs eager instead of as one fused kernel
+#: (:func:`eager_elementwise_bytes`): an RMSNorm, the rotary embedding, SwiGLU's gate
+EAGER_NORM_EXTRA_BYTES = 32.0
+EAGER_ROTARY_EXTRA_BYTES = 16.0
+EAGER_SWIGLU_EXTRA_BYTES = 4.0
+
+
+def eager_elementwise_bytes(s, b, h, q_dim, kv_dim, ffn, mlp_copies, swiglu, t, sp):
+    """HBM bytes one layer's forward moves beyond a fused implementation when its element-wise
+    ops run one kernel each, as PyTorch eager runs torchtitan's Llama modules
+    (``torchtitan/models/norms.py`` ``RMSNorm``, ``models/llama/model.py``
+    ``apply_rotary_emb`` and ``FeedForward``, 9dec370). Per element, reads + writes:
+
+    - RMSNorm, ``(x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * w``:
+      upcast 2+4, square 4+4, mean 4, scale 4+4, downcast 4+2, weight 2+2 = 36 against a
+      fused norm's 2+2: 32 more, for each of the layer's two norms over its ``h`` (``h / t``
+      under sequence parallelism);
+    - rotary embedding, ``view_as_complex(x.float()) * freqs`` then ``type_as``: upcast 2+4,
+      complex multiply 4+4, downcast 4+2 = 20 against 2+2: 16 more, over the query and key
+      projections' ``(q_dim + kv_dim) / t``;
+    - SwiGLU, ``silu(a) * b``: 2+2 then 2+2+2 = 10 against a fused 2+2+2: 4 more, over each of
+      ``mlp_copies`` MLPs' ``ffn / t`` (0 for a GELU MLP, one kernel either way).
+
+    The backward and a recomputed forward replay the same chain, which the element-wise time of
+    :func:`stage_pass_times` carries (twice, once). Counted kernel by kernel, these bytes run at
+    the streaming bandwidth (:func:`streaming_time`), not at the fitted proxy's."""
+    tokens = b * s
+    norm_width = h / t if sp else h
+    swiglu_extra = EAGER_SWIGLU_EXTRA_BYTES * ffn * mlp_copies / t if swiglu else 0.0
+    return tokens * (2.0 * EAGER_NORM_EXTRA_BYTES * norm_width
+                     + EAGER_ROTARY_EXTRA_BYTES * (q_dim + kv_dim) / t + swiglu_extra)
+
+
 def memory_bound_time(sys, nbytes):
     """Memory-bound kernels (norms, activation functions, residual adds, dropout, optimizer):
     bytes over achieved HBM bandwidth (roofline, Williams et al. 2009)."""
     return nbytes / (sys[SYS_HBM_BANDWIDTH] * sys[SYS_MEMORY_EFFICIENCY])
+
+
+def stream_memory_efficiency(sys):
+    """The fraction of HBM bandwidth a plain streaming kernel reaches: the GPU's microbenchmark
+    value (``stream_memory_efficiency``; 0: ``memory_efficiency``). The fitted
+    ``memory_efficiency`` is lower where it absorbs element-wise traffic the model counts only
+    by proxy; bytes counted op by op run at this one."""
+    if sys[SYS_STREAM_MEMORY_EFFICIENCY] > 0.0:
+        return sys[SYS_STREAM_MEMORY_EFFICIENCY]
+    return sys[SYS_MEMORY_EFFICIENCY]
+
+
+def streaming_time(sys, nbytes):
+    """Bytes counted op by op over the streaming bandwidth (:func:`stream_memory_efficiency`)."""
+    return nbytes / (sys[SYS_HBM_BANDWIDTH] * stream_memory_efficiency(sys))
 
 
 def gpu_count(sys):
@@ -1689,12 +1739,18 @@ def row_terms(sys, mdl, job, cfg, i):
     # here even in an fp8 job (the FP8 copies are written by the casts, linear_cast_time)
     act_dense, act_moe = layer_activations(mdl, job, s, b, tp, sp, RECOMPUTE_NONE,
                                            job[JOB_ACTIVATION_BYTES])
-    t_mem_dense = memory_bound_time(sys, act_dense)
-    t_mem_moe = memory_bound_time(sys, act_moe)
-    # quantizing the FP8 linear layers' inputs (forward) and output gradients (backward)
     q_dim = heads * head_dim
     kv_dim = kv_heads * head_dim
     copies_moe = top_k + shared
+    # unfused (eager) norms, rotary embedding and SwiGLU move more bytes than fused kernels
+    eager = job[JOB_EAGER_ELEMENTWISE]
+    eager_dense = eager * eager_elementwise_bytes(s, b, h, q_dim, kv_dim, mdl[MDL_FFN_HIDDEN],
+                                                  1.0, swiglu, tp, sp)
+    eager_moe = eager * eager_elementwise_bytes(s, b, h, q_dim, kv_dim, expert_ffn, copies_moe,
+                                                swiglu, tp, sp)
+    t_mem_dense = memory_bound_time(sys, act_dense) + streaming_time(sys, eager_dense)
+    t_mem_moe = memory_bound_time(sys, act_moe) + streaming_time(sys, eager_moe)
+    # quantizing the FP8 linear layers' inputs (forward) and output gradients (backward)
     t_cast_f_dense = linear_cast_time(
         sys, job, linear_cast_elements_forward(b, s, h, q_dim, mdl[MDL_FFN_HIDDEN], 1.0, tp, sp))
     t_cast_b_dense = linear_cast_time(

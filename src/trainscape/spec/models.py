@@ -214,6 +214,11 @@ class JobSpec(_Spec):
     # a new activation-dtype tensor (flash-attn's losses.cross_entropy, llm-foundry's default
     # loss_fn "fused_crossentropy"; Liger's fused cross-entropy alike).
     cross_entropy: Literal["fp32", "fused"] = "fp32"
+    # How the element-wise work of a layer runs: "fused" -- fused kernels (Transformer Engine's
+    # norms and SwiGLU, torch.compile'd regions, XLA, flash-attn / Apex kernels); "eager" -- each
+    # op of an RMSNorm, the rotary embedding and SwiGLU its own kernel, upcast to fp32 where the
+    # code says so (PyTorch eager: torchtitan's Llama modules without torch.compile).
+    elementwise: Literal["fused", "eager"] = "fused"
     # FP8 scaling recipe (dtype = "fp8" only); default "delayed", Transformer Engine's default
     # recipe (DelayedScaling)
     fp8_recipe: Literal[FP8_RECIPES] | None = None
@@ -286,6 +291,12 @@ class GpuSpec(_Spec):
     gemm_half_flops: R.HalfFlops  # GEMM FLOPs at which efficiency is half its maximum
     attention_efficiency: Fraction
     memory_efficiency: Fraction
+    # Fraction of HBM bandwidth a plain streaming kernel reaches: the microbenchmark value a
+    # preset ships (gpus.toml memory_efficiency before any fit; the fits lower
+    # memory_efficiency to absorb the element-wise traffic the model counts only by proxy).
+    # Bytes the model counts op by op (job.elementwise = "eager") run at it. Default: the
+    # preset's stock value, or memory_efficiency for a GPU without a preset.
+    stream_memory_efficiency: Fraction | None = None
     hbm_reserve_gb: R.HbmGbOrZero = 0.0
     layer_overhead_us: R.Micros = 0.0  # fixed cost per layer per microbatch pass
     # with ``preset``: apply the constants fitted for this GPU (presets/calibrated.toml)

@@ -414,6 +414,9 @@ def pack_system(scenario: Scenario) -> np.ndarray:
         g.attention_efficiency, g.legacy_attention_fraction,
         scenario.job.attention_kernel == "legacy")
     sys[L.SYS_MEMORY_EFFICIENCY] = g.memory_efficiency
+    sys[L.SYS_STREAM_MEMORY_EFFICIENCY] = (g.stream_memory_efficiency
+                                           if g.stream_memory_efficiency is not None
+                                           else g.memory_efficiency)
     sys[L.SYS_LAYER_OVERHEAD_S] = g.layer_overhead_us * US
     sys[L.SYS_USD_PER_GPU_S] = usd_per_gpu_second(scenario)
     sys[L.SYS_POWER_W] = g.drawn_power_w or 0.0
@@ -509,6 +512,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
         j.moe_combine_dtype or default_combine_dtype(j.dtype))
     job[L.JOB_PIPELINE_EDGE_LAYERS] = j.pipeline_edge_layers
     job[L.JOB_DROPOUT] = 1.0 if j.dropout else 0.0
+    job[L.JOB_EAGER_ELEMENTWISE] = 1.0 if j.elementwise == "eager" else 0.0
     job[L.JOB_LINEAR_CAST_BYTES] = fp8_cast_bytes(j.recipe, j.stack)
     job[L.JOB_FP8_WEIGHT_CACHE_BYTES] = fp8_linear_weight_extra_bytes(j.recipe,
                                                                       j.fp8_param_gather, pb,
