@@ -5,6 +5,8 @@ bandwidth (model.llm.eager_elementwise_bytes, streaming_time)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -15,7 +17,7 @@ from trainscape.cli import main
 from trainscape.model import llm
 from trainscape.spec import ScenarioError, load_scenario, pack, pack_system
 
-from test_model_known_answers import FABRIC, NODE, job, one_config, system
+from test_model_known_answers import FABRIC, NODE, job, named_llama_model, one_config, system
 
 # Llama 3 8B's block
 H, Q, KV, FFN = 4096.0, 4096.0, 1024.0, 14336.0
@@ -42,26 +44,12 @@ def test_extra_bytes_by_hand():
         == 2 * 32 * H + 16 * (Q + KV)
 
 
-def llama_model(layers=4):
-    import numpy as np
-    mdl = np.zeros(L.N_MODEL)
-    mdl[L.MDL_LAYERS] = layers
-    mdl[L.MDL_HIDDEN] = H
-    mdl[L.MDL_FFN_HIDDEN] = FFN
-    mdl[L.MDL_HEADS] = 32
-    mdl[L.MDL_KV_HEADS] = 8
-    mdl[L.MDL_HEAD_DIM] = 128
-    mdl[L.MDL_VOCAB] = 128256
-    mdl[L.MDL_SWIGLU] = 1
-    return mdl
-
-
 @pytest.mark.parametrize("backend", ["python", "c", "numba"])
 @pytest.mark.parametrize("recompute,passes", [(L.RECOMPUTE_NONE, 3.0), (L.RECOMPUTE_FULL, 4.0)])
 def test_eager_adds_its_bytes_at_the_streaming_bandwidth(backend, recompute, passes):
     sys = system([NODE, FABRIC], gpus=8)
     sys[L.SYS_STREAM_MEMORY_EFFICIENCY] = 0.9  # the fitted memory_efficiency is 0.8
-    mdl = llama_model(layers=4)
+    mdl = named_llama_model(layers=4)  # Llama 3 8B's block
     j = job(seq=2048, batch=8)
     cfg = one_config(dp=8, recompute=recompute)
     fused = evaluate_blocks(sys, mdl, j, cfg, backend=backend)[:, 0]
@@ -117,12 +105,9 @@ def test_scenario_field_packs_and_validates():
             **table, "stream_memory_efficiency": 1.5}}})
 
 
-def test_cli_rejects_a_bad_elementwise_value_with_status_2(tmp_path):
-    path = tmp_path / "s.toml"
-    path.write_text('[model]\npreset = "llama3-8b"\n[job]\nseq_len = 8192\nglobal_batch = 16\n'
-                    'elementwise = "jit"\n[cluster]\ngpu = "h100-sxm-80gb"\ngpus = 8\n'
-                    '[[cluster.tiers]]\nname = "node"\nsize = 8\nbandwidth_GBps = 450\n'
-                    'latency_us = 2\n')
-    result = CliRunner().invoke(main, ["evaluate", str(path)])
+def test_cli_rejects_a_bad_elementwise_value_with_status_2():
+    example = Path(__file__).resolve().parents[1] / "examples" / "llama3-405b-2bldg.toml"
+    result = CliRunner().invoke(main, ["evaluate", str(example), "--set",
+                                       'job.elementwise="jit"'])
     assert result.exit_code == 2
     assert "job.elementwise" in result.output and "Traceback" not in result.output
