@@ -1158,10 +1158,13 @@ def test_a_fused_cross_entropy_keeps_no_fp32_copy_of_the_logits(backend):
 
     assert logits_extra_bytes("fp32", 2.0) == 4.0
     assert logits_extra_bytes("fused", 2.0) == 2.0
+    # PyTorch's uncompiled F.cross_entropy(logits.float()): the fp32 copy and the fp32
+    # log-softmax it saves, 8 bytes a logit beside the bf16 logits: 10 in all
+    assert logits_extra_bytes("upcast", 2.0) == 8.0
     sys, mdl = system([NODE], gpus=2), gpt_model(layers=4)
     cfg = one_config(tp=2, pp=1, dp=1, mbs=2)
     gib = {}
-    for extra in (4.0, 2.0):
+    for extra in (4.0, 2.0, 8.0):
         j = job(seq=2048, batch=2)
         j[L.JOB_LOGITS_EXTRA_BYTES] = extra
         out = evaluate_blocks(sys, mdl, j, cfg, backend=backend)
@@ -1169,6 +1172,7 @@ def test_a_fused_cross_entropy_keeps_no_fp32_copy_of_the_logits(backend):
     logits = 2 * 2048 * 51200 / 2
     assert gib[4.0] == pytest.approx(logits * 6 / 2**30, rel=1e-12)
     assert gib[2.0] == pytest.approx(logits * 4 / 2**30, rel=1e-12)
+    assert gib[8.0] == pytest.approx(logits * 10 / 2**30, rel=1e-12)
 
 
 _LLAMA = str(__import__("pathlib").Path(__file__).resolve().parents[1]

@@ -143,6 +143,19 @@ def test_torchtitan_rows_read_async_tp_fp8_gathers_and_the_power_limited_part(ca
         == {"h100-hbm2e-96gb"}
 
 
+def test_torchtitan_loss_upcast_until_the_loss_was_compiled():
+    from trainscape.calibration import published
+
+    row = {"framework": "torchtitan (PyTorch FSDP2, torch.compile)",
+           "version": "torch 1963fc8 (2024-12-23), torchao eab345c, torchtitan 9dec370 (2024-12-26)"}
+    assert published.torchtitan_loss_upcast(row)
+    # from April 2025 torchtitan compiles the loss with the model
+    assert not published.torchtitan_loss_upcast(dict(row, version="torchtitan e7c0cae (2025-06-13)"))
+    # ... unless the run is eager
+    assert published.torchtitan_loss_upcast(dict(row, version="torchtitan e7c0cae (2025-06-13)",
+                                                  framework="torchtitan (PyTorch FSDP2, eager)"))
+
+
 def test_torchao_fp8_recipe_is_read_only_for_torchao_rows():
     from trainscape.calibration import published
 

@@ -450,6 +450,17 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
     return on
 
 
+def torchtitan_loss_upcast(row: dict[str, str]) -> bool:
+    """Whether a torchtitan row's loss ran uncompiled on fp32 logits: every run without
+    torch.compile, and every run of a torchtitan dated before its loss was compiled with the
+    model (bbb1b616e, 2025-04-02: ``build_cross_entropy_loss``); until then ``train.py`` (or
+    the model's ``output(h).float()``) upcast the logits eagerly."""
+    if "eager" in row["framework"].lower():
+        return True
+    match = re.search(r"torchtitan \w+ \((\d{4})-(\d{2})", row["version"])
+    return match is not None and (int(match.group(1)), int(match.group(2))) < (2025, 4)
+
+
 def torchao_fp8_recipe_of(row: dict[str, str], notes: list[str]) -> str | None:
     """The scaling recipe of a row trained with torchao's float8 (``job.fp8_recipe``), None for
     any other row. torchao's ``Float8LinearConfig`` defaults to dynamic tensorwise scaling
@@ -598,6 +609,10 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     job["dropout"] = dropout_of(model["name"], notes)
     if fp8_param_gather_of(row, stack, release, notes):
         job["fp8_param_gather"] = True
+    if "torchtitan" in row["framework"].lower() and torchtitan_loss_upcast(row):
+        job["cross_entropy"] = "upcast"
+        notes.append("loss: torchtitan's uncompiled F.cross_entropy on fp32 logits (before "
+                     "bbb1b616e, 2025-04): the fp32 copy and log-softmax both held")
     if "torchtitan" in row["framework"].lower() and "eager" in row["framework"].lower():
         # torchtitan without torch.compile: its RMSNorm, rotary embedding and SwiGLU run op
         # by op (models/norms.py, models/llama/model.py)

@@ -212,8 +212,10 @@ class JobSpec(_Spec):
     # (Megatron-LM's vocab_parallel_cross_entropy); "fused" -- one fused kernel over the
     # activation-dtype logits that keeps only a per-row log-sum-exp and writes the gradient into
     # a new activation-dtype tensor (flash-attn's losses.cross_entropy, llm-foundry's default
-    # loss_fn "fused_crossentropy"; Liger's fused cross-entropy alike).
-    cross_entropy: Literal["fp32", "fused"] = "fp32"
+    # loss_fn "fused_crossentropy"; Liger's fused cross-entropy alike); "upcast" -- PyTorch's
+    # F.cross_entropy on an fp32 copy of the logits, uncompiled: the copy and the fp32
+    # log-softmax it saves are both held at the loss's peak (torchtitan before April 2025).
+    cross_entropy: Literal["fp32", "fused", "upcast"] = "fp32"
     # How the element-wise work of a layer runs: "fused" -- fused kernels (Transformer Engine's
     # norms and SwiGLU, torch.compile'd regions, XLA, flash-attn / Apex kernels); "eager" -- each
     # op of an RMSNorm, the rotary embedding and SwiGLU its own kernel, upcast to fp32 where the

@@ -294,7 +294,13 @@ def logits_extra_bytes(cross_entropy: str, activation_bytes_: float) -> float:
     unfused vocabulary-parallel cross-entropy (4; Megatron-LM ``tensor_parallel/cross_entropy.py``
     upcasts the logits with ``.float()``), or the gradient a fused kernel writes into a new
     tensor of the logits' dtype (flash-attn ``losses/cross_entropy.py``, ``inplace_backward``
-    off by default)."""
+    off by default). ``upcast``, PyTorch's ``F.cross_entropy(logits.float())`` run eagerly:
+    the fp32 copy (4) and the fp32 log-softmax ``log_softmax`` saves for its backward (4) are
+    both alive when the forward's loss peaks (torchtitan ``train.py`` ``loss_fn`` to 2025-03;
+    from bbb1b616e, 2025-04, the loss is compiled with the model and keeps the log-softmax
+    only)."""
+    if cross_entropy == "upcast":
+        return 8.0
     return activation_bytes_ if cross_entropy == "fused" else 4.0
 
 
