@@ -593,9 +593,9 @@ TS_FN double ts_attention_core_time(const double *sys, double flops, int flash, 
     return flash ? ts_attention_kernel_time(sys, flops, kv_len) : ts_gemm_time(sys, flops, 2.0);
 }
 
-/* llm.py memory_bound_time: bytes over achieved HBM bandwidth (Williams et al. 2009). */
 /* llm.py eager_elementwise_bytes: the bytes a layer's forward moves beyond fused kernels
- * when its norms, rotary embedding and SwiGLU run op by op (PyTorch eager) */
+ * when its norms, rotary embedding and SwiGLU run op by op (PyTorch eager); 32, 16 and 4 are
+ * llm.py's EAGER_NORM / ROTARY / SWIGLU_EXTRA_BYTES */
 TS_FN double ts_eager_elementwise_bytes(double s, double b, double h, double q_dim,
                                         double kv_dim, double ffn, double mlp_copies, int swiglu,
                                         double t, int sp)
@@ -606,6 +606,7 @@ TS_FN double ts_eager_elementwise_bytes(double s, double b, double h, double q_d
     return tokens * (2.0 * 32.0 * norm_width + 16.0 * (q_dim + kv_dim) / t + swiglu_extra);
 }
 
+/* llm.py memory_bound_time: bytes over achieved HBM bandwidth (Williams et al. 2009). */
 TS_FN double ts_memory_bound_time(const double *sys, double nbytes)
 {
     return nbytes / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
