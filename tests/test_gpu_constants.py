@@ -269,6 +269,7 @@ def test_pytorch_stack_tp_overlap_is_asynctp_not_transformer_engine():
                                                            abs=1e-4)
     for stack in ("megatron-core", "jax-xla", "megatron-lm"):
         assert presets.stack_profile(stack)["tp_overlap"] == {}
+    assert set(overlap) == set(presets.STACK_TP_OVERLAP)
     te = pack_system(trainscape.load(raw("h100-sxm-80gb")))
     fsdp = pack_system(trainscape.load(raw("h100-sxm-80gb", stack="pytorch-fsdp")))
     assert te[L.SYS_TP_OVERLAP_EXPOSED] == presets.gpu("h100-sxm-80gb")["tp_overlap_exposed"]

@@ -201,6 +201,8 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
         if capped:
             sources[key] += " (capped at 1)"
     for key, value in profile.get("tp_overlap", {}).items():
+        if key not in STACK_TP_OVERLAP:
+            continue  # only the overlap constants (tests/test_gpu_constants.py holds the file)
         preset[key] = value
         sources[key] = (f"the {profile['id']} stack's own TP overlap (stacks.toml): "
                         + profile.get("sources", {}).get("tp_overlap", ""))
