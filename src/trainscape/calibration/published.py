@@ -450,12 +450,20 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
     return on
 
 
+def torchtitan_eager(row: dict[str, str]) -> bool:
+    """Whether a row ran torchtitan without torch.compile (its ``framework`` says "eager")."""
+    framework = row["framework"].lower()
+    return "torchtitan" in framework and "eager" in framework
+
+
 def torchtitan_loss_upcast(row: dict[str, str]) -> bool:
-    """Whether a torchtitan row's loss ran uncompiled on fp32 logits: every run without
+    """Whether a row's loss ran torchtitan's uncompiled loss on fp32 logits: every run without
     torch.compile, and every run of a torchtitan dated before its loss was compiled with the
     model (bbb1b616e, 2025-04-02: ``build_cross_entropy_loss``); until then ``train.py`` (or
     the model's ``output(h).float()``) upcast the logits eagerly."""
-    if "eager" in row["framework"].lower():
+    if "torchtitan" not in row["framework"].lower():
+        return False
+    if torchtitan_eager(row):
         return True
     match = re.search(r"torchtitan \w+ \((\d{4})-(\d{2})", row["version"])
     return match is not None and (int(match.group(1)), int(match.group(2))) < (2025, 4)
@@ -609,11 +617,11 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     job["dropout"] = dropout_of(model["name"], notes)
     if fp8_param_gather_of(row, stack, release, notes):
         job["fp8_param_gather"] = True
-    if "torchtitan" in row["framework"].lower() and torchtitan_loss_upcast(row):
+    if torchtitan_loss_upcast(row):
         job["cross_entropy"] = "upcast"
         notes.append("loss: torchtitan's uncompiled F.cross_entropy on fp32 logits (before "
                      "bbb1b616e, 2025-04): the fp32 copy and log-softmax both held")
-    if "torchtitan" in row["framework"].lower() and "eager" in row["framework"].lower():
+    if torchtitan_eager(row):
         # torchtitan without torch.compile: its RMSNorm, rotary embedding and SwiGLU run op
         # by op (models/norms.py, models/llama/model.py)
         job["elementwise"] = "eager"
