@@ -195,3 +195,26 @@ def evaluate(scenario: Scenario | str | Path | Mapping,
     cfg = pack_configs([scenario.config])
     out = evaluate_columns(sys, mdl, job, cfg, backend=backend)
     return Result.from_column(out[:, 0], scenario.config.as_dict(), scenario.name)
+
+
+def error_band(scenario: Scenario | str | Path | Mapping,
+               result: Result | None = None) -> dict[str, Any]:
+    """How far the model was from published runs it was never fitted on, for ``scenario``'s
+    GPU preset and software stack (:mod:`trainscape.calibration.bands`): ``{"band": ...,
+    "text": ...}``. ``band`` is None when no band speaks for the scenario (a GPU that is not a
+    preset or whose constants were changed, or fewer than ``bands.MIN_ROWS`` such runs) and
+    ``text`` says why; otherwise ``band`` holds the runs' count, median and 10th / 90th
+    percentile errors (``predicted / published - 1``) and their sources, and, with a costed
+    ``result`` of a valid configuration, ``step_time_low_s`` / ``step_time_high_s``: the step a
+    run erring like the middle 8 in 10 of them would take."""
+    from .calibration.bands import scenario_band
+
+    if not isinstance(scenario, Scenario):
+        scenario = load(scenario)
+    band, why = scenario_band(scenario)
+    if band is None:
+        return {"band": None, "text": why}
+    predicted = None
+    if result is not None and result.status != "invalid_config":
+        predicted = result.step_time_s
+    return {"band": band.as_dict(predicted), "text": band.sentence(predicted)}

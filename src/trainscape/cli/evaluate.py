@@ -21,13 +21,18 @@ from . import load_scenario_arg, scenario_argument, set_option
 def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
             as_json: bool) -> None:
     """Cost one configuration of SCENARIO (a TOML or JSON scenario file): step time,
-    throughput, MFU, memory and the step-time breakdown."""
+    throughput, MFU, memory and the step-time breakdown, and how far the model was from
+    published runs of the same GPU preset and software stack that no fit saw (its error
+    band, docs/accuracy.md)."""
     from ..api import evaluate
     from ..spec import parse_assignments
 
     sc = load_scenario_arg(scenario, overrides)
     config = parse_assignments(config_text) if config_text is not None else None
     result = evaluate(sc, config)
+    from ..api import error_band
+
+    band = error_band(sc, result)
     if as_json:
         from ..api import link_report
         from ..jsonsafe import dumps
@@ -41,6 +46,7 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
 
         if sc.cluster.sites is not None:
             out["notes"] = site_notes(sc, config)
+        out["error_band"] = band
         click.echo(dumps(out, indent=2))
         return
     from ..api import site_notes
@@ -50,3 +56,4 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
     console.print(render_result(result, sc))
     for note in site_notes(sc, config):
         console.print("note: " + note, highlight=False)
+    console.print("accuracy: " + band["text"], highlight=False)

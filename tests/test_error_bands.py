@@ -1,0 +1,125 @@
+"""Error bands: how far the model was from published runs no fit saw, per GPU preset and stack
+(``trainscape.calibration.bands``, ``scripts/error_bands.py``, ``trainscape evaluate``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import trainscape
+from trainscape import presets
+from trainscape.api import error_band
+from trainscape.calibration import bands
+from trainscape.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(monkeypatch):
+    from trainscape.calibration import published
+
+    # transfer_check points more GPU ids at a cluster preset: keep that out of the other tests
+    monkeypatch.setattr(published, "GPU_CLUSTER", dict(published.GPU_CLUSTER))
+    spec = importlib.util.spec_from_file_location("error_bands",
+                                                  ROOT / "scripts" / "error_bands.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shipped_bands_are_what_the_script_writes(monkeypatch):
+    # the file must follow the model, the fit and the runs: a change to any of them that moves
+    # a band without rerunning scripts/error_bands.py fails here
+    script = load_script(monkeypatch)
+    backend = "c" if trainscape.available_backends()["c"][0] else "python"
+    fresh = script.bands_of(script.never_fitted_results(backend))
+    assert json.loads(script.OUT.read_text()) == fresh
+
+
+def test_band_stats_are_the_median_and_inclusive_deciles():
+    errors = [i / 100 for i in range(-5, 6)]  # -5 % .. +5 %
+    stats = bands.band_stats(errors)
+    assert stats == {"median": 0.0, "p10": -0.04, "p90": 0.04, "median_abs": 0.03}
+    # a non-finite error is not evidence; fewer than MIN_ROWS finite ones give no band
+    assert bands.band_stats(errors + [math.nan]) == stats
+    assert bands.band_stats(errors[:bands.MIN_ROWS - 1]) is None
+
+
+def test_the_step_interval_inverts_the_error():
+    band = bands.ErrorBand(gpu="g", stack="s", rows=10, infeasible=0, median=0.0, p10=-0.2,
+                           p90=0.25, median_abs=0.1, sources=("x",))
+    # predicted = published * (1 + e): a run 20 % slower than predicted erred by -1/6
+    low, high = band.step_interval(10.0)
+    assert low == pytest.approx(8.0) and high == pytest.approx(12.5)
+    assert band.as_dict(10.0)["step_time_high_s"] == pytest.approx(12.5)
+    assert "step_time_low_s" not in band.as_dict(math.nan)
+
+
+def test_every_shipped_band_has_enough_runs_and_ordered_percentiles():
+    shipped = bands.load_bands()
+    assert shipped
+    for (gpu, stack), band in shipped.items():
+        assert band.rows >= bands.MIN_ROWS, (gpu, stack)
+        assert band.p10 <= band.median <= band.p90, (gpu, stack)
+        assert gpu in presets.names("gpu") and band.sources
+
+
+def test_evaluate_shows_the_band_of_the_gpu_and_stack(moe_example):
+    sc = trainscape.load(moe_example)
+    result = trainscape.evaluate(sc)
+    out = error_band(sc, result)
+    band = bands.error_band("h100-sxm-80gb", "megatron-core")
+    assert band is not None and out["band"]["rows"] == band.rows
+    assert out["band"]["step_time_low_s"] == pytest.approx(result.step_time_s / (1 + band.p90))
+    assert out["band"]["step_time_high_s"] == pytest.approx(result.step_time_s / (1 + band.p10))
+
+    res = CliRunner().invoke(main, ["evaluate", str(moe_example)])
+    assert res.exit_code == 0, res.output
+    assert "published runs on h100-sxm-80gb with megatron-core that no fit saw" in \
+        " ".join(res.output.split())
+    res = CliRunner().invoke(main, ["evaluate", str(moe_example), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["error_band"]["band"]["gpu"] == "h100-sxm-80gb"
+    assert data["error_band"]["band"]["step_time_low_s"] < data["step_time_s"] \
+        < data["error_band"]["band"]["step_time_high_s"]
+
+
+def test_a_band_follows_the_stack(moe_example):
+    fsdp = trainscape.load(moe_example, ["job.stack=pytorch-fsdp"])
+    assert error_band(fsdp)["band"]["stack"] == "pytorch-fsdp"
+
+
+@pytest.mark.parametrize("overrides, why", [
+    (["cluster.gpu.gemm_efficiency_max=0.7"], "cluster.gpu.gemm_efficiency_max differs"),
+    (["cluster.gpu.calibrated=false"], "calibrated = false"),
+    (["job.stack=jax-xla"], "fewer than 8 published runs on h100-sxm-80gb with jax-xla"),
+])
+def test_no_band_where_no_published_runs_checked_the_model(moe_example, overrides, why):
+    out = error_band(trainscape.load(moe_example, overrides))
+    assert out["band"] is None and why in out["text"]
+
+
+def test_no_band_for_a_gpu_of_ones_own(moe_example):
+    from trainscape.spec.models import PRESET_META_KEYS
+
+    gpu = presets.resolve_gpu("h100-sxm-80gb", dtype="bf16", stack="megatron-core")
+    for key in PRESET_META_KEYS:
+        gpu.pop(key, None)
+    raw = json.loads(trainscape.load(moe_example).model_dump_json(exclude_none=True))
+    raw["cluster"]["gpu"] = {k: v for k, v in gpu.items() if k not in ("preset", "name")}
+    out = error_band(trainscape.load(raw))
+    assert out["band"] is None and "not a preset" in out["text"]
+
+
+def test_an_invalid_configuration_gets_the_band_without_an_interval(moe_example):
+    sc = trainscape.load(moe_example)
+    result = trainscape.evaluate(sc)
+    invalid = type(result)(**{**result.__dict__, "status": "invalid_config"})
+    out = error_band(sc, invalid)
+    assert out["band"] is not None and "step_time_low_s" not in out["band"]
