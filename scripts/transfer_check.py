@@ -63,6 +63,16 @@ SOURCE_SETTINGS = {
         {}, {"dp_overlap": False, "tp_overlap": False}, "megatron-lm",
         "Megatron-LM 285068c8 (2023-01): pre-Transformer Engine (no TP overlap), gradients "
         "all-reduced after the backward pass (no --overlap-grad-reduce yet)"),
+    # Nemotron-4 340B's pre-training config as NVIDIA published it with the model
+    # (NVIDIA/NeMo-Megatron-Launcher 7c842fcd, 2024-06-17, "actual GPU/GBS numbers used in
+    # pretraining", conf/training/nemotron/nemotron_340b.yaml): ub_tp_comm_overlap False, and
+    # Apex distributed_fused_adam with dtype bf16 and grad_sync_dtype bf16 (its VP 8, MBS 1,
+    # selective recompute and SP are the CSV rows' own columns)
+    "nemotron4_340b_report": (
+        {"optimizer_dtype": "bf16", "grad_dtype": "bf16"}, {"tp_overlap": False}, None,
+        "launcher yaml of the pre-training run (NeMo-Megatron-Launcher 7c842fcd "
+        "nemotron_340b.yaml): no TP comm overlap; distributed_fused_adam with bf16 Adam moments "
+        "and bf16 gradients"),
     # NeMo 25.02's performance scripts run the FP8 precision plugin bf16_with_fp8_mixed, which
     # sets fp8_params (NVIDIA/NeMo v2.2.0 nemo/collections/llm/recipes/precision/
     # mixed_precision.py), as the DGX Cloud rows of the same release are read

@@ -97,6 +97,17 @@ def test_nemo_1_yamls_keep_their_gradients_in_bf16():
     assert runs["mcore_r080_gpt1.7b_48"].scenario["job"]["grad_dtype"] == "fp32"
 
 
+def test_a_recipe_without_tp_overlap_is_read_without_it():
+    # Nemotron-4 340B's NeMo-1.0 yaml (DGX Cloud v24.11.1) sets ub_tp_comm_overlap: False; the
+    # same release's GPT-3 175B yaml keeps it on, and so does the NeMo 2.0 recipe of 340B
+    runs = {r.case: r for r in cal.published_runs()}
+    old = runs["dgxc_v24111_nemo_nemotron4-340b_bf16_128"]
+    assert not old.config["tp_overlap"]
+    assert any("ub_tp_comm_overlap: False" in a for a in old.assumptions)
+    assert runs["dgxc_v24111_nemo_gpt3-175b_fp8_128"].config["tp_overlap"]
+    assert runs["dgxc_v2504_nemo_nemotron4-340b_bf16_512"].config["tp_overlap"]
+
+
 def _row(**fields):
     """A calibration-layout CSV row: every column empty but those given."""
     header = read_rows(PUBLISHED_FILES["nemo_perf_summary_h100"][0])[0].keys()

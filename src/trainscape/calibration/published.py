@@ -508,6 +508,35 @@ RECIPE_OPTIMIZER = {
 }
 
 
+#: TP communication overlap a recipe file turns off (the reader's default is Transformer
+#: Engine's userbuffers overlap on every Megatron-Core row with TP > 1): (source, model, newest
+#: release) -> why. Nemotron-4 340B's NeMo-1.0 yamls set ``ub_tp_comm_overlap: False``: DGX
+#: Cloud v24.11.1 ``nemotron/nemotron4-340b-synth.yaml`` and the 24.07-era launcher's
+#: ``conf/training/nemotron/nemotron_340b.yaml`` (NVIDIA/NeMo-Megatron-Launcher@4550dc9f), as
+#: the model's own pre-training config does (the same file at 7c842fcd, "actual GPU/GBS numbers
+#: used in pretraining").
+RECIPE_NO_TP_OVERLAP = {
+    ("dgxc_benchmarking", "nemotron4-340b", (24, 9)): (
+        "recipe yaml (nemotron4-340b-synth.yaml ub_tp_comm_overlap: False): TP communication "
+        "not overlapped"),
+    ("nemo_perf_summary_2407", "nemotron4-340b", (24, 7)): (
+        "recipe yaml (launcher nemotron_340b.yaml ub_tp_comm_overlap: False): TP communication "
+        "not overlapped"),
+}
+
+
+def recipe_tp_overlap_of(row: dict[str, str], release: tuple[int, ...],
+                         config: dict[str, Any], notes: list[str]) -> None:
+    """Turn ``config``'s TP overlap off where the row's recipe file does
+    (``RECIPE_NO_TP_OVERLAP``), with a note."""
+    for (source, model, newest), why in RECIPE_NO_TP_OVERLAP.items():
+        if row["source"] == source and row["model"] == model and () < release <= newest \
+                and config["tp_overlap"]:
+            config["tp_overlap"] = False
+            notes.append(why)
+            return
+
+
 def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
                         notes: list[str]) -> dict[str, str]:
     """Optimizer fields a row's recipe file states (``RECIPE_OPTIMIZER``), with a note."""
@@ -631,6 +660,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if torchao_recipe is not None:
         job["fp8_recipe"] = torchao_recipe
     job.update(recipe_optimizer_of(row, release, notes))
+    recipe_tp_overlap_of(row, release, config, notes)
     if recompute_modules:
         job["recompute_modules"] = recompute_modules
     if source_id == "automodel_perf_summary":
