@@ -282,16 +282,18 @@ TS_FN double ts_op_selective_extra_bytes(double s, double b, double h, double he
 }
 
 /* llm.py named_dots_tp_replay: the share of a layer pass's TP traffic replayed for the re-run
- * GEMMs (SP: four equal collectives; else the two all-reduces after out proj and fc2;
- * op_selective: the all-gathers before wk and w3, or the all-reduce after wo). */
-TS_FN double ts_named_dots_tp_replay(int recompute, int sp, int swiglu)
+ * GEMMs (SP: the all-gathers gather_share / 2 each, the reduce-scatters (1 - gather_share) / 2
+ * each; else the two all-reduces after out proj and fc2; op_selective: the all-gathers before
+ * wk and w3, or the all-reduce after wo). */
+TS_FN double ts_named_dots_tp_replay(int recompute, int sp, int swiglu, double gather_share)
 {
     double keep[4];
     if (recompute == TS_RECOMPUTE_OP_SELECTIVE)
-        return sp ? 0.25 * (swiglu ? 2.0 : 1.0) : 0.5;
+        return sp ? 0.5 * gather_share * (swiglu ? 2.0 : 1.0) : 0.5;
     ts_named_dots_policy(recompute, 1.0, 1.0, swiglu, keep);
     if (sp)
-        return 0.25 * ((1.0 - keep[0]) + (1.0 - keep[1]) + (1.0 - keep[2]) + (1.0 - keep[3]));
+        return 0.5 * (gather_share * ((1.0 - keep[0]) + (1.0 - keep[2]))
+                      + (1.0 - gather_share) * ((1.0 - keep[1]) + (1.0 - keep[3])));
     return 0.5 * ((1.0 - keep[1]) + (1.0 - keep[3]));
 }
 
@@ -926,17 +928,19 @@ static inline void ts_stage_pass_times(double dense, double moe, double t_proj,
     st[5] = w;
 }
 
-/* llm.py tp_layer_comm_time: 2 all-reduces, or 2 x (all-gather + reduce-scatter) with SP
- * (Korthikanti et al. §4.2.2; Shoeybi et al. 2019 §3). */
-TS_FN double ts_tp_layer_comm_time(const ts_net *net, double nbytes, int sp, double tp,
-                                   const ts_group *g_tp)
+/* llm.py tp_layer_comm_time: 2 all-reduces of nbytes, or with SP 2 all-gathers of the linear
+ * inputs (gather_nbytes: FP8 under an FP8 recipe) + 2 reduce-scatters of nbytes (Korthikanti et
+ * al. §4.2.2; Shoeybi et al. 2019 §3). */
+TS_FN double ts_tp_layer_comm_time(const ts_net *net, double gather_nbytes, double nbytes, int sp,
+                                   double tp, const ts_group *g_tp)
 {
     if (tp <= 1.0)
         return 0.0;
     if (sp) {
-        /* reduce_scatter_time is all_gather_time with the same arguments: compute it once */
-        double ag = ts_all_gather_time(net, nbytes, g_tp);
-        return 2.0 * (ag + ag);
+        /* reduce_scatter_time is all_gather_time with the same arguments */
+        double ag = ts_all_gather_time(net, gather_nbytes, g_tp);
+        double rs = gather_nbytes == nbytes ? ag : ts_all_gather_time(net, nbytes, g_tp);
+        return 2.0 * (ag + rs);
     }
     return 2.0 * ts_all_reduce_time(net, nbytes, g_tp);
 }
@@ -1415,6 +1419,15 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
 
     /* ---- message sizes of the parallel dimensions ---- */
     R->tp_bytes = b * s * h * comm_bytes;
+    /* llm.py tp_gather_bytes, tp_gather_share: SP's all-gathers move the linear inputs, FP8
+     * under an FP8 recipe that gathers quantized (job.tp_gather_bytes; 0: comm_bytes) */
+    {
+        double gather = job[TS_JOB_TP_GATHER_BYTES];
+        if (gather <= 0.0 || gather > comm_bytes)
+            gather = comm_bytes;
+        R->tp_gather_bytes = b * s * h * gather;
+        R->tp_gather_share = gather + comm_bytes <= 0.0 ? 0.5 : gather / (gather + comm_bytes);
+    }
     /* context parallelism: ring exchange of K and V (Liu et al. 2023) */
     {
         double kv_local = kv_heads >= tp ? kv_heads * r_tp : 1.0;
@@ -1703,7 +1716,8 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
     O->tp_pass = 0.0;
     if (tp > 1.0) { /* else tp_layer_comm_time is 0 without looking at the group */
         ts_group_init1(&g, net, tp, strides[TS_DIM_TP]);
-        O->tp_pass = R->stage_layers * ts_tp_layer_comm_time(net, R->tp_bytes, R->sp, tp, &g);
+        O->tp_pass = R->stage_layers * ts_tp_layer_comm_time(net, R->tp_gather_bytes,
+                                                             R->tp_bytes, R->sp, tp, &g);
     } else {
         O->tp_pass = R->stage_layers * 0.0;
     }
@@ -1833,7 +1847,8 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     else if (recompute > TS_RECOMPUTE_DOTS) /* llm.py named_dots_tp_replay */
         tp_b += ts_tp_exposed(ctx->sys,
                               ts_named_dots_tp_replay(recompute, R->sp,
-                                                      ctx->mdl[TS_MDL_SWIGLU] > 0.0)
+                                                      ctx->mdl[TS_MDL_SWIGLU] > 0.0,
+                                                      R->tp_gather_share)
                                   * O->tp_pass,
                               R->gemm_redo[recompute], R->tp_overlap);
     else if (recompute == TS_RECOMPUTE_SELECTIVE && R->module_tp_replay > 0.0)

@@ -215,6 +215,8 @@ def job_blocks(draw):
     # saved linear-layer inputs: the activation width (16-bit) or the FP8 copy with its scales
     # (spec.pack.saved_linear_input_bytes)
     job[L.JOB_LINEAR_INPUT_BYTES] = draw(st.sampled_from([act, act, 1.0, 1.03125]))
+    # sequence-parallel all-gathers of the FP8 copy (spec.pack.tp_gather_bytes), or 0: comm
+    job[L.JOB_TP_GATHER_BYTES] = draw(st.sampled_from([0.0, 0.0, 1.0, 1.03125, 4.0]))
     # the cross-entropy's fp32 copy of the logits, or a fused kernel's gradient (spec.pack)
     job[L.JOB_LOGITS_EXTRA_BYTES] = draw(st.sampled_from([4.0, 4.0, act]))
     job[L.JOB_OFFLOAD_OPTIMIZER] = draw(st.sampled_from([0.0, 0.0, 1.0]))  # ZeRO-Offload

@@ -258,10 +258,10 @@ def test_tp_group_spanning_nodes_is_costed_at_the_inter_node_tier():
     sys = system([NODE, FABRIC], gpus=64)
     nbytes = 1 * 4096 * 8192 * 2.0
     fabric_ring = 2 * 7 * 10e-6 + 2 * 7 / 8 * nbytes / (50e9 * 0.8)
-    assert llm.tp_layer_comm_time(sys, nbytes, False, 8.0, 8.0) == pytest.approx(
+    assert llm.tp_layer_comm_time(sys, nbytes, nbytes, False, 8.0, 8.0) == pytest.approx(
         2 * fabric_ring, rel=1e-12)
     nvlink_ring = 2 * 7 * 2e-6 + 2 * 7 / 8 * nbytes / (400e9 * 0.9)
-    assert llm.tp_layer_comm_time(sys, nbytes, False, 8.0, 1.0) == pytest.approx(
+    assert llm.tp_layer_comm_time(sys, nbytes, nbytes, False, 8.0, 1.0) == pytest.approx(
         2 * nvlink_ring, rel=1e-12)
     # through the whole model: the placement decides the stride
     mdl = gpt_model(layers=8, h=8192, heads=64)
@@ -271,7 +271,7 @@ def test_tp_group_spanning_nodes_is_costed_at_the_inter_node_tier():
     o_in = evaluate_batch(sys, mdl, jb, inner)
     o_out = evaluate_batch(sys, mdl, jb, outer)
     m, layers = 64 / 8, 8
-    per_pass = llm.tp_layer_comm_time(sys, nbytes, False, 8.0, 8.0)
+    per_pass = llm.tp_layer_comm_time(sys, nbytes, nbytes, False, 8.0, 8.0)
     assert o_out[L.OUT_TP_COMM_S, 0] == pytest.approx(m * 2 * layers * per_pass, rel=1e-9)
     assert o_out[L.OUT_TP_COMM_S, 0] > 5 * o_in[L.OUT_TP_COMM_S, 0]
 
@@ -279,11 +279,11 @@ def test_tp_group_spanning_nodes_is_costed_at_the_inter_node_tier():
 def test_tp_group_of_16_over_two_nodes_pays_the_fabric_for_its_outer_step():
     sys = system([NODE, FABRIC], gpus=64)
     nbytes = 1e9
-    got = llm.tp_layer_comm_time(sys, nbytes, False, 16.0, 1.0)
+    got = llm.tp_layer_comm_time(sys, nbytes, nbytes, False, 16.0, 1.0)
     assert got == pytest.approx(2 * C.all_reduce_time(sys, nbytes, 16, 1, 1, 1, 1, 1), rel=1e-15)
     # at least the cross-node all-reduce of an eighth of the buffer between the two nodes
     assert got > 2 * (2 * 1 / 2 * nbytes / 8 / (50e9 * 0.8))
-    assert got > llm.tp_layer_comm_time(sys, nbytes, False, 8.0, 1.0)
+    assert got > llm.tp_layer_comm_time(sys, nbytes, nbytes, False, 8.0, 1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,6 +497,20 @@ def test_pack_saved_linear_input_bytes_per_recipe():
     assert jbm[L.JOB_LINEAR_INPUT_BYTES] == 1.0 + 1.0 / 32.0
     assert saved_linear_input_bytes("blockwise", 2) == 1.0 + 4.0 / 128.0
     assert saved_linear_input_bytes(None, 2) == 2.0
+
+
+def test_pack_tp_gather_bytes_per_recipe():
+    # the FP8 copy is what TE and torchao's tensorwise float8 TP gather; torchtitan runs rowwise
+    # float8 with 16-bit TP styles, and a 16-bit job gathers at comm_bytes (0)
+    from trainscape.spec.pack import tp_gather_bytes
+
+    _, _, jb = pack(load_scenario(_h100_scenario("fp8")))
+    assert jb[L.JOB_TP_GATHER_BYTES] == 1.0
+    _, _, jbm = pack(load_scenario(_h100_scenario("fp8", "mxfp8")))
+    assert jbm[L.JOB_TP_GATHER_BYTES] == 1.0 + 1.0 / 32.0
+    _, _, jb16 = pack(load_scenario(_h100_scenario("bf16")))
+    assert jb16[L.JOB_TP_GATHER_BYTES] == 0.0
+    assert tp_gather_bytes("rowwise", 2) == 0.0 and tp_gather_bytes("tensorwise", 2) == 1.0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -943,11 +943,11 @@ def test_named_dot_policies_in_every_backend(backend):
 def test_named_dot_policies_tp_replay_without_sp():
     # two all-reduces per layer pass, after the output projection and after fc2: fc1's re-run
     # needs none, fc2's one, the output projection's the other
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, False, True) == 0.0
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, True, True) == 0.0
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_NO_MLP_IN, False, True) == 0.0
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_ATTN, False, True) == 0.5
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_QKV_PROJ, False, True) == 1.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, False, True, 0.5) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS, True, True, 0.5) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_NO_MLP_IN, False, True, 0.5) == 0.0
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_DOTS_ATTN, False, True, 0.5) == 0.5
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_QKV_PROJ, False, True, 0.5) == 1.0
     sys = system([NODE, FABRIC], gpus=8)
     mdl = named_llama_model(4)
     jb = job(seq=4096, batch=8)
@@ -996,9 +996,9 @@ def test_op_selective_drops_every_second_matmul_of_a_llama_block():
     assert not llm.named_dots_core_saved(L.RECOMPUTE_OP_SELECTIVE, False)  # unfused: re-run
     assert not llm.named_dots_core_saved(L.RECOMPUTE_DOTS, True)
     # TP with SP: the all-gathers in front of wk and w3 are replayed, the reduce-scatters saved
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, True, True) == 0.5
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, True, False) == 0.25
-    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, False, True) == 0.5
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, True, True, 0.5) == 0.5
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, True, False, 0.5) == 0.25
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, False, True, 0.5) == 0.5
 
 
 def test_op_selective_layer_memory_by_hand():
@@ -1249,3 +1249,45 @@ def test_offload_needs_the_host_bandwidths():
     with pytest.raises(ScenarioError) as e:
         trainscape.load(_LLAMA, overrides=["job.offload_optimizer=true"])
     assert str(e.value).startswith("cluster.host_to_device_GBps")
+
+
+def test_fp8_sequence_parallel_gathers_move_the_fp8_copy(backend):
+    # TE's LayerNormLinear gathers the FP8 ln_out and the backward the FP8 grad_output; the
+    # reduce-scatters stay 16-bit: a TP 8 pass of an FP8 job moves 2 x 1 + 2 x 2 bytes per
+    # element where a BF16 job moves 4 x 2
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = gpt_model(layers=4, h=4096, heads=32)
+    cfg = one_config(tp=8, sp=1)
+    bf16, fp8 = job(batch=8), job(batch=8)
+    fp8[L.JOB_TP_GATHER_BYTES] = 1.0
+    assert llm.tp_gather_bytes(bf16) == 2.0 and llm.tp_gather_bytes(fp8) == 1.0
+    assert llm.tp_gather_share(bf16) == 0.5 and llm.tp_gather_share(fp8) == pytest.approx(1 / 3)
+    # never wider than the activation traffic
+    wide = job(batch=8)
+    wide[L.JOB_TP_GATHER_BYTES] = 4.0
+    assert llm.tp_gather_bytes(wide) == 2.0
+    out_bf16 = evaluate_blocks(sys, mdl, bf16, cfg, backend=backend)
+    out_fp8 = evaluate_blocks(sys, mdl, fp8, cfg, backend=backend)
+    elems = 1 * 2048 * 4096
+    ag1 = C.all_gather_time(sys, elems * 1.0, 8, 1, 1, 1, 1, 1)
+    ag2 = C.all_gather_time(sys, elems * 2.0, 8, 1, 1, 1, 1, 1)
+    passes = 8 * 2 * 4  # microbatches x (forward, backward) x layers
+    assert out_bf16[L.OUT_TP_COMM_S, 0] == pytest.approx(passes * 4 * ag2, rel=1e-12)
+    assert out_fp8[L.OUT_TP_COMM_S, 0] == pytest.approx(passes * 2 * (ag1 + ag2), rel=1e-12)
+    # without SP the all-reduces stay in the activation dtype
+    no_sp = one_config(tp=8)
+    assert evaluate_blocks(sys, mdl, fp8, no_sp, backend=backend)[L.OUT_TP_COMM_S, 0] == \
+        pytest.approx(evaluate_blocks(sys, mdl, bf16, no_sp, backend=backend)[L.OUT_TP_COMM_S, 0],
+                      rel=1e-12)
+
+
+def test_a_replayed_all_gather_weighs_its_own_bytes():
+    # op_selective replays the all-gathers in front of wk and w3: in an FP8 job they carry a
+    # third of the pass's bytes (1 of 1 + 2 per pair), so the two of them a third
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_OP_SELECTIVE, True, True, 1 / 3) == \
+        pytest.approx(1 / 3)
+    # "qkv_proj" re-runs out proj, fc1, fc2: the fc1 all-gather and both reduce-scatters
+    assert llm.named_dots_tp_replay(L.RECOMPUTE_QKV_PROJ, True, False, 1 / 3) == \
+        pytest.approx(0.5 * (1 / 3 + 2 * 2 / 3))

@@ -72,6 +72,12 @@ def test_papers_runs_on_the_fitted_gpus_are_read_with_their_stacks(capsys, monke
     mega = rows["megascale_megatronlm_175b_12288_gbs6144"]
     assert mega["stack"] == "megatron-lm" and not mega["config"]["dp_overlap"]
     assert mega["config"]["dp"] * 64 == 12288
+    # Nemotron-4 340B's production run reads its launcher yaml (7c842fcd): VP 8, selective
+    # recompute, no TP comm overlap, bf16 Adam moments and gradients
+    nemotron = rows["nemotron4-340b_bf16_6144"]
+    assert nemotron["config"]["vpp"] == 8 and nemotron["config"]["recompute"] == "selective"
+    assert not nemotron["config"]["tp_overlap"]
+    assert any("7c842fcd" in a for a in nemotron["assumptions"])
     # a GeGLU MLP (Grok-1) is costed as SwiGLU, and says so
     grok = rows["dgxc_v2505_nemo_grok1-314b_bf16_512"]
     assert grok["status"] == "ok"
@@ -174,19 +180,23 @@ def test_torchao_fp8_recipe_is_read_only_for_torchao_rows():
 #: the median |error| and the infeasible layouts as last measured. Tighten an entry when the
 #: model improves; loosening one needs the reason in the commit and the docs.
 OUTSIDE_RATCHET = {
-    "nemo_perf_summary_2407": (0.045, 0),
+    "nemo_perf_summary_2407": (0.040, 0),
     "nemo_perf_summary_2502": (0.045, 0),
     "megascale_paper": (0.080, 0),
-    "nemotron4_15b_report": (0.105, 0),
-    "nemotron4_340b_report": (0.145, 0),
+    "nemotron4_15b_report": (0.100, 0),
+    "nemotron4_340b_report": (0.085, 0),
     "mtnlg_paper": (0.160, 0),
-    "dgxc_benchmarking": (0.170, 1),
-    "automodel_perf_summary": (0.710, 1),
+    "dgxc_benchmarking": (0.165, 1),
+    "automodel_perf_summary": (0.700, 1),
     "torchtitan_benchmarks": (0.030, 0),
 }
-#: ... and per GPU without a fit of its own (the calibrated_from transfer)
+#: ... and per GPU without a fit of its own (the calibrated_from transfer). h100-hbm2e-96gb was
+#: loosened 0.135 -> 0.145 when sequence-parallel all-gathers started moving the FP8 copy in FP8
+#: jobs (llm.tp_gather_bytes; torchao's Float8ColwiseParallel gathers float8 as Transformer
+#: Engine does): the torchtitan vanilla-TP float8 rows, already too fast in BF16 (8B TP 8:
+#: -14 %), lose their TP bytes too (docs/accuracy.md, "FP8 all-gathers")
 TRANSFER_RATCHET = {"b200": (0.215, 4), "h200-141gb": (0.020, 0),
-                    "h100-hbm2e-96gb": (0.135, 0)}
+                    "h100-hbm2e-96gb": (0.145, 0)}
 
 
 def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):

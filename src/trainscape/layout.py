@@ -169,6 +169,9 @@ JOB_FIELDS = (
     # copy (PyTorch FSDP mixed precision)
     "eager_elementwise",  # 1: the norms, rotary embedding and SwiGLU run op by op, unfused
     # (PyTorch eager, torchtitan's modules without torch.compile); 0: fused kernels
+    "tp_gather_bytes",  # bytes per element of a sequence-parallel TP all-gather (the linear
+    # layers' inputs): the FP8 copy (1 + scales) under an FP8 recipe that gathers quantized; 0:
+    # comm_bytes
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -304,6 +307,7 @@ JOB_RECOMPUTE_MOE = JOB_FIELDS.index("recompute_moe")
 JOB_RECOMPUTE_SHARED_EXPERTS = JOB_FIELDS.index("recompute_shared_experts")
 JOB_ZERO3_SHARD_PARAM_BYTES = JOB_FIELDS.index("zero3_shard_param_bytes")
 JOB_EAGER_ELEMENTWISE = JOB_FIELDS.index("eager_elementwise")
+JOB_TP_GATHER_BYTES = JOB_FIELDS.index("tp_gather_bytes")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

@@ -191,9 +191,13 @@ def link_loads(sys, mdl, job, cfg, i=0):
 
     # tensor parallelism: per layer and microbatch, forward and backward each two all-reduces
     # of the bsh activations (or, with SP, two all-gathers and two reduce-scatters): 8 x the
-    # all-gather's bytes per layer pass pair (tp_layer_comm_time)
+    # all-gather's bytes per layer pass pair, the half that SP's all-gathers carry at their own
+    # element size (FP8 under an FP8 recipe: llm.tp_gather_bytes; tp_layer_comm_time)
+    gather = llm.tp_gather_bytes(job) if row[llm.ROW_SP] > 0.0 else comm
+    add("tp", collective_tier_bytes(sys, b * s * h * gather, False, tp, s_tp, 1.0, 1.0, 1.0,
+                                    1.0), 4.0 * layers * m)
     add("tp", collective_tier_bytes(sys, b * s * h * comm, False, tp, s_tp, 1.0, 1.0, 1.0, 1.0),
-        8.0 * layers * m)
+        4.0 * layers * m)
 
     # context parallelism: the K/V ring, cp - 1 steps forward, 2 (cp - 1) + 1 backward
     # (cp_ring_exposed_forward / _backward); the GPU whose neighbour is across a tier sends

@@ -161,6 +161,7 @@ from ..layout import (
     JOB_RECOMPUTE_MOE,
     JOB_RECOMPUTE_SHARED_EXPERTS,
     JOB_ZERO3_SHARD_PARAM_BYTES,
+    JOB_TP_GATHER_BYTES,
 )
 from .collectives import (
     all_gather_time,
@@ -530,24 +531,27 @@ def op_selective_extra_bytes(s, b, h, heads, head_dim, t, sp, act_bytes):
     return out
 
 
-def named_dots_tp_replay(recompute, sp, swiglu):
+def named_dots_tp_replay(recompute, sp, swiglu, gather_share):
     """Fraction of a layer pass's tensor-parallel traffic (:func:`tp_layer_comm_time`) that a
     dot-saving policy replays in the backward for the GEMMs it re-runs
-    (:func:`named_dots_gemm_redo`): with sequence parallelism four equal collectives -- the
-    all-gathers of the Q/K/V and fc1 inputs, the reduce-scatters of the output projection's and
-    fc2's outputs -- each replayed when its GEMM is re-run; without SP the two all-reduces,
-    after the output projection and after fc2 (Korthikanti et al. §4.2.2, Shoeybi et al. 2019
-    §3: the column-parallel GEMMs' forward ``f`` is the identity). 0 under "dots" (the saved
-    outputs are the reduced ones). "op_selective" keeps the reduce-scatters' outputs (on its
-    save list) and replays the all-gathers in front of its re-run wk and, with SwiGLU, w3 (with
-    SP), or the all-reduce after its re-run output projection (without)."""
+    (:func:`named_dots_gemm_redo`): with sequence parallelism four collectives -- the
+    all-gathers of the Q/K/V and fc1 inputs, each ``gather_share / 2`` of the pass
+    (:func:`tp_gather_share`; 1/4 without FP8), the reduce-scatters of the output projection's
+    and fc2's outputs, each ``(1 - gather_share) / 2`` -- each replayed when its GEMM is
+    re-run; without SP the two all-reduces, after the output projection and after fc2
+    (Korthikanti et al. §4.2.2, Shoeybi et al. 2019 §3: the column-parallel GEMMs' forward
+    ``f`` is the identity). 0 under "dots" (the saved outputs are the reduced ones).
+    "op_selective" keeps the reduce-scatters' outputs (on its save list) and replays the
+    all-gathers in front of its re-run wk and, with SwiGLU, w3 (with SP), or the all-reduce
+    after its re-run output projection (without)."""
     if recompute == RECOMPUTE_OP_SELECTIVE:
         if sp:
-            return 0.25 * (2.0 if swiglu else 1.0)
+            return 0.5 * gather_share * (2.0 if swiglu else 1.0)
         return 0.5
     keep = named_dots_policy(recompute, 1.0, 1.0, swiglu)
     if sp:
-        return 0.25 * ((1.0 - keep[0]) + (1.0 - keep[1]) + (1.0 - keep[2]) + (1.0 - keep[3]))
+        return 0.5 * (gather_share * ((1.0 - keep[0]) + (1.0 - keep[2]))
+                      + (1.0 - gather_share) * ((1.0 - keep[1]) + (1.0 - keep[3])))
     return 0.5 * ((1.0 - keep[1]) + (1.0 - keep[3]))
 
 
@@ -1398,15 +1402,48 @@ def pipeline_stages(mdl, job, schedule, pp, vpp):
     return first, middle, last, loss_on_first_device(schedule, int(pp))
 
 
-def tp_layer_comm_time(sys, nbytes, sp, tp, s_tp):
+def tp_gather_bytes(job):
+    """Bytes per element of a tensor-parallel all-gather under sequence parallelism: the input
+    of a linear layer as its GEMM reads it. An FP8 recipe that quantizes before it gathers moves
+    the FP8 copy, one byte per element plus the recipe's scales (``job.tp_gather_bytes``,
+    :func:`trainscape.spec.pack.tp_gather_bytes`): Transformer Engine 1.11 ``LayerNormLinear``
+    writes ``ln_out`` in FP8 from the norm kernel and all-gathers it (``gather_along_first_dim``)
+    for the Q/K/V and fc1 GEMMs, and in the backward casts ``grad_output`` to FP8 before
+    gathering it for the row-parallel layers (``base.py`` ``grad_output_preprocess``,
+    ``transformer_engine/pytorch/module/``); torchao's tensorwise ``Float8ColwiseParallel``
+    likewise casts before its all-gather. The reduce-scatters move GEMM outputs, in 16 bits
+    (``comm_bytes``). 0 (no FP8, or a recipe that gathers 16 bits): ``comm_bytes``; never wider
+    than it."""
+    g = job[JOB_TP_GATHER_BYTES]
+    if g <= 0.0 or g > job[JOB_COMM_BYTES]:
+        return job[JOB_COMM_BYTES]
+    return g
+
+
+def tp_gather_share(job):
+    """Share of a layer pass's sequence-parallel TP bytes that its two all-gathers carry (the
+    two reduce-scatters carry the rest): ``g / (g + r)`` with ``g`` :func:`tp_gather_bytes` and
+    ``r`` ``comm_bytes``, 1/2 without FP8. The replay of part of the collectives
+    (:func:`named_dots_tp_replay`) splits the pass's time by it."""
+    g = tp_gather_bytes(job)
+    r = job[JOB_COMM_BYTES]
+    if g + r <= 0.0:
+        return 0.5
+    return g / (g + r)
+
+
+def tp_layer_comm_time(sys, gather_nbytes, nbytes, sp, tp, s_tp):
     """Tensor-parallel traffic of one layer pass (forward, or backward): two all-reduces of the
-    layer's ``bsh`` activations, or with sequence parallelism two all-gathers and two
-    reduce-scatters of the same size (Korthikanti et al. §4.2.2; Shoeybi et al. 2019 §3)."""
+    layer's ``bsh`` activations (``nbytes``), or with sequence parallelism two all-gathers of
+    the linear layers' inputs (``gather_nbytes``: FP8 under an FP8 recipe,
+    :func:`tp_gather_bytes`) and two reduce-scatters of ``nbytes`` (Korthikanti et al.
+    §4.2.2; Shoeybi et al. 2019 §3)."""
     if tp <= 1.0:
         return 0.0
     if sp:
         # a reduce-scatter costs what the all-gather of the same buffer does
-        return 4.0 * all_gather_time(sys, nbytes, tp, s_tp, 1.0, 1.0, 1.0, 1.0)
+        return 2.0 * (all_gather_time(sys, gather_nbytes, tp, s_tp, 1.0, 1.0, 1.0, 1.0)
+                      + all_gather_time(sys, nbytes, tp, s_tp, 1.0, 1.0, 1.0, 1.0))
     return 2.0 * all_reduce_time(sys, nbytes, tp, s_tp, 1.0, 1.0, 1.0, 1.0)
 
 
@@ -1919,7 +1956,8 @@ def order_terms(sys, mdl, job, row, order):
     # tensor parallelism: every layer of the stage, one pass
     sp = row[ROW_SP] > 0.0
     tp_bytes = b * s * h * comm_bytes
-    tp_pass = row[ROW_STAGE_LAYERS] * tp_layer_comm_time(sys, tp_bytes, sp, tp, s_tp)
+    tp_pass = row[ROW_STAGE_LAYERS] * tp_layer_comm_time(sys, b * s * h * tp_gather_bytes(job),
+                                                         tp_bytes, sp, tp, s_tp)
     # context parallelism: one step of the ring exchange of K and V
     cp_step = 0.0
     if cp > 1.0:
@@ -2154,7 +2192,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     elif recompute > RECOMPUTE_DOTS:
         # the collectives around the re-run GEMMs, overlapped with those GEMMs
         tp_b += tp_exposed(sys, named_dots_tp_replay(recompute, row[ROW_SP] > 0.0,
-                                                     mdl[MDL_SWIGLU] > 0.0) * tp_pass,
+                                                     mdl[MDL_SWIGLU] > 0.0,
+                                                     tp_gather_share(job)) * tp_pass,
                            gemm_redo, tp_overlap)
     elif recompute == RECOMPUTE_SELECTIVE:
         # the re-run MLP / MoE blocks' collectives, overlapped with their GEMMs (no traffic,

@@ -304,6 +304,22 @@ def logits_extra_bytes(cross_entropy: str, activation_bytes_: float) -> float:
     return activation_bytes_ if cross_entropy == "fused" else 4.0
 
 
+def tp_gather_bytes(recipe: str | None, activation_bytes_: float) -> float:
+    """Bytes per element of a sequence-parallel TP all-gather, 0 for the activation traffic's
+    ``comm_bytes`` (``model.llm.tp_gather_bytes``).
+
+    An FP8 recipe that quantizes a linear layer's input before gathering it moves the FP8 copy
+    (:func:`saved_linear_input_bytes`, scales included): Transformer Engine's
+    ``LayerNormLinear`` gathers the FP8 ``ln_out`` and, in the backward, the FP8
+    ``grad_output`` (TE 1.11 ``transformer_engine/pytorch/module/layernorm_linear.py``,
+    ``base.py`` ``grad_output_preprocess``), and torchao's tensorwise ``Float8ColwiseParallel``
+    casts before its all-gather. torchtitan applies torchao's float8 TP styles to the
+    tensorwise recipe only (``enable_float8_tensorwise_tp``): rowwise runs gather 16 bits."""
+    if recipe is None or recipe == "rowwise":
+        return 0.0
+    return saved_linear_input_bytes(recipe, activation_bytes_)
+
+
 def saved_linear_input_bytes(recipe: str | None, activation_bytes_: float) -> float:
     """Bytes per element of a linear layer's input saved for its weight-gradient GEMM.
 
@@ -524,6 +540,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
                                                                       j.fp8_param_gather, pb,
                                                                       j.stack)
     job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
+    job[L.JOB_TP_GATHER_BYTES] = tp_gather_bytes(j.recipe, activation_bytes(j.dtype))
     job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
     job[L.JOB_OFFLOAD_OPTIMIZER] = 1.0 if j.offload_optimizer else 0.0
     job[L.JOB_OFFLOAD_ACTIVATIONS] = float(j.offload_activations)
