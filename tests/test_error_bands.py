@@ -3,39 +3,24 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import _scripts
 import trainscape
 from trainscape import presets
 from trainscape.api import error_band
 from trainscape.calibration import bands
 from trainscape.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_script(monkeypatch):
-    from trainscape.calibration import published
-
-    # transfer_check points more GPU ids at a cluster preset: keep that out of the other tests
-    monkeypatch.setattr(published, "GPU_CLUSTER", dict(published.GPU_CLUSTER))
-    spec = importlib.util.spec_from_file_location("error_bands",
-                                                  ROOT / "scripts" / "error_bands.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_shipped_bands_are_what_the_script_writes(monkeypatch):
     # the file must follow the model, the fit and the runs: a change to any of them that moves
     # a band without rerunning scripts/error_bands.py fails here
-    script = load_script(monkeypatch)
+    script = _scripts.load_script(monkeypatch, "error_bands")
     backend = "c" if trainscape.available_backends()["c"][0] else "python"
     fresh = script.bands_of(script.never_fitted_results(backend))
     assert json.loads(script.OUT.read_text()) == fresh

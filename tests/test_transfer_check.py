@@ -5,24 +5,14 @@ each with its own layout; nothing is fitted on them, and their errors may not re
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import statistics
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import _scripts
 
 
 def load_script(monkeypatch):
-    from trainscape.calibration import published
-
-    # the script points more GPU ids at a cluster preset: keep that out of the other tests
-    monkeypatch.setattr(published, "GPU_CLUSTER", dict(published.GPU_CLUSTER))
-    spec = importlib.util.spec_from_file_location("transfer_check",
-                                                  ROOT / "scripts" / "transfer_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _scripts.load_script(monkeypatch, "transfer_check")
 
 
 def test_every_row_is_costed_or_skipped_with_a_reason(capsys, monkeypatch):
