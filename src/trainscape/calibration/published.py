@@ -525,26 +525,34 @@ RECIPE_NO_TP_OVERLAP = {
 }
 
 
+def recipe_rule(table: dict, row: dict[str, str], release: tuple[int, ...]) -> Any:
+    """The entry of a recipe table keyed ``(source, model, newest release)`` that holds for
+    ``row``: its source and model, a known release no newer than the key's; None else."""
+    for (source, model, newest), value in table.items():
+        if row["source"] == source and row["model"] == model and () < release <= newest:
+            return value
+    return None
+
+
 def recipe_tp_overlap_of(row: dict[str, str], release: tuple[int, ...],
                          config: dict[str, Any], notes: list[str]) -> None:
     """Turn ``config``'s TP overlap off where the row's recipe file does
     (``RECIPE_NO_TP_OVERLAP``), with a note."""
-    for (source, model, newest), why in RECIPE_NO_TP_OVERLAP.items():
-        if row["source"] == source and row["model"] == model and () < release <= newest \
-                and config["tp_overlap"]:
-            config["tp_overlap"] = False
-            notes.append(why)
-            return
+    why = recipe_rule(RECIPE_NO_TP_OVERLAP, row, release)
+    if why is not None and config["tp_overlap"]:
+        config["tp_overlap"] = False
+        notes.append(why)
 
 
 def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
                         notes: list[str]) -> dict[str, str]:
     """Optimizer fields a row's recipe file states (``RECIPE_OPTIMIZER``), with a note."""
-    for (source, model, newest), (fields, why) in RECIPE_OPTIMIZER.items():
-        if row["source"] == source and row["model"] == model and () < release <= newest:
-            notes.append(why)
-            return dict(fields)
-    return {}
+    rule = recipe_rule(RECIPE_OPTIMIZER, row, release)
+    if rule is None:
+        return {}
+    fields, why = rule
+    notes.append(why)
+    return dict(fields)
 
 
 #: Micro-batch sizes a release's recipe states where the printed table contradicts itself:
