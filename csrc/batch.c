@@ -65,7 +65,8 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
     static const int sys_nonneg[] = {TS_SYS_HBM_BYTES, TS_SYS_HBM_RESERVE_BYTES,
                                      TS_SYS_GEMM_HALF_FLOPS, TS_SYS_LAYER_OVERHEAD_S,
                                      TS_SYS_LINEAR_HALF_FLOPS, TS_SYS_TP_OVERLAP_SLOWDOWN,
-                                     TS_SYS_CP_OVERLAP_SLOWDOWN, TS_SYS_ATTENTION_HALF_SEQ};
+                                     TS_SYS_CP_OVERLAP_SLOWDOWN, TS_SYS_ATTENTION_HALF_SEQ,
+                                     TS_SYS_STREAM_MEMORY_EFFICIENCY};
     static const int mdl_count[] = {TS_MDL_LAYERS, TS_MDL_HIDDEN, TS_MDL_HEADS, TS_MDL_KV_HEADS,
                                     TS_MDL_HEAD_DIM, TS_MDL_VOCAB};
     static const int mdl_nonneg[] = {TS_MDL_FFN_HIDDEN, TS_MDL_SWIGLU, TS_MDL_EXPERTS,
@@ -82,7 +83,8 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
 
                                      TS_JOB_LINEAR_CAST_BYTES, TS_JOB_FP8_WEIGHT_CACHE_BYTES,
                                      TS_JOB_LINEAR_INPUT_BYTES, TS_JOB_LOGITS_EXTRA_BYTES,
-                                     TS_JOB_LINEAR_PARAM_COMM_BYTES};
+                                     TS_JOB_LINEAR_PARAM_COMM_BYTES, TS_JOB_EAGER_ELEMENTWISE,
+                                     TS_JOB_TP_GATHER_BYTES};
     double nt;
     int n;
     if (!sys || !mdl || !job)

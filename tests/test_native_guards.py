@@ -144,6 +144,10 @@ BAD_BLOCK_FIELDS = [
     ("job", L.JOB_LINEAR_CAST_BYTES, -4.0, r"job\.linear_cast_bytes"),
     ("job", L.JOB_FP8_WEIGHT_CACHE_BYTES, np.inf, r"job\.fp8_weight_cache_bytes"),
     ("job", L.JOB_LINEAR_INPUT_BYTES, -1.0, r"job\.linear_input_bytes"),
+    ("job", L.JOB_TP_GATHER_BYTES, np.nan,
+     r"job\.tp_gather_bytes: got nan, expected a finite number >= 0"),
+    ("job", L.JOB_EAGER_ELEMENTWISE, -1.0, r"job\.eager_elementwise"),
+    ("sys", L.SYS_STREAM_MEMORY_EFFICIENCY, np.inf, r"system\.stream_memory_efficiency"),
 ]
 
 
