@@ -1427,6 +1427,20 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
             gather = comm_bytes;
         R->tp_gather_bytes = b * s * h * gather;
         R->tp_gather_share = gather + comm_bytes <= 0.0 ? 0.5 : gather / (gather + comm_bytes);
+        /* llm.py tp_sequence_copy_bytes: the chunk + cat copies of a [batch, seq, hidden]
+         * stack's SP collectives (job.tp_sequence_copy), one layer's forward and backward,
+         * as streaming time; with the stack's overlap (AsyncTP) only the backward's two
+         * reduce-scatters copy */
+        R->tp_copy_f = R->tp_copy_b = 0.0;
+        if (tp > 1.0 && sp && job[TS_JOB_TP_SEQUENCE_COPY] > 0.0) {
+            double scatter = 4.0 * R->tp_bytes;
+            if (R->tp_overlap) {
+                R->tp_copy_b = scatter * ctx->inv.inv_stream_hbm;
+            } else {
+                R->tp_copy_f = (4.0 * R->tp_gather_bytes + scatter) * ctx->inv.inv_stream_hbm;
+                R->tp_copy_b = R->tp_copy_f;
+            }
+        }
     }
     /* context parallelism: ring exchange of K and V (Liu et al. 2023) */
     {
@@ -1836,25 +1850,31 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     double w_compute = R->w_compute, stage_layers = R->stage_layers, t_core = R->t_core;
     double m = R->m, window_f = R->gemm_f;
     double tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, f_stage, b_stage, w_stage, bubble;
-    double compute, tp_comm, cp_comm, ep_comm, share, off_f, off_b;
+    double compute, tp_comm, cp_comm, ep_comm, share, off_f, off_b, copy_f, copy_b;
     int full = recompute == TS_RECOMPUTE_FULL;
 
     /* ---- tensor parallelism ---- */
     tp_f = ts_tp_exposed(ctx->sys, O->tp_pass, window_f, R->tp_overlap);
     tp_b = tp_f; /* the same expression with the same inputs */
-    if (full)
-        tp_b += tp_f;
-    else if (recompute > TS_RECOMPUTE_DOTS) /* llm.py named_dots_tp_replay */
-        tp_b += ts_tp_exposed(ctx->sys,
-                              ts_named_dots_tp_replay(recompute, R->sp,
-                                                      ctx->mdl[TS_MDL_SWIGLU] > 0.0,
-                                                      R->tp_gather_share)
-                                  * O->tp_pass,
-                              R->gemm_redo[recompute], R->tp_overlap);
-    else if (recompute == TS_RECOMPUTE_SELECTIVE && R->module_tp_replay > 0.0)
+    /* llm.py tp_sequence_copy_time: the collectives' copies, on the compute stream */
+    copy_f = stage_layers * R->tp_copy_f;
+    copy_b = stage_layers * R->tp_copy_b;
+    if (full) {
+        tp_b += tp_f + copy_f;
+    } else if (recompute > TS_RECOMPUTE_DOTS) { /* llm.py named_dots_tp_replay */
+        double replay = ts_named_dots_tp_replay(recompute, R->sp, ctx->mdl[TS_MDL_SWIGLU] > 0.0,
+                                                R->tp_gather_share);
+        tp_b += ts_tp_exposed(ctx->sys, replay * O->tp_pass, R->gemm_redo[recompute],
+                              R->tp_overlap)
+                + replay * copy_f;
+    } else if (recompute == TS_RECOMPUTE_SELECTIVE && R->module_tp_replay > 0.0) {
         /* llm.py recompute_module_tp_replay: the re-run MLP / MoE blocks' collectives */
         tp_b += ts_tp_exposed(ctx->sys, R->module_tp_replay * O->tp_pass, R->module_gemm_redo,
-                              R->tp_overlap);
+                              R->tp_overlap)
+                + R->module_tp_replay * copy_f;
+    }
+    tp_f += copy_f;
+    tp_b += copy_b;
 
     /* ---- context parallelism: ring exchange of K and V (Liu et al. 2023; TE
      * AttnFuncWithCPAndKVP2P) ---- */

@@ -102,7 +102,8 @@ enum {
     TS_JOB_ZERO3_SHARD_PARAM_BYTES = 33,
     TS_JOB_EAGER_ELEMENTWISE = 34,
     TS_JOB_TP_GATHER_BYTES = 35,
-    TS_JOB_COUNT = 36
+    TS_JOB_TP_SEQUENCE_COPY = 36,
+    TS_JOB_COUNT = 37
 };
 
 /* CONFIG_FIELDS */
@@ -218,12 +219,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 73
 #define TS_N_SYS 585
 #define TS_N_MODEL 14
-#define TS_N_JOB 36
+#define TS_N_JOB 37
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x88DEE797
+#define TS_LAYOUT_HASH 0xD06A7634
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -254,6 +254,8 @@ def job_blocks(draw):
     job[L.JOB_ZERO3_SHARD_PARAM_BYTES] = draw(st.sampled_from([job[L.JOB_PARAM_BYTES], 0.0]))
     # fused element-wise kernels, or PyTorch eager's op-by-op norms, rotary and SwiGLU
     job[L.JOB_EAGER_ELEMENTWISE] = float(draw(st.sampled_from([0, 0, 1])))
+    # TP collectives that also copy their buffer (a [batch, seq, hidden] stack), or none
+    job[L.JOB_TP_SEQUENCE_COPY] = float(draw(st.sampled_from([0, 0, 1])))
     return job
 
 

@@ -1283,6 +1283,57 @@ def test_fp8_sequence_parallel_gathers_move_the_fp8_copy(backend):
                       rel=1e-12)
 
 
+def test_dim1_tp_collectives_copy_their_buffer_once(backend):
+    # PyTorch's functional collectives gather and scatter along dim 0: a Shard(1) sequence
+    # (torchtitan's [batch, seq, hidden] TP) is concatenated after each all-gather and before
+    # each reduce-scatter, one read and one write of the whole buffer per collective
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = gpt_model(layers=4, h=4096, heads=32)
+    plain, copy = job(batch=8), job(batch=8)
+    copy[L.JOB_TP_SEQUENCE_COPY] = 1.0
+    elems = 1 * 2048 * 4096
+    m, layers = 8, 4
+
+    def tp_s(j, **kw):
+        return evaluate_blocks(sys, mdl, j, one_config(tp=8, sp=1, **kw),
+                               backend=backend)[L.OUT_TP_COMM_S, 0]
+
+    # a pass: 2 all-gathers + 2 reduce-scatters of 2-byte elements, each copied (2 x bytes)
+    pass_copy = llm.streaming_time(sys, 2 * 4 * 2 * elems)
+    assert tp_s(copy) - tp_s(plain) == pytest.approx(m * 2 * layers * pass_copy, rel=1e-9)
+    # full recompute re-runs the forward's collectives, and their copies
+    full = {"recompute": L.RECOMPUTE_FULL}
+    assert tp_s(copy, **full) - tp_s(plain, **full) == \
+        pytest.approx(m * 3 * layers * pass_copy, rel=1e-9)
+    # AsyncTP fuses all but the backward's two reduce-scatters: their copies alone remain
+    ov = {"tp_overlap": 1}
+    assert tp_s(copy, **ov) - tp_s(plain, **ov) == \
+        pytest.approx(m * layers * llm.streaming_time(sys, 2 * 2 * 2 * elems), rel=1e-9)
+    # FP8 gathers copy their FP8 bytes: 2 x 1 + 2 x 2 bytes an element, twice
+    copy8, plain8 = job(batch=8), job(batch=8)
+    copy8[L.JOB_TP_SEQUENCE_COPY] = 1.0
+    copy8[L.JOB_TP_GATHER_BYTES] = plain8[L.JOB_TP_GATHER_BYTES] = 1.0
+    assert tp_s(copy8) - tp_s(plain8) == \
+        pytest.approx(m * 2 * layers * llm.streaming_time(sys, 2 * (2 * 1 + 2 * 2) * elems),
+                      rel=1e-9)
+    # all-reduces (no SP) and Megatron's [seq, batch, hidden] collectives copy nothing
+    no_sp = one_config(tp=8)
+    assert evaluate_blocks(sys, mdl, copy, no_sp, backend=backend)[L.OUT_TP_COMM_S, 0] == \
+        evaluate_blocks(sys, mdl, plain, no_sp, backend=backend)[L.OUT_TP_COMM_S, 0]
+    assert llm.tp_sequence_copy_bytes(plain, 1.0, 1.0, True, 8.0, False) == (0.0, 0.0)
+    assert llm.tp_sequence_copy_bytes(copy, 1.0, 1.0, True, 1.0, False) == (0.0, 0.0)
+
+
+def test_pack_tp_sequence_copy_follows_the_stack():
+    from trainscape.spec.pack import tp_sequence_copy
+
+    assert tp_sequence_copy("pytorch-fsdp") == 1.0
+    for stack in ("megatron-core", "megatron-lm", "jax-xla"):
+        assert tp_sequence_copy(stack) == 0.0
+
+
 def test_a_replayed_all_gather_weighs_its_own_bytes():
     # op_selective replays the all-gathers in front of wk and w3: in an FP8 job they carry a
     # third of the pass's bytes (1 of 1 + 2 per pair), so the two of them a third

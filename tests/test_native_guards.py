@@ -147,6 +147,8 @@ BAD_BLOCK_FIELDS = [
     ("job", L.JOB_TP_GATHER_BYTES, np.nan,
      r"job\.tp_gather_bytes: got nan, expected a finite number >= 0"),
     ("job", L.JOB_EAGER_ELEMENTWISE, -1.0, r"job\.eager_elementwise"),
+    ("job", L.JOB_TP_SEQUENCE_COPY, np.nan,
+     r"job\.tp_sequence_copy: got nan, expected a finite number >= 0"),
     ("sys", L.SYS_STREAM_MEMORY_EFFICIENCY, np.inf, r"system\.stream_memory_efficiency"),
 ]
 

@@ -177,16 +177,18 @@ OUTSIDE_RATCHET = {
     "nemotron4_340b_report": (0.085, 0),
     "mtnlg_paper": (0.160, 0),
     "dgxc_benchmarking": (0.165, 1),
-    "automodel_perf_summary": (0.700, 1),
+    "automodel_perf_summary": (0.675, 1),
     "torchtitan_benchmarks": (0.030, 0),
 }
 #: ... and per GPU without a fit of its own (the calibrated_from transfer). h100-hbm2e-96gb was
 #: loosened 0.135 -> 0.145 when sequence-parallel all-gathers started moving the FP8 copy in FP8
 #: jobs (llm.tp_gather_bytes; torchao's Float8ColwiseParallel gathers float8 as Transformer
 #: Engine does): the torchtitan vanilla-TP float8 rows, already too fast in BF16 (8B TP 8:
-#: -14 %), lose their TP bytes too (docs/accuracy.md, "FP8 all-gathers")
+#: -14 %), lose their TP bytes too (docs/accuracy.md, "FP8 all-gathers"); tightened to 0.125
+#: when DTensor's chunk + cat copies around those collectives were costed
+#: (llm.tp_sequence_copy_bytes)
 TRANSFER_RATCHET = {"b200": (0.215, 4), "h200-141gb": (0.020, 0),
-                    "h100-hbm2e-96gb": (0.145, 0)}
+                    "h100-hbm2e-96gb": (0.125, 0)}
 
 
 def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):

@@ -172,6 +172,9 @@ JOB_FIELDS = (
     "tp_gather_bytes",  # bytes per element of a sequence-parallel TP all-gather (the linear
     # layers' inputs): the FP8 copy (1 + scales) under an FP8 recipe that gathers quantized; 0:
     # comm_bytes
+    "tp_sequence_copy",  # 1: every sequence-parallel TP collective also copies its whole
+    # buffer once (the chunk + cat of a gather or scatter along dim 1 of [batch, seq, hidden]
+    # activations: PyTorch DTensor TP, torchtitan); 0: none (Megatron's [seq, batch, hidden])
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -308,6 +311,7 @@ JOB_RECOMPUTE_SHARED_EXPERTS = JOB_FIELDS.index("recompute_shared_experts")
 JOB_ZERO3_SHARD_PARAM_BYTES = JOB_FIELDS.index("zero3_shard_param_bytes")
 JOB_EAGER_ELEMENTWISE = JOB_FIELDS.index("eager_elementwise")
 JOB_TP_GATHER_BYTES = JOB_FIELDS.index("tp_gather_bytes")
+JOB_TP_SEQUENCE_COPY = JOB_FIELDS.index("tp_sequence_copy")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

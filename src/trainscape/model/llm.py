@@ -162,6 +162,7 @@ from ..layout import (
     JOB_RECOMPUTE_SHARED_EXPERTS,
     JOB_ZERO3_SHARD_PARAM_BYTES,
     JOB_TP_GATHER_BYTES,
+    JOB_TP_SEQUENCE_COPY,
 )
 from .collectives import (
     all_gather_time,
@@ -1447,6 +1448,46 @@ def tp_layer_comm_time(sys, gather_nbytes, nbytes, sp, tp, s_tp):
     return 2.0 * all_reduce_time(sys, nbytes, tp, s_tp, 1.0, 1.0, 1.0, 1.0)
 
 
+def tp_sequence_copy_bytes(job, gather_nbytes, nbytes, sp, tp, overlap):
+    """``(forward, backward)`` HBM bytes of one layer pass's chunk-and-concatenate copies
+    around its sequence-parallel TP collectives, on a stack whose TP gathers and scatters the
+    sequence along dim 1 of ``[batch, seq, hidden]`` activations (``job.tp_sequence_copy``,
+    :func:`trainscape.spec.pack.tp_sequence_copy`: PyTorch DTensor, torchtitan).
+
+    PyTorch's functional collectives run NCCL along dim 0 only: ``all_gather_tensor`` with
+    ``gather_dim = 1`` concatenates the gathered chunks into a new tensor, and
+    ``reduce_scatter_tensor`` with ``scatter_dim = 1`` concatenates the input's chunks before
+    the call (``torch.cat(torch.chunk(...))``, ``torch/distributed/_functional_collectives.py``):
+    each collective reads and writes its whole (unsharded) buffer once more. A pass holds two
+    all-gathers of ``gather_nbytes`` (:func:`tp_gather_bytes`) and two reduce-scatters of
+    ``nbytes``, the backward the same (the gradient of a gather is a scatter and back), so
+    ``2 x 2 x (gather_nbytes + nbytes)`` bytes a pass.
+
+    With the stack's TP overlap (AsyncTP: Inductor's ``micro_pipeline_tp`` pass fuses the
+    forward's four collectives and the backward's two all-gathers with their matmuls, shard by
+    shard, with no concatenated copy) only the backward's two reduce-scatters stay plain:
+    ``(0, 2 x 2 x nbytes)``. Megatron-Core (``[seq, batch, hidden]``, gathering along dim 0) and
+    XLA copy nothing: ``(0, 0)``; likewise without SP (all-reduces) or TP."""
+    if tp <= 1.0 or not sp or job[JOB_TP_SEQUENCE_COPY] <= 0.0:
+        return (0.0, 0.0)
+    scatter = 4.0 * nbytes
+    if overlap:
+        return (0.0, scatter)
+    both = 4.0 * gather_nbytes + scatter
+    return (both, both)
+
+
+def tp_sequence_copy_time(sys, mdl, job, row):
+    """``(forward, backward)`` time of one stage pass's TP copies
+    (:func:`tp_sequence_copy_bytes` of every layer of the stage), streamed over HBM
+    (:func:`streaming_time`) on the compute stream, where nothing hides them."""
+    bsh = row[ROW_B] * row[ROW_S] * mdl[MDL_HIDDEN]
+    f, b = tp_sequence_copy_bytes(job, bsh * tp_gather_bytes(job), bsh * job[JOB_COMM_BYTES],
+                                  row[ROW_SP] > 0.0, row[ROW_TP], row[ROW_TP_OVERLAP] > 0.0)
+    layers = row[ROW_STAGE_LAYERS]
+    return (layers * streaming_time(sys, f), layers * streaming_time(sys, b))
+
+
 def exposed(comm, window, overlap):
     """Communication left on the critical path after overlapping it with ``window`` of compute."""
     if not overlap:
@@ -2185,21 +2226,24 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     tp_overlap = row[ROW_TP_OVERLAP] > 0.0
     tp_pass = ordt[ORD_TP_PASS]
     window_f = gemm_f
-    tp_f = tp_exposed(sys, tp_pass, window_f, tp_overlap)
-    tp_b = tp_exposed(sys, tp_pass, window_f, tp_overlap)
+    # the copies around the collectives (job.tp_sequence_copy), on the compute stream
+    copy_f, copy_b = tp_sequence_copy_time(sys, mdl, job, row)
+    tp_f = tp_exposed(sys, tp_pass, window_f, tp_overlap) + copy_f
+    tp_b = tp_exposed(sys, tp_pass, window_f, tp_overlap) + copy_b
     if recompute == RECOMPUTE_FULL:
-        tp_b += tp_exposed(sys, tp_pass, window_f, tp_overlap)
+        tp_b += tp_exposed(sys, tp_pass, window_f, tp_overlap) + copy_f
     elif recompute > RECOMPUTE_DOTS:
-        # the collectives around the re-run GEMMs, overlapped with those GEMMs
-        tp_b += tp_exposed(sys, named_dots_tp_replay(recompute, row[ROW_SP] > 0.0,
-                                                     mdl[MDL_SWIGLU] > 0.0,
-                                                     tp_gather_share(job)) * tp_pass,
-                           gemm_redo, tp_overlap)
+        # the collectives around the re-run GEMMs, overlapped with those GEMMs (and their
+        # copies: the same share of the forward's, each copy twice its collective's buffer)
+        replay = named_dots_tp_replay(recompute, row[ROW_SP] > 0.0, mdl[MDL_SWIGLU] > 0.0,
+                                      tp_gather_share(job))
+        tp_b += tp_exposed(sys, replay * tp_pass, gemm_redo, tp_overlap) + replay * copy_f
     elif recompute == RECOMPUTE_SELECTIVE:
         # the re-run MLP / MoE blocks' collectives, overlapped with their GEMMs (no traffic,
-        # so nothing exposed, without the checkpointing modules)
-        tp_b += tp_exposed(sys, recompute_module_tp_replay(job, row) * tp_pass,
-                           recompute_module_gemm_time(sys, mdl, job, row), tp_overlap)
+        # so nothing exposed, without the checkpointing modules), and their copies
+        replay = recompute_module_tp_replay(job, row)
+        tp_b += tp_exposed(sys, replay * tp_pass, recompute_module_gemm_time(sys, mdl, job, row),
+                           tp_overlap) + replay * copy_f
 
     # ---- context parallelism: ring exchange of K and V overlapped with attention --------------
     # (Liu et al. 2023, Ring Attention; Megatron-Core CP through TE AttnFuncWithCPAndKVP2P)
