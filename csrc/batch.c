@@ -84,7 +84,8 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_JOB_LINEAR_CAST_BYTES, TS_JOB_FP8_WEIGHT_CACHE_BYTES,
                                      TS_JOB_LINEAR_INPUT_BYTES, TS_JOB_LOGITS_EXTRA_BYTES,
                                      TS_JOB_LINEAR_PARAM_COMM_BYTES, TS_JOB_EAGER_ELEMENTWISE,
-                                     TS_JOB_TP_GATHER_BYTES, TS_JOB_TP_SEQUENCE_COPY};
+                                     TS_JOB_TP_GATHER_BYTES, TS_JOB_TP_SEQUENCE_COPY,
+                                     TS_JOB_FSDP_PP_UNSHARDED};
     double nt;
     int n;
     if (!sys || !mdl || !job)

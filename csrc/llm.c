@@ -1978,6 +1978,8 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     /* llm.py job.sync: 0 synchronous (inside the collectives), else the part inside a site
      * here and the site tier's part below (cross_site_sync_time) */
     int strategy = (int)job[TS_JOB_SYNC_STRATEGY];
+    /* llm.py fsdp_keeps_unsharded: ZeRO-3 under a pipeline keeps the stage unsharded */
+    int keep = job[TS_JOB_FSDP_PP_UNSHARDED] > 0.0 && R->pp > 1.0;
     /* the data-parallel traffic's widths per element (a tier's comm_dtype applies where
      * narrower): gradients here, weights R->e_ag_dense / e_ag_expert */
     double e_grad = job[TS_JOB_GRAD_COMM_BYTES];
@@ -2040,8 +2042,12 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
         /* ZeRO-3 / FSDP, unit by unit (Rajbhandari et al. 2020 §5; Zhao et al. VLDB 2023
          * §3.2-3.3) */
         double ag3 = O->ag3;
-        dp_time = R->m * ts_fsdp_exposed(ag3, R->fsdp_units * (2.0 * ag3 + O->rs3),
-                                         V->fbw_stage, dp_overlap);
+        if (keep) /* llm.py fsdp_keeps_unsharded: one gather and one reduce-scatter a step */
+            dp_time = ts_fsdp_exposed(ag3, R->fsdp_units * (ag3 + O->rs3), V->fbw_stage,
+                                      dp_overlap);
+        else
+            dp_time = R->m * ts_fsdp_exposed(ag3, R->fsdp_units * (2.0 * ag3 + O->rs3),
+                                             V->fbw_stage, dp_overlap);
     }
     optimizer = R->optimizer[zero >= 1];
     opt_params = R->opt_params[zero >= 1];
@@ -2103,7 +2109,17 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
             int z3 = zero == 3 && r_dp_dense < 1.0;
             double sb = z3 ? job[TS_JOB_ZERO3_SHARD_PARAM_BYTES] : pb;
             double mw = dpc * w_shard_d * sb + epc * w_shard_e * sb;
-            if (z3) {
+            double gsd = g_shard_d, gse = g_shard_e;
+            if (z3 && keep) {
+                /* llm.py stage_memory, keep: every unit gathered, gradients unsharded */
+                double elem;
+                mw += ts_param_gather_bytes(job, dpc, R->st_lparams[c], &elem);
+                gsd = 1.0;
+                if (r_dp_expert < 1.0 || sb != pb) {
+                    mw += ts_param_gather_bytes(job, epc, epc, &elem);
+                    gse = 1.0;
+                }
+            } else if (z3) {
                 mw += R->st_gather_d[c];
                 if (r_dp_expert < 1.0 || sb != pb)
                     mw += R->st_gather_e[c];
@@ -2111,7 +2127,7 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
             if (job[TS_JOB_FP8_WEIGHT_CACHE_BYTES] != 0.0) /* else the reference adds exactly 0 */
                 mw += ts_fp8_weight_cache_bytes(job, R->st_lparams[c] * w_shard_d
                                                          + epc * w_shard_e);
-            double mg = (dpc * g_shard_d + epc * g_shard_e) * gb;
+            double mg = (dpc * gsd + epc * gse) * gb;
             double mo = (dpc * o_shard_d + epc * o_shard_e) * ob;
             double tot = mw + mg + mo + V->mem_act[c] + R->st_logits[c];
             if (j == 0 || tot > best) {

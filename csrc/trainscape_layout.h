@@ -103,7 +103,8 @@ enum {
     TS_JOB_EAGER_ELEMENTWISE = 34,
     TS_JOB_TP_GATHER_BYTES = 35,
     TS_JOB_TP_SEQUENCE_COPY = 36,
-    TS_JOB_COUNT = 37
+    TS_JOB_FSDP_PP_UNSHARDED = 37,
+    TS_JOB_COUNT = 38
 };
 
 /* CONFIG_FIELDS */
@@ -219,12 +220,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 73
 #define TS_N_SYS 585
 #define TS_N_MODEL 14
-#define TS_N_JOB 37
+#define TS_N_JOB 38
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0xD06A7634
+#define TS_LAYOUT_HASH 0xA8B1220E
 
 #endif /* TRAINSCAPE_LAYOUT_H */

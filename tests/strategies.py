@@ -256,6 +256,8 @@ def job_blocks(draw):
     job[L.JOB_EAGER_ELEMENTWISE] = float(draw(st.sampled_from([0, 0, 1])))
     # TP collectives that also copy their buffer (a [batch, seq, hidden] stack), or none
     job[L.JOB_TP_SEQUENCE_COPY] = float(draw(st.sampled_from([0, 0, 1])))
+    # ZeRO-3 under a pipeline: unit by unit every microbatch, or kept unsharded all step
+    job[L.JOB_FSDP_PP_UNSHARDED] = float(draw(st.sampled_from([0, 0, 1])))
     return job
 
 

@@ -689,6 +689,47 @@ def test_fsdp_latency_dominated_pays_three_collective_latencies_per_unit(backend
     assert got > 5 * m * (2.0 * ag + rs)  # ~units x the bulk collectives' latency
 
 
+@pytest.mark.parametrize("dp_overlap", [0, 1])
+def test_fsdp_kept_unsharded_under_a_pipeline(backend, dp_overlap):
+    # torchtitan's FSDP2 under PP (job.fsdp_pp_unsharded): a stage's weights stay gathered
+    # from the first microbatch's forward to the last backward, its gradients accumulate
+    # unsharded; one all-gather and one reduce-scatter per unit a step, not per microbatch
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=64)
+    mdl = gpt_model(layers=16, h=1024, heads=8, vocab=1024)
+    plain = job(seq=1024, batch=64)
+    keep = plain.copy()
+    keep[L.JOB_FSDP_PP_UNSHARDED] = 1.0
+    cfg = one_config(pp=4, dp=16, zero=3, dp_overlap=dp_overlap)
+    row, ordt, rect = staged(sys, mdl, keep, cfg)
+    units, m = llm.fsdp_units(row), row[llm.ROW_M]
+    assert units == 4.0 and m == 4.0 and llm.fsdp_keeps_unsharded(keep, row)
+    rs_u, ag_u = llm.data_parallel_comm(sys, keep, row, ordt, 3)
+    window = rect[llm.REC_F_STAGE] + rect[llm.REC_B_STAGE] + rect[llm.REC_W_STAGE]
+    want = llm.fsdp_exposed(ag_u, units * (ag_u + rs_u), window, dp_overlap == 1)
+    assert fsdp_dp_comm(backend, sys, mdl, keep, cfg) == pytest.approx(want, rel=1e-12)
+    assert fsdp_dp_comm(backend, sys, mdl, plain, cfg) == pytest.approx(
+        m * llm.fsdp_exposed(ag_u, units * (2.0 * ag_u + rs_u), window, dp_overlap == 1),
+        rel=1e-12)
+    # memory: every unit gathered (16-bit) and the gradients unsharded (fp32) on the busiest
+    # stage, instead of two units and a 1/16 gradient shard
+    out_k = evaluate_blocks(sys, mdl, keep, cfg, backend=backend)[:, 0]
+    out_p = evaluate_blocks(sys, mdl, plain, cfg, backend=backend)[:, 0]
+    grads_p = out_p[L.OUT_MEM_GRADS_GIB]
+    assert out_k[L.OUT_MEM_GRADS_GIB] == pytest.approx(16 * grads_p, rel=1e-12)
+    gib = 2.0 ** 30
+    stage_params = grads_p * gib * 16 / 4.0  # the gradient shard is 1/16 of them, fp32
+    gathered_k = stage_params * 2.0
+    gathered_p = llm.zero3_gather_bytes(keep, stage_params, stage_params, 4.0)
+    assert (out_k[L.OUT_MEM_WEIGHTS_GIB] - out_p[L.OUT_MEM_WEIGHTS_GIB]) * gib == \
+        pytest.approx(gathered_k - gathered_p, rel=1e-9)
+    # without a pipeline nothing changes
+    flat = one_config(pp=1, dp=64, zero=3, dp_overlap=dp_overlap)
+    np.testing.assert_array_equal(evaluate_blocks(sys, mdl, keep, flat, backend=backend),
+                                  evaluate_blocks(sys, mdl, plain, flat, backend=backend))
+
+
 def test_fsdp_overlapped_never_hides_the_first_units_all_gather(backend):
     # compute-bound: 32 layers of h = 4096 on 8 ranks in one node. The bulk formula hid all
     # of it; per unit the first all-gather of every microbatch stays exposed

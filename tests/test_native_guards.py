@@ -149,6 +149,7 @@ BAD_BLOCK_FIELDS = [
     ("job", L.JOB_EAGER_ELEMENTWISE, -1.0, r"job\.eager_elementwise"),
     ("job", L.JOB_TP_SEQUENCE_COPY, np.nan,
      r"job\.tp_sequence_copy: got nan, expected a finite number >= 0"),
+    ("job", L.JOB_FSDP_PP_UNSHARDED, np.inf, r"job\.fsdp_pp_unsharded"),
     ("sys", L.SYS_STREAM_MEMORY_EFFICIENCY, np.inf, r"system\.stream_memory_efficiency"),
 ]
 

@@ -137,6 +137,12 @@ def test_torchtitan_rows_read_async_tp_fp8_gathers_and_the_power_limited_part(ca
     # the Grand Teton rows run on the 500 W preset
     assert {r["gpu"] for c, r in rows.items() if c.startswith("torchtitan_h100gt")} \
         == {"h100-hbm2e-96gb"}
+    # FSDP2 under PP keeps the stage unsharded (torchtitan's apply_fsdp): the 405B pipelines
+    # hold every layer's gathered weights and fp32 gradients, the 70B FSDP x TP rows do not
+    kept = "no reshard after forward"
+    assert any(kept in a for a in big["assumptions"])
+    assert not any(kept in a for a in plain["assumptions"])
+    assert big["memory_gib"] > 55.0  # 33 GiB with two units in flight; the run reserved 82.5
 
 
 def test_torchtitan_loss_upcast_until_the_loss_was_compiled():

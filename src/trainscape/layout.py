@@ -175,6 +175,9 @@ JOB_FIELDS = (
     "tp_sequence_copy",  # 1: every sequence-parallel TP collective also copies its whole
     # buffer once (the chunk + cat of a gather or scatter along dim 1 of [batch, seq, hidden]
     # activations: PyTorch DTensor TP, torchtitan); 0: none (Megatron's [seq, batch, hidden])
+    "fsdp_pp_unsharded",  # 1: under a pipeline, ZeRO-3 keeps a stage's weights and gradients
+    # unsharded from the first microbatch to the last (one all-gather and one reduce-scatter a
+    # step); 0: unit by unit, every microbatch
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -312,6 +315,7 @@ JOB_ZERO3_SHARD_PARAM_BYTES = JOB_FIELDS.index("zero3_shard_param_bytes")
 JOB_EAGER_ELEMENTWISE = JOB_FIELDS.index("eager_elementwise")
 JOB_TP_GATHER_BYTES = JOB_FIELDS.index("tp_gather_bytes")
 JOB_TP_SEQUENCE_COPY = JOB_FIELDS.index("tp_sequence_copy")
+JOB_FSDP_PP_UNSHARDED = JOB_FIELDS.index("fsdp_pp_unsharded")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

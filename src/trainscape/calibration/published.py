@@ -664,6 +664,13 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         job["elementwise"] = "eager"
         notes.append("torchtitan in eager mode (no torch.compile): norms, rotary embedding and "
                      "SwiGLU unfused (job.elementwise = eager)")
+    if "torchtitan" in row["framework"].lower() and config["pp"] > 1 and config["zero"] == 3:
+        # torchtitan's apply_fsdp: "For PP, do not reshard after forward to avoid
+        # per-microbatch all-gathers" (parallelisms/parallelize_llama.py at 9dec370), and
+        # PyTorch pipelining's backward without gradient sync before the last microbatch
+        job["fsdp_pp_unsharded"] = True
+        notes.append("torchtitan FSDP2 under PP: no reshard after forward, gradients "
+                     "accumulated unsharded until the last microbatch (job.fsdp_pp_unsharded)")
     torchao_recipe = torchao_fp8_recipe_of(row, notes)
     if torchao_recipe is not None:
         job["fp8_recipe"] = torchao_recipe

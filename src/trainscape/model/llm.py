@@ -163,6 +163,7 @@ from ..layout import (
     JOB_ZERO3_SHARD_PARAM_BYTES,
     JOB_TP_GATHER_BYTES,
     JOB_TP_SEQUENCE_COPY,
+    JOB_FSDP_PP_UNSHARDED,
 )
 from .collectives import (
     all_gather_time,
@@ -1355,7 +1356,7 @@ def zero3_gather_bytes(job, params, linear_params, layers):
 
 
 def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_expert,
-                 param_bytes, grad_bytes, opt_bytes, act, logits):
+                 param_bytes, grad_bytes, opt_bytes, act, logits, keep):
     """``(weights, grads, optimizer, total)`` bytes of one device holding ``layers``
     transformer layers: parameters, gradients and optimizer states sharded over the
     data-parallel ranks by the ZeRO stage (Rajbhandari et al. 2020 §5), the FP8 weight copies
@@ -1364,7 +1365,16 @@ def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_ex
     than one rank the weights are the shard at ``zero3_shard_param_bytes`` (0 where it is the
     optimizer's master copy, :func:`trainscape.spec.pack.zero3_shard_param_bytes`) and the
     gathered units in flight (:func:`zero3_gather_bytes`); with no data-parallel group
-    (``dp_dense`` 1) ZeRO-3 holds what ZeRO-0 does."""
+    (``dp_dense`` 1) ZeRO-3 holds what ZeRO-0 does.
+
+    ``keep`` (:func:`fsdp_keeps_unsharded`: ``job.fsdp_pp_unsharded`` under a pipeline): ZeRO-3
+    holds every unit of the device gathered, not two, and its gradients unsharded at
+    ``grad_bytes`` -- torchtitan's FSDP2 under PP does not reshard after the forward
+    (``reshard_after_forward=False``, ``apply_fsdp`` in
+    ``torchtitan/parallelisms/parallelize_llama.py``), and PyTorch pipelining runs every
+    backward but the last without gradient sync or resharding (``backward_maybe_with_nosync``,
+    ``torch/distributed/pipelining/stage.py``): FSDP2 accumulates the unsharded gradient in its
+    ``reduce_dtype`` until the last microbatch reduce-scatters it."""
     w_shard_d = dp_dense if zero == 3 else 1.0
     w_shard_e = dp_expert if zero == 3 else 1.0
     g_shard_d = dp_dense if zero >= 2 else 1.0
@@ -1383,9 +1393,17 @@ def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_ex
         shard_bytes = job[JOB_ZERO3_SHARD_PARAM_BYTES]
         bytes_d = shard_bytes
         bytes_e = shard_bytes
-        gathered = zero3_gather_bytes(job, dense_p, linear_p, layers)
+        if keep:
+            gathered = param_gather_bytes(job, dense_p, linear_p)[0]
+            g_shard_d = 1.0
+        else:
+            gathered = zero3_gather_bytes(job, dense_p, linear_p, layers)
         if dp_expert > 1.0 or shard_bytes != param_bytes:
-            gathered += zero3_gather_bytes(job, expert_p, expert_p, layers)
+            if keep:
+                gathered += param_gather_bytes(job, expert_p, expert_p)[0]
+                g_shard_e = 1.0
+            else:
+                gathered += zero3_gather_bytes(job, expert_p, expert_p, layers)
     mem_w = dense_p / w_shard_d * bytes_d + expert_p / w_shard_e * bytes_e + gathered \
         + fp8_weight_cache_bytes(job, linear_p / w_shard_d + expert_p / w_shard_e)
     mem_g = (dense_p / g_shard_d + expert_p / g_shard_e) * grad_bytes
@@ -2385,6 +2403,14 @@ def stage_fsdp_units(layers):
     return max(1.0, float(math.floor(layers + 0.5)))
 
 
+def fsdp_keeps_unsharded(job, row):
+    """Whether ZeRO-3 keeps the device's weights gathered and its gradients unsharded from the
+    step's first microbatch to its last (``job.fsdp_pp_unsharded``): only under a pipeline
+    (``pp > 1``), whose stage runs several microbatches back to back (torchtitan's rule; see
+    :func:`stage_memory`)."""
+    return job[JOB_FSDP_PP_UNSHARDED] > 0.0 and row[ROW_PP] > 1.0
+
+
 def fsdp_exposed(unit_gather, comm, window, overlap):
     """ZeRO-3 / FSDP collectives of one microbatch left on the critical path: ``comm`` (every
     unit's all-gathers and reduce-scatter) after overlapping with ``window`` of compute.
@@ -2608,8 +2634,14 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
         # reduce-scatters its gradients, for every microbatch (Rajbhandari et al. 2020 §5; Zhao
         # et al. VLDB 2023, PyTorch FSDP §3.2-3.3); dp_first, dp_second are one unit's
         units = fsdp_units(row)
-        dp_time = m * fsdp_exposed(dp_second, units * (2.0 * dp_second + dp_first),
+        if fsdp_keeps_unsharded(job, row):
+            # weights gathered once, in the first microbatch's forward, gradients
+            # reduce-scattered once, after the last backward (fsdp_keeps_unsharded)
+            dp_time = fsdp_exposed(dp_second, units * (dp_second + dp_first),
                                    f_stage + b_stage + w_stage, dp_overlap)
+        else:
+            dp_time = m * fsdp_exposed(dp_second, units * (2.0 * dp_second + dp_first),
+                                       f_stage + b_stage + w_stage, dp_overlap)
 
     # ---- cross-site synchronisation (job.sync; synchronous: inside the collectives above) ----
     strategy = job[JOB_SYNC_STRATEGY]
@@ -2672,6 +2704,7 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES],
                                  job[JOB_LOGITS_EXTRA_BYTES])
     last_embed = row[ROW_PP] <= 1.0
+    keep = fsdp_keeps_unsharded(job, row)
     p1 = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
                       emb_p, tp, etp, copies)
     p2 = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False, emb_p,
@@ -2681,13 +2714,13 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     logits_first = logits if loss_first else 0.0
     s1 = stage_memory(job, p1[0], p1[1], stage_linear_params(d1, m1, lin, tp, copies), d1 + m1,
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
-                      opt_bytes, rect[REC_MEM_ACT], logits_first)
+                      opt_bytes, rect[REC_MEM_ACT], logits_first, keep)
     s2 = stage_memory(job, p2[0], p2[1], stage_linear_params(d2, m2, lin, tp, copies), d2 + m2,
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
-                      opt_bytes, rect[REC_MEM_ACT_MID], 0.0)
+                      opt_bytes, rect[REC_MEM_ACT_MID], 0.0, keep)
     s3 = stage_memory(job, p3[0], p3[1], stage_linear_params(d3, m3, lin, tp, copies), d3 + m3,
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,
-                      opt_bytes, rect[REC_MEM_ACT_LAST], logits)
+                      opt_bytes, rect[REC_MEM_ACT_LAST], logits, keep)
     # the last stage unless another one needs more
     sm = s3
     mem_act = rect[REC_MEM_ACT_LAST]

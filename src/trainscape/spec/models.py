@@ -221,6 +221,13 @@ class JobSpec(_Spec):
     # op of an RMSNorm, the rotary embedding and SwiGLU its own kernel, upcast to fp32 where the
     # code says so (PyTorch eager: torchtitan's Llama modules without torch.compile).
     elementwise: Literal["fused", "eager"] = "fused"
+    # ZeRO-3 / FSDP under a pipeline (pp > 1): true -- a stage's weights, once gathered in the
+    # first microbatch's forward, stay unsharded until the step's last backward, and its
+    # gradients accumulate unsharded (at grad_dtype) until then, one all-gather and one
+    # reduce-scatter a step (torchtitan: reshard_after_forward=False with PP, PyTorch
+    # pipelining's backward without gradient sync before the last microbatch); false
+    # (default): every microbatch gathers and reduce-scatters unit by unit.
+    fsdp_pp_unsharded: bool = False
     # FP8 scaling recipe (dtype = "fp8" only); default "delayed", Transformer Engine's default
     # recipe (DelayedScaling)
     fp8_recipe: Literal[FP8_RECIPES] | None = None
