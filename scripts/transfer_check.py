@@ -39,6 +39,9 @@ from trainscape.calibration import Runner  # noqa: E402
 from trainscape.calibration import published as P  # noqa: E402
 
 DEFAULT = ROOT / "docs" / "data" / "transfer_check_runs.csv"
+#: peak memory the sources printed for some of those runs (torchtitan's ``memory:`` log line,
+#: the caching allocator's peak reserved bytes), by case: docs/data/transfer_check_memory.csv
+MEMORY = ROOT / "docs" / "data" / "transfer_check_memory.csv"
 #: the CSV ``source`` values ``calibration.published.run_of`` reads (each is passed as its own
 #: source id)
 READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_benchmarks",
@@ -132,6 +135,27 @@ def summary_line(label: str, results: list) -> None:
               f"{100 * statistics.median(errs):+.1f} %, infeasible {failed}")
 
 
+def memory_rows(results, path: Path = MEMORY) -> list[dict]:
+    """The rows whose source printed a peak memory, beside the model's: its allocations per GPU
+    (``memory_gib`` less the GPU's reserve -- the CUDA context, NCCL buffers and allocator slack
+    that a reserved-bytes peak does not hold, or holds only in part) and their ratio to the
+    published peak. A caching allocator's reserved peak is at least the allocated one, so the
+    ratio sits below 1 where the model's allocations are right; above 1 the model holds more
+    than the run had."""
+    with open(path, newline="") as f:
+        printed = {r["case"]: r for r in csv.DictReader(f)}
+    out = []
+    for r in results:
+        p = printed.get(r.case)
+        if p is None or r.memory_gib is None:
+            continue
+        model = r.memory_gib - (r.memory_reserve_gib or 0.0)
+        peak = float(p["peak_memory_gib"])
+        out.append({"case": r.case, "gpu": r.gpu, "published_peak_gib": peak,
+                    "measure": p["measure"], "model_gib": model, "ratio": model / peak})
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", nargs="?", default=str(DEFAULT))
@@ -147,9 +171,11 @@ def main() -> int:
     runs, skipped = runs_of(rows)
     runner = Runner(runs)
     results = [runner.cost(run, backend=args.backend) for run in runs]
+    memory = memory_rows(results) if args.csv == str(DEFAULT) else []
     if args.json:
         print(json.dumps({"rows": [r.as_dict() for r in results],
-                          "skipped": [{"case": c, "why": w} for c, w in skipped]}, indent=2))
+                          "skipped": [{"case": c, "why": w} for c, w in skipped],
+                          "memory": memory}, indent=2))
         return 0
     for r in results:
         err = "   -  " if r.error is None else f"{100 * r.error:+6.1f}%"
@@ -163,6 +189,14 @@ def main() -> int:
                                      and r.source == source])
     for case, why in skipped:
         print(f"skipped {case}: {why}")
+    if memory:
+        print("peak memory printed by the source (GiB): model allocations / published peak")
+        for m in memory:
+            print(f"  {m['case']:52} {m['model_gib']:6.1f} / {m['published_peak_gib']:5.1f} "
+                  f"({m['measure']})  {m['ratio']:.2f}")
+        ratios = [m["ratio"] for m in memory]
+        print(f"  {len(ratios)} rows: ratio median {statistics.median(ratios):.2f}, "
+              f"range {min(ratios):.2f} - {max(ratios):.2f}")
     return 0
 
 

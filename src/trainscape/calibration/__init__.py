@@ -56,7 +56,8 @@ class Result:
     assumptions: list[str] = field(default_factory=list)
     counted: bool = True
     holdout: bool = False
-    memory_gib: float | None = None
+    memory_gib: float | None = None  # per GPU, the GPU's reserve included
+    memory_reserve_gib: float | None = None  # of which the reserve (CUDA context, NCCL, slack)
     breakdown: dict[str, float] = field(default_factory=dict)
     reason: str = ""  # why an invalid layout is invalid
 
@@ -83,7 +84,8 @@ class Result:
             "error_pct": None if err is None else 100.0 * err,
             "feasible": self.feasible, "status": self.status, "reason": self.reason,
             "counted": self.counted, "holdout": self.holdout,
-            "memory_gib": self.memory_gib, "config": self.config,
+            "memory_gib": self.memory_gib, "memory_reserve_gib": self.memory_reserve_gib,
+            "config": self.config,
             "assumptions": self.assumptions, "breakdown": self.breakdown,
         }
 
@@ -140,6 +142,7 @@ class Runner:
         if status in ("ok", "out_of_memory"):
             result.predicted_step_s = float(out[L.OUT_STEP_TIME_S])
             result.memory_gib = float(out[L.OUT_MEMORY_GIB])
+            result.memory_reserve_gib = float(out[L.OUT_MEM_RESERVE_GIB])
             result.breakdown = {f: float(out[L.OUTPUT_FIELDS.index(f)])
                                 for f in L.BREAKDOWN_FIELDS}
         else:
