@@ -37,8 +37,9 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: The LLM examples and a small DLRM scenario (8 of the Criteo tables inline), as raw dicts;
 #: the two-building example also with the settings no example file carries (Streaming DiLoCo,
 #: activation offload, a compressed region tier, a legacy attention kernel, recompute modules,
-#: a board power limit), and the MoE example with the block-checkpointing recompute modules
-#: and PyTorch eager element-wise kernels on its H100s, so their fields are mutated too.
+#: a board power limit), and the MoE example with the block-checkpointing recompute modules,
+#: PyTorch eager element-wise kernels on its H100s and the PyTorch FSDP stack with its stage
+#: kept unsharded under PP, so their fields are mutated too.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings",
              "mixtral-8x7b-moe.toml+modules")
@@ -55,6 +56,10 @@ def llm_base(i: int = 0) -> dict:
         # PyTorch eager element-wise kernels, streamed at a GPU's own stock efficiency
         raw["job"]["elementwise"] = "eager"
         raw["cluster"]["gpu"] = {"preset": "h100-sxm-80gb", "stream_memory_efficiency": 0.85}
+        # the PyTorch stack (its TP collectives' copies) with FSDP2 kept unsharded under PP
+        raw["job"]["stack"] = "pytorch-fsdp"
+        raw["job"]["fsdp_pp_unsharded"] = True
+        raw["config"]["zero"] = 3
     if name.endswith("+settings"):
         raw["job"]["sync"] = {"strategy": "diloco", "inner_steps": 32, "fragments": 4,
                               "overlap_steps": 1, "outer_dtype": "bf16"}
