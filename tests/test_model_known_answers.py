@@ -1373,6 +1373,26 @@ def test_pack_tp_sequence_copy_follows_the_stack():
     assert tp_sequence_copy("pytorch-fsdp") == 1.0
     for stack in ("megatron-core", "megatron-lm", "jax-xla"):
         assert tp_sequence_copy(stack) == 0.0
+    # a job that says so overrides its stack either way
+    assert tp_sequence_copy("pytorch-fsdp", False) == 0.0
+    assert tp_sequence_copy("megatron-core", True) == 1.0
+
+
+def test_tp_sequence_copy_is_a_scenario_setting():
+    import trainscape
+    from trainscape.spec import ScenarioError, pack
+
+    base = ["job.stack=pytorch-fsdp", "config.tp=8", "config.sp=true"]
+    on = trainscape.load(_LLAMA, overrides=base)
+    off = trainscape.load(_LLAMA, overrides=base + ["job.tp_sequence_copy=false"])
+    assert pack(on)[2][L.JOB_TP_SEQUENCE_COPY] == 1.0
+    assert pack(off)[2][L.JOB_TP_SEQUENCE_COPY] == 0.0
+    # the copies cost TP time, nothing else
+    a, b = trainscape.evaluate(on), trainscape.evaluate(off)
+    assert a.tp_comm_s > b.tp_comm_s and a.compute_s == b.compute_s
+    with pytest.raises(ScenarioError) as e:
+        trainscape.load(_LLAMA, overrides=["job.tp_sequence_copy=sometimes"])
+    assert str(e.value).startswith("job.tp_sequence_copy")
 
 
 def test_a_replayed_all_gather_weighs_its_own_bytes():

@@ -221,6 +221,12 @@ class JobSpec(_Spec):
     # op of an RMSNorm, the rotary embedding and SwiGLU its own kernel, upcast to fp32 where the
     # code says so (PyTorch eager: torchtitan's Llama modules without torch.compile).
     elementwise: Literal["fused", "eager"] = "fused"
+    # Whether every sequence-parallel TP collective also copies its whole buffer once (the
+    # chunk + cat of a gather or scatter along dim 1 of [batch, seq, hidden] activations,
+    # PyTorch DTensor's Shard(1) TP; AsyncTP fuses all but the backward's reduce-scatters).
+    # None (default): the stack's -- true on "pytorch-fsdp" (torchtitan), false elsewhere
+    # (Megatron's [seq, batch, hidden] gathers along dim 0; XLA picks its layouts).
+    tp_sequence_copy: bool | None = None
     # ZeRO-3 / FSDP under a pipeline (pp > 1): true -- a stage's weights, once gathered in the
     # first microbatch's forward, stay unsharded until the step's last backward, and its
     # gradients accumulate unsharded (at grad_dtype) until then, one all-gather and one

@@ -328,14 +328,17 @@ def tp_gather_bytes(recipe: str | None, activation_bytes_: float) -> float:
 SEQUENCE_DIM1_TP_STACKS = ("pytorch-fsdp",)
 
 
-def tp_sequence_copy(stack: str) -> float:
+def tp_sequence_copy(stack: str, setting: bool | None = None) -> float:
     """1.0 where each sequence-parallel TP collective also copies its whole buffer once
-    (``model.llm.tp_sequence_copy_bytes``), else 0.0. PyTorch's functional collectives gather
+    (``model.llm.tp_sequence_copy_bytes``), else 0.0: the job's ``tp_sequence_copy`` where it
+    sets one, else the stack's. PyTorch's functional collectives gather
     and scatter along dim 0 only: ``all_gather_tensor`` with ``gather_dim != 0`` concatenates
     the gathered chunks along that dim (``torch.cat(torch.chunk(res, group_size, dim=0),
     dim=gather_dim)``) and ``reduce_scatter_tensor`` with ``scatter_dim != 0`` does the same to
     its input before the NCCL call (``torch/distributed/_functional_collectives.py``), which
     DTensor's ``Shard(1)`` redistributions go through (:data:`SEQUENCE_DIM1_TP_STACKS`)."""
+    if setting is not None:
+        return 1.0 if setting else 0.0
     return 1.0 if stack in SEQUENCE_DIM1_TP_STACKS else 0.0
 
 
@@ -560,7 +563,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
                                                                       j.stack)
     job[L.JOB_LINEAR_INPUT_BYTES] = saved_linear_input_bytes(j.recipe, activation_bytes(j.dtype))
     job[L.JOB_TP_GATHER_BYTES] = tp_gather_bytes(j.recipe, activation_bytes(j.dtype))
-    job[L.JOB_TP_SEQUENCE_COPY] = tp_sequence_copy(j.stack)
+    job[L.JOB_TP_SEQUENCE_COPY] = tp_sequence_copy(j.stack, j.tp_sequence_copy)
     job[L.JOB_FSDP_PP_UNSHARDED] = 1.0 if j.fsdp_pp_unsharded else 0.0
     job[L.JOB_LOGITS_EXTRA_BYTES] = logits_extra_bytes(j.cross_entropy, activation_bytes(j.dtype))
     job[L.JOB_OFFLOAD_OPTIMIZER] = 1.0 if j.offload_optimizer else 0.0
