@@ -36,6 +36,14 @@ def test_every_row_is_costed_or_skipped_with_a_reason(capsys, monkeypatch):
     llama8 = [r for r in out["rows"] if r["case"] in ("nemo2511_llama3-8b_fp8_8",
                                                        "nemo2509_llama3-8b_fp8_8")]
     assert len(llama8) == 2 and all(r["feasible"] and r["config"]["zero"] == 3 for r in llama8)
+    # NeMo 25.09 on B200 ran Megatron-Bridge rc3/rc4's delayed / current-scaling / MXFP8
+    # recipes, all with FP8 weights only: Llama 3.1 405B fits (182 GiB with 16-bit copies)
+    b200_405b = [r for r in out["rows"] if r["case"].startswith("nemo2509_llama3.1-405b")
+                 and r["gpu"] == "b200"]
+    assert len(b200_405b) == 2
+    for r in b200_405b:
+        assert r["feasible"] and r["memory_gib"] < 180.0
+        assert any("fp8_param_gather = True" in a for a in r["assumptions"])
 
 
 def test_a_missing_file_exits_2(capsys, monkeypatch):
@@ -192,8 +200,11 @@ OUTSIDE_RATCHET = {
 #: Engine does): the torchtitan vanilla-TP float8 rows, already too fast in BF16 (8B TP 8:
 #: -14 %), lose their TP bytes too (docs/accuracy.md, "FP8 all-gathers"); tightened to 0.125
 #: when DTensor's chunk + cat copies around those collectives were costed
-#: (llm.tp_sequence_copy_bytes)
-TRANSFER_RATCHET = {"b200": (0.215, 4), "h200-141gb": (0.020, 0),
+#: (llm.tp_sequence_copy_bytes). b200 was loosened 0.215 -> 0.217 (and its infeasible count
+#: tightened 4 -> 2) when NeMo 25.09's B200 FP8 rows were read with Megatron-Bridge rc3/rc4's
+#: fp8_param_gather: the two Llama 3.1 405B layouts that were out of memory fit and run 1.3
+#: points faster (docs/accuracy.md, "GPUs without a fit of their own")
+TRANSFER_RATCHET = {"b200": (0.217, 2), "h200-141gb": (0.020, 0),
                     "h100-hbm2e-96gb": (0.125, 0)}
 
 
