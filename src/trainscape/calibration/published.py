@@ -416,10 +416,10 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
       ``nemo/collections/llm/recipes/precision/mixed_precision.py``).
     - Megatron-Bridge performance configs (NeMo 25.11+ containers) take
       ``bf16_with_fp8_current_scaling_mixed`` (``fp8_param_gather = True``,
-      ``src/megatron/bridge/training/mixed_precision.py``); the 25.09 H100 rows ran 128x128 /
-      1x128 block scaling (the page's footnote), whose recipe keeps 16-bit weights, while the
-      25.09 B200 rows ran the delayed, current-scaling or MXFP8 recipes (Megatron-Bridge
-      v0.1.0rc3 / rc4), which all set ``fp8_param_gather = True``.
+      ``src/megatron/bridge/training/mixed_precision.py``), as do 25.09's delayed,
+      current-scaling and MXFP8 recipes (Megatron-Bridge v0.1.0rc3 / rc4). Only the
+      subchannel recipe (128x128 / 1x128 blocks: the 25.09 page's parenthesised H100 numbers,
+      none of which is a row here) keeps 16-bit weights.
     - NeMo 1.0 yamls: only the GPT-3 175B one sets ``fp8_params: true``
       (dgxc-benchmarking ``nemo_megatron/gpt3_175b_hydra.yaml``, v24.11.1 and v25.02); the
       Llama 3.1 and Nemotron-4 yamls do not.
@@ -438,13 +438,15 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
     source = row["source"]
     on = False
     if source == "nemo_perf_summary":
-        # 25.09 (Megatron-Bridge v0.1.0rc3/rc4): the Blackwell rows ran the per-tensor delayed,
-        # current-scaling or MXFP8 recipes (scripts/performance/configs/llama31/
-        # llama31_405b_llm_pretrain.yaml b200: fp8_ds, fp8_cs, fp8_mx), each with
-        # fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py); only the
-        # subchannel (block-scaling) recipe of the H100 rows keeps 16-bit weights
-        on = release >= (25, 11) or (release == (25, 9)
-                                     and not row["gpu"].startswith("h100"))
+        # from 25.09 (Megatron-Bridge v0.1.0rc3/rc4) the performance configs run the per-tensor
+        # delayed or current-scaling recipes (H100, the table's plain numbers) or MXFP8 (B200's
+        # parenthesised ones): scripts/performance/configs/*/..._llm_pretrain.yaml perf_matrix
+        # fp8_ds / fp8_cs / fp8_mx, each with fp8_param_gather = True
+        # (src/megatron/bridge/training/mixed_precision.py); only the subchannel recipe, 128x128
+        # weight / 1x128 activation blocks (25.09's parenthesised H100 numbers), keeps 16-bit
+        # weights (fp8_param_gather = False)
+        blocks = "128x128" in row["fp8_recipe"].replace("×", "x")
+        on = release >= (25, 9) and not blocks
         why = "Megatron-Bridge FP8 precision config sets fp8_param_gather = True"
     elif source == "dgxc_benchmarking":
         if release >= (25, 2):
