@@ -578,6 +578,21 @@ RECIPE_MBS = {
 }
 
 
+#: Expert-parallel degrees a release's recipe states where the printed table contradicts it:
+#: (source, model, release, gpu) -> (ep, why). The NeMo 25.11 DGX-B200 GPT-OSS 120B row prints
+#: EP 8 -- the DGX-H100 row's degree, in the same table whose H100 row carries the B200 row's
+#: MBS and GA (RECIPE_MBS). The release's B200 recipe (Megatron-Bridge v0.2.0,
+#: ``scripts/performance/configs/gpt_oss/workload_base_configs.py``,
+#: ``GPT_OSS_120B_B200_BF16_BASE_CONFIG``) runs EP 64, and the row's 8,213 tokens/s/GPU sits
+#: with the 26.02 EP 64 row's 8,047, not with the EP 8 rows of 26.02.01-26.04.01 (13,000-13,700).
+RECIPE_EP = {
+    ("nemo_perf_summary", "gpt-oss-120b", (25, 11), "b200"): (
+        64, "printed EP 8 is the DGX-H100 row's: EP 64 from the release's B200 recipe "
+            "(Megatron-Bridge v0.2.0 GPT_OSS_120B_B200_BF16_BASE_CONFIG), as its throughput "
+            "matches the 26.02 EP 64 row"),
+}
+
+
 #: Megatron-Core recompute modules a recipe runs where the table prints no recompute: (source,
 #: model) -> (first NeMo release, modules, why). Megatron-Bridge's GPT-OSS 120B performance
 #: configs, H100 and B200 alike, set ``recompute_modules=["layernorm", "moe_act"]`` from v0.2.0
@@ -653,6 +668,10 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if recipe_mbs is not None:
         config["mbs"] = recipe_mbs[0]
         notes.append(recipe_mbs[1])
+    recipe_ep = RECIPE_EP.get((row["source"], row["model"], release, row["gpu"]))
+    if recipe_ep is not None:
+        config["ep"] = recipe_ep[0]
+        notes.append(recipe_ep[1])
     recompute_modules = (recipe_recompute_modules_of(row, release, config, notes)
                          or printed_recompute_modules_of(row, config, notes))
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
