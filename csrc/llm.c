@@ -1107,9 +1107,9 @@ TS_FN double ts_fsdp_units(double stage_layers)
     return TS_PYMAX(1.0, u);
 }
 
-/* llm.py zero3_gather_bytes: the unsharded weights of the ZeRO-3 units in flight (the unit
- * computed and the one prefetched; all of them with a single unit), at their all-gather
- * width. */
+/* llm.py zero3_gather_bytes without keep: the unsharded weights of the ZeRO-3 units in flight
+ * (the unit computed and the one prefetched; all of them with a single unit), at their
+ * all-gather width (with keep, ts_final takes ts_param_gather_bytes of them all). */
 TS_FN double ts_zero3_gather_bytes(const double *job, double params, double linear_params,
                                    double layers)
 {
@@ -2114,11 +2114,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
                 /* llm.py stage_memory, keep: every unit gathered, gradients unsharded */
                 double elem;
                 mw += ts_param_gather_bytes(job, dpc, R->st_lparams[c], &elem);
-                gsd = 1.0;
-                if (r_dp_expert < 1.0 || sb != pb) {
+                if (r_dp_expert < 1.0 || sb != pb)
                     mw += ts_param_gather_bytes(job, epc, epc, &elem);
-                    gse = 1.0;
-                }
+                gsd = gse = 1.0;
             } else if (z3) {
                 mw += R->st_gather_d[c];
                 if (r_dp_expert < 1.0 || sb != pb)

@@ -246,13 +246,15 @@ def test_zero3_gathers_two_units_in_flight_by_hand():
     job = np.zeros(L.N_JOB)
     job[L.JOB_PARAM_BYTES] = job[L.JOB_LINEAR_PARAM_COMM_BYTES] = 2.0
     # 8 layers of 1e9 parameters: two units gathered, 16-bit
-    assert llm.zero3_gather_bytes(job, 8e9, 7e9, 8.0) == pytest.approx(2 * 1e9 * 2)
+    assert llm.zero3_gather_bytes(job, 8e9, 7e9, 8.0, False) == pytest.approx(2 * 1e9 * 2)
     # a single unit (one layer on the device) is gathered once, not twice
-    assert llm.zero3_gather_bytes(job, 1e9, 1e9, 1.0) == pytest.approx(2e9)
+    assert llm.zero3_gather_bytes(job, 1e9, 1e9, 1.0, False) == pytest.approx(2e9)
     # FP8 weights gathered (fp8_param_gather): the linear part at 1 byte
     job[L.JOB_LINEAR_PARAM_COMM_BYTES] = 1.0
-    assert llm.zero3_gather_bytes(job, 8e9, 6e9, 8.0) == pytest.approx(
+    assert llm.zero3_gather_bytes(job, 8e9, 6e9, 8.0, False) == pytest.approx(
         2 * (8e9 * 2 - 6e9 * 1) / 8)
+    # kept unsharded for the step (fsdp_pp_unsharded under a pipeline): every unit
+    assert llm.zero3_gather_bytes(job, 8e9, 6e9, 8.0, True) == pytest.approx(8e9 * 2 - 6e9)
 
 
 def test_fsdp_stack_holds_no_16_bit_shard_beside_the_master(backend):  # noqa: F811

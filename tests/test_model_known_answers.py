@@ -721,7 +721,7 @@ def test_fsdp_kept_unsharded_under_a_pipeline(backend, dp_overlap):
     gib = 2.0 ** 30
     stage_params = grads_p * gib * 16 / 4.0  # the gradient shard is 1/16 of them, fp32
     gathered_k = stage_params * 2.0
-    gathered_p = llm.zero3_gather_bytes(keep, stage_params, stage_params, 4.0)
+    gathered_p = llm.zero3_gather_bytes(keep, stage_params, stage_params, 4.0, False)
     assert (out_k[L.OUT_MEM_WEIGHTS_GIB] - out_p[L.OUT_MEM_WEIGHTS_GIB]) * gib == \
         pytest.approx(gathered_k - gathered_p, rel=1e-9)
     # without a pipeline nothing changes

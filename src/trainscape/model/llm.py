@@ -1342,14 +1342,17 @@ def stage_params(dense, moe, dense_layer_p, moe_layer_p, expert_layer_p, embed, 
     return d / tp * copies, moe * expert_layer_p / etp * copies
 
 
-def zero3_gather_bytes(job, params, linear_params, layers):
+def zero3_gather_bytes(job, params, linear_params, layers, keep):
     """ZeRO-3 / FSDP: the unsharded weights of the units in flight on a device holding
     ``layers`` transformer layers, one unit each (:func:`stage_fsdp_units`): the unit being
     computed and the next one, prefetched while it runs (PyTorch FSDP's forward and backward
     prefetch of one unit, Zhao et al., VLDB 2023, §3.3; DeepSpeed ZeRO-3's prefetch bucket) --
     two units' share of the device's ``params`` (``linear_params`` of them linear weights), at
     their all-gather width (:func:`param_gather_bytes`: FP8 for the linear weights with
-    ``fp8_param_gather``); all of them when the device holds a single unit."""
+    ``fp8_param_gather``); all of them when the device holds a single unit, or when ``keep``
+    holds every unit gathered for the step (:func:`fsdp_keeps_unsharded`)."""
+    if keep:
+        return param_gather_bytes(job, params, linear_params)[0]
     units = stage_fsdp_units(layers)
     in_flight = 2.0 if units > 2.0 else units
     return param_gather_bytes(job, params, linear_params)[0] * in_flight / units
@@ -1393,17 +1396,14 @@ def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_ex
         shard_bytes = job[JOB_ZERO3_SHARD_PARAM_BYTES]
         bytes_d = shard_bytes
         bytes_e = shard_bytes
-        if keep:
-            gathered = param_gather_bytes(job, dense_p, linear_p)[0]
-            g_shard_d = 1.0
-        else:
-            gathered = zero3_gather_bytes(job, dense_p, linear_p, layers)
+        gathered = zero3_gather_bytes(job, dense_p, linear_p, layers, keep)
         if dp_expert > 1.0 or shard_bytes != param_bytes:
-            if keep:
-                gathered += param_gather_bytes(job, expert_p, expert_p)[0]
-                g_shard_e = 1.0
-            else:
-                gathered += zero3_gather_bytes(job, expert_p, expert_p, layers)
+            gathered += zero3_gather_bytes(job, expert_p, expert_p, layers, keep)
+        if keep:
+            # the gradients accumulate unsharded until the last microbatch (an expert group
+            # of one rank holds its gradients whole anyway)
+            g_shard_d = 1.0
+            g_shard_e = 1.0
     mem_w = dense_p / w_shard_d * bytes_d + expert_p / w_shard_e * bytes_e + gathered \
         + fp8_weight_cache_bytes(job, linear_p / w_shard_d + expert_p / w_shard_e)
     mem_g = (dense_p / g_shard_d + expert_p / g_shard_e) * grad_bytes
