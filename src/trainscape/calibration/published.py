@@ -250,7 +250,7 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         recompute = jax_remat_policy(row["recompute"])
         notes.append(f"JAX remat policy '{row['recompute']}' costed as {recompute} recompute "
                      f"({JAX_REMAT_REASON[recompute]})")
-    elif recompute_text.startswith("selective") and "torchtitan" in row["framework"].lower():
+    elif recompute_text.startswith("selective") and is_torchtitan(row):
         # torchtitan's selective AC with selective_ac_option = "op" (its Llama 3 8B config):
         # every second matmul of a block recomputed, the attention output saved
         recompute = "op_selective"
@@ -460,10 +460,14 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
     return on
 
 
+def is_torchtitan(row: dict[str, str]) -> bool:
+    """Whether a row ran torchtitan (its ``framework`` names it)."""
+    return "torchtitan" in row["framework"].lower()
+
+
 def torchtitan_eager(row: dict[str, str]) -> bool:
     """Whether a row ran torchtitan without torch.compile (its ``framework`` says "eager")."""
-    framework = row["framework"].lower()
-    return "torchtitan" in framework and "eager" in framework
+    return is_torchtitan(row) and "eager" in row["framework"].lower()
 
 
 def torchtitan_loss_upcast(row: dict[str, str]) -> bool:
@@ -471,7 +475,7 @@ def torchtitan_loss_upcast(row: dict[str, str]) -> bool:
     torch.compile, and every run of a torchtitan dated before its loss was compiled with the
     model (bbb1b616e, 2025-04-02: ``build_cross_entropy_loss``); until then ``train.py`` (or
     the model's ``output(h).float()``) upcast the logits eagerly."""
-    if "torchtitan" not in row["framework"].lower():
+    if not is_torchtitan(row):
         return False
     if torchtitan_eager(row):
         return True
@@ -565,31 +569,27 @@ def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
     return dict(fields)
 
 
-#: Micro-batch sizes a release's recipe states where the printed table contradicts itself:
-#: (source, model, release, gpu) -> (mbs, why). The NeMo 25.11 DGX-H100 GPT-OSS 120B row prints
-#: MBS 4 and GA 2 -- the DGX-B200 row's values (64 GPUs, PP 1, DP 64: 512 / (4 x 64) = 2); on
-#: H100's PP 4, DP 16 they would need GA 8. The release's H100 recipe (Megatron-Bridge v0.2.0,
-#: ``scripts/performance/configs/gpt_oss/workload_base_configs.py``,
-#: ``GPT_OSS_120B_H100_BF16_BASE_CONFIG``) keeps the base ``micro_batch_size = 1`` (GA 32).
-RECIPE_MBS = {
+#: Layout degrees a release's recipe states where the printed table contradicts itself:
+#: (source, model, release, gpu) -> (config fields, why). NeMo 25.11's GPT-OSS 120B rows swap
+#: values between the DGX-H100 and DGX-B200 tables (Megatron-Bridge v0.2.0,
+#: ``scripts/performance/configs/gpt_oss/workload_base_configs.py``):
+#:
+#: - the H100 row prints MBS 4 and GA 2, the B200 row's values (64 GPUs, PP 1, DP 64: 512 /
+#:   (4 x 64) = 2); on H100's PP 4, DP 16 they would need GA 8. ``GPT_OSS_120B_H100_BF16_
+#:   BASE_CONFIG`` keeps the base ``micro_batch_size = 1`` (GA 32);
+#: - the B200 row prints EP 8, the H100 row's degree. ``GPT_OSS_120B_B200_BF16_BASE_CONFIG``
+#:   runs EP 64, and the row's 8,213 tokens/s/GPU sits with the 26.02 EP 64 row's 8,047, not
+#:   with the EP 8 rows of 26.02.01-26.04.01 (13,000-13,700).
+RECIPE_LAYOUT = {
     ("nemo_perf_summary", "gpt-oss-120b", (25, 11), "h100-sxm-80gb"): (
-        1, "printed MBS 4 / GA 2 are the DGX-B200 row's (GBS / (MBS x DP) = 8 here): MBS 1 from "
-           "the release's H100 recipe (Megatron-Bridge v0.2.0 GPT_OSS_120B_H100_BF16_BASE_CONFIG)"),
-}
-
-
-#: Expert-parallel degrees a release's recipe states where the printed table contradicts it:
-#: (source, model, release, gpu) -> (ep, why). The NeMo 25.11 DGX-B200 GPT-OSS 120B row prints
-#: EP 8 -- the DGX-H100 row's degree, in the same table whose H100 row carries the B200 row's
-#: MBS and GA (RECIPE_MBS). The release's B200 recipe (Megatron-Bridge v0.2.0,
-#: ``scripts/performance/configs/gpt_oss/workload_base_configs.py``,
-#: ``GPT_OSS_120B_B200_BF16_BASE_CONFIG``) runs EP 64, and the row's 8,213 tokens/s/GPU sits
-#: with the 26.02 EP 64 row's 8,047, not with the EP 8 rows of 26.02.01-26.04.01 (13,000-13,700).
-RECIPE_EP = {
+        {"mbs": 1},
+        "printed MBS 4 / GA 2 are the DGX-B200 row's (GBS / (MBS x DP) = 8 here): MBS 1 from "
+        "the release's H100 recipe (Megatron-Bridge v0.2.0 GPT_OSS_120B_H100_BF16_BASE_CONFIG)"),
     ("nemo_perf_summary", "gpt-oss-120b", (25, 11), "b200"): (
-        64, "printed EP 8 is the DGX-H100 row's: EP 64 from the release's B200 recipe "
-            "(Megatron-Bridge v0.2.0 GPT_OSS_120B_B200_BF16_BASE_CONFIG), as its throughput "
-            "matches the 26.02 EP 64 row"),
+        {"ep": 64},
+        "printed EP 8 is the DGX-H100 row's: EP 64 from the release's B200 recipe "
+        "(Megatron-Bridge v0.2.0 GPT_OSS_120B_B200_BF16_BASE_CONFIG), as its throughput "
+        "matches the 26.02 EP 64 row"),
 }
 
 
@@ -664,14 +664,10 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     release = release_of(row)
     model = model_of(row, notes)
     config = config_of(row, stack, notes)
-    recipe_mbs = RECIPE_MBS.get((row["source"], row["model"], release, row["gpu"]))
-    if recipe_mbs is not None:
-        config["mbs"] = recipe_mbs[0]
-        notes.append(recipe_mbs[1])
-    recipe_ep = RECIPE_EP.get((row["source"], row["model"], release, row["gpu"]))
-    if recipe_ep is not None:
-        config["ep"] = recipe_ep[0]
-        notes.append(recipe_ep[1])
+    recipe_layout = RECIPE_LAYOUT.get((row["source"], row["model"], release, row["gpu"]))
+    if recipe_layout is not None:
+        config.update(recipe_layout[0])
+        notes.append(recipe_layout[1])
     recompute_modules = (recipe_recompute_modules_of(row, release, config, notes)
                          or printed_recompute_modules_of(row, config, notes))
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
@@ -693,7 +689,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         job["elementwise"] = "eager"
         notes.append("torchtitan in eager mode (no torch.compile): norms, rotary embedding and "
                      "SwiGLU unfused (job.elementwise = eager)")
-    if "torchtitan" in row["framework"].lower() and config["pp"] > 1 and config["zero"] == 3:
+    if is_torchtitan(row) and config["pp"] > 1 and config["zero"] == 3:
         # torchtitan's apply_fsdp: "For PP, do not reshard after forward to avoid
         # per-microbatch all-gathers" (parallelisms/parallelize_llama.py at 9dec370), and
         # PyTorch pipelining's backward without gradient sync before the last microbatch
