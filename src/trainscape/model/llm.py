@@ -2246,10 +2246,12 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     window_f = gemm_f
     # the copies around the collectives (job.tp_sequence_copy), on the compute stream
     copy_f, copy_b = tp_sequence_copy_time(sys, mdl, job, row)
-    tp_f = tp_exposed(sys, tp_pass, window_f, tp_overlap) + copy_f
-    tp_b = tp_exposed(sys, tp_pass, window_f, tp_overlap) + copy_b
+    # one pass's exposed collectives: the forward's, the backward's and a full replay's alike
+    tp_one = tp_exposed(sys, tp_pass, window_f, tp_overlap)
+    tp_f = tp_one + copy_f
+    tp_b = tp_one + copy_b
     if recompute == RECOMPUTE_FULL:
-        tp_b += tp_exposed(sys, tp_pass, window_f, tp_overlap) + copy_f
+        tp_b += tp_one + copy_f
     elif recompute > RECOMPUTE_DOTS:
         # the collectives around the re-run GEMMs, overlapped with those GEMMs (and their
         # copies: the same share of the forward's, each copy twice its collective's buffer)
