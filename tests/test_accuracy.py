@@ -143,6 +143,26 @@ def test_a_recipe_micro_batch_applies_to_its_own_gpu_only():
     assert other.config["mbs"] == int(row["mbs"]) == 4
 
 
+def test_a_stale_printed_layout_is_read_from_its_release_recipe():
+    # NeMo 26.02.01 and 25.11 print an older release's Qwen3-30B-A3B H100 columns; each row is
+    # costed with its own release's recipe layout and says so, and the counting rule still
+    # keys on the printed columns (26.02.01 is the newest release printing PP 2 / VP 12)
+    rows = {r["case"]: r for r in read_rows(PUBLISHED_FILES["nemo_perf_summary_h100"][0])}
+    runs = {r.case: r for r in cal.published_runs(("nemo_perf_summary_h100",))}
+    late = runs["nemo260201_qwen3-30b-a3b_fp8_16"]
+    assert (rows[late.case]["pp"], rows[late.case]["vpp"], rows[late.case]["ep"]) == \
+        ("2", "12", "8")
+    assert {k: late.config[k] for k in ("pp", "vpp", "schedule", "dp", "ep")} == \
+        {"pp": 1, "vpp": 1, "schedule": "1f1b", "dp": 16, "ep": 16}
+    assert any("QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1" in a for a in late.assumptions)
+    assert late.counted
+    early = runs["nemo2511_qwen3-30b-a3b_fp8_16"]
+    assert (early.config["vpp"], early.config["mbs"]) == (12, 1)
+    # the release before them printed and ran its own layout
+    assert (runs["nemo2509_qwen3-30b-a3b_fp8_16"].config["vpp"],
+            runs["nemo2509_qwen3-30b-a3b_fp8_16"].config["mbs"]) == (24, 2)
+
+
 def test_published_step_time_conversions():
     runs = {r.case: r for r in cal.published_runs()}
     mpt = runs["mpt_h100_bf16_70b_s2048_g512"]  # 1007 tokens/s/GPU on 512 GPUs, GBS 4096

@@ -580,6 +580,20 @@ def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
 #: - the B200 row prints EP 8, the H100 row's degree. ``GPT_OSS_120B_B200_BF16_BASE_CONFIG``
 #:   runs EP 64, and the row's 8,213 tokens/s/GPU sits with the 26.02 EP 64 row's 8,047, not
 #:   with the EP 8 rows of 26.02.01-26.04.01 (13,000-13,700).
+#:
+#: NeMo 26.02.01's DGX-H100 Qwen3-30B-A3B row prints 26.02's layout (PP 2, VP 12, EP 8): the
+#: commit that wrote that section (Megatron-Bridge ``1f0cfc3bc``, "2602_perf_table_reorder and
+#: patch container data", on the ``r0.3.0`` branch the container ships) copied 26.02's
+#: columns and changed the throughput. The recipe at that commit and at tag v0.3.1
+#: (``QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_{BF16,FP8_CS}_V1`` in
+#: ``scripts/performance/configs/qwen/qwen3_workload_base_configs.py``, changed by
+#: ``f29a269f8`` "Update Qwen3 30B H100 Base Configs with HybridEP") runs PP 1, EP 16, and the
+#: row's 9,058 tokens/s/GPU sits with the PP 1 / EP 16 rows of 26.04-26.06 (8,826-8,960), not
+#: with 26.02's 5,113. NeMo 25.11's row likewise prints 25.09's VP 24 / MBS 2 (GA 32); the
+#: release's recipe (v0.2.0 ``QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG`` in
+#: ``scripts/performance/configs/qwen3/workload_base_configs.py``) runs VP 12 at the base
+#: ``micro_batch_size = 1`` with the EP all-to-all overlap on -- 26.02's recipe -- and the row's
+#: 5,275 tokens/s/GPU sits with 26.02's 5,113, not with 25.09's 10,494.
 RECIPE_LAYOUT = {
     ("nemo_perf_summary", "gpt-oss-120b", (25, 11), "h100-sxm-80gb"): (
         {"mbs": 1},
@@ -590,6 +604,17 @@ RECIPE_LAYOUT = {
         "printed EP 8 is the DGX-H100 row's: EP 64 from the release's B200 recipe "
         "(Megatron-Bridge v0.2.0 GPT_OSS_120B_B200_BF16_BASE_CONFIG), as its throughput "
         "matches the 26.02 EP 64 row"),
+    ("nemo_perf_summary", "qwen3-30b-a3b", (26, 2, 1), "h100-sxm-80gb"): (
+        {"pp": 1, "vpp": 1, "schedule": "1f1b", "dp": 16, "ep": 16},
+        "printed PP 2 / VP 12 / EP 8 are the 26.02 row's: PP 1, EP 16 (DP 16) from the "
+        "release's H100 recipe (Megatron-Bridge r0.3.0 / v0.3.1 "
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1), as its throughput matches the "
+        "26.04-26.06 EP 16 rows"),
+    ("nemo_perf_summary", "qwen3-30b-a3b", (25, 11), "h100-sxm-80gb"): (
+        {"vpp": 12, "mbs": 1},
+        "printed VP 24 / MBS 2 are the 25.09 row's: VP 12, MBS 1 from the release's H100 "
+        "recipe (Megatron-Bridge v0.2.0 QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG), as its "
+        "throughput matches the 26.02 row of that recipe"),
 }
 
 
