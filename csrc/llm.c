@@ -1072,6 +1072,20 @@ TS_FN double ts_offload_optimizer_time(const double *sys, const double *job, dou
 }
 
 /* llm.py largest_layer_activation_bytes: the largest layer a stage holds, one microbatch */
+/* llm.py full_recompute_share: all of a device's layers, or with job.recompute_layers N > 0
+ * (Megatron's block method) the first N of each of its model chunks. */
+TS_FN double ts_full_recompute_share(const double *job, double stage_layers, int schedule,
+                                     double vpp)
+{
+    double n = job[TS_JOB_RECOMPUTE_LAYERS], per_chunk;
+    if (n <= 0.0 || stage_layers <= 0.0)
+        return 1.0;
+    per_chunk = stage_layers / (double)ts_schedule_chunks(schedule, (int64_t)vpp);
+    if (n >= per_chunk)
+        return 1.0;
+    return n / per_chunk;
+}
+
 TS_FN double ts_largest_layer_activation_bytes(double dense, double moe, double act_dense,
                                                double act_moe)
 {
@@ -1354,7 +1368,9 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     w_compute = st_t[sel][5];
     stage_layers = dense_layers + moe_layers;
     R->b_compute[TS_RECOMPUTE_NONE] = b_compute;
-    R->b_compute[TS_RECOMPUTE_FULL] = b_compute + (gemm_f + core_f + mem_f + stage_layers * overhead);
+    R->full_share = ts_full_recompute_share(job, stage_layers, schedule, vpp);
+    R->b_compute[TS_RECOMPUTE_FULL] = b_compute + R->full_share * (gemm_f + core_f + mem_f
+                                                                   + stage_layers * overhead);
     R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;
     R->module_gemm_redo = 0.0;
     R->module_tp_replay = 0.0;
@@ -1565,7 +1581,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         double bwd_extra = (ctx->inv.attn_bwd_factor - 2.0) * layers * core_hw * split;
         R->hw_flops[TS_RECOMPUTE_NONE] = (3.0 * hw_fwd + bwd_extra + 0.0) * hw_scale;
         R->hw_flops[TS_RECOMPUTE_FULL] = (3.0 * hw_fwd + bwd_extra
-                                          + (hw_fwd - ts_logits_flops(b, seq, h, vocab)))
+                                          + R->full_share
+                                            * (hw_fwd - ts_logits_flops(b, seq, h, vocab)))
                                          * hw_scale;
         R->hw_flops[TS_RECOMPUTE_SELECTIVE] = (3.0 * hw_fwd + bwd_extra
                                                + ((flash ? 0.0 : layers * core_hw * split)
@@ -1658,6 +1675,14 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
             if (ctx->inv.n_moe > 0.0) /* a dense model's MoE bytes stay 0, as computed above */
                 act_moe_r -= saved[1];
         }
+    }
+    if (rc == TS_RECOMPUTE_FULL && R->full_share < 1.0) {
+        /* llm.py recompute_terms: the layers block recompute leaves plain keep everything */
+        double fs = R->full_share;
+        if (!(R->act_have >> TS_RECOMPUTE_NONE & 1))
+            ts_row_act(ctx, R, TS_RECOMPUTE_NONE);
+        act_dense_r = fs * act_dense_r + (1.0 - fs) * R->act_layer[TS_RECOMPUTE_NONE][0];
+        act_moe_r = fs * act_moe_r + (1.0 - fs) * R->act_layer[TS_RECOMPUTE_NONE][1];
     }
     for (int c = 0; c < 3; c++)
         R->mem_act[rc][c] = (R->st_dense[c] * act_dense_r + R->st_moe[c] * act_moe_r)
@@ -1860,7 +1885,7 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     copy_f = stage_layers * R->tp_copy_f;
     copy_b = stage_layers * R->tp_copy_b;
     if (full) {
-        tp_b += tp_f + copy_f;
+        tp_b += R->full_share * (tp_f + copy_f);
     } else if (recompute > TS_RECOMPUTE_DOTS) { /* llm.py named_dots_tp_replay */
         double replay = ts_named_dots_tp_replay(recompute, R->sp, ctx->mdl[TS_MDL_SWIGLU] > 0.0,
                                                 R->tp_gather_share);
@@ -1888,10 +1913,11 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
         cp_b = stage_layers * ((R->cp - 1.0) * ts_overlapped_exposed(2.0 * step,
                                                                      R->cp_attn_step_b, 0.0, sig)
                                + step);
-        if (full || (recompute >= TS_RECOMPUTE_DOTS
-                     && !ts_named_dots_core_saved(recompute,
-                                                  ctx->job[TS_JOB_FLASH_ATTENTION] > 0.0)))
-            cp_b += stage_layers * ring_f; /* the recomputed attention's ring */
+        if (full) /* the recomputed attention's ring */
+            cp_b += R->full_share * stage_layers * ring_f;
+        else if (recompute >= TS_RECOMPUTE_DOTS
+                 && !ts_named_dots_core_saved(recompute, ctx->job[TS_JOB_FLASH_ATTENTION] > 0.0))
+            cp_b += stage_layers * ring_f;
     }
 
     /* ---- expert parallelism: dispatch + combine (Lepikhin et al. 2020, GShard §2) ---- */
@@ -1900,9 +1926,10 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     if (R->has_ep_comm) {
         ep_f = O->ep_pass;
         ep_b = O->ep_pass;
-        if (full || (recompute == TS_RECOMPUTE_SELECTIVE
-                     && ctx->job[TS_JOB_RECOMPUTE_MOE] > 0.0)) /* the "moe" module's re-run */
-            ep_b += ep_f;
+        if (full) /* the re-run forward's dispatch and combine */
+            ep_b += R->full_share * ep_f;
+        else if (recompute == TS_RECOMPUTE_SELECTIVE && ctx->job[TS_JOB_RECOMPUTE_MOE] > 0.0)
+            ep_b += ep_f; /* ... and the "moe" module's */
         if (R->dualpipe) {
             /* DeepSeek-V3 tech report §3.2.1: all-to-all overlapped with the other
              * microbatch's compute */

@@ -104,7 +104,8 @@ enum {
     TS_JOB_TP_GATHER_BYTES = 35,
     TS_JOB_TP_SEQUENCE_COPY = 36,
     TS_JOB_FSDP_PP_UNSHARDED = 37,
-    TS_JOB_COUNT = 38
+    TS_JOB_RECOMPUTE_LAYERS = 38,
+    TS_JOB_COUNT = 39
 };
 
 /* CONFIG_FIELDS */
@@ -220,12 +221,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 73
 #define TS_N_SYS 585
 #define TS_N_MODEL 14
-#define TS_N_JOB 38
+#define TS_N_JOB 39
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0xA8B1220E
+#define TS_LAYOUT_HASH 0x35DB5E90
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -250,6 +250,7 @@ typedef struct {
     double tp_bytes, kv_chunk, a2a_dispatch_bytes, a2a_combine_bytes, pp_bytes, pp_hide;
     double tp_gather_bytes;  /* SP's all-gathers: the linear inputs, FP8 under an FP8 recipe */
     double tp_gather_share;  /* llm.py tp_gather_share: their share of a pass's TP bytes */
+    double full_share;       /* llm.py full_recompute_share: the layers full recompute re-runs */
     double tp_copy_f, tp_copy_b; /* llm.py tp_sequence_copy_bytes of one layer, as time */
     double dp_dense, dp_expert;
     double ar_dense_bytes, ar_expert_bytes, ag_dense_bytes, ag_expert_bytes;

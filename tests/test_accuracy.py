@@ -158,6 +158,15 @@ def test_a_stale_printed_layout_is_read_from_its_release_recipe():
     assert late.counted
     early = runs["nemo2511_qwen3-30b-a3b_fp8_16"]
     assert (early.config["vpp"], early.config["mbs"]) == (12, 1)
+    # NeMo 25.11's Llama 3 8B prints 25.09's FSDP 8; its recipe runs the distributed
+    # optimizer with full recompute of the first 5 layers (Megatron's block method)
+    llama8 = {r.case: r for r in cal.published_runs(("nemo_perf_summary_h100",))
+              if r.case.endswith("llama3-8b_fp8_8")}
+    late8 = llama8["nemo2511_llama3-8b_fp8_8"]
+    assert (late8.config["zero"], late8.config["recompute"]) == (1, "full")
+    assert late8.scenario["job"]["recompute_layers"] == 5
+    assert not any(a.startswith("recompute not printed") for a in late8.assumptions)
+    assert "recompute_layers" not in llama8["nemo2509_llama3-8b_fp8_8"].scenario["job"]
     # the release before them printed and ran its own layout
     assert (runs["nemo2509_qwen3-30b-a3b_fp8_16"].config["vpp"],
             runs["nemo2509_qwen3-30b-a3b_fp8_16"].config["mbs"]) == (24, 2)

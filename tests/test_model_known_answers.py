@@ -1403,3 +1403,55 @@ def test_a_replayed_all_gather_weighs_its_own_bytes():
     # "qkv_proj" re-runs out proj, fc1, fc2: the fc1 all-gather and both reduce-scatters
     assert llm.named_dots_tp_replay(L.RECOMPUTE_QKV_PROJ, True, False, 1 / 3) == \
         pytest.approx(0.5 * (1 / 3 + 2 * 2 / 3))
+
+
+def test_full_recompute_share_counts_the_first_layers_of_each_chunk():
+    # Megatron's block method: N layers of each model chunk; 0 or N >= a chunk's layers: all
+    job = np.zeros(L.N_JOB)
+    assert llm.full_recompute_share(job, 32.0, L.SCHEDULES.index("1f1b"), 1.0) == 1.0
+    job[L.JOB_RECOMPUTE_LAYERS] = 5.0
+    assert llm.full_recompute_share(job, 32.0, L.SCHEDULES.index("1f1b"), 1.0) == 5.0 / 32.0
+    # interleaved: 4 chunks of 8 layers on the device, 5 of each checkpointed
+    assert llm.full_recompute_share(job, 32.0, L.SCHEDULES.index("interleaved"), 4.0) == 5.0 / 8.0
+    # ZB-V holds two chunks a device
+    assert llm.full_recompute_share(job, 8.0, L.SCHEDULES.index("zb-v"), 1.0) == 1.0
+    job[L.JOB_RECOMPUTE_LAYERS] = 3.0
+    assert llm.full_recompute_share(job, 8.0, L.SCHEDULES.index("zb-v"), 1.0) == 3.0 / 4.0
+
+
+def test_block_recompute_costs_its_share_of_full_recompute():
+    """Llama 3 405B on PP 16 x VP 2 (4 layers a chunk on the costed device): checkpointing one
+    layer of each chunk adds a quarter of what full recompute adds to the compute and the TP
+    time, and keeps a quarter of what it saves in activations; checkpointing a chunk's 4 layers
+    is full recompute."""
+    import trainscape
+
+    def run(*overrides):
+        sc = trainscape.load(_LLAMA, overrides=list(overrides))
+        return trainscape.evaluate(sc, backend="python")
+
+    none = run("config.recompute=none")
+    full = run("config.recompute=full")
+    one = run("config.recompute=full", "job.recompute_layers=1")
+    four = run("config.recompute=full", "job.recompute_layers=4")
+    for field in ("compute_s", "tp_comm_s"):
+        added = getattr(full, field) - getattr(none, field)
+        assert added > 0.0
+        assert getattr(one, field) - getattr(none, field) == pytest.approx(0.25 * added,
+                                                                           rel=1e-12)
+    saved = none.mem_activations_gib - full.mem_activations_gib
+    assert none.mem_activations_gib - one.mem_activations_gib == pytest.approx(0.25 * saved,
+                                                                             rel=1e-12)
+    assert (four.step_time_s, four.memory_gib) == (full.step_time_s, full.memory_gib)
+    # without full recompute the setting changes nothing
+    assert run("config.recompute=none", "job.recompute_layers=1").step_time_s == none.step_time_s
+
+
+def test_recompute_layers_is_validated_against_the_model():
+    import trainscape
+    from trainscape.spec import ScenarioError
+
+    for bad in ("-1", "127", "two"):
+        with pytest.raises(ScenarioError) as e:
+            trainscape.load(_LLAMA, overrides=[f"job.recompute_layers={bad}"])
+        assert str(e.value).startswith("job.recompute_layers")

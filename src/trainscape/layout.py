@@ -178,6 +178,9 @@ JOB_FIELDS = (
     "fsdp_pp_unsharded",  # 1: under a pipeline, ZeRO-3 keeps a stage's weights and gradients
     # unsharded from the first microbatch to the last (one all-gather and one reduce-scatter a
     # step); 0: unit by unit, every microbatch
+    "recompute_layers",  # N > 0: full recompute checkpoints only the first N transformer layers
+    # of each model chunk, the rest keep their activations (Megatron-LM --recompute-method
+    # block --recompute-num-layers N); 0: every layer
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -316,6 +319,7 @@ JOB_EAGER_ELEMENTWISE = JOB_FIELDS.index("eager_elementwise")
 JOB_TP_GATHER_BYTES = JOB_FIELDS.index("tp_gather_bytes")
 JOB_TP_SEQUENCE_COPY = JOB_FIELDS.index("tp_sequence_copy")
 JOB_FSDP_PP_UNSHARDED = JOB_FIELDS.index("fsdp_pp_unsharded")
+JOB_RECOMPUTE_LAYERS = JOB_FIELDS.index("recompute_layers")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

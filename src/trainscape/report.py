@@ -56,14 +56,19 @@ def format_count(x: float) -> str:
     return f"{x:.3g}"
 
 
-def config_line(config: dict[str, Any]) -> str:
-    """One-line summary of a configuration."""
+def config_line(config: dict[str, Any], recompute_layers: int = 0) -> str:
+    """One-line summary of a configuration; ``recompute_layers`` (``job.recompute_layers``)
+    names a block recompute's checkpointed layers per model chunk."""
     c = config
     degrees = " ".join(f"{k}{c[k]}" for k in ("tp", "cp", "pp", "dp", "ep") if k in c)
     sched = c.get("schedule", "")
     if c.get("vpp", 1) != 1:
         sched += f" vpp{c['vpp']}"
-    parts = [degrees, f"mbs {c.get('mbs')}", sched, f"recompute {c.get('recompute')}",
+    recompute = f"recompute {c.get('recompute')}"
+    if c.get("recompute") == "full" and recompute_layers > 0:
+        recompute += f" (first {recompute_layers} layer{'s' if recompute_layers > 1 else ''} " \
+                     "of each chunk)"
+    parts = [degrees, f"mbs {c.get('mbs')}", sched, recompute,
              f"zero {c.get('zero')}", f"sp {'on' if c.get('sp') else 'off'}",
              f"order {c.get('order')}"]
     return " | ".join(parts)
@@ -208,7 +213,8 @@ def render_result(result, scenario=None) -> Group:
     head = Text()
     if result.scenario_name:
         head.append(result.scenario_name + "\n", style="bold")
-    head.append(config_line(result.config), style="dim")
+    layers = scenario.job.recompute_layers if scenario is not None else 0
+    head.append(config_line(result.config, layers), style="dim")
     parts: list[Any] = [head, summary_table(result)]
     line = sync_line(scenario, result) if scenario is not None else None
     if line is not None:

@@ -632,6 +632,44 @@ RECIPE_RECOMPUTE_MODULES = {
 }
 
 
+#: Block recompute a release's recipe runs where its table prints a stale layout and no
+#: recompute: (source, model, release, gpu) -> (config fields, checkpointed layers per chunk,
+#: why). NeMo 25.11's DGX-H100 LLAMA3_8B row prints 25.09's Megatron FSDP 8 without recompute:
+#: the commit that created the 25.11 section (Megatron-Bridge ``35b5ecb74``) renamed the 25.09
+#: header and edited only the throughput cells, and the r0.2.0 branch had moved the recipe off
+#: FSDP on 2025-11-21 (``8aed9a229``), before the v0.2.0 tag: ``LLAMA3_8B_H100_FP8_CS_BASE_CONFIG
+#: = replace(BASE_LLAMA3_8B_CONFIG, context_parallel_size=1, recompute_num_layers=5)``
+#: (``scripts/performance/configs/llama3/workload_base_configs.py`` at v0.2.0), no
+#: ``use_megatron_fsdp`` (DDP with the distributed optimizer), and the harness runs
+#: ``recompute_granularity = "full"``, ``recompute_method = "block"`` with it
+#: (``scripts/performance/utils/helpers.py``). No other release prints an H100 8B row, so no
+#: throughput corroborates it (25.09's FSDP run reached 14,079 tokens/s/GPU, 25.11 14,451).
+RECIPE_BLOCK_RECOMPUTE = {
+    ("nemo_perf_summary", "llama3-8b", (25, 11), "h100-sxm-80gb"): (
+        {"zero": 1, "recompute": "full"}, 5,
+        "printed FSDP 8 without recompute is the 25.09 row's layout: the release's recipe "
+        "(Megatron-Bridge v0.2.0 LLAMA3_8B_H100_FP8_CS_BASE_CONFIG) runs the distributed "
+        "optimizer (ZeRO-1) with full recompute of the first 5 layers (recompute_method block, "
+        "job.recompute_layers = 5)"),
+}
+
+
+def recipe_block_recompute_of(row: dict[str, str], release: tuple[int, ...],
+                              config: dict[str, Any], notes: list[str]) -> int:
+    """The block recompute a row's recipe runs (``RECIPE_BLOCK_RECOMPUTE``): the config's
+    fields, the note replacing the unprinted-recompute one, and the checkpointed layers per
+    chunk (``job.recompute_layers``); 0 where no rule holds."""
+    rule = RECIPE_BLOCK_RECOMPUTE.get((row["source"], row["model"], release, row["gpu"]))
+    if rule is None:
+        return 0
+    fields, layers, why = rule
+    config.update(fields)
+    notes[:] = [n for n in notes if not n.startswith(("recompute not printed",
+                                                       "ZeRO stage not printed"))]
+    notes.append(why)
+    return layers
+
+
 def recipe_recompute_modules_of(row: dict[str, str], release: tuple[int, ...],
                                 config: dict[str, Any], notes: list[str]) -> list[str]:
     """The recompute modules a row's recipe runs (``RECIPE_RECOMPUTE_MODULES``) where the table
@@ -693,6 +731,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if recipe_layout is not None:
         config.update(recipe_layout[0])
         notes.append(recipe_layout[1])
+    recompute_layers = recipe_block_recompute_of(row, release, config, notes)
     recompute_modules = (recipe_recompute_modules_of(row, release, config, notes)
                          or printed_recompute_modules_of(row, config, notes))
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
@@ -728,6 +767,8 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     recipe_tp_overlap_of(row, release, config, notes)
     if recompute_modules:
         job["recompute_modules"] = recompute_modules
+    if recompute_layers:
+        job["recompute_layers"] = recompute_layers
     if source_id == "automodel_perf_summary":
         # NeMo AutoModel's benchmark configs (examples/benchmark/configs/*_te_deepep.yaml at
         # 89e3a9fdd604, the commit of the performance summary) compute the loss with

@@ -164,6 +164,7 @@ from ..layout import (
     JOB_TP_GATHER_BYTES,
     JOB_TP_SEQUENCE_COPY,
     JOB_FSDP_PP_UNSHARDED,
+    JOB_RECOMPUTE_LAYERS,
 )
 from .collectives import (
     all_gather_time,
@@ -1762,6 +1763,24 @@ def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
     return dense, moe
 
 
+def full_recompute_share(job, stage_layers, schedule, vpp):
+    """Share of a device's transformer layers that full recompute checkpoints: all of them, or
+    with ``job.recompute_layers`` N > 0 the first N layers of each of the device's model chunks
+    (:func:`pipeline.schedule_chunks`), the others keeping every activation -- Megatron-LM's
+    ``--recompute-granularity full --recompute-method block --recompute-num-layers N``
+    (``TransformerBlock._checkpointed_forward``: "block" checkpoints the first N layers of the
+    chunk and runs the rest plainly; the default "uniform" with N = 1 is what full recompute
+    costs here). ``N / (stage_layers / chunks)``, at most 1: the device's layers are spread
+    evenly over its chunks (an uneven split checkpoints a slightly different share)."""
+    n = job[JOB_RECOMPUTE_LAYERS]
+    if n <= 0.0 or stage_layers <= 0.0:
+        return 1.0
+    per_chunk = stage_layers / schedule_chunks(schedule, vpp)
+    if n >= per_chunk:
+        return 1.0
+    return n / per_chunk
+
+
 def evaluate_config(sys, mdl, job, cfg, i, out):
     """Cost configuration column ``i`` of ``cfg`` and write every result column of ``out[:, i]``.
 
@@ -2222,6 +2241,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     f_compute = row[ROW_F_COMPUTE]
     w_compute = row[ROW_W_COMPUTE]
     b_compute = row[ROW_B_COMPUTE]
+    # full recompute's share of the stage's layers (job.recompute_layers: Megatron's block method)
+    full_share = 0.0
+    if recompute == RECOMPUTE_FULL:
+        full_share = full_recompute_share(job, stage_layers, schedule, row[ROW_VPP])
     gemm_redo = 0.0
     if recompute >= RECOMPUTE_DOTS:
         gemm_redo = named_dots_gemm_redo(row[ROW_ATTN_GEMM_F], row[ROW_MLP_GEMM_F],
@@ -2229,7 +2252,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
                                          mdl[MDL_KV_HEADS] * mdl[MDL_HEAD_DIM],
                                          mdl[MDL_SWIGLU] > 0.0, recompute)
     if recompute == RECOMPUTE_FULL:
-        b_compute += gemm_f + core_f + row[ROW_MEM_F] + stage_layers * sys[SYS_LAYER_OVERHEAD_S]
+        b_compute += full_share * (gemm_f + core_f + row[ROW_MEM_F]
+                                   + stage_layers * sys[SYS_LAYER_OVERHEAD_S])
     elif recompute == RECOMPUTE_SELECTIVE:
         if not flash:
             b_compute += core_f  # Korthikanti et al. §5: recompute only the attention core
@@ -2251,7 +2275,7 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     tp_f = tp_one + copy_f
     tp_b = tp_one + copy_b
     if recompute == RECOMPUTE_FULL:
-        tp_b += tp_one + copy_f
+        tp_b += full_share * (tp_one + copy_f)
     elif recompute > RECOMPUTE_DOTS:
         # the collectives around the re-run GEMMs, overlapped with those GEMMs (and their
         # copies: the same share of the forward's, each copy twice its collective's buffer)
@@ -2276,9 +2300,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         cp_f = stage_layers * ring_f
         cp_b = stage_layers * cp_ring_exposed_backward(
             sys, step, attention_backward_factor(flash) * t_core, cp)
-        if recompute == RECOMPUTE_FULL or (recompute >= RECOMPUTE_DOTS
-                                           and not named_dots_core_saved(recompute, flash)):
+        if recompute == RECOMPUTE_FULL:
             # the recomputed attention forward runs its ring again
+            cp_b += full_share * stage_layers * ring_f
+        elif recompute >= RECOMPUTE_DOTS and not named_dots_core_saved(recompute, flash):
             cp_b += stage_layers * ring_f
 
     # ---- expert parallelism: dispatch + combine all-to-all per MoE layer ----------------------
@@ -2292,9 +2317,11 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         # gradient goes the combine way, in BF16 ("backward combine", DeepSeek-V3 §3.3.2):
         # the same pair of all-to-alls as the forward
         ep_b = moe_layers * a2a
-        if recompute == RECOMPUTE_FULL or (recompute == RECOMPUTE_SELECTIVE
-                                           and job[JOB_RECOMPUTE_MOE] > 0.0):
-            # the re-run forward's dispatch and combine (the "moe" module checkpoints them)
+        if recompute == RECOMPUTE_FULL:
+            # the re-run forward's dispatch and combine
+            ep_b += full_share * ep_f
+        elif recompute == RECOMPUTE_SELECTIVE and job[JOB_RECOMPUTE_MOE] > 0.0:
+            # ... and those the "moe" module checkpoints
             ep_b += ep_f
         if schedule == SCHED_DUALPIPE or schedule == SCHED_DUALPIPE_V:
             # DualPipe overlaps one microbatch's all-to-all with another's compute
@@ -2310,6 +2337,13 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
                                                row[ROW_SP] > 0.0, recompute,
                                                linear_input_saved_bytes(job))
+    if full_share < 1.0 and recompute == RECOMPUTE_FULL:
+        # the layers block recompute leaves plain keep every activation
+        kept_dense, kept_moe = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
+                                                 row[ROW_SP] > 0.0, RECOMPUTE_NONE,
+                                                 linear_input_saved_bytes(job))
+        act_dense_r = full_share * act_dense_r + (1.0 - full_share) * kept_dense
+        act_moe_r = full_share * act_moe_r + (1.0 - full_share) * kept_moe
     share = job[JOB_OFFLOAD_ACTIVATIONS]
     off_f = 0.0
     off_b = 0.0
@@ -2340,7 +2374,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     hw_fwd = row[ROW_HW_FWD]
     hw_recompute = 0.0
     if recompute == RECOMPUTE_FULL:
-        hw_recompute = hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN], mdl[MDL_VOCAB])
+        hw_recompute = full_share * (hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN],
+                                                           mdl[MDL_VOCAB]))
     elif recompute >= RECOMPUTE_DOTS or (recompute == RECOMPUTE_SELECTIVE and not flash):
         if not named_dots_core_saved(recompute, flash):
             hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])

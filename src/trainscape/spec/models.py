@@ -260,6 +260,12 @@ class JobSpec(_Spec):
     # each MoE layer's whole MoE block (router, all-to-alls, experts), "shared_experts" the
     # shared experts (TransformerConfig.recompute_modules, normal checkpoints)
     recompute_modules: list[Literal[RECOMPUTE_MODULES]] = Field(default_factory=list)
+    # Full recompute (config recompute = "full") of only the first N transformer layers of each
+    # model chunk, the other layers keeping every activation: Megatron-LM's
+    # --recompute-granularity full --recompute-method block --recompute-num-layers N (NeMo /
+    # Megatron-Bridge recompute_num_layers). 0 (default): every layer, Megatron's "uniform"
+    # method with one layer per checkpoint. N at least a chunk's layers checkpoints them all.
+    recompute_layers: NonNegInt = 0
     # cross-site synchronisation strategy ([job.sync], see SyncSpec)
     sync: SyncSpec = SyncSpec()
 
@@ -774,6 +780,9 @@ class Scenario(_Spec):
             raise fail("job.pipeline_edge_layers", "must leave transformer layers: "
                        "2 * pipeline_edge_layers < model.layers", self.job.pipeline_edge_layers,
                        f"< {self.model.layers / 2:g}")
+        if self.job.recompute_layers > self.model.layers:
+            raise fail("job.recompute_layers", "more checkpointed layers than the model has",
+                       self.job.recompute_layers, f"0 to model.layers ({self.model.layers})")
         if self.job.sync.fragments > self.model.layers:
             raise fail("job.sync.fragments", "more fragments than layers (a fragment is a group "
                        "of layers)", self.job.sync.fragments, f"1 to model.layers ({self.model.layers})")
