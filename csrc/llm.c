@@ -1075,12 +1075,14 @@ TS_FN double ts_offload_optimizer_time(const double *sys, const double *job, dou
 /* llm.py full_recompute_share: all of a device's layers, or with job.recompute_layers N > 0
  * (Megatron's block method) the first N of each of its model chunks. */
 TS_FN double ts_full_recompute_share(const double *job, double stage_layers, int schedule,
-                                     double vpp)
+                                     double pp, double vpp)
 {
-    double n = job[TS_JOB_RECOMPUTE_LAYERS], per_chunk;
+    double n = job[TS_JOB_RECOMPUTE_LAYERS], per_chunk, chunks = 1.0;
     if (n <= 0.0 || stage_layers <= 0.0)
         return 1.0;
-    per_chunk = stage_layers / (double)ts_schedule_chunks(schedule, (int64_t)vpp);
+    if (pp > 1.0) /* without a pipeline the schedule and its chunks are moot: one */
+        chunks = (double)ts_schedule_chunks(schedule, (int64_t)vpp);
+    per_chunk = stage_layers / chunks;
     if (n >= per_chunk)
         return 1.0;
     return n / per_chunk;
@@ -1368,7 +1370,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     w_compute = st_t[sel][5];
     stage_layers = dense_layers + moe_layers;
     R->b_compute[TS_RECOMPUTE_NONE] = b_compute;
-    R->full_share = ts_full_recompute_share(job, stage_layers, schedule, vpp);
+    R->full_share = ts_full_recompute_share(job, stage_layers, schedule, pp, vpp);
     R->b_compute[TS_RECOMPUTE_FULL] = b_compute + R->full_share * (gemm_f + core_f + mem_f
                                                                    + stage_layers * overhead);
     R->b_compute[TS_RECOMPUTE_SELECTIVE] = flash ? b_compute : b_compute + core_f;

@@ -1408,15 +1408,18 @@ def test_a_replayed_all_gather_weighs_its_own_bytes():
 def test_full_recompute_share_counts_the_first_layers_of_each_chunk():
     # Megatron's block method: N layers of each model chunk; 0 or N >= a chunk's layers: all
     job = np.zeros(L.N_JOB)
-    assert llm.full_recompute_share(job, 32.0, L.SCHEDULES.index("1f1b"), 1.0) == 1.0
+    share = llm.full_recompute_share
+    assert share(job, 32.0, L.SCHEDULES.index("1f1b"), 4.0, 1.0) == 1.0
     job[L.JOB_RECOMPUTE_LAYERS] = 5.0
-    assert llm.full_recompute_share(job, 32.0, L.SCHEDULES.index("1f1b"), 1.0) == 5.0 / 32.0
+    assert share(job, 32.0, L.SCHEDULES.index("1f1b"), 4.0, 1.0) == 5.0 / 32.0
     # interleaved: 4 chunks of 8 layers on the device, 5 of each checkpointed
-    assert llm.full_recompute_share(job, 32.0, L.SCHEDULES.index("interleaved"), 4.0) == 5.0 / 8.0
+    assert share(job, 32.0, L.SCHEDULES.index("interleaved"), 4.0, 4.0) == 5.0 / 8.0
+    # ... but without a pipeline the one device is one chunk, whatever the schedule says
+    assert share(job, 32.0, L.SCHEDULES.index("interleaved"), 1.0, 4.0) == 5.0 / 32.0
     # ZB-V holds two chunks a device
-    assert llm.full_recompute_share(job, 8.0, L.SCHEDULES.index("zb-v"), 1.0) == 1.0
+    assert share(job, 8.0, L.SCHEDULES.index("zb-v"), 4.0, 1.0) == 1.0
     job[L.JOB_RECOMPUTE_LAYERS] = 3.0
-    assert llm.full_recompute_share(job, 8.0, L.SCHEDULES.index("zb-v"), 1.0) == 3.0 / 4.0
+    assert share(job, 8.0, L.SCHEDULES.index("zb-v"), 4.0, 1.0) == 3.0 / 4.0
 
 
 def test_block_recompute_costs_its_share_of_full_recompute():

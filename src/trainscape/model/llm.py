@@ -1763,10 +1763,11 @@ def layer_activations(mdl, job, s, b, tp, sp, recompute, lin_bytes):
     return dense, moe
 
 
-def full_recompute_share(job, stage_layers, schedule, vpp):
+def full_recompute_share(job, stage_layers, schedule, pp, vpp):
     """Share of a device's transformer layers that full recompute checkpoints: all of them, or
     with ``job.recompute_layers`` N > 0 the first N layers of each of the device's model chunks
-    (:func:`pipeline.schedule_chunks`), the others keeping every activation -- Megatron-LM's
+    (:func:`pipeline.schedule_chunks`; one without a pipeline, where the schedule and its
+    chunks are moot), the others keeping every activation -- Megatron-LM's
     ``--recompute-granularity full --recompute-method block --recompute-num-layers N``
     (``TransformerBlock._checkpointed_forward``: "block" checkpoints the first N layers of the
     chunk and runs the rest plainly; the default "uniform" with N = 1 is what full recompute
@@ -1775,7 +1776,10 @@ def full_recompute_share(job, stage_layers, schedule, vpp):
     n = job[JOB_RECOMPUTE_LAYERS]
     if n <= 0.0 or stage_layers <= 0.0:
         return 1.0
-    per_chunk = stage_layers / schedule_chunks(schedule, vpp)
+    chunks = 1.0
+    if pp > 1.0:
+        chunks = float(schedule_chunks(schedule, vpp))
+    per_chunk = stage_layers / chunks
     if n >= per_chunk:
         return 1.0
     return n / per_chunk
@@ -2244,7 +2248,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     # full recompute's share of the stage's layers (job.recompute_layers: Megatron's block method)
     full_share = 0.0
     if recompute == RECOMPUTE_FULL:
-        full_share = full_recompute_share(job, stage_layers, schedule, row[ROW_VPP])
+        full_share = full_recompute_share(job, stage_layers, schedule, row[ROW_PP],
+                                          row[ROW_VPP])
     gemm_redo = 0.0
     if recompute >= RECOMPUTE_DOTS:
         gemm_redo = named_dots_gemm_redo(row[ROW_ATTN_GEMM_F], row[ROW_MLP_GEMM_F],
