@@ -508,3 +508,16 @@ def test_random_site_graphs_validate_or_fail_with_a_field_path(r):
     assert math.isfinite(res.step_time_s) and res.step_time_s > 0
     for link in trainscape.api.link_report(sc):
         assert math.isfinite(link["bytes_per_step"]) and math.isfinite(link["busy_s"])
+
+
+def test_a_paced_window_past_the_float_range_is_no_window():
+    # a link latency so small (1e-310 s) that its window could never bind: rescaling the window
+    # to the ring's latency would overflow, so the paced record has no window (0: no limit),
+    # not an infinite one, and its rate is the link's own bandwidth bound
+    from trainscape.model import sites as S
+
+    tiny = S.Link(25e9, 1e-310, 0.85, 32.0, 16 * 64 * 1048576.0, 1.0)
+    slow = S.Link(50e9, 9e-3, 0.85, 16.0, 0.0, 0.0)
+    paced = S.paced_link([tiny, slow], 23e-3, 23e-3)
+    assert paced.window_bytes == 0.0
+    assert S.link_rate(paced) == 25e9 * 0.85 / 32.0

@@ -104,7 +104,9 @@ def transport_window_bandwidth(sys, tier):
     rtt = 2.0 * tier_field(sys, tier, TIER_LATENCY)
     if window <= 0.0 or rtt <= 0.0:
         return math.inf
-    return window / rtt
+    # plain floats: a latency too small for the window to bind gives inf, without numpy's
+    # overflow warning on stderr
+    return float(window) / float(rtt)
 
 
 def tier_comm_dtype_bytes(sys, tier):

@@ -22,6 +22,8 @@ Latencies in seconds, bandwidths in bytes/s per GPU (SI, as the packed blocks).
 
 from __future__ import annotations
 
+import math
+
 import itertools
 from typing import NamedTuple
 
@@ -62,11 +64,15 @@ def paced_link(links: list[Link], latency: float, msg_latency: float) -> Link:
     Bandwidth, efficiency and oversubscription are the slowest link's own (so the kernels'
     sharing rules -- oversubscription, stage-boundary senders -- apply to it unchanged); its
     transport window is rescaled so that ``window / (2 latency)`` stays the slowest link's own
-    bound; the handshake count is set so that ``latency (1 + 2 handshake)`` is ``msg_latency``."""
+    bound (no window where that bound is past the float range -- a latency so small that the
+    window could never bind); the handshake count is set so that ``latency (1 + 2 handshake)``
+    is ``msg_latency``."""
     slow = min(links, key=link_rate)
     window = 0.0
     if slow.window_bytes > 0.0 and slow.latency > 0.0:
-        window = slow.window_bytes * latency / slow.latency
+        window = slow.window_bytes * (latency / slow.latency)
+        if not math.isfinite(window):
+            window = 0.0
     handshake = 0.0
     if latency > 0.0:
         handshake = max(0.0, (msg_latency / latency - 1.0) / 2.0)
