@@ -1071,7 +1071,6 @@ TS_FN double ts_offload_optimizer_time(const double *sys, const double *job, dou
     return ts_exposed(down, window, overlap) + cpu + up;
 }
 
-/* llm.py largest_layer_activation_bytes: the largest layer a stage holds, one microbatch */
 /* llm.py full_recompute_share: all of a device's layers, or with job.recompute_layers N > 0
  * (Megatron's block method) the first N of each of its model chunks. */
 TS_FN double ts_full_recompute_share(const double *job, double stage_layers, int schedule,
@@ -1088,6 +1087,7 @@ TS_FN double ts_full_recompute_share(const double *job, double stage_layers, int
     return n / per_chunk;
 }
 
+/* llm.py largest_layer_activation_bytes: the largest layer a stage holds, one microbatch */
 TS_FN double ts_largest_layer_activation_bytes(double dense, double moe, double act_dense,
                                                double act_moe)
 {
