@@ -22,7 +22,7 @@ from trainscape.model import sites as S
 from trainscape.model.network import site_link_tier, tier_latency, tier_link_bandwidth
 from trainscape.spec.errors import ScenarioError
 from trainscape.spec.load import validate
-from trainscape.spec.pack import pack, pack_configs
+from trainscape.spec.pack import pack
 
 ROOT = Path(__file__).resolve().parents[1]
 THREE = ROOT / "examples" / "three-region.toml"
@@ -514,8 +514,6 @@ def test_a_paced_window_past_the_float_range_is_no_window():
     # a link latency so small (1e-310 s) that its window could never bind: rescaling the window
     # to the ring's latency would overflow, so the paced record has no window (0: no limit),
     # not an infinite one, and its rate is the link's own bandwidth bound
-    from trainscape.model import sites as S
-
     tiny = S.Link(25e9, 1e-310, 0.85, 32.0, 16 * 64 * 1048576.0, 1.0)
     slow = S.Link(50e9, 9e-3, 0.85, 16.0, 0.0, 0.0)
     paced = S.paced_link([tiny, slow], 23e-3, 23e-3)

@@ -200,8 +200,13 @@ OUTSIDE_RATCHET = {
     "nemotron4_15b_report": (0.100, 0),
     "nemotron4_340b_report": (0.085, 0),
     "mtnlg_paper": (0.160, 0),
-    "dgxc_benchmarking": (0.165, 1),
-    "automodel_perf_summary": (0.675, 1),
+    # dgxc_benchmarking loosened 0.165 -> 0.170 and automodel tightened 0.675 -> 0.660 when
+    # DeepSeek-V3 / Kimi K2 were read with the deepseek-v3 preset's MLA approximation (GQA, 128-
+    # wide heads, 8 KV heads; published.KV_HEADS) instead of the printed hidden / heads = 56:
+    # three of DGX Cloud's nine rows are DeepSeek-V3 (-34.6 / -33.2 / +8.9 -> -28.9 / -27.8 /
+    # +16.6 %), and the last of them became the median
+    "dgxc_benchmarking": (0.170, 1),
+    "automodel_perf_summary": (0.660, 1),
     "torchtitan_benchmarks": (0.030, 0),
 }
 #: ... and per GPU without a fit of its own (the calibrated_from transfer). h100-hbm2e-96gb was
@@ -217,8 +222,9 @@ OUTSIDE_RATCHET = {
 #: layout (calibration.published.RECIPE_LAYOUT: 26.02.01 -25.6 -> +7.8 %, 25.11 -59.9 ->
 #: -56.5 %) and scripts/calibrate.py refit the H100 constants on them (gemm 0.7105 -> 0.7095,
 #: memory 0.500 -> 0.513): the B200 rows, carried as fitted / stock H100 ratios, went 21.3 ->
-#: 21.6 % median
-TRANSFER_RATCHET = {"b200": (0.220, 2), "h200-141gb": (0.020, 0),
+#: 21.6 % median; tightened to 0.200 (19.5 %) when DeepSeek-V3 took the preset's MLA
+#: approximation (its seven B200 rows -20..-36 -> -11..-28 %, one +51 -> +61 %)
+TRANSFER_RATCHET = {"b200": (0.200, 2), "h200-141gb": (0.020, 0),
                     "h100-hbm2e-96gb": (0.125, 0)}
 
 

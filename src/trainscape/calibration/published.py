@@ -83,7 +83,16 @@ HEAD_DIM = {
     "qwen3-235b-a22b": 128,
     "gpt-oss-120b": 64,
     "llama4-maverick-400b": 128,
+    "deepseek-v3": 128,
+    "kimi-k2": 128,
 }
+#: Multi-head latent attention (DeepSeek-V3, Kimi K2: ``kv_lora_rank`` 512, ``qk_nope_head_dim``
+#: and ``v_head_dim`` 128, ``qk_rope_head_dim`` 64) is not modelled; these models are costed
+#: with the approximation the ``deepseek-v3`` preset documents (``presets/models.toml``): GQA
+#: with the 128-wide heads above and 8 KV heads standing in for the compressed latent -- the
+#: attention core at 128 x 128 per head pair (0.8 of MLA's 128 x (192 + 128) / 2, where the
+#: printed ``hidden / heads`` = 56 gave 0.35), the attention weights 33 % over MLA's.
+KV_HEADS = {"deepseek-v3": 8, "kimi-k2": 8}
 #: MoE models whose MoE layers alternate with dense ones, and their shared experts
 #: (Llama 4 Maverick: MoE every other layer, one shared expert; Meta's model card / HF
 #: config ``interleave_moe_layer_step = 2``).
@@ -198,6 +207,10 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
     }
     if name in HEAD_DIM:
         model["head_dim"] = HEAD_DIM[name]
+    if name in KV_HEADS:
+        model["kv_heads"] = KV_HEADS[name]
+        notes.append("multi-head latent attention not modelled: costed as GQA with 128-wide heads "
+                     f"and {KV_HEADS[name]} KV heads (the deepseek-v3 preset's approximation)")
     if experts:
         model.update(experts=experts, top_k=_int(row, "top_k"), expert_ffn_hidden=expert_ffn,
                      moe_every=MOE_EVERY.get(name, 1), shared_experts=SHARED_EXPERTS.get(name, 0))
@@ -698,7 +711,7 @@ def printed_recompute_modules_of(row: dict[str, str], config: dict[str, Any],
     left = [m for m in printed if m not in RECOMPUTE_MODULES]
     if left:
         notes.append(f"recompute modules {', '.join(left)} not modelled (mla_up_proj: the model "
-                     "costs multi-latent attention as multi-head attention)")
+                     "costs multi-latent attention as grouped-query attention)")
     return kept
 
 
