@@ -34,7 +34,7 @@ def test_every_row_is_costed_or_skipped_with_a_reason(capsys, monkeypatch):
         assert r["config"]["zero"] == 3 and r["feasible"]
     # a printed FSDP degree without ZeRO text is fully sharded: Llama 3 8B FP8 on 8 H100 fits
     # (25.09); 25.11's recipe runs the distributed optimizer with 5 layers of block recompute
-    # instead of the FSDP it prints (published.RECIPE_BLOCK_RECOMPUTE), and fits too
+    # instead of the FSDP it prints (published.RECIPE_LAYOUT), and fits too
     llama8 = {r["case"]: r for r in out["rows"]
               if r["case"] in ("nemo2511_llama3-8b_fp8_8", "nemo2509_llama3-8b_fp8_8")}
     assert len(llama8) == 2 and all(r["feasible"] for r in llama8.values())

@@ -582,8 +582,10 @@ def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
     return dict(fields)
 
 
-#: Layout degrees a release's recipe states where the printed table contradicts itself:
-#: (source, model, release, gpu) -> (config fields, why). NeMo 25.11's GPT-OSS 120B rows swap
+#: Layout degrees a release's recipe states where the printed table contradicts itself or
+#: repeats an older release's columns: (source, model, release, gpu) -> (config fields, job
+#: fields, why); the notes that assumed an unprinted value of a field it sets are dropped
+#: (:data:`ASSUMED_NOTE_PREFIX`). NeMo 25.11's GPT-OSS 120B rows swap
 #: values between the DGX-H100 and DGX-B200 tables (Megatron-Bridge v0.2.0,
 #: ``scripts/performance/configs/gpt_oss/workload_base_configs.py``):
 #:
@@ -607,28 +609,64 @@ def recipe_optimizer_of(row: dict[str, str], release: tuple[int, ...],
 #: ``scripts/performance/configs/qwen3/workload_base_configs.py``) runs VP 12 at the base
 #: ``micro_batch_size = 1`` with the EP all-to-all overlap on -- 26.02's recipe -- and the row's
 #: 5,275 tokens/s/GPU sits with 26.02's 5,113, not with 25.09's 10,494.
+#:
+#: NeMo 25.11's DGX-H100 LLAMA3_8B row prints 25.09's Megatron FSDP 8 without recompute: the
+#: commit that created the 25.11 section (Megatron-Bridge ``35b5ecb74``) renamed the 25.09
+#: header and edited only the throughput cells, and the r0.2.0 branch had moved the recipe off
+#: FSDP on 2025-11-21 (``8aed9a229``), before the v0.2.0 tag: ``LLAMA3_8B_H100_FP8_CS_BASE_CONFIG
+#: = replace(BASE_LLAMA3_8B_CONFIG, context_parallel_size=1, recompute_num_layers=5)``
+#: (``scripts/performance/configs/llama3/workload_base_configs.py`` at v0.2.0), no
+#: ``use_megatron_fsdp`` (DDP with the distributed optimizer), and the harness runs
+#: ``recompute_granularity = "full"``, ``recompute_method = "block"`` with it
+#: (``scripts/performance/utils/helpers.py``). No other release prints an H100 8B row, so no
+#: throughput corroborates it (25.09's FSDP run reached 14,079 tokens/s/GPU, 25.11 14,451).
 RECIPE_LAYOUT = {
     ("nemo_perf_summary", "gpt-oss-120b", (25, 11), "h100-sxm-80gb"): (
-        {"mbs": 1},
+        {"mbs": 1}, {},
         "printed MBS 4 / GA 2 are the DGX-B200 row's (GBS / (MBS x DP) = 8 here): MBS 1 from "
         "the release's H100 recipe (Megatron-Bridge v0.2.0 GPT_OSS_120B_H100_BF16_BASE_CONFIG)"),
     ("nemo_perf_summary", "gpt-oss-120b", (25, 11), "b200"): (
-        {"ep": 64},
+        {"ep": 64}, {},
         "printed EP 8 is the DGX-H100 row's: EP 64 from the release's B200 recipe "
         "(Megatron-Bridge v0.2.0 GPT_OSS_120B_B200_BF16_BASE_CONFIG), as its throughput "
         "matches the 26.02 EP 64 row"),
     ("nemo_perf_summary", "qwen3-30b-a3b", (26, 2, 1), "h100-sxm-80gb"): (
-        {"pp": 1, "vpp": 1, "schedule": "1f1b", "dp": 16, "ep": 16},
+        {"pp": 1, "vpp": 1, "schedule": "1f1b", "dp": 16, "ep": 16}, {},
         "printed PP 2 / VP 12 / EP 8 are the 26.02 row's: PP 1, EP 16 (DP 16) from the "
         "release's H100 recipe (Megatron-Bridge r0.3.0 / v0.3.1 "
         "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1), as its throughput matches the "
         "26.04-26.06 EP 16 rows"),
     ("nemo_perf_summary", "qwen3-30b-a3b", (25, 11), "h100-sxm-80gb"): (
-        {"vpp": 12, "mbs": 1},
+        {"vpp": 12, "mbs": 1}, {},
         "printed VP 24 / MBS 2 are the 25.09 row's: VP 12, MBS 1 from the release's H100 "
         "recipe (Megatron-Bridge v0.2.0 QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG), as its "
         "throughput matches the 26.02 row of that recipe"),
+    ("nemo_perf_summary", "llama3-8b", (25, 11), "h100-sxm-80gb"): (
+        {"zero": 1, "recompute": "full"}, {"recompute_layers": 5},
+        "printed FSDP 8 without recompute is the 25.09 row's layout: the release's recipe "
+        "(Megatron-Bridge v0.2.0 LLAMA3_8B_H100_FP8_CS_BASE_CONFIG) runs the distributed "
+        "optimizer (ZeRO-1) with full recompute of the first 5 layers (recompute_method block, "
+        "job.recompute_layers = 5)"),
 }
+#: The note :func:`config_of` writes when it assumes a field's value the row does not print
+ASSUMED_NOTE_PREFIX = {"recompute": "recompute not printed", "zero": "ZeRO stage not printed",
+                       "mbs": "mbs not printed"}
+
+
+def recipe_layout_of(row: dict[str, str], release: tuple[int, ...], config: dict[str, Any],
+                     notes: list[str]) -> dict[str, Any]:
+    """The layout a row's release recipe runs where the table prints another
+    (``RECIPE_LAYOUT``): ``config`` updated, the assumed-value notes of the fields it sets
+    replaced by the rule's own; returns the rule's job fields ({} where none holds)."""
+    rule = RECIPE_LAYOUT.get((row["source"], row["model"], release, row["gpu"]))
+    if rule is None:
+        return {}
+    fields, job_fields, why = rule
+    config.update(fields)
+    dropped = tuple(ASSUMED_NOTE_PREFIX[k] for k in fields if k in ASSUMED_NOTE_PREFIX)
+    notes[:] = [n for n in notes if not n.startswith(dropped)]
+    notes.append(why)
+    return dict(job_fields)
 
 
 #: Megatron-Core recompute modules a recipe runs where the table prints no recompute: (source,
@@ -643,44 +681,6 @@ RECIPE_RECOMPUTE_MODULES = {
         "recompute not printed: the release's recipe runs selective recompute with "
         "recompute_modules [layernorm, moe_act] (Megatron-Bridge GPT-OSS 120B configs)"),
 }
-
-
-#: Block recompute a release's recipe runs where its table prints a stale layout and no
-#: recompute: (source, model, release, gpu) -> (config fields, checkpointed layers per chunk,
-#: why). NeMo 25.11's DGX-H100 LLAMA3_8B row prints 25.09's Megatron FSDP 8 without recompute:
-#: the commit that created the 25.11 section (Megatron-Bridge ``35b5ecb74``) renamed the 25.09
-#: header and edited only the throughput cells, and the r0.2.0 branch had moved the recipe off
-#: FSDP on 2025-11-21 (``8aed9a229``), before the v0.2.0 tag: ``LLAMA3_8B_H100_FP8_CS_BASE_CONFIG
-#: = replace(BASE_LLAMA3_8B_CONFIG, context_parallel_size=1, recompute_num_layers=5)``
-#: (``scripts/performance/configs/llama3/workload_base_configs.py`` at v0.2.0), no
-#: ``use_megatron_fsdp`` (DDP with the distributed optimizer), and the harness runs
-#: ``recompute_granularity = "full"``, ``recompute_method = "block"`` with it
-#: (``scripts/performance/utils/helpers.py``). No other release prints an H100 8B row, so no
-#: throughput corroborates it (25.09's FSDP run reached 14,079 tokens/s/GPU, 25.11 14,451).
-RECIPE_BLOCK_RECOMPUTE = {
-    ("nemo_perf_summary", "llama3-8b", (25, 11), "h100-sxm-80gb"): (
-        {"zero": 1, "recompute": "full"}, 5,
-        "printed FSDP 8 without recompute is the 25.09 row's layout: the release's recipe "
-        "(Megatron-Bridge v0.2.0 LLAMA3_8B_H100_FP8_CS_BASE_CONFIG) runs the distributed "
-        "optimizer (ZeRO-1) with full recompute of the first 5 layers (recompute_method block, "
-        "job.recompute_layers = 5)"),
-}
-
-
-def recipe_block_recompute_of(row: dict[str, str], release: tuple[int, ...],
-                              config: dict[str, Any], notes: list[str]) -> int:
-    """The block recompute a row's recipe runs (``RECIPE_BLOCK_RECOMPUTE``): the config's
-    fields, the note replacing the unprinted-recompute one, and the checkpointed layers per
-    chunk (``job.recompute_layers``); 0 where no rule holds."""
-    rule = RECIPE_BLOCK_RECOMPUTE.get((row["source"], row["model"], release, row["gpu"]))
-    if rule is None:
-        return 0
-    fields, layers, why = rule
-    config.update(fields)
-    notes[:] = [n for n in notes if not n.startswith(("recompute not printed",
-                                                       "ZeRO stage not printed"))]
-    notes.append(why)
-    return layers
 
 
 def recipe_recompute_modules_of(row: dict[str, str], release: tuple[int, ...],
@@ -740,11 +740,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     release = release_of(row)
     model = model_of(row, notes)
     config = config_of(row, stack, notes)
-    recipe_layout = RECIPE_LAYOUT.get((row["source"], row["model"], release, row["gpu"]))
-    if recipe_layout is not None:
-        config.update(recipe_layout[0])
-        notes.append(recipe_layout[1])
-    recompute_layers = recipe_block_recompute_of(row, release, config, notes)
+    recipe_job = recipe_layout_of(row, release, config, notes)
     recompute_modules = (recipe_recompute_modules_of(row, release, config, notes)
                          or printed_recompute_modules_of(row, config, notes))
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
@@ -780,8 +776,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     recipe_tp_overlap_of(row, release, config, notes)
     if recompute_modules:
         job["recompute_modules"] = recompute_modules
-    if recompute_layers:
-        job["recompute_layers"] = recompute_layers
+    job.update(recipe_job)
     if source_id == "automodel_perf_summary":
         # NeMo AutoModel's benchmark configs (examples/benchmark/configs/*_te_deepep.yaml at
         # 89e3a9fdd604, the commit of the performance summary) compute the loss with
