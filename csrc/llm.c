@@ -48,6 +48,28 @@ TS_FN double ts_logits_flops(double b, double s, double h, double vocab)
 }
 
 /* llm.py moe_layer_count: every moe_every-th layer (GShard, Mixtral, DeepSeek-V3). */
+/* llm.py windowed_layer_count: layers attending through a sliding window (all, or all but
+ * every full_every-th). */
+TS_FN double ts_windowed_layer_count(double layers, double window, double full_every)
+{
+    if (window <= 0.0)
+        return 0.0;
+    if (full_every <= 0.0)
+        return layers;
+    return layers - floor(layers / full_every);
+}
+
+/* llm.py window_pair_share: the band of the causal triangle a window of `window` keys keeps,
+ * 2x - x^2 with x = window / seq. */
+TS_FN double ts_window_pair_share(double seq, double window)
+{
+    double x;
+    if (window <= 0.0 || window >= seq)
+        return 1.0;
+    x = window / seq;
+    return 2.0 * x - x * x;
+}
+
 TS_FN double ts_moe_layer_count(double layers, double experts, double moe_every)
 {
     if (experts <= 0.0 || moe_every <= 0.0)
@@ -708,6 +730,18 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->attn_bwd_factor = ts_attention_backward_factor(job[TS_JOB_FLASH_ATTENTION] > 0.0);
     inv->attn_half_over_seq = sys[TS_SYS_ATTENTION_HALF_SEQ] / job[TS_JOB_SEQ_LEN];
     {
+        /* llm.py windowed_attention_core's block-only parts (0 share: no windowed layer, or a
+         * window spanning the sequence) */
+        double window = mdl[TS_MDL_ATTENTION_WINDOW];
+        double windowed = ts_windowed_layer_count(mdl[TS_MDL_LAYERS], window,
+                                                  mdl[TS_MDL_FULL_ATTENTION_EVERY]);
+        int on = job[TS_JOB_FLASH_ATTENTION] > 0.0 && windowed > 0.0
+                 && window < job[TS_JOB_SEQ_LEN];
+        inv->window_layer_share = on ? windowed / mdl[TS_MDL_LAYERS] : 0.0;
+        inv->window_pair_share = ts_window_pair_share(job[TS_JOB_SEQ_LEN], window);
+        inv->window = window;
+    }
+    {
         double attn_lin = ts_attention_linear_params(h, mdl[TS_MDL_HEADS], mdl[TS_MDL_KV_HEADS],
                                                      mdl[TS_MDL_HEAD_DIM]);
         inv->dense_layer_linear_params = attn_lin + ts_mlp_params(h, mdl[TS_MDL_FFN_HIDDEN], swiglu);
@@ -1277,6 +1311,15 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     t_core = flash ? core_hw * ctx->inv.inv_peak_attention
                      * (1.0 + ctx->inv.attn_half_over_seq * cp)
                    : ts_gemm_time_fast(&ctx->inv, core_hw, 2.0);
+    if (ctx->inv.window_layer_share > 0.0) {
+        /* llm.py windowed_attention_core: the average layer, windowed ones running the band's
+         * FLOPs over K/V loops of at most `window` keys */
+        double kv = s < ctx->inv.window ? s : ctx->inv.window;
+        double core_w = core_hw * ctx->inv.window_pair_share;
+        double t_w = ts_attention_kernel_time(ctx->sys, core_w, kv);
+        core_hw += ctx->inv.window_layer_share * (core_w - core_hw);
+        t_core += ctx->inv.window_layer_share * (t_w - t_core);
+    }
     t_dense_mlp = ts_linear_time_fast(&ctx->inv, dense_mlp, 2.0);
     act_dense = ts_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, ffn, swiglu, tp, sp,
                                           TS_RECOMPUTE_NONE, flash, act_bytes,

@@ -61,7 +61,9 @@ enum {
     TS_MDL_MOE_EVERY = 11,
     TS_MDL_SHARED_EXPERTS = 12,
     TS_MDL_MAX_ROUTE_NODES = 13,
-    TS_MDL_COUNT = 14
+    TS_MDL_ATTENTION_WINDOW = 14,
+    TS_MDL_FULL_ATTENTION_EVERY = 15,
+    TS_MDL_COUNT = 16
 };
 
 /* JOB_FIELDS */
@@ -220,13 +222,13 @@ enum {
 #define TS_SYS_TIER_BASE 25
 #define TS_SYS_SITE_LINK_BASE 73
 #define TS_N_SYS 585
-#define TS_N_MODEL 14
+#define TS_N_MODEL 16
 #define TS_N_JOB 39
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x35DB5E90
+#define TS_LAYOUT_HASH 0xD4C65D97
 
 #endif /* TRAINSCAPE_LAYOUT_H */

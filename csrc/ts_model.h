@@ -185,6 +185,9 @@ typedef struct {
     double linear_half;         /* linear_half_flops */
     double attn_bwd_factor;     /* attention_backward_factor(flash) */
     double attn_half_over_seq;  /* attention_half_seq / seq_len */
+    double window_layer_share;  /* windowed_layer_count / layers when it applies, else 0 */
+    double window_pair_share;   /* window_pair_share(seq_len, attention_window) */
+    double window;              /* attention_window */
     double dense_layer_linear_params; /* attention_linear_params + mlp_params(h, ffn) */
     double moe_layer_linear_params;   /* attention_linear_params + shared * mlp_params(h, e_ffn) */
 } ts_llm_inv;

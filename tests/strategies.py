@@ -166,6 +166,14 @@ def model_blocks(draw, moe: bool | None = None):
     mdl[L.MDL_VOCAB] = draw(st.one_of(st.sampled_from([32000, 50257, 128256, 256000]),
                                       st.integers(1, 300000)))
     mdl[L.MDL_SWIGLU] = draw(st.sampled_from([0.0, 1.0]))
+    # sliding-window attention: none (most models), short (GPT-OSS's 128), long (Mistral's
+    # 4096), any; full layers never, alternate, one in six, or a drawn stride up to the depth
+    window = draw(st.one_of(st.just(0), st.just(0), st.sampled_from([128, 1024, 4096]),
+                            st.integers(1, 40000)))
+    mdl[L.MDL_ATTENTION_WINDOW] = window
+    if window:
+        mdl[L.MDL_FULL_ATTENTION_EVERY] = draw(st.one_of(
+            st.sampled_from([0, 2, 6]), st.integers(1, int(mdl[L.MDL_LAYERS]))))
     if moe is None:
         moe = draw(st.booleans())
     if moe:

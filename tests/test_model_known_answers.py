@@ -1458,3 +1458,96 @@ def test_recompute_layers_is_validated_against_the_model():
         with pytest.raises(ScenarioError) as e:
             trainscape.load(_LLAMA, overrides=[f"job.recompute_layers={bad}"])
         assert str(e.value).startswith("job.recompute_layers")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sliding-window attention
+# ---------------------------------------------------------------------------------------------
+
+
+def test_window_pair_share_is_the_band_of_the_causal_triangle():
+    # GPT-OSS's 128-token window at 4K: 2x - x^2 with x = 1/32
+    assert llm.window_pair_share(4096, 128) == 2 / 32 - 1 / 32**2
+    # the continuous band against the exact count: sum_i min(i, w) over s (s + 1) / 2 pairs
+    s, w = 4096, 1000
+    exact = (w * s - w * (w - 1) / 2) / (s * (s + 1) / 2)
+    assert llm.window_pair_share(s, w) == pytest.approx(exact, rel=2 / w)
+    # no window, or one spanning the sequence: the whole triangle
+    assert llm.window_pair_share(4096, 0) == 1.0
+    assert llm.window_pair_share(4096, 4096) == 1.0
+    assert llm.window_pair_share(4096, 8192) == 1.0
+
+
+@pytest.mark.parametrize("layers,window,every,expected", [
+    (36, 128, 2, 18),     # GPT-OSS 120B: windowed and full layers alternate
+    (34, 1024, 6, 29),    # Gemma 3 4B: one full layer in six (layers 6, 12, ..., 30)
+    (32, 4096, 0, 32),    # Mistral 7B: every layer windowed
+    (32, 0, 0, 0),        # no window
+])
+def test_windowed_layer_count(layers, window, every, expected):
+    assert llm.windowed_layer_count(layers, window, every) == expected
+
+
+def test_windowed_attention_core_closed_form():
+    sys = system([NODE, FABRIC])
+    sys[L.SYS_ATTENTION_HALF_SEQ] = 200.0
+    mdl = gpt_model(layers=36, h=2880, heads=64)
+    mdl[L.MDL_ATTENTION_WINDOW] = 128
+    seq = 4096
+    core = llm.executed_attention_core_flops(llm.attention_core_flops(1, seq, 64, 64), True)
+    t_full = llm.attention_core_time(sys, core, True, seq)
+    # every layer windowed: the band's FLOPs over K/V loops of 128 keys
+    core_w, t_w = llm.windowed_attention_core(sys, core, t_full, True, seq, seq, mdl)
+    share = llm.window_pair_share(seq, 128)
+    assert core_w == pytest.approx(core * share, rel=1e-15)
+    assert t_w == pytest.approx(core * share / (1e15 * 0.5 * 128 / (128 + 200.0)), rel=1e-12)
+    # alternating (GPT-OSS): the average layer is halfway
+    mdl[L.MDL_FULL_ATTENTION_EVERY] = 2
+    core_h, t_h = llm.windowed_attention_core(sys, core, t_full, True, seq, seq, mdl)
+    assert core_h == pytest.approx((core + core_w) / 2, rel=1e-15)
+    assert t_h == pytest.approx((t_full + t_w) / 2, rel=1e-15)
+    # unfused attention computes the whole square and masks it: no saving
+    assert llm.windowed_attention_core(sys, core, t_full, False, seq, seq, mdl) == (core, t_full)
+
+
+def _windowed(mdl, window, every):
+    out = mdl.copy()
+    out[L.MDL_ATTENTION_WINDOW] = window
+    out[L.MDL_FULL_ATTENTION_EVERY] = every
+    return out
+
+
+def test_a_window_saves_attention_time_in_proportion_to_the_windowed_layers(backend):
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    sys[L.SYS_ATTENTION_HALF_SEQ] = 200.0
+    mdl = gpt_model(layers=8, h=2048, heads=16)
+    j = job(seq=8192, batch=8)
+    cfg = one_config(dp=8)
+    full, all_w, half_w, wide, unfused, unfused_w = (
+        evaluate_blocks(sys, m, jb, cfg, backend=backend)[:, 0]
+        for m, jb in ((mdl, j), (_windowed(mdl, 512, 0), j), (_windowed(mdl, 512, 2), j),
+                      (_windowed(mdl, 8192, 0), j),
+                      (mdl, _unfused(j)), (_windowed(mdl, 512, 0), _unfused(j))))
+    assert all_w[L.OUT_STATUS] == L.STATUS_OK
+    saved = full[L.OUT_COMPUTE_S] - all_w[L.OUT_COMPUTE_S]
+    assert saved > 0.0
+    # half the layers windowed saves half the time and half the hardware FLOPs
+    assert full[L.OUT_COMPUTE_S] - half_w[L.OUT_COMPUTE_S] == pytest.approx(saved / 2, rel=1e-9)
+    assert full[L.OUT_HW_TFLOPS_PER_GPU] * full[L.OUT_STEP_TIME_S] - half_w[
+        L.OUT_HW_TFLOPS_PER_GPU] * half_w[L.OUT_STEP_TIME_S] == pytest.approx(
+        (full[L.OUT_HW_TFLOPS_PER_GPU] * full[L.OUT_STEP_TIME_S]
+         - all_w[L.OUT_HW_TFLOPS_PER_GPU] * all_w[L.OUT_STEP_TIME_S]) / 2, rel=1e-9)
+    # model FLOPs (the MFU numerator) keep the full-square convention
+    assert all_w[L.OUT_MODEL_TFLOPS_PER_GPU] * all_w[L.OUT_STEP_TIME_S] == pytest.approx(
+        full[L.OUT_MODEL_TFLOPS_PER_GPU] * full[L.OUT_STEP_TIME_S], rel=1e-12)
+    # a window spanning the sequence, or unfused attention: nothing changes
+    np.testing.assert_array_equal(wide, full)
+    np.testing.assert_array_equal(unfused_w, unfused)
+
+
+def _unfused(j):
+    out = j.copy()
+    out[L.JOB_FLASH_ATTENTION] = 0
+    return out

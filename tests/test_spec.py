@@ -712,3 +712,27 @@ def test_max_route_nodes_is_an_moe_field():
     raw["model"].update(max_route_nodes=-1)
     with pytest.raises(ScenarioError, match=r"^model\.max_route_nodes: "):
         load_scenario(raw)
+
+
+def test_sliding_window_fields_pack_and_reject_what_cannot_run():
+    raw = base()
+    raw["model"].update(attention_window=128, full_attention_every=2)
+    mdl = pack_model(load_scenario(raw))
+    assert mdl[L.MDL_ATTENTION_WINDOW] == 128 and mdl[L.MDL_FULL_ATTENTION_EVERY] == 2
+    assert pack_model(load_scenario(base()))[L.MDL_ATTENTION_WINDOW] == 0
+    layers = raw["model"]["layers"]
+    for field, value, pattern in (
+            ("attention_window", -1, r"^model\.attention_window: "),
+            ("attention_window", 12.5, r"^model\.attention_window: "),
+            ("full_attention_every", layers + 1, r"^model\.full_attention_every: .*0 to "),
+            ("full_attention_every", -2, r"^model\.full_attention_every: ")):
+        bad = base()
+        bad["model"].update(attention_window=128, full_attention_every=2)
+        bad["model"][field] = value
+        with pytest.raises(ScenarioError, match=pattern):
+            load_scenario(bad)
+    # a full-attention stride without a window means nothing: refused, not ignored
+    lone = base()
+    lone["model"]["full_attention_every"] = 2
+    with pytest.raises(ScenarioError, match=r"^model\.full_attention_every: only with a sliding"):
+        load_scenario(lone)

@@ -118,6 +118,8 @@ MODEL_FIELDS = (
     "moe_every",  # every k-th layer is an MoE layer; 0 for a dense model
     "shared_experts",  # always-active experts of size expert_ffn_hidden per MoE layer
     "max_route_nodes",  # node-limited routing: nodes a token's experts span at most; 0: no limit
+    "attention_window",  # sliding-window attention: keys a query sees at most; 0: full causal
+    "full_attention_every",  # with a window, every k-th layer attends fully; 0: every layer windowed
 )
 
 JOB_FIELDS = (
@@ -292,7 +294,8 @@ TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION,
     TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS, TIER_COMM_DTYPE_BYTES = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
     MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \
-    MDL_SHARED_EXPERTS, MDL_MAX_ROUTE_NODES = range(N_MODEL)
+    MDL_SHARED_EXPERTS, MDL_MAX_ROUTE_NODES, MDL_ATTENTION_WINDOW, \
+    MDL_FULL_ATTENTION_EVERY = range(N_MODEL)
 JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_BYTES, \
     JOB_OPTIMIZER_BYTES, JOB_OPTIMIZER_TRAFFIC_BYTES, JOB_COMM_BYTES, JOB_GRAD_COMM_BYTES, \
     JOB_FLASH_ATTENTION, JOB_DISPATCH_BYTES, JOB_COMBINE_BYTES, \

@@ -105,6 +105,11 @@ SHARED_EXPERTS = {"llama4-maverick-400b": 1, "deepseek-v3": 1, "kimi-k2": 1}
 #: group per node when EP spans 8 nodes (DeepSeek-V3 ``config_671B.json`` ``n_expert_groups:
 #: 8``, ``n_limited_groups: 4``; the V3 report §2.1.2, node-limited routing, M = 4)
 MAX_ROUTE_NODES = {"deepseek-v3": 4}
+#: Sliding-window attention: (window, every k-th layer full). GPT-OSS alternates 128-token
+#: windows with full attention (openai/gpt-oss-120b and -20b ``config.json``: ``sliding_window
+#: 128``, ``layer_types`` alternating; Megatron-Bridge v0.2.0 ``GPTOSSProvider``: ``window_size
+#: (128, 0)``, ``window_attn_skip_freq 2``, fused sink attention with TE >= 2.8)
+SLIDING_WINDOW = {"gpt-oss-120b": (128, 2), "gpt-oss-20b": (128, 2)}
 
 
 @dataclass
@@ -211,6 +216,8 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
         model["kv_heads"] = KV_HEADS[name]
         notes.append("multi-head latent attention not modelled: costed as GQA with 128-wide heads "
                      f"and {KV_HEADS[name]} KV heads (the deepseek-v3 preset's approximation)")
+    if name in SLIDING_WINDOW:
+        model["attention_window"], model["full_attention_every"] = SLIDING_WINDOW[name]
     if experts:
         model.update(experts=experts, top_k=_int(row, "top_k"), expert_ffn_hidden=expert_ffn,
                      moe_every=MOE_EVERY.get(name, 1), shared_experts=SHARED_EXPERTS.get(name, 0))

@@ -73,6 +73,8 @@ from ..layout import (
     MDL_KV_HEADS,
     MDL_LAYERS,
     MDL_MAX_ROUTE_NODES,
+    MDL_ATTENTION_WINDOW,
+    MDL_FULL_ATTENTION_EVERY,
     MDL_MOE_EVERY,
     MDL_SHARED_EXPERTS,
     MDL_SWIGLU,
@@ -212,6 +214,33 @@ def attention_core_flops(b, s, heads, head_dim):
     """Scores ``QK^T`` and ``softmax(QK^T) V`` over the full ``s x s`` square:
     ``4 b s^2 a d`` (Megatron's ``4bs^2h``, Narayanan et al. SC'21 §5.1)."""
     return 4.0 * b * s * s * heads * head_dim
+
+
+def windowed_layer_count(layers, window, full_every):
+    """Layers whose attention is a sliding window of ``window`` keys: all of them, or all but
+    every ``full_every``-th, which attends to the whole causal prefix. Mistral 7B windows every
+    layer (Jiang et al. 2023, arXiv 2310.06825 §2); GPT-OSS alternates 128-token windows with
+    full attention (OpenAI gpt-oss model card, 2025; Megatron-Core ``window_attn_skip_freq``
+    = 2 in Megatron-Bridge's ``GPTOSSProvider``); Gemma 3 keeps one global layer in six
+    (Gemma Team 2025, arXiv 2503.19786 §2)."""
+    if window <= 0.0:
+        return 0.0
+    if full_every <= 0.0:
+        return layers
+    return layers - math.floor(layers / full_every)
+
+
+def window_pair_share(seq, window):
+    """Share of a causal attention's (query, key) pairs that a sliding window of ``window``
+    keys keeps: the band ``i - window < j <= i`` of the lower triangle, ``w s - w^2 / 2`` of
+    its ``s^2 / 2``, i.e. ``2x - x^2`` with ``x = window / seq``; 1 when the window spans the
+    sequence. FlashAttention's local (sliding-window) kernels skip the K/V blocks outside the
+    band, as its causal ones skip those above the diagonal (Dao-AILab/flash-attention
+    ``window_size``, v2.3)."""
+    if window <= 0.0 or window >= seq:
+        return 1.0
+    x = window / seq
+    return 2.0 * x - x * x
 
 
 def mlp_flops(b, s, h, ffn, swiglu):
@@ -910,6 +939,24 @@ def executed_attention_core_flops(core_flops, flash):
     if flash:
         return 0.5 * core_flops
     return core_flops
+
+
+def windowed_attention_core(sys, core_hw, t_core, flash, seq, kv_len, mdl):
+    """``(core_hw, t_core)`` of the average layer when some layers attend through a sliding
+    window (:func:`windowed_layer_count`): a windowed layer runs :func:`window_pair_share` of the
+    causal kernel's FLOPs, over a K/V loop of at most ``window`` keys (so at
+    :func:`attention_sequence_efficiency` of the shorter loop). Unfused attention computes the
+    whole square and masks it, window or not: unchanged. The context-parallel ring exchange is
+    not shortened (the K/V chunks still travel)."""
+    window = mdl[MDL_ATTENTION_WINDOW]
+    layers = mdl[MDL_LAYERS]
+    windowed = windowed_layer_count(layers, window, mdl[MDL_FULL_ATTENTION_EVERY])
+    if not flash or windowed <= 0.0 or window >= seq:
+        return core_hw, t_core
+    share = windowed / layers
+    core_w = core_hw * window_pair_share(seq, window)
+    t_w = attention_kernel_time(sys, core_w, min(kv_len, window))
+    return (core_hw + share * (core_w - core_hw), t_core + share * (t_w - t_core))
 
 
 def attention_core_time(sys, flops, flash, kv_len):
@@ -1850,6 +1897,7 @@ def row_terms(sys, mdl, job, cfg, i):
     t_proj = linear_gemm_time(sys, proj, 2.0)
     # each attention kernel (one per ring step with CP) loops over the K/V of s = seq / cp tokens
     t_core = attention_core_time(sys, core_hw, flash, s)
+    core_hw, t_core = windowed_attention_core(sys, core_hw, t_core, flash, seq, s, mdl)
     t_dense_mlp = linear_gemm_time(sys, dense_mlp, 2.0)
     t_expert_mlp = linear_gemm_time(sys, expert_mlp, 2.0 * local_experts)
     t_moe_mlp = gemm_time(sys, routed, 1.0) + t_expert_mlp

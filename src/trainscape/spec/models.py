@@ -79,6 +79,12 @@ class ModelSpec(_Spec):
     # node-limited routing (DeepSeek-V3 §2.1.2): a token's experts lie on at most this many
     # nodes (tier-0 domains); 0: no limit
     max_route_nodes: NonNegInt = 0
+    # sliding-window attention: a query sees at most this many keys (itself included) in the
+    # windowed layers; 0: full causal attention everywhere
+    attention_window: NonNegInt = 0
+    # with a window, every k-th layer attends to the whole prefix (GPT-OSS 2, Gemma 3 6);
+    # 0: every layer windowed
+    full_attention_every: NonNegInt = 0
 
     @model_validator(mode="after")
     def _derive_and_check(self) -> ModelSpec:
@@ -93,6 +99,14 @@ class ModelSpec(_Spec):
                            f"hidden = {self.hidden}", None, "a positive integer",
                            show_got=False)
             self.head_dim = self.hidden // self.heads
+        if self.full_attention_every:
+            if not self.attention_window:
+                raise fail("full_attention_every", "only with a sliding window "
+                           "(model.attention_window > 0)", self.full_attention_every,
+                           "0, or set model.attention_window")
+            if self.full_attention_every > self.layers:
+                raise fail("full_attention_every", "must be between 1 and layers",
+                           self.full_attention_every, f"0 to {self.layers}")
         if self.experts > 0:
             if not 1 <= self.top_k <= self.experts:
                 raise fail("top_k", "an MoE model routes each token to 1..experts experts",
