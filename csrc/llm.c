@@ -603,18 +603,30 @@ TS_FN double ts_attention_sequence_efficiency(const double *sys, double kv_len)
     return kv_len / (kv_len + sys[TS_SYS_ATTENTION_HALF_SEQ]);
 }
 
+/* llm.py attention_head_dim_efficiency: d / (d + c) relative to the 128-wide heads
+ * attention_efficiency is measured at (the softmax exponentials' share, FlashAttention-3 §3). */
+TS_FN double ts_attention_head_dim_efficiency(const double *sys, double head_dim)
+{
+    double c = sys[TS_SYS_ATTENTION_HEAD_DIM_HALF];
+    return head_dim * (128.0 + c) / (128.0 * (head_dim + c));
+}
+
 /* llm.py attention_kernel_time: fused attention at a fraction of the 16-bit peak. */
-TS_FN double ts_attention_kernel_time(const double *sys, double flops, double kv_len)
+TS_FN double ts_attention_kernel_time(const double *sys, double flops, double kv_len,
+                                      double head_dim)
 {
     return flops / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]
-                    * ts_attention_sequence_efficiency(sys, kv_len));
+                    * ts_attention_sequence_efficiency(sys, kv_len)
+                    * ts_attention_head_dim_efficiency(sys, head_dim));
 }
 
 /* llm.py attention_core_time: fused kernel at attention_efficiency, or unfused as two batched
  * GEMMs on the GEMM efficiency curve. (The batch kernel inlines this with reciprocals.) */
-TS_FN double ts_attention_core_time(const double *sys, double flops, int flash, double kv_len)
+TS_FN double ts_attention_core_time(const double *sys, double flops, int flash, double kv_len,
+                                    double head_dim)
 {
-    return flash ? ts_attention_kernel_time(sys, flops, kv_len) : ts_gemm_time(sys, flops, 2.0);
+    return flash ? ts_attention_kernel_time(sys, flops, kv_len, head_dim)
+                 : ts_gemm_time(sys, flops, 2.0);
 }
 
 /* llm.py eager_elementwise_bytes: the bytes a layer's forward moves beyond fused kernels
@@ -703,7 +715,8 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->expert_mlp_params = ts_mlp_params(h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], swiglu);
     inv->inv_peak_gemm = 1.0 / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_GEMM_EFFICIENCY_MAX]);
     inv->gemm_half = sys[TS_SYS_GEMM_HALF_FLOPS];
-    inv->inv_peak_attention = 1.0 / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]);
+    inv->inv_peak_attention = 1.0 / (sys[TS_SYS_PEAK_FLOPS] * sys[TS_SYS_ATTENTION_EFFICIENCY]
+                                     * ts_attention_head_dim_efficiency(sys, mdl[TS_MDL_HEAD_DIM]));
     inv->inv_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
     /* llm.py stream_memory_efficiency: 0 falls back to memory_efficiency */
     inv->inv_stream_hbm = 1.0 / (sys[TS_SYS_HBM_BANDWIDTH]
@@ -1316,7 +1329,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
          * FLOPs over K/V loops of at most `window` keys */
         double kv = s < ctx->inv.window ? s : ctx->inv.window;
         double core_w = core_hw * ctx->inv.window_pair_share;
-        double t_w = ts_attention_kernel_time(ctx->sys, core_w, kv);
+        double t_w = ts_attention_kernel_time(ctx->sys, core_w, kv, mdl[TS_MDL_HEAD_DIM]);
         core_hw += ctx->inv.window_layer_share * (core_w - core_hw);
         t_core += ctx->inv.window_layer_share * (t_w - t_core);
     }

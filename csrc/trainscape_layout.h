@@ -29,7 +29,8 @@ enum {
     TS_SYS_N_SITES = 22,
     TS_SYS_MFU_PEAK_FLOPS = 23,
     TS_SYS_STREAM_MEMORY_EFFICIENCY = 24,
-    TS_SYS_COUNT = 25
+    TS_SYS_ATTENTION_HEAD_DIM_HALF = 25,
+    TS_SYS_COUNT = 26
 };
 
 /* TIER_FIELDS */
@@ -217,11 +218,11 @@ enum {
 
 #define TS_MAX_TIERS 6
 #define TS_MAX_SITES 8
-#define TS_N_SYS_SCALARS 25
+#define TS_N_SYS_SCALARS 26
 #define TS_N_TIER 8
-#define TS_SYS_TIER_BASE 25
-#define TS_SYS_SITE_LINK_BASE 73
-#define TS_N_SYS 585
+#define TS_SYS_TIER_BASE 26
+#define TS_SYS_SITE_LINK_BASE 74
+#define TS_N_SYS 586
 #define TS_N_MODEL 16
 #define TS_N_JOB 39
 #define TS_N_CFG 14
@@ -229,6 +230,6 @@ enum {
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0xD4C65D97
+#define TS_LAYOUT_HASH 0x93FC4D27
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -172,7 +172,8 @@ typedef struct {
     /* reciprocals of the system's rates, so the hot path multiplies instead of dividing */
     double inv_peak_gemm;       /* 1 / (peak_flops * gemm_efficiency_max) */
     double gemm_half;           /* gemm_half_flops */
-    double inv_peak_attention;  /* 1 / (peak_flops * attention_efficiency) */
+    double inv_peak_attention;  /* 1 / (peak_flops * attention_efficiency
+                                 *      * attention_head_dim_efficiency(head_dim)) */
     double inv_hbm;             /* 1 / (hbm_bandwidth * memory_efficiency) */
     double inv_stream_hbm;      /* 1 / (hbm_bandwidth * stream_memory_efficiency(sys)) */
     double inv_gpus;            /* 1 / gpus */

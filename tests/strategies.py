@@ -121,6 +121,8 @@ def system_blocks(draw, gpus: int | None = None):
     sys[L.SYS_TP_OVERLAP_SLOWDOWN] = draw(st.one_of(st.just(0.0), st.floats(0.0, 0.5)))
     sys[L.SYS_CP_OVERLAP_SLOWDOWN] = draw(st.one_of(st.just(0.0), st.floats(0.0, 0.5)))
     sys[L.SYS_ATTENTION_HALF_SEQ] = draw(st.one_of(st.just(0.0), st.floats(0.0, 4096.0)))
+    sys[L.SYS_ATTENTION_HEAD_DIM_HALF] = draw(st.one_of(st.just(0.0), st.sampled_from(
+        [18.3, 36.2, 73.1]), st.floats(0.0, 512.0)))
     # price of a GPU-second and power per GPU; 0 = not given
     sys[L.SYS_USD_PER_GPU_S] = draw(st.one_of(st.just(0.0), st.floats(1e-5, 1e-2)))
     sys[L.SYS_POWER_W] = draw(st.one_of(st.just(0.0), st.floats(100.0, 1500.0)))

@@ -384,10 +384,10 @@ def test_attention_sequence_efficiency_closed_form():
     assert llm.attention_sequence_efficiency(sys, 209.0) == 0.5
     assert llm.attention_sequence_efficiency(sys, 4096.0) == pytest.approx(4096 / 4305)
     core = 1e12
-    assert llm.attention_core_time(sys, core, True, 4096.0) == pytest.approx(
+    assert llm.attention_core_time(sys, core, True, 4096.0, 128.0) == pytest.approx(
         core / (1e15 * 0.5 * 4096 / 4305), rel=1e-14)
     # the unfused path stays on the GEMM curve
-    assert llm.attention_core_time(sys, core, False, 512.0) == llm.gemm_time(sys, core, 2.0)
+    assert llm.attention_core_time(sys, core, False, 512.0, 128.0) == llm.gemm_time(sys, core, 2.0)
 
 
 def test_fa3_sweep_is_reproduced_by_the_h100_preset_curve():

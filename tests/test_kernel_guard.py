@@ -79,6 +79,7 @@ EDGES = [
     ("cluster.gpu.peak_tflops.bf16", 1e6), ("cluster.gpu.peak_tflops.bf16", 1e-3),
     ("cluster.gpu.hbm_bandwidth_GBps", 1e-3), ("cluster.gpu.hbm_gb", 1e6),
     ("cluster.gpu.layer_overhead_us", 1e9), ("cluster.gpu.attention_half_seq", 2.0**24),
+    ("cluster.gpu.attention_head_dim_half", 2.0**24),
     ("job.global_batch", 2147483136),
 ]
 

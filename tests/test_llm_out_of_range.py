@@ -64,6 +64,7 @@ FIELDS = [
     ("sys", L.SYS_TP_OVERLAP_EXPOSED, _outside(0.0, 1.0)),
     ("sys", L.SYS_TP_OVERLAP_SLOWDOWN, _outside(0.0, R.MAX_SLOWDOWN)),
     ("sys", L.SYS_ATTENTION_HALF_SEQ, _outside(0.0, R.MAX_HALF_SEQ)),
+    ("sys", L.SYS_ATTENTION_HEAD_DIM_HALF, _outside(0.0, R.MAX_HALF_SEQ)),
     ("sys", L.SYS_USD_PER_GPU_S, _outside(0.0, R.MAX_PRICE / 3600.0)),
     ("sys", L.SYS_POWER_W, _outside(0.0, R.MAX_POWER_W)),
     ("sys", _tier(0, L.TIER_BANDWIDTH), _outside(R.MIN_GBPS * GB, R.MAX_GBPS * GB)),

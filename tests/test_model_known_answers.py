@@ -322,9 +322,9 @@ def test_flash_attention_runs_half_the_causal_square_unfused_runs_all_of_it():
     assert llm.executed_attention_core_flops(core, True) == 0.5 * core
     assert llm.executed_attention_core_flops(core, False) == core
     # fused: a fixed fraction of peak; unfused: two batched GEMMs on the GEMM efficiency curve
-    assert llm.attention_core_time(sys, core, True, 4096) == pytest.approx(core / (1e15 * 0.5))
+    assert llm.attention_core_time(sys, core, True, 4096, 128) == pytest.approx(core / (1e15 * 0.5))
     eff = 0.8 * (core / 2) / (core / 2 + 1e9)
-    assert llm.attention_core_time(sys, core, False, 4096) == pytest.approx(core / (1e15 * eff))
+    assert llm.attention_core_time(sys, core, False, 4096, 128) == pytest.approx(core / (1e15 * eff))
 
 
 def test_selective_recompute_is_free_and_useless_with_flash_attention(backend):
@@ -1495,7 +1495,7 @@ def test_windowed_attention_core_closed_form():
     mdl[L.MDL_ATTENTION_WINDOW] = 128
     seq = 4096
     core = llm.executed_attention_core_flops(llm.attention_core_flops(1, seq, 64, 64), True)
-    t_full = llm.attention_core_time(sys, core, True, seq)
+    t_full = llm.attention_core_time(sys, core, True, seq, 64)
     # every layer windowed: the band's FLOPs over K/V loops of 128 keys
     core_w, t_w = llm.windowed_attention_core(sys, core, t_full, True, seq, seq, mdl)
     share = llm.window_pair_share(seq, 128)
@@ -1551,3 +1551,43 @@ def _unfused(j):
     out = j.copy()
     out[L.JOB_FLASH_ATTENTION] = 0
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention efficiency by head width
+# ---------------------------------------------------------------------------------------------
+
+
+def test_head_dim_efficiency_is_the_exponentials_share_relative_to_128():
+    sys = system([NODE, FABRIC])
+    # no constant: no dependence on the head dim
+    for d in (32, 64, 128, 192):
+        assert llm.attention_head_dim_efficiency(sys, d) == 1.0
+    sys[L.SYS_ATTENTION_HEAD_DIM_HALF] = 36.2
+    assert llm.attention_head_dim_efficiency(sys, 128) == pytest.approx(1.0, rel=1e-15)
+    # GPT-OSS's 64-wide heads: (64 / 100.2) / (128 / 164.2)
+    assert llm.attention_head_dim_efficiency(sys, 64) == pytest.approx(
+        (64 / 100.2) / (128 / 164.2), rel=1e-14)
+    # Nemotron-4 340B's 192-wide heads run faster per FLOP, never past the matmul bound
+    wide = llm.attention_head_dim_efficiency(sys, 192)
+    assert 1.0 < wide < 164.2 / 128
+    # the fused kernel's time divides by it; unfused attention stays on the GEMM curve
+    core = 1e12
+    assert llm.attention_core_time(sys, core, True, 4096, 64) == pytest.approx(
+        llm.attention_core_time(sys, core, True, 4096, 128)
+        / llm.attention_head_dim_efficiency(sys, 64), rel=1e-14)
+    assert llm.attention_core_time(sys, core, False, 4096, 64) == llm.gemm_time(sys, core, 2.0)
+
+
+def test_head_dim_half_presets_follow_the_exponential_rate_rule():
+    from trainscape import presets
+
+    # c = P / (7 E): FlashAttention-3's 989 TFLOPS of matmul against 3.9 of exponentials on
+    # H100; on A100 2048 tensor FLOPs per SM per clock against 16 exponentials
+    assert presets.gpu("h100-sxm-80gb")["attention_head_dim_half"] == pytest.approx(
+        989 / (7 * 3.9), abs=0.05)
+    assert presets.gpu("a100-sxm-80gb")["attention_head_dim_half"] == pytest.approx(
+        2048 / (7 * 16), abs=0.05)
+    # Blackwell: twice Hopper's tensor rate per SM and clock, the same exponential units
+    assert presets.gpu("b200")["attention_head_dim_half"] == pytest.approx(
+        8192 / (7 * 16), abs=0.05)

@@ -22,6 +22,7 @@ GPU_NUMERIC = (
     "attention_efficiency",
     "memory_efficiency",
     "hbm_reserve_gb",
+    "attention_head_dim_half",
 )
 CLUSTER_NUMERIC = ("host_ddr_gb", "host_to_device_GBps")
 TIER_NUMERIC = ("size", "bandwidth_GBps", "latency_us", "efficiency", "oversubscription")

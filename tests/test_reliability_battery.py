@@ -119,6 +119,7 @@ EXTREME_VALID = [
     ("cluster.gpu.hbm_bandwidth_GBps", "1e-300"), ("cluster.gpu.hbm_gb", "1e6"),
     ("cluster.gpu.hbm_gb", "1e-300"), ("cluster.gpu.layer_overhead_us", "1e9"),
     ("cluster.gpu.attention_half_seq", "16777216"), ("cluster.gpu.tp_overlap_slowdown", "100"),
+    ("cluster.gpu.attention_head_dim_half", "16777216"),
     ("job.global_batch", "2147483136"), ("job.global_batch", "24"),
     ("model.vocab", "16777216"), ("job.seq_len", "16777216"),
 ]

@@ -197,8 +197,15 @@ OUTSIDE_RATCHET = {
     "nemo_perf_summary_2407": (0.040, 0),
     "nemo_perf_summary_2502": (0.045, 0),
     "megascale_paper": (0.080, 0),
-    "nemotron4_15b_report": (0.100, 0),
-    "nemotron4_340b_report": (0.085, 0),
+    # nemotron4_15b_report loosened 0.100 -> 0.105 and automodel 0.660 -> 0.670 when GPT-OSS
+    # was read with its sliding windows and fused attention took its head-dim term
+    # (llm.windowed_attention_core, llm.attention_head_dim_efficiency): the Megatron-Core GPT-OSS
+    # 120B rows, 16 % MFU, ran faster in the model, and scripts/calibrate.py answered with a
+    # larger H100 per-GEMM constant (gemm_half_flops 4.55e10 -> 4.86e10), which slows the
+    # 15B's thin TP-8 shards (9.7 -> 10.4 %) and AutoModel's small experts (65.3 -> 66.8 %);
+    # nemotron4_340b_report 0.085 -> 0.087 (8.1 -> 8.6 %: its 192-wide heads run faster)
+    "nemotron4_15b_report": (0.105, 0),
+    "nemotron4_340b_report": (0.087, 0),
     "mtnlg_paper": (0.160, 0),
     # dgxc_benchmarking loosened 0.165 -> 0.170 and automodel tightened 0.675 -> 0.660 when
     # DeepSeek-V3 / Kimi K2 were read with the deepseek-v3 preset's MLA approximation (GQA, 128-
@@ -206,7 +213,7 @@ OUTSIDE_RATCHET = {
     # three of DGX Cloud's nine rows are DeepSeek-V3 (-34.6 / -33.2 / +8.9 -> -28.9 / -27.8 /
     # +16.6 %), and the last of them became the median
     "dgxc_benchmarking": (0.170, 1),
-    "automodel_perf_summary": (0.660, 1),
+    "automodel_perf_summary": (0.670, 1),
     "torchtitan_benchmarks": (0.030, 0),
 }
 #: ... and per GPU without a fit of its own (the calibrated_from transfer). h100-hbm2e-96gb was
@@ -223,9 +230,12 @@ OUTSIDE_RATCHET = {
 #: -56.5 %) and scripts/calibrate.py refit the H100 constants on them (gemm 0.7105 -> 0.7095,
 #: memory 0.500 -> 0.513): the B200 rows, carried as fitted / stock H100 ratios, went 21.3 ->
 #: 21.6 % median; tightened to 0.200 (19.5 %) when DeepSeek-V3 took the preset's MLA
-#: approximation (its seven B200 rows -20..-36 -> -11..-28 %, one +51 -> +61 %)
-TRANSFER_RATCHET = {"b200": (0.200, 2), "h200-141gb": (0.020, 0),
-                    "h100-hbm2e-96gb": (0.125, 0)}
+#: approximation (its seven B200 rows -20..-36 -> -11..-28 %, one +51 -> +61 %). h200-141gb
+#: was tightened 0.020 -> 0.010 and h100-hbm2e-96gb loosened 0.125 -> 0.131 with the refit on
+#: GPT-OSS's sliding windows and the attention head-dim term (12.3 -> 13.0 %: the same larger
+#: per-GEMM constant as nemotron4_15b_report's, above)
+TRANSFER_RATCHET = {"b200": (0.200, 2), "h200-141gb": (0.010, 0),
+                    "h100-hbm2e-96gb": (0.131, 0)}
 
 
 def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):

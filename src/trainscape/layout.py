@@ -88,6 +88,8 @@ SYSTEM_FIELDS = (
     # (the datasheet figure; peak_flops is the clock a power limit leaves); 0: peak_flops
     "stream_memory_efficiency",  # fraction of HBM bandwidth a plain streaming kernel reaches
     # (the GPU's microbenchmark value, never fitted): the bytes counted op by op run at it
+    "attention_head_dim_half",  # head dim at which fused attention reaches half its matmul
+    # rate, the softmax exponentials' share (0: no dependence on the head dim)
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -290,6 +292,7 @@ SYS_HOST_MEMORY_BANDWIDTH = SYSTEM_FIELDS.index("host_memory_bandwidth")
 SYS_N_SITES = SYSTEM_FIELDS.index("n_sites")
 SYS_MFU_PEAK_FLOPS = SYSTEM_FIELDS.index("mfu_peak_flops")
 SYS_STREAM_MEMORY_EFFICIENCY = SYSTEM_FIELDS.index("stream_memory_efficiency")
+SYS_ATTENTION_HEAD_DIM_HALF = SYSTEM_FIELDS.index("attention_head_dim_half")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION, \
     TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS, TIER_COMM_DTYPE_BYTES = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \

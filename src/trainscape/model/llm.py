@@ -145,6 +145,7 @@ from ..layout import (
     SYS_TP_OVERLAP_SLOWDOWN,
     SYS_CP_OVERLAP_SLOWDOWN,
     SYS_ATTENTION_HALF_SEQ,
+    SYS_ATTENTION_HEAD_DIM_HALF,
     SYS_POWER_W,
     SYS_MFU_PEAK_FLOPS,
     SYS_STREAM_MEMORY_EFFICIENCY,
@@ -909,6 +910,25 @@ def attention_sequence_efficiency(sys, kv_len):
     return kv_len / (kv_len + sys[SYS_ATTENTION_HALF_SEQ])
 
 
+#: head dim of the FlashAttention figures ``attention_efficiency`` is taken from (presets)
+ATTENTION_REFERENCE_HEAD_DIM = 128.0
+
+
+def attention_head_dim_efficiency(sys, head_dim):
+    """Fused attention's rate at ``head_dim`` relative to the 128-wide heads
+    ``attention_efficiency`` is measured at: ``d / (d + c)`` over ``128 / (128 + c)`` with
+    ``c = attention_head_dim_half``. Each (query, key) score costs ``4d`` matmul FLOPs forward
+    and ``10d`` backward (:func:`attention_backward_factor`) but one exponential each way, and
+    the exponentials run on the multi-function units at a fixed rate: H100 SXM5 has 989 TFLOPS
+    of 16-bit matmul against 3.9 TFLOPS of exponentials (Shah et al. 2024, FlashAttention-3,
+    arXiv 2407.08608 §3). Serialized with the matmuls, a score takes ``14d / P + 2 / E``: the
+    kernel reaches ``d / (d + P / 7E)`` of its matmul-bound rate, so narrow heads (GPT-OSS's
+    64) run slower per FLOP and wide ones (Nemotron-4 340B's 192) faster. 1 at ``c = 0``."""
+    c = sys[SYS_ATTENTION_HEAD_DIM_HALF]
+    ref = ATTENTION_REFERENCE_HEAD_DIM
+    return head_dim * (ref + c) / (ref * (head_dim + c))
+
+
 def kernel_attention_efficiency(native_efficiency, legacy_fraction, legacy):
     """``attention_efficiency`` of the fused attention kernel a job runs: the GPU's native-kernel
     figure, times ``legacy_attention_fraction`` when the kernel was written for an older
@@ -921,14 +941,15 @@ def kernel_attention_efficiency(native_efficiency, legacy_fraction, legacy):
     return native_efficiency
 
 
-def attention_kernel_time(sys, flops, kv_len):
+def attention_kernel_time(sys, flops, kv_len, head_dim):
     """Fused attention (FlashAttention) at a fixed fraction of the 16-bit peak: TE's fused
     attention runs in BF16 under FP8 autocast by default. ``attention_efficiency`` is the
     forward+backward rate under the 2.5x backward convention (see the presets), so forward and
     backward both run at it, scaled by :func:`attention_sequence_efficiency` of the kernel's K/V
-    length."""
+    length and :func:`attention_head_dim_efficiency` of its heads' width."""
     return flops / (sys[SYS_PEAK_FLOPS] * sys[SYS_ATTENTION_EFFICIENCY]
-                    * attention_sequence_efficiency(sys, kv_len))
+                    * attention_sequence_efficiency(sys, kv_len)
+                    * attention_head_dim_efficiency(sys, head_dim))
 
 
 def executed_attention_core_flops(core_flops, flash):
@@ -955,17 +976,17 @@ def windowed_attention_core(sys, core_hw, t_core, flash, seq, kv_len, mdl):
         return core_hw, t_core
     share = windowed / layers
     core_w = core_hw * window_pair_share(seq, window)
-    t_w = attention_kernel_time(sys, core_w, min(kv_len, window))
+    t_w = attention_kernel_time(sys, core_w, min(kv_len, window), mdl[MDL_HEAD_DIM])
     return (core_hw + share * (core_w - core_hw), t_core + share * (t_w - t_core))
 
 
-def attention_core_time(sys, flops, flash, kv_len):
+def attention_core_time(sys, flops, flash, kv_len, head_dim):
     """Time of the attention core: a fused kernel at ``attention_efficiency`` (over K/V loops of
     ``kv_len`` keys), or, unfused, two batched GEMMs (``QK^T`` and ``PV``) on the GEMM efficiency
     curve; the unfused softmax and dropout traffic is in the memory-bound time (the ``5as^2b``
     activation terms)."""
     if flash:
-        return attention_kernel_time(sys, flops, kv_len)
+        return attention_kernel_time(sys, flops, kv_len, head_dim)
     return gemm_time(sys, flops, 2.0)
 
 
@@ -1896,7 +1917,7 @@ def row_terms(sys, mdl, job, cfg, i):
     local_experts = experts / ep + shared
     t_proj = linear_gemm_time(sys, proj, 2.0)
     # each attention kernel (one per ring step with CP) loops over the K/V of s = seq / cp tokens
-    t_core = attention_core_time(sys, core_hw, flash, s)
+    t_core = attention_core_time(sys, core_hw, flash, s, head_dim)
     core_hw, t_core = windowed_attention_core(sys, core_hw, t_core, flash, seq, s, mdl)
     t_dense_mlp = linear_gemm_time(sys, dense_mlp, 2.0)
     t_expert_mlp = linear_gemm_time(sys, expert_mlp, 2.0 * local_experts)

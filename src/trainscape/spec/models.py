@@ -348,6 +348,9 @@ class GpuSpec(_Spec):
     # K/V length at which a fused attention kernel reaches half of attention_efficiency; 0: no
     # dependence on the sequence length
     attention_half_seq: R.HalfSeq = 0.0
+    # head dim at which a fused attention kernel reaches half its matmul-bound rate (the
+    # softmax exponentials' share, presets/gpus.toml); 0: no dependence on the head dim
+    attention_head_dim_half: R.HalfSeq = 0.0
     # share of attention_efficiency a kernel written for an older architecture reaches here
     # (applied when job.attention_kernel is "legacy"; presets/gpus.toml cites the figure)
     legacy_attention_fraction: Fraction = 1.0

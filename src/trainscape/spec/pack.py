@@ -449,6 +449,7 @@ def pack_system(scenario: Scenario) -> np.ndarray:
     sys[L.SYS_TP_OVERLAP_SLOWDOWN] = g.tp_overlap_slowdown
     sys[L.SYS_CP_OVERLAP_SLOWDOWN] = g.cp_overlap_slowdown
     sys[L.SYS_ATTENTION_HALF_SEQ] = g.attention_half_seq
+    sys[L.SYS_ATTENTION_HEAD_DIM_HALF] = g.attention_head_dim_half
     sys[L.SYS_HBM_BYTES] = hbm_capacity_bytes(g.hbm_gb)
     sys[L.SYS_HBM_BANDWIDTH] = g.hbm_bandwidth_GBps * GB
     sys[L.SYS_HBM_RESERVE_BYTES] = hbm_capacity_bytes(g.hbm_reserve_gb)

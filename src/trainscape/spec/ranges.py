@@ -149,7 +149,7 @@ DOCUMENTED = (
     ("host_ddr_gb", "0 to 1e9"),
     ("*_us", "0 to 1e9"),
     ("gemm_half_flops, fp8_gemm_half_flops", "0 to 1e18"),
-    ("attention_half_seq", "0 to 2^24"),
+    ("attention_half_seq, attention_head_dim_half", "0 to 2^24"),
     ("efficiencies (efficiency, *_efficiency*)", "1e-6 to 1"),
     ("tp_overlap_exposed, job.offload_activations, DLRM hit rates and cache fractions",
      "0 to 1"),
