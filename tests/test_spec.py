@@ -731,8 +731,16 @@ def test_sliding_window_fields_pack_and_reject_what_cannot_run():
         bad["model"][field] = value
         with pytest.raises(ScenarioError, match=pattern):
             load_scenario(bad)
-    # a full-attention stride without a window means nothing: refused, not ignored
+    # a stride without a window: every layer attends fully (a [space] may sweep the window
+    # through 0 and keep the model's stride), costed exactly as no window
+    from trainscape.backends import evaluate_blocks
+
     lone = base()
     lone["model"]["full_attention_every"] = 2
-    with pytest.raises(ScenarioError, match=r"^model\.full_attention_every: only with a sliding"):
-        load_scenario(lone)
+    cols = []
+    for raw in (lone, base()):
+        sc = load_scenario(raw)
+        cfg = pack_configs([sc.config], gpus=sc.cluster.gpus)
+        cols.append(evaluate_blocks(pack_system(sc), pack_model(sc), pack_job(sc), cfg,
+                                    backend="python")[:, 0])
+    np.testing.assert_array_equal(cols[0], cols[1])

@@ -83,7 +83,7 @@ class ModelSpec(_Spec):
     # windowed layers; 0: full causal attention everywhere
     attention_window: NonNegInt = 0
     # with a window, every k-th layer attends to the whole prefix (GPT-OSS 2, Gemma 3 6);
-    # 0: every layer windowed
+    # 0: every layer windowed (no effect without a window)
     full_attention_every: NonNegInt = 0
 
     @model_validator(mode="after")
@@ -100,10 +100,8 @@ class ModelSpec(_Spec):
                            show_got=False)
             self.head_dim = self.hidden // self.heads
         if self.full_attention_every:
-            if not self.attention_window:
-                raise fail("full_attention_every", "only with a sliding window "
-                           "(model.attention_window > 0)", self.full_attention_every,
-                           "0, or set model.attention_window")
+            # without a window every layer attends fully whatever the stride: a [space] may
+            # sweep model.attention_window through 0 and keep the model's stride
             if self.full_attention_every > self.layers:
                 raise fail("full_attention_every", "must be between 1 and layers",
                            self.full_attention_every, f"0 to {self.layers}")
