@@ -275,3 +275,29 @@ def test_model_memory_stays_under_the_printed_peaks(capsys, monkeypatch):
         assert 0.0 < m["ratio"] <= 1.0, m
     assert statistics.median(m["ratio"] for m in memory) >= 0.74
     assert min(m["ratio"] for m in memory if "405b" in m["case"]) >= 0.6
+
+
+def test_printed_recompute_modules_are_read_only_from_a_module_list():
+    from trainscape.calibration import published
+
+    selective = {"recompute": "selective"}
+    notes = []
+    kept = published.printed_recompute_modules_of(
+        {"recompute": "selective: mla_up_proj,mlp,moe"}, selective, notes)
+    assert kept == ["mlp", "moe"]
+    assert notes == ["recompute modules mla_up_proj not modelled (mla_up_proj: the model costs "
+                     "multi-latent attention as grouped-query attention)"]
+    # a remark in parentheses after "selective" names no module: nothing read, no note
+    notes = []
+    assert published.printed_recompute_modules_of(
+        {"recompute": "selective (launcher yaml activations_checkpoint_granularity: "
+                      "selective)"}, selective, notes) == []
+    assert notes == []
+    # a module the model lacks, other than MLA's, is named without MLA's reason
+    notes = []
+    assert published.printed_recompute_modules_of(
+        {"recompute": "selective: core_attn, mlp"}, selective, notes) == ["mlp"]
+    assert notes == ["recompute modules core_attn not modelled"]
+    # without selective recompute the list is not read
+    assert published.printed_recompute_modules_of(
+        {"recompute": "selective: mlp"}, {"recompute": "full"}, []) == []

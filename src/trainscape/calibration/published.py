@@ -710,15 +710,20 @@ def printed_recompute_modules_of(row: dict[str, str], config: dict[str, Any],
     (``spec.models.RECOMPUTE_MODULES``), with a note naming any it leaves out."""
     from ..spec.models import RECOMPUTE_MODULES
 
-    text = row["recompute"]
-    if config["recompute"] != "selective" or ":" not in text:
+    # only "selective: a,b": a parenthesised remark after "selective" ("selective (launcher
+    # yaml activations_checkpoint_granularity: selective)") names no module
+    match = re.fullmatch(r"\s*selective\s*:\s*(.+?)\s*", row["recompute"])
+    if config["recompute"] != "selective" or match is None:
         return []
-    printed = [m.strip() for m in text.split(":", 1)[1].split(",") if m.strip()]
+    printed = [m.strip() for m in match.group(1).split(",") if m.strip()]
     kept = [m for m in printed if m in RECOMPUTE_MODULES]
     left = [m for m in printed if m not in RECOMPUTE_MODULES]
     if left:
-        notes.append(f"recompute modules {', '.join(left)} not modelled (mla_up_proj: the model "
-                     "costs multi-latent attention as grouped-query attention)")
+        why = {"mla_up_proj": "mla_up_proj: the model costs multi-latent attention as "
+                              "grouped-query attention"}
+        reasons = [why[m] for m in left if m in why]
+        notes.append(f"recompute modules {', '.join(left)} not modelled"
+                     + (f" ({'; '.join(reasons)})" if reasons else ""))
     return kept
 
 
