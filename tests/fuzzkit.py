@@ -38,11 +38,12 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: the two-building example also with the settings no example file carries (Streaming DiLoCo,
 #: activation offload, a compressed region tier, a legacy attention kernel, recompute modules,
 #: a board power limit), and the MoE example with the block-checkpointing recompute modules,
-#: PyTorch eager element-wise kernels on its H100s and the PyTorch FSDP stack with its stage
-#: kept unsharded under PP, so their fields are mutated too.
+#: PyTorch eager element-wise kernels on its H100s (and their head-dim attention constant)
+#: and the PyTorch FSDP stack with its stage kept unsharded under PP, so their fields are
+#: mutated too; GPT-OSS carries the sliding-window fields.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings",
-             "mixtral-8x7b-moe.toml+modules")
+             "mixtral-8x7b-moe.toml+modules", "gpt-oss-120b-sliding-window.toml")
 
 _NONFINITE_TEXT = re.compile(r"\b(NaN|nan|-?Infinity|-?inf)\b")
 
@@ -55,7 +56,8 @@ def llm_base(i: int = 0) -> dict:
         raw["job"]["recompute_modules"] = ["mlp", "moe", "shared_experts", "layernorm"]
         # PyTorch eager element-wise kernels, streamed at a GPU's own stock efficiency
         raw["job"]["elementwise"] = "eager"
-        raw["cluster"]["gpu"] = {"preset": "h100-sxm-80gb", "stream_memory_efficiency": 0.85}
+        raw["cluster"]["gpu"] = {"preset": "h100-sxm-80gb", "stream_memory_efficiency": 0.85,
+                                 "attention_head_dim_half": 36.2}
         # the PyTorch stack (its TP collectives' copies) with FSDP2 kept unsharded under PP
         raw["job"]["stack"] = "pytorch-fsdp"
         raw["job"]["fsdp_pp_unsharded"] = True
