@@ -103,7 +103,7 @@ class ModelSpec(_Spec):
             # without a window every layer attends fully whatever the stride: a [space] may
             # sweep model.attention_window through 0 and keep the model's stride
             if self.full_attention_every > self.layers:
-                raise fail("full_attention_every", "must be between 1 and layers",
+                raise fail("full_attention_every", "a stride longer than the model",
                            self.full_attention_every, f"0 to {self.layers}")
         if self.experts > 0:
             if not 1 <= self.top_k <= self.experts:
