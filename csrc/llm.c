@@ -47,7 +47,6 @@ TS_FN double ts_logits_flops(double b, double s, double h, double vocab)
     return 2.0 * b * s * h * vocab;
 }
 
-/* llm.py moe_layer_count: every moe_every-th layer (GShard, Mixtral, DeepSeek-V3). */
 /* llm.py windowed_layer_count: layers attending through a sliding window (all, or all but
  * every full_every-th). */
 TS_FN double ts_windowed_layer_count(double layers, double window, double full_every)
@@ -70,6 +69,7 @@ TS_FN double ts_window_pair_share(double seq, double window)
     return 2.0 * x - x * x;
 }
 
+/* llm.py moe_layer_count: every moe_every-th layer (GShard, Mixtral, DeepSeek-V3). */
 TS_FN double ts_moe_layer_count(double layers, double experts, double moe_every)
 {
     if (experts <= 0.0 || moe_every <= 0.0)
