@@ -318,7 +318,8 @@ def test_moe_stages_without_expert_layers_keep_the_site_shards(backend):
     sys[:22] = [65536, 1, 1e13, 1.6e10, 2e11, 0, 1, 0, 0.5, 1, 0, 1e13, 1, 0, 0, 0, 0, 0, 0, 0,
                 8e9, 2e10]  # the system scalars before n_sites (0: no site graph)
     sys[L.SYS_TIER_BASE:L.SYS_TIER_BASE + 5] = [65536, 1e8, 0, 1, 1]  # the one tier
-    mdl = np.array([14, 32, 128, 2, 1, 16, 32000, 0, 2, 1, 1408, 1, 0, 0], dtype=float)
+    mdl = np.zeros(L.N_MODEL)
+    mdl[:14] = [14, 32, 128, 2, 1, 16, 32000, 0, 2, 1, 1408, 1, 0, 0]  # no sliding window
     j = np.zeros(L.N_JOB)
     j[:17] = [512, 65536, 1, 1, 2, 0, 0, 1, 2, 0, 1.03125, 2, 1, 0, 0, 0, 1]
     j[L.JOB_LOGITS_EXTRA_BYTES] = 4.0
