@@ -99,12 +99,11 @@ class ModelSpec(_Spec):
                            f"hidden = {self.hidden}", None, "a positive integer",
                            show_got=False)
             self.head_dim = self.hidden // self.heads
-        if self.full_attention_every:
-            # without a window every layer attends fully whatever the stride: a [space] may
-            # sweep model.attention_window through 0 and keep the model's stride
-            if self.full_attention_every > self.layers:
-                raise fail("full_attention_every", "a stride longer than the model",
-                           self.full_attention_every, f"0 to {self.layers}")
+        # without a window every layer attends fully whatever the stride: a [space] may sweep
+        # model.attention_window through 0 and keep the model's stride
+        if self.full_attention_every > self.layers:
+            raise fail("full_attention_every", "a stride longer than the model",
+                       self.full_attention_every, f"0 to {self.layers}")
         if self.experts > 0:
             if not 1 <= self.top_k <= self.experts:
                 raise fail("top_k", "an MoE model routes each token to 1..experts experts",
