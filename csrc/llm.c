@@ -86,8 +86,36 @@ TS_FN double ts_megatron_flops_per_iteration(double batch, double s, double laye
            * (1.0 + s / (6.0 * h) + vocab / (16.0 * layers * h * passes / 4.0));
 }
 
+/* llm.py mtp_moe_blocks: MoE blocks among the MTP blocks -- the last layer's kind (Megatron-LM
+ * num_floating_point_operations last_layer_is_moe; routed when moe_every divides the depth). */
+TS_FN double ts_mtp_moe_blocks(const double *mdl)
+{
+    double mtp = mdl[TS_MDL_MTP_LAYERS];
+    double layers = mdl[TS_MDL_LAYERS];
+    double n_moe = ts_moe_layer_count(layers, mdl[TS_MDL_EXPERTS], mdl[TS_MDL_MOE_EVERY]);
+    if (mtp <= 0.0 || n_moe <= 0.0 || n_moe * mdl[TS_MDL_MOE_EVERY] != layers)
+        return 0.0;
+    return mtp;
+}
+
+/* llm.py mtp_projection_flops: an MTP block's 2h -> h projection and three norms, forward
+ * (DeepSeek-V3 arXiv 2412.19437 eq. 21; Megatron-LM "MTP norms and proj"). */
+TS_FN double ts_mtp_projection_flops(double b, double s, double h)
+{
+    return 2.0 * b * s * (2.0 * h * h + 3.0 * h);
+}
+
+/* llm.py output_head_flops: the output projection once plus once per MTP block, and the
+ * blocks' projections. */
+TS_FN double ts_output_head_flops(const double *mdl, double b, double s)
+{
+    double mtp = mdl[TS_MDL_MTP_LAYERS];
+    return (1.0 + mtp) * ts_logits_flops(b, s, mdl[TS_MDL_HIDDEN], mdl[TS_MDL_VOCAB])
+           + mtp * ts_mtp_projection_flops(b, s, mdl[TS_MDL_HIDDEN]);
+}
+
 /* llm.py model_flops_per_sequence: 3 forward-equivalents, no recompute (Chowdhery et al. 2022,
- * App. B). */
+ * App. B); each MTP block a layer of the last layer's kind plus its output-head pass. */
 TS_FN double ts_model_flops_per_sequence(const double *mdl, double s)
 {
     double h = mdl[TS_MDL_HIDDEN];
@@ -101,8 +129,11 @@ TS_FN double ts_model_flops_per_sequence(const double *mdl, double s)
     double moe_mlp = ts_router_flops(1.0, s, h, mdl[TS_MDL_EXPERTS])
                      + ts_moe_mlp_flops(1.0, s, h, mdl[TS_MDL_EXPERT_FFN_HIDDEN], mdl[TS_MDL_TOP_K],
                                         mdl[TS_MDL_SHARED_EXPERTS], swiglu);
-    double forward = layers * per_layer + (layers - n_moe) * dense_mlp + n_moe * moe_mlp
-                     + ts_logits_flops(1.0, s, h, mdl[TS_MDL_VOCAB]);
+    double mtp = mdl[TS_MDL_MTP_LAYERS];
+    double mtp_moe = ts_mtp_moe_blocks(mdl);
+    double forward = (layers + mtp) * per_layer + (layers - n_moe + mtp - mtp_moe) * dense_mlp
+                     + (n_moe + mtp_moe) * moe_mlp + mtp * ts_mtp_projection_flops(1.0, s, h)
+                     + (1.0 + mtp) * ts_logits_flops(1.0, s, h, mdl[TS_MDL_VOCAB]);
     return 3.0 * forward;
 }
 
@@ -700,6 +731,8 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->global_batch = (int64_t)job[TS_JOB_GLOBAL_BATCH];
     inv->layers = (int64_t)mdl[TS_MDL_LAYERS];
     inv->edge = (int64_t)job[TS_JOB_PIPELINE_EDGE_LAYERS];
+    inv->mtp = (int64_t)mdl[TS_MDL_MTP_LAYERS];
+    inv->mtp_moe = ts_mtp_moe_blocks(mdl);
     inv->dropout = job[TS_JOB_DROPOUT] > 0.0;
     inv->experts = (int64_t)mdl[TS_MDL_EXPERTS];
     inv->seq = (int64_t)job[TS_JOB_SEQ_LEN];
@@ -1387,15 +1420,27 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     }
     /* ---- the pipeline's stages: first (embedding), busiest middle, last (output and loss) ---- */
     ts_pipeline_stage_layers(schedule, (int64_t)pp, (int64_t)vpp, ctx->inv.layers, ctx->inv.edge,
-                             &n_st[0], &n_st[1], &n_st[2]);
+                             ctx->inv.mtp, &n_st[0], &n_st[1], &n_st[2]);
     loss_first = ts_loss_on_first_device(schedule, (int64_t)pp);
     last_embed = pp <= 1.0;
     t_embed = 2.0 * act_bytes * b * s * h * ctx->inv.inv_hbm; /* embedding_time */
     t_logits = ts_gemm_time_fast(&ctx->inv, ts_logits_flops(b, s, h, vocab) * r_tp, 1.0);
     t_ce = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes, job[TS_JOB_LOGITS_EXTRA_BYTES])
            * ctx->inv.inv_hbm;
+    /* MTP blocks: embed, project 2h -> h, and the output head and loss once more each */
+    if (ctx->inv.mtp > 0) {
+        double mtp = (double)ctx->inv.mtp;
+        t_logits = (1.0 + mtp) * t_logits
+                   + mtp * ts_linear_time_fast(&ctx->inv, ts_mtp_projection_flops(b, s, h) * r_tp,
+                                               1.0);
+        t_ce = (1.0 + mtp) * t_ce + mtp * t_embed;
+    }
     for (c = 0; c < 3; c++)
         ts_stage_layer_split(n_st[c], layers, n_moe, &d_st[c], &m_st[c]);
+    /* llm.py stage_layer_splits: the MTP blocks on the device holding the loss */
+    c = loss_first ? 0 : 2;
+    d_st[c] += (double)ctx->inv.mtp - ctx->inv.mtp_moe;
+    m_st[c] += ctx->inv.mtp_moe;
     ts_stage_pass_times(d_st[0], m_st[0], t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
                         t_mem_moe, c_f_dense, c_f_moe, c_b_dense, c_b_moe,
                         ctx->inv.attn_bwd_factor, overhead, 1, loss_first, t_embed, t_logits, t_ce, st_t[0]);
@@ -1551,8 +1596,12 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         double d = d_st[c] * dense_layer_p + m_st[c] * moe_layer_p;
         if (embed)
             d += emb_p;
-        if (loss)
+        if (loss) {
             d += emb_p;
+            /* llm.py mtp_stage_params: the blocks' projections and norms, and the embedding */
+            if (ctx->inv.mtp > 0)
+                d += (double)ctx->inv.mtp * (2.0 * h * h + 3.0 * h) + (embed ? 0.0 : emb_p);
+        }
         R->st_dparams[c] = d * r_tp * copies;
         /* expert TP: the attention's, or 1 when folded (llm.py expert_tp_degree) */
         R->st_eparams[c] = m_st[c] > 0.0
@@ -1624,35 +1673,43 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     }
     R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes,
                                            job[TS_JOB_LOGITS_EXTRA_BYTES]);
+    /* every MTP block keeps its logits and its projection's 2h input (llm.py
+     * mtp_projection_input_bytes) */
+    if (ctx->inv.mtp > 0)
+        R->mem_logits = (1.0 + (double)ctx->inv.mtp) * R->mem_logits
+                        + (double)ctx->inv.mtp * 2.0 * b * s * h * act_bytes / (sp ? tp : 1.0);
     R->st_logits[0] = loss_first ? R->mem_logits : 0.0;
     R->st_logits[1] = 0.0;
     R->st_logits[2] = R->mem_logits;
 
     /* ---- FLOP rates per recompute choice ---- */
     hw_per_layer_f = (proj + core_hw) * split;
-    hw_fwd = (layers - n_moe) * (hw_per_layer_f + dense_mlp * split)
-             + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
-             + ts_logits_flops(b, seq, h, vocab);
+    hw_fwd = (layers - n_moe + (double)ctx->inv.mtp - ctx->inv.mtp_moe)
+                 * (hw_per_layer_f + dense_mlp * split)
+             + (n_moe + ctx->inv.mtp_moe) * (hw_per_layer_f + (routed + expert_mlp) * split)
+             + ts_output_head_flops(mdl, b, seq);
     hw_scale = global_batch / b;
     {
-        /* FlashAttention's backward recomputes the scores: + 0.5 x the executed core */
-        double bwd_extra = (ctx->inv.attn_bwd_factor - 2.0) * layers * core_hw * split;
+        /* FlashAttention's backward recomputes the scores: + 0.5 x the executed core; the
+         * attention cores of the model's layers and its MTP blocks (llm.py attention_blocks) */
+        double blocks = layers + (double)ctx->inv.mtp;
+        double bwd_extra = (ctx->inv.attn_bwd_factor - 2.0) * blocks * core_hw * split;
         R->hw_flops[TS_RECOMPUTE_NONE] = (3.0 * hw_fwd + bwd_extra + 0.0) * hw_scale;
         R->hw_flops[TS_RECOMPUTE_FULL] = (3.0 * hw_fwd + bwd_extra
                                           + R->full_share
-                                            * (hw_fwd - ts_logits_flops(b, seq, h, vocab)))
+                                            * (hw_fwd - ts_output_head_flops(mdl, b, seq)))
                                          * hw_scale;
         R->hw_flops[TS_RECOMPUTE_SELECTIVE] = (3.0 * hw_fwd + bwd_extra
-                                               + ((flash ? 0.0 : layers * core_hw * split)
+                                               + ((flash ? 0.0 : blocks * core_hw * split)
                                                   + ts_recompute_module_redo_flops(mdl, job, b,
                                                                                    seq, n_moe)))
                                               * hw_scale;
-        R->hw_flops[TS_RECOMPUTE_DOTS] = (3.0 * hw_fwd + bwd_extra + layers * core_hw * split)
+        R->hw_flops[TS_RECOMPUTE_DOTS] = (3.0 * hw_fwd + bwd_extra + blocks * core_hw * split)
                                          * hw_scale;
         for (c = TS_RECOMPUTE_DOTS + 1; c < TS_RECOMPUTE_COUNT; c++)
             R->hw_flops[c] = (3.0 * hw_fwd + bwd_extra
                               + ((ts_named_dots_core_saved(c, flash) ? 0.0
-                                                                      : layers * core_hw * split)
+                                                                      : blocks * core_hw * split)
                                  + ts_named_dots_redo_flops(mdl, b, seq, n_moe, c)))
                              * hw_scale;
     }

@@ -296,12 +296,14 @@ TS_FN int ts_loss_on_first_device(int schedule, int64_t p)
 
 /* pipeline.py pipeline_stage_layers: transformer layers of the first, the busiest middle and
  * the last device, layers + 2 edge spread as evenly as possible over p devices (Megatron-LM
- * --account-for-embedding/loss-in-pipeline-split; Llama 3 arXiv 2407.21783 §3.3.2). */
+ * --account-for-embedding/loss-in-pipeline-split; Llama 3 arXiv 2407.21783 §3.3.2); with
+ * edges the mtp blocks on the loss device count as layers of the split too (NeMo r2.3.0's
+ * DeepSeek-V3 script, Megatron-Bridge's "Et|(tt|)*30mL"). */
 TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t layers,
-                                    int64_t edge, double *first_out, double *middle_out,
-                                    double *last_out)
+                                    int64_t edge, int64_t mtp, double *first_out,
+                                    double *middle_out, double *last_out)
 {
-    int64_t k, total, u, ends, first, mids, rest, middle;
+    int64_t k, slots, total, u, ends, first, last, cap, mids, rest, middle;
     (void)v;
     if (p <= 1) {
         *first_out = (double)layers * 1.0;
@@ -310,14 +312,17 @@ TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t 
         return;
     }
     k = edge < 0 ? 0 : edge;
-    total = layers + 2 * k;
+    slots = (k > 0 && mtp > 0) ? mtp : 0;
+    total = layers + 2 * k + slots;
     u = (total + p - 1) / p;
     if (ts_loss_on_first_device(schedule, p)) {
         ends = 1;
-        first = u - 2 * k;
+        first = u - 2 * k - slots;
+        last = first;
     } else {
         ends = 2;
         first = u - k;
+        last = u - k - slots;
     }
     mids = p - ends;
     if (mids <= 0) {
@@ -327,15 +332,22 @@ TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t 
         *last_out = (double)first * 1.0;
         return;
     }
+    cap = layers / ends;
     if (first < 0)
         first = 0;
-    if (first > layers / ends)
-        first = layers / ends;
-    rest = layers - ends * first;
+    if (first > cap)
+        first = cap;
+    if (last < 0)
+        last = 0;
+    if (last > cap)
+        last = cap;
+    if (ends == 1)
+        last = first;
+    rest = layers - first - (ends == 2 ? last : 0);
     middle = (rest + mids - 1) / mids;
     *first_out = (double)first * 1.0;
     *middle_out = (double)middle * 1.0;
-    *last_out = (double)first * 1.0;
+    *last_out = (double)last * 1.0;
 }
 
 /* pipeline.py parameter_copies: DualPipe keeps two mirrored copies (README). */

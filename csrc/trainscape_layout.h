@@ -64,7 +64,8 @@ enum {
     TS_MDL_MAX_ROUTE_NODES = 13,
     TS_MDL_ATTENTION_WINDOW = 14,
     TS_MDL_FULL_ATTENTION_EVERY = 15,
-    TS_MDL_COUNT = 16
+    TS_MDL_MTP_LAYERS = 16,
+    TS_MDL_COUNT = 17
 };
 
 /* JOB_FIELDS */
@@ -223,13 +224,13 @@ enum {
 #define TS_SYS_TIER_BASE 26
 #define TS_SYS_SITE_LINK_BASE 74
 #define TS_N_SYS 586
-#define TS_N_MODEL 16
+#define TS_N_MODEL 17
 #define TS_N_JOB 39
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x93FC4D27
+#define TS_LAYOUT_HASH 0x2792A0DC
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -145,8 +145,8 @@ TS_FN double ts_inflight_activations_rank(int schedule, int64_t p, int64_t m, in
                                           int64_t r);
 TS_FN int ts_loss_on_first_device(int schedule, int64_t p);
 TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t layers,
-                                    int64_t edge, double *first_out, double *middle_out,
-                                    double *last_out);
+                                    int64_t edge, int64_t mtp, double *first_out,
+                                    double *middle_out, double *last_out);
 TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v);
 TS_FN double ts_parameter_copies(int schedule);
 TS_FN double ts_p2p_steady_crossings_1f1b(double p, double m);
@@ -162,6 +162,8 @@ typedef struct {
     /* config_error's int(...) of block fields */
     int64_t heads, kv_heads, global_batch, layers, experts, seq, hidden, ffn, expert_ffn;
     int64_t edge;            /* int(job pipeline_edge_layers) */
+    int64_t mtp;             /* int(model mtp_layers) */
+    double mtp_moe;          /* mtp_moe_blocks */
     int dropout;             /* job dropout > 0 */
     double n_moe;            /* moe_layer_count(layers, experts, moe_every) */
     double model_flops;      /* model_flops_per_sequence(mdl, seq) * global_batch */

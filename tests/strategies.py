@@ -188,6 +188,8 @@ def model_blocks(draw, moe: bool | None = None):
         mdl[L.MDL_SHARED_EXPERTS] = draw(st.sampled_from([0, 0, 1, 2]))
         # node-limited routing: none, a limit below / at / above top_k
         mdl[L.MDL_MAX_ROUTE_NODES] = draw(st.sampled_from([0, 0, 1, 2, 3, 4, 8]))
+    # multi-token prediction: none (most models), DeepSeek-V3's one block, a deeper stack
+    mdl[L.MDL_MTP_LAYERS] = min(draw(st.sampled_from([0, 0, 0, 1, 2])), mdl[L.MDL_LAYERS])
     return mdl
 
 

@@ -1591,3 +1591,90 @@ def test_head_dim_half_presets_follow_the_exponential_rate_rule():
     # Blackwell: twice Hopper's tensor rate per SM and clock, the same exponential units
     assert presets.gpu("b200")["attention_head_dim_half"] == pytest.approx(
         8192 / (7 * 16), abs=0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-token prediction (DeepSeek-V3 arXiv 2412.19437 §2.2; Megatron-Core MTP)
+# ---------------------------------------------------------------------------------------------
+
+
+def dense_mtp_model(layers=32, mtp=0):
+    mdl = gpt_model(layers=layers, h=4096, heads=32, vocab=128000)
+    mdl[L.MDL_MTP_LAYERS] = mtp
+    return mdl
+
+
+def test_mtp_model_flops_are_megatrons_one_more_layer_projection_and_logits(backend):
+    """Megatron-LM num_floating_point_operations with mtp_num_layers D: D more layers of the
+    last layer's kind, D projections 2h -> h with three norms (2h^2 + 3h per token) and D more
+    passes through the output head, all times 3 (forward and backward)."""
+    from trainscape.backends import evaluate_blocks
+
+    s, h, v, batch = 2048, 4096, 128000, 64
+    base, mtp = dense_mtp_model(mtp=0), dense_mtp_model(mtp=1)
+    one_layer = (llm.attention_projection_flops(1, s, h, 32, 32, 128)
+                 + llm.attention_core_flops(1, s, 32, 128) + llm.mlp_flops(1, s, h, 4 * h, False))
+    extra = 3 * (one_layer + 2 * s * (2 * h * h + 3 * h) + 2 * s * h * v)
+    assert (llm.model_flops_per_sequence(mtp, s) - llm.model_flops_per_sequence(base, s)
+            == pytest.approx(extra, rel=1e-12))
+    sys = system([NODE, FABRIC], gpus=8)
+    cfg = one_config(tp=1, pp=4, dp=2, schedule=L.SCHED_1F1B)
+    a = evaluate_blocks(sys, base, job(seq=s, batch=batch), cfg, backend=backend)
+    b = evaluate_blocks(sys, mtp, job(seq=s, batch=batch), cfg, backend=backend)
+    # model TFLOP/s per GPU = model FLOPs / step / GPUs: the ratio at equal step times
+    ratio = (b[L.OUT_MODEL_TFLOPS_PER_GPU, 0] * b[L.OUT_STEP_TIME_S, 0]) \
+        / (a[L.OUT_MODEL_TFLOPS_PER_GPU, 0] * a[L.OUT_STEP_TIME_S, 0])
+    assert ratio == pytest.approx(llm.model_flops_per_sequence(mtp, s)
+                                  / llm.model_flops_per_sequence(base, s), rel=1e-9)
+
+
+def test_mtp_block_kind_follows_the_last_layer():
+    mdl = moe_model()
+    mdl[L.MDL_MTP_LAYERS] = 1
+    mdl[L.MDL_MOE_EVERY] = 1
+    assert llm.mtp_moe_blocks(mdl) == 1  # DeepSeek-V3: every layer routed, the MTP block too
+    mdl[L.MDL_MOE_EVERY] = 2
+    mdl[L.MDL_LAYERS] = 61
+    assert llm.mtp_moe_blocks(mdl) == 0  # layers 2, 4, ..., 60 routed: the 61st is dense
+    mdl[L.MDL_LAYERS] = 60
+    assert llm.mtp_moe_blocks(mdl) == 1
+    assert llm.mtp_moe_blocks(dense_mtp_model(mtp=2)) == 0
+
+
+def test_mtp_block_runs_on_the_last_stage_with_its_own_head_pass():
+    """PP 4 over 32 layers, one MTP block: the last device runs 8 layers + the MTP block's
+    layer (9 stage layers, as a 36-layer model's device does) and, beyond that model's last
+    stage, one more output GEMM, cross-entropy, embedding lookup and 2h -> h projection."""
+    sys = system([NODE, FABRIC], gpus=8)
+    j = job(seq=2048, batch=64)
+    cfg = one_config(tp=1, pp=4, dp=2, schedule=L.SCHED_1F1B)
+    row = llm.row_terms(sys, dense_mtp_model(layers=32, mtp=1), j, cfg, 0)
+    ref = llm.row_terms(sys, dense_mtp_model(layers=36, mtp=0), j, cfg, 0)
+    assert row[llm.ROW_STAGE_LAYERS] == 9 == ref[llm.ROW_STAGE_LAYERS]
+    b, s, h, v = 1, 2048, 4096, 128000
+    head = (llm.gemm_time(sys, llm.logits_flops(b, s, h, v), 1.0)
+            + llm.linear_gemm_time(sys, llm.mtp_projection_flops(b, s, h), 1.0))
+    loss = (llm.cross_entropy_time(sys, b, s, v, 1, 2, 4)
+            + llm.embedding_time(sys, b, s, h, 2))
+    assert row[llm.ROW_F_COMPUTE] - ref[llm.ROW_F_COMPUTE] == pytest.approx(head + loss,
+                                                                            rel=1e-9)
+    assert row[llm.ROW_W_COMPUTE] - ref[llm.ROW_W_COMPUTE] == pytest.approx(head, rel=1e-9)
+    # the blocks' projections and norms, and the embedding the last stage now holds
+    assert llm.mtp_stage_params(dense_mtp_model(mtp=1), v * h, False) == 2 * h * h + 3 * h + v * h
+    assert llm.mtp_stage_params(dense_mtp_model(mtp=1), v * h, True) == 2 * h * h + 3 * h
+    assert llm.mtp_stage_params(dense_mtp_model(mtp=0), v * h, False) == 0
+
+
+def test_mtp_keeps_a_second_set_of_logits_and_the_projection_input(backend):
+    """No pipeline: the one device holds the logits of the model and of the MTP block, and the
+    block's 2h-wide projection input (sequence-split under SP)."""
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=8)
+    j = job(seq=2048, batch=64)
+    cfg = one_config(tp=2, pp=1, dp=4, sp=1)
+    a = evaluate_blocks(sys, dense_mtp_model(mtp=0), j, cfg, backend=backend)
+    b = evaluate_blocks(sys, dense_mtp_model(mtp=1), j, cfg, backend=backend)
+    proj_input = 2 * 1 * 2048 * 4096 * 2 / 2
+    assert b[L.OUT_MEM_LOGITS_GIB, 0] * llm.GIB == pytest.approx(
+        2 * a[L.OUT_MEM_LOGITS_GIB, 0] * llm.GIB + proj_input, rel=1e-12)

@@ -362,34 +362,44 @@ def test_inflight_per_rank_matches_simulation(schedule, data):
 
 def test_stage_layers_known_answers():
     # Llama 3 405B on PP16: 126 layers, ceil 8 on the busiest device
-    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 0) == (8, 8, 8)
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 0, 0) == (8, 8, 8)
     # one layer fewer on the first and last stage (Llama 3 §3.3.2; Megatron-LM
     # --account-for-embedding/loss-in-pipeline-split): 7, 8 x 14, 7 = 126
-    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 1) == (7, 8, 7)
-    assert pipeline_stage_layers(SCHED_INTERLEAVED, 16, 2, 126, 1) == (7, 8, 7)
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 1, 0) == (7, 8, 7)
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 16, 2, 126, 1, 0) == (7, 8, 7)
     # NeMo 2.0 Llama 3.1 405B on PP8: (126 + 2) / 8 = 16 -> 15, 16 x 6, 15 = 126
-    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 8, 126, 1) == (15, 16, 15)
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 8, 126, 1, 0) == (15, 16, 15)
     # even split, no edge layers: every device layers / p
-    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 96, 0) == (12, 12, 12)
+    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 96, 0, 0) == (12, 12, 12)
     # V placement (ZB-V): device 0 holds both ends, 2k layers fewer; 7 + 9 + 9 + 9 >= 32
-    assert pipeline_stage_layers(SCHED_ZB_V, 4, 1, 32, 1) == (7, 9, 7)
+    assert pipeline_stage_layers(SCHED_ZB_V, 4, 1, 32, 1, 0) == (7, 9, 7)
     # no pipeline; two stages split in halves (the larger costs)
-    assert pipeline_stage_layers(SCHED_1F1B, 1, 1, 30, 1) == (30, 0, 30)
-    assert pipeline_stage_layers(SCHED_1F1B, 2, 1, 7, 0) == (4, 0, 4)
+    assert pipeline_stage_layers(SCHED_1F1B, 1, 1, 30, 1, 0) == (30, 0, 30)
+    assert pipeline_stage_layers(SCHED_1F1B, 2, 1, 7, 0, 0) == (4, 0, 4)
+    # DeepSeek-V3's 61 layers and one MTP block, the split counting embedding, loss and MTP as
+    # a layer each (NeMo r2.3.0 pretrain_deepseek_v3.py: first 64/p - 1, last 64/p - 2;
+    # Megatron-Bridge's Et|(tt|)*30mL on PP8 x VP4): 7 + 8 x 6 + 6 = 61, 3 + 4 x 14 + 2 = 61
+    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 61, 1, 1) == (7, 8, 6)
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 61, 1, 1) == (3, 4, 2)
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 4, 61, 1, 1) == (7, 8, 6)
+    # a plain split (no edge layers) does not count the MTP blocks: they ride on the last device
+    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 61, 0, 1) == (8, 8, 8)
+    # V placement: the loss device is device 0, which gives up the MTP slot too
+    assert pipeline_stage_layers(SCHED_ZB_V, 4, 1, 32, 1, 1) == (6, 9, 6)
 
 
 @settings(max_examples=200, deadline=None)
 @given(p=st.integers(1, 32), layers=st.integers(1, 200), edge=st.integers(0, 4),
-       schedule=st.sampled_from(ALL))
-def test_stage_layers_hold_every_layer(p, layers, edge, schedule):
+       mtp=st.integers(0, 3), schedule=st.sampled_from(ALL))
+def test_stage_layers_hold_every_layer(p, layers, edge, mtp, schedule):
     """The first, p - ends middle and last devices can hold every layer: first + middles x
     middle (+ last) >= layers, never negative."""
-    first, middle, last = pipeline_stage_layers(schedule, p, 1, layers, edge)
+    first, middle, last = pipeline_stage_layers(schedule, p, 1, layers, edge, mtp)
     assert min(first, middle, last) >= 0
     if p == 1:
         assert first == layers
         return
     v_shape = schedule in (SCHED_ZB_V, SCHED_DUALPIPE_V)
     ends = 1 if v_shape else 2
-    cap = first * ends + middle * (p - ends) if p > ends else first * p
+    cap = first + (last if ends == 2 else 0) + middle * (p - ends) if p > ends else first * p
     assert cap >= layers

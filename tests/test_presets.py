@@ -31,6 +31,8 @@ LLM_FIELDS = (
     "experts", "top_k", "expert_ffn_hidden", "moe_every", "shared_experts",
 )
 LLM_NUMERIC = tuple(f for f in LLM_FIELDS if f != "mlp")
+#: fields a model preset states only where the model has them (each with its source then)
+LLM_OPTIONAL = ("mtp_layers",)
 DLRM_NUMERIC = (
     "dense_in_features", "dense_arch", "over_arch", "dcn_layers", "dcn_low_rank",
     "embedding_dim", "global_batch", "tables",
@@ -163,8 +165,10 @@ def test_cluster_fields_and_sources(name, c):
 
 @pytest.mark.parametrize("name,m", _all("model"))
 def test_model_fields_and_sources(name, m):
-    assert set(m) == set(LLM_FIELDS) | {"name", "sources"}, f"{name}: fields {sorted(m)}"
-    for f in LLM_NUMERIC:
+    optional = {f for f in LLM_OPTIONAL if f in m}
+    assert set(m) == set(LLM_FIELDS) | optional | {"name", "sources"}, \
+        f"{name}: fields {sorted(m)}"
+    for f in LLM_NUMERIC + tuple(optional):
         assert isinstance(m[f], int) and not isinstance(m[f], bool), f"{name}.{f}"
         assert _has_source(m["sources"], f), f"{name}.sources.{f} missing"
 

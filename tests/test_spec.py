@@ -744,3 +744,17 @@ def test_sliding_window_fields_pack_and_reject_what_cannot_run():
         cols.append(evaluate_blocks(pack_system(sc), pack_model(sc), pack_job(sc), cfg,
                                     backend="python")[:, 0])
     np.testing.assert_array_equal(cols[0], cols[1])
+
+
+def test_mtp_layers_pack_and_reject_what_cannot_run():
+    raw = base()
+    raw["model"]["mtp_layers"] = 1
+    assert pack_model(load_scenario(raw))[L.MDL_MTP_LAYERS] == 1
+    assert pack_model(load_scenario(base()))[L.MDL_MTP_LAYERS] == 0
+    layers = raw["model"]["layers"]
+    for value, pattern in ((-1, r"^model\.mtp_layers: "), (1.5, r"^model\.mtp_layers: "),
+                           (layers + 1, r"^model\.mtp_layers: more multi-token .*0 to ")):
+        bad = base()
+        bad["model"]["mtp_layers"] = value
+        with pytest.raises(ScenarioError, match=pattern):
+            load_scenario(bad)

@@ -211,8 +211,12 @@ OUTSIDE_RATCHET = {
     # DeepSeek-V3 / Kimi K2 were read with the deepseek-v3 preset's MLA approximation (GQA, 128-
     # wide heads, 8 KV heads; published.KV_HEADS) instead of the printed hidden / heads = 56:
     # three of DGX Cloud's nine rows are DeepSeek-V3 (-34.6 / -33.2 / +8.9 -> -28.9 / -27.8 /
-    # +16.6 %), and the last of them became the median
-    "dgxc_benchmarking": (0.170, 1),
+    # +16.6 %), and the last of them became the median. Its infeasible count was tightened
+    # 1 -> 0 when DeepSeek-V3 took its multi-token prediction block and the DGX Cloud 25.05
+    # rows their NeMo 2.3 script's split (first stage 64/p - 1 layers, last 64/p - 2 and the
+    # MTP block; calibration.published.RECIPE_MTP): the 512-GPU layout's first stage holds 7
+    # layers, not 8, and fits (83.0 -> 75.4 GiB)
+    "dgxc_benchmarking": (0.170, 0),
     "automodel_perf_summary": (0.670, 1),
     "torchtitan_benchmarks": (0.030, 0),
 }

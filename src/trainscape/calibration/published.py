@@ -110,6 +110,22 @@ MAX_ROUTE_NODES = {"deepseek-v3": 4}
 #: 128``, ``layer_types`` alternating; Megatron-Bridge v0.2.0 ``GPTOSSProvider``: ``window_size
 #: (128, 0)``, ``window_attn_skip_freq 2``, fused sink attention with TE >= 2.8)
 SLIDING_WINDOW = {"gpt-oss-120b": (128, 2), "gpt-oss-20b": (128, 2)}
+#: Multi-token prediction a recipe trains with: (source, model, newest release) -> (depth, why).
+#: DeepSeek-V3 trains with one MTP block (arXiv 2412.19437 §2.2, §4.2: depth 1), and so do
+#: the Megatron recipes: NeMo 2.3's ``pretrain_recipe(use_mtp=True)`` (NVIDIA/NeMo r2.3.0
+#: ``nemo/collections/llm/recipes/deepseek_v3.py``, ``mtp_num_layers=1``; the DGX Cloud 25.05
+#: rows, NeMo 25.04.01) and Megatron-Bridge's ``deepseek_v3`` recipes (``mtp_num_layers = 1``,
+#: layouts with an ``mtp`` slot beside the loss; the performance summaries from 25.09 on).
+#: NeMo 2.4-2.5's performance script sets pipeline layouts without an ``mtp`` slot, which
+#: Megatron-Core accepts only without MTP (``validate_layer_layout``), so its rows get none.
+RECIPE_MTP = {
+    ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): (
+        1, "multi-token prediction depth 1: NeMo 2.3 deepseek_v3 pretrain_recipe(use_mtp=True), "
+           "the MTP block on the last pipeline stage"),
+    ("nemo_perf_summary", "deepseek-v3", (99,)): (
+        1, "multi-token prediction depth 1: Megatron-Bridge deepseek_v3 recipe mtp_num_layers = "
+           "1, the MTP block on the last pipeline stage"),
+}
 
 
 @dataclass
@@ -550,6 +566,12 @@ RECIPE_OPTIMIZER = {
 #: the model's own pre-training config does (the same file at 7c842fcd, "actual GPU/GBS numbers
 #: used in pretraining").
 RECIPE_NO_TP_OVERLAP = {
+    # NeMo 2.3's DeepSeek-V3 performance script (NVIDIA/NeMo r2.3.0
+    # scripts/performance/llm/pretrain_deepseek_v3.py: MegatronCommOverlapCallback(
+    # tp_comm_overlap=False)), which the DGX Cloud 25.05 rows ran
+    ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): (
+        "recipe script (NeMo 2.3 pretrain_deepseek_v3.py MegatronCommOverlapCallback "
+        "tp_comm_overlap=False): TP communication not overlapped"),
     ("dgxc_benchmarking", "nemotron4-340b", (24, 9)): (
         "recipe yaml (nemotron4-340b-synth.yaml ub_tp_comm_overlap: False): TP communication "
         "not overlapped"),
@@ -751,6 +773,10 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     stack = stack_of(row["framework"])
     release = release_of(row)
     model = model_of(row, notes)
+    mtp = recipe_rule(RECIPE_MTP, row, release)
+    if mtp is not None:
+        model["mtp_layers"] = mtp[0]
+        notes.append(mtp[1])
     config = config_of(row, stack, notes)
     recipe_job = recipe_layout_of(row, release, config, notes)
     recompute_modules = (recipe_recompute_modules_of(row, release, config, notes)
@@ -812,13 +838,20 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
                 notes.append("attn_impl triton: Triton FlashAttention, an Ampere-generation "
                              "kernel (job.attention_kernel = legacy)")
     chunks = config["pp"] * config["vpp"]
-    if chunks > 1 and model["layers"] % chunks and (model["layers"] + 2) % chunks == 0:
+    slots = model["layers"] + 2 + model.get("mtp_layers", 0)
+    if chunks > 1 and model["layers"] % chunks and slots % chunks == 0:
         # NeMo 2.0's 405B recipe (account_for_embedding/loss_in_pipeline_split) and Llama 3
-        # §3.3.2 (one layer fewer on the first and last stage)
+        # §3.3.2 (one layer fewer on the first and last stage); an MTP block takes a slot of
+        # the last stage too (pipeline.pipeline_stage_layers)
         job["pipeline_edge_layers"] = 1
-        notes.append(f"{model['layers']} layers on {chunks} pipeline chunks: embedding and loss "
-                     "counted as one layer each (one transformer layer fewer on the first and "
-                     "last stage)")
+        if model.get("mtp_layers", 0):
+            notes.append(f"{model['layers']} layers on {chunks} pipeline chunks: embedding, "
+                         "loss and the MTP block counted as one layer each (one transformer "
+                         "layer fewer on the first stage, two on the last)")
+        else:
+            notes.append(f"{model['layers']} layers on {chunks} pipeline chunks: embedding and "
+                         "loss counted as one layer each (one transformer layer fewer on the "
+                         "first and last stage)")
     gpu = row["gpu"]
     preset = GPU_CLUSTER[gpu]
     overrides: dict[str, Any] = {}

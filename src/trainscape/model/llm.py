@@ -75,6 +75,7 @@ from ..layout import (
     MDL_MAX_ROUTE_NODES,
     MDL_ATTENTION_WINDOW,
     MDL_FULL_ATTENTION_EVERY,
+    MDL_MTP_LAYERS,
     MDL_MOE_EVERY,
     MDL_SHARED_EXPERTS,
     MDL_SWIGLU,
@@ -274,6 +275,50 @@ def moe_layer_count(layers, experts, moe_every):
     return math.floor(layers / moe_every)
 
 
+def mtp_moe_blocks(mdl):
+    """MoE blocks among the model's ``mtp_layers`` multi-token prediction blocks. An MTP block
+    is a transformer layer of the kind of the model's last layer (Megatron-LM
+    ``megatron/training/training.py`` ``num_floating_point_operations``: ``last_layer_is_moe``);
+    with MoE in every ``moe_every``-th layer (:func:`moe_layer_count`) the last one is routed
+    when ``moe_every`` divides the depth. DeepSeek-V3's MTP module is an MoE layer
+    (arXiv 2412.19437 §2.2)."""
+    mtp = mdl[MDL_MTP_LAYERS]
+    layers = mdl[MDL_LAYERS]
+    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    if mtp <= 0.0 or n_moe <= 0.0 or n_moe * mdl[MDL_MOE_EVERY] != layers:
+        return 0.0
+    return mtp
+
+
+def mtp_projection_flops(b, s, h):
+    """One MTP block's own work besides its transformer layer, forward: the projection of the
+    concatenated normed hidden state and normed embedding, ``2h -> h`` (DeepSeek-V3
+    arXiv 2412.19437 eq. 21, ``M_k``), and its three norms, ``2 b s (2h^2 + 3h)`` (Megatron-LM
+    ``num_floating_point_operations``, "MTP norms and proj")."""
+    return 2.0 * b * s * (2.0 * h * h + 3.0 * h)
+
+
+def output_head_flops(mdl, b, s):
+    """Forward FLOPs after the last layer: the output projection to the vocabulary, once for
+    the model and once per MTP block, and each block's projection and norms
+    (:func:`mtp_projection_flops`)."""
+    mtp = mdl[MDL_MTP_LAYERS]
+    return ((1.0 + mtp) * logits_flops(b, s, mdl[MDL_HIDDEN], mdl[MDL_VOCAB])
+            + mtp * mtp_projection_flops(b, s, mdl[MDL_HIDDEN]))
+
+
+def attention_blocks(mdl):
+    """Transformer layers with an attention core: the model's and its MTP blocks'. (The
+    selective and named-dots recompute of single modules count the model's layers only.)"""
+    return mdl[MDL_LAYERS] + mdl[MDL_MTP_LAYERS]
+
+
+def mtp_block_params(h):
+    """An MTP block's weights besides its transformer layer: the ``2h x h`` projection and the
+    three norms' scales (the embedding and output head are shared with the model's)."""
+    return 2.0 * h * h + 3.0 * h
+
+
 def megatron_flops_per_iteration(batch, s, layers, h, vocab, full_recompute):
     """Narayanan et al. SC'21 eq. (3): ``96 B s l h^2 (1 + s/6h + V/16lh)`` with full activation
     recomputation; without it the 4 forward-equivalent passes become 3 (``72 B s l h^2 ...``)."""
@@ -298,11 +343,16 @@ def model_flops_per_sequence(mdl, s):
         1.0, s, h, mdl[MDL_EXPERT_FFN_HIDDEN], mdl[MDL_TOP_K], mdl[MDL_SHARED_EXPERTS],
         mdl[MDL_SWIGLU] > 0.0,
     )
+    # each multi-token prediction block: a layer of the last layer's kind, its projection, and
+    # one more pass through the output head (Megatron-LM num_floating_point_operations)
+    mtp = mdl[MDL_MTP_LAYERS]
+    mtp_moe = mtp_moe_blocks(mdl)
     forward = (
-        layers * per_layer
-        + (layers - n_moe) * dense_mlp
-        + n_moe * moe_mlp
-        + logits_flops(1.0, s, h, mdl[MDL_VOCAB])
+        (layers + mtp) * per_layer
+        + (layers - n_moe + mtp - mtp_moe) * dense_mlp
+        + (n_moe + mtp_moe) * moe_mlp
+        + mtp * mtp_projection_flops(1.0, s, h)
+        + (1.0 + mtp) * logits_flops(1.0, s, h, mdl[MDL_VOCAB])
     )
     return 3.0 * forward
 
@@ -811,6 +861,14 @@ def moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn, t
     )
 
 
+def mtp_projection_input_bytes(b, s, h, t, sp, act_bytes):
+    """The input an MTP block's projection keeps for its weight gradient: the concatenated
+    normed hidden state and normed embedding, ``2h`` wide (Megatron-Core
+    ``MultiTokenPredictionLayer``: ``torch.cat`` then ``eh_proj``, a column-parallel linear
+    whose input is split over the TP ranks under sequence parallelism)."""
+    return 2.0 * b * s * h * act_bytes / (t if sp else 1.0)
+
+
 def logits_memory_bytes(b, s, vocab, t, act_bytes, extra_bytes):
     """Logits of the microbatch on the last stage, vocabulary-parallel: the activation-dtype
     logits plus what the cross-entropy holds beside them, ``extra_bytes`` per logit (the job's
@@ -1283,6 +1341,16 @@ def stage_layer_splits(mdl, job, schedule, pp, vpp):
     d1, m1 = stage_layer_split(n_first, layers, n_moe)
     d2, m2 = stage_layer_split(n_mid, layers, n_moe)
     d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    # the multi-token prediction blocks run on the device holding the loss (Megatron-Core
+    # mtp_on_this_rank: the last pipeline stage), as layers of the last layer's kind
+    mtp_m = mtp_moe_blocks(mdl)
+    mtp_d = mdl[MDL_MTP_LAYERS] - mtp_m
+    if loss_first:
+        d1 += mtp_d
+        m1 += mtp_m
+    else:
+        d3 += mtp_d
+        m3 += mtp_m
     return d1, m1, d2, m2, d3, m3, loss_first
 
 
@@ -1395,19 +1463,34 @@ def folded_ep_groups(tp, s_tp, dp, s_dp, ep):
     return (g, s_in, e_out, s_out, n_in / g, s_in * g, n_out / e_out, s_out * e_out)
 
 
+def mtp_stage_params(mdl, emb_p, embed):
+    """Dense weights the multi-token prediction blocks add to the device holding the loss
+    besides their layers: each block's projection and norms (:func:`mtp_block_params`), and the
+    input embedding where that device does not hold it already (Megatron-Core ``GPTModel``
+    builds the word embedding on the stage that runs MTP, ``if self.pre_process or
+    self.mtp_process``, its gradient summed with the first stage's)."""
+    mtp = mdl[MDL_MTP_LAYERS]
+    if mtp <= 0.0:
+        return 0.0
+    extra = mtp * mtp_block_params(mdl[MDL_HIDDEN])
+    if not embed:
+        extra += emb_p
+    return extra
+
+
 def stage_params(dense, moe, dense_layer_p, moe_layer_p, expert_layer_p, embed, loss, emb_p,
-                 tp, etp, copies):
+                 tp, etp, copies, mtp_p):
     """``(dense, expert)`` parameters a device holds for its ``dense + moe`` layers, the input
     embedding on the first stage and the (untied) output projection on the last (Megatron-LM
     keeps a copy of the word embeddings on the last stage even when they are tied,
     ``LanguageModule.setup_embeddings_and_output_layer``), split over ``tp`` and times the
     schedule's parameter copies; the experts split over the expert tensor-parallel degree ``etp``
-    (:func:`expert_tp_degree`)."""
+    (:func:`expert_tp_degree`). The loss device adds ``mtp_p`` (:func:`mtp_stage_params`)."""
     d = dense * dense_layer_p + moe * moe_layer_p
     if embed:
         d += emb_p
     if loss:
-        d += emb_p
+        d += emb_p + mtp_p
     return d / tp * copies, moe * expert_layer_p / etp * copies
 
 
@@ -1486,7 +1569,8 @@ def pipeline_stages(mdl, job, schedule, pp, vpp):
     ``pipeline_edge_layers``) and whether the first device also holds the loss."""
     first, middle, last = pipeline_stage_layers(schedule, int(pp), int(vpp),
                                                 int(mdl[MDL_LAYERS]),
-                                                int(job[JOB_PIPELINE_EDGE_LAYERS]))
+                                                int(job[JOB_PIPELINE_EDGE_LAYERS]),
+                                                int(mdl[MDL_MTP_LAYERS]))
     return first, middle, last, loss_on_first_device(schedule, int(pp))
 
 
@@ -1959,6 +2043,13 @@ def row_terms(sys, mdl, job, cfg, i):
     # the last stage also projects to the vocabulary (Megatron places it there, in BF16)
     t_logits = gemm_time(sys, logits_flops(b, s, h, vocab) / tp, 1.0)
     t_ce = cross_entropy_time(sys, b, s, vocab, tp, act_bytes, job[JOB_LOGITS_EXTRA_BYTES])
+    # each multi-token prediction block embeds the shifted tokens, projects 2h -> h and passes
+    # the output head and the loss once more (its transformer layer is among the stage's)
+    mtp = mdl[MDL_MTP_LAYERS]
+    if mtp > 0.0:
+        t_logits = (1.0 + mtp) * t_logits \
+            + mtp * linear_gemm_time(sys, mtp_projection_flops(b, s, h) / tp, 1.0)
+        t_ce = (1.0 + mtp) * t_ce + mtp * t_embed
     last_embed = pp <= 1.0
     st1 = stage_pass_times(d1, m1, t_proj, t_dense_mlp, t_moe_mlp, t_core, t_mem_dense,
                            t_mem_moe, t_cast_f_dense, t_cast_f_moe, t_cast_b_dense,
@@ -2003,11 +2094,11 @@ def row_terms(sys, mdl, job, cfg, i):
     expert_layer_p = (experts / ep) * mlp_params(h, expert_ffn, swiglu)
     emb_p = embedding_params(vocab, h)
     pa = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
-                      emb_p, tp, etp, copies)
+                      emb_p, tp, etp, copies, mtp_stage_params(mdl, emb_p, True))
     pb = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False,
-                      emb_p, tp, etp, copies)
+                      emb_p, tp, etp, copies, 0.0)
     pc = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
-                      emb_p, tp, etp, copies)
+                      emb_p, tp, etp, copies, mtp_stage_params(mdl, emb_p, last_embed))
     # the linear-layer weights among a stage's dense ones (the weight all-gather's FP8 part)
     lin = layer_linear_params(mdl, swiglu)
     dense_params = pc[0]
@@ -2025,10 +2116,11 @@ def row_terms(sys, mdl, job, cfg, i):
     # ---- FLOPs ----------------------------------------------------------------------------------
     model_flops = model_flops_per_sequence(mdl, seq) * global_batch
     hw_per_layer_f = (proj + core_hw) * split
+    mtp_moe = mtp_moe_blocks(mdl)
     hw_fwd = (
-        (layers - n_moe) * (hw_per_layer_f + dense_mlp * split)
-        + n_moe * (hw_per_layer_f + (routed + expert_mlp) * split)
-        + logits_flops(b, seq, h, vocab)
+        (layers - n_moe + mtp - mtp_moe) * (hw_per_layer_f + dense_mlp * split)
+        + (n_moe + mtp_moe) * (hw_per_layer_f + (routed + expert_mlp) * split)
+        + output_head_flops(mdl, b, seq)
     )
 
     # two tuples joined: a literal of more than 30 items compiles to LIST_TO_TUPLE (CPython
@@ -2448,11 +2540,10 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     hw_fwd = row[ROW_HW_FWD]
     hw_recompute = 0.0
     if recompute == RECOMPUTE_FULL:
-        hw_recompute = full_share * (hw_fwd - logits_flops(b, job[JOB_SEQ_LEN], mdl[MDL_HIDDEN],
-                                                           mdl[MDL_VOCAB]))
+        hw_recompute = full_share * (hw_fwd - output_head_flops(mdl, b, job[JOB_SEQ_LEN]))
     elif recompute >= RECOMPUTE_DOTS or (recompute == RECOMPUTE_SELECTIVE and not flash):
         if not named_dots_core_saved(recompute, flash):
-            hw_recompute = mdl[MDL_LAYERS] * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
+            hw_recompute = attention_blocks(mdl) * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
         if recompute > RECOMPUTE_DOTS:
             hw_recompute += named_dots_redo_flops(mdl, b, job[JOB_SEQ_LEN], recompute)
     if recompute == RECOMPUTE_SELECTIVE:
@@ -2460,8 +2551,8 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     # backward = B + W: GEMMs twice, the attention core attention_backward_factor times (no
     # weights; FlashAttention recomputes the scores): 3 forwards in all, plus 0.5 x the executed
     # attention core with FlashAttention
-    bwd_extra = (attention_backward_factor(flash) - 2.0) * mdl[MDL_LAYERS] * row[ROW_HW_CORE] \
-        * (row[ROW_TP] * row[ROW_CP])
+    bwd_extra = (attention_backward_factor(flash) - 2.0) * attention_blocks(mdl) \
+        * row[ROW_HW_CORE] * (row[ROW_TP] * row[ROW_CP])
     hw_flops = (3.0 * hw_fwd + bwd_extra + hw_recompute) * (job[JOB_GLOBAL_BATCH] / b)
 
     return (f_stage, b_stage, w_stage, m * (f_compute + b_compute + w_compute), m * (tp_f + tp_b),
@@ -2814,14 +2905,19 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
         opt_bytes = 0.0  # the optimizer states (DiLoCo's outer ones too) live in host memory
     logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES],
                                  job[JOB_LOGITS_EXTRA_BYTES])
+    mtp = mdl[MDL_MTP_LAYERS]
+    if mtp > 0.0:
+        # every MTP block keeps its own logits and its projection's input
+        logits = (1.0 + mtp) * logits + mtp * mtp_projection_input_bytes(
+            row[ROW_B], row[ROW_S], h, tp, row[ROW_SP] > 0.0, job[JOB_ACTIVATION_BYTES])
     last_embed = row[ROW_PP] <= 1.0
     keep = fsdp_keeps_unsharded(job, row)
     p1 = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
-                      emb_p, tp, etp, copies)
+                      emb_p, tp, etp, copies, mtp_stage_params(mdl, emb_p, True))
     p2 = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False, emb_p,
-                      tp, etp, copies)
+                      tp, etp, copies, 0.0)
     p3 = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
-                      emb_p, tp, etp, copies)
+                      emb_p, tp, etp, copies, mtp_stage_params(mdl, emb_p, last_embed))
     logits_first = logits if loss_first else 0.0
     s1 = stage_memory(job, p1[0], p1[1], stage_linear_params(d1, m1, lin, tp, copies), d1 + m1,
                       zero, dp_dense, dp_expert, param_bytes, grad_bytes,

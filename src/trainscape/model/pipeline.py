@@ -391,7 +391,7 @@ def loss_on_first_device(schedule, p):
     return schedule == SCHED_ZB_V or schedule == SCHED_DUALPIPE_V
 
 
-def pipeline_stage_layers(schedule, p, v, layers, edge):
+def pipeline_stage_layers(schedule, p, v, layers, edge, mtp):
     """Transformer layers ``(first, middle, last)`` per microbatch pass on the first device, on
     the busiest middle device and on the last device, when ``layers`` are split over the
     pipeline's model chunks as evenly as possible.
@@ -409,6 +409,15 @@ def pipeline_stage_layers(schedule, p, v, layers, edge):
     device holds ``U - k`` transformer layers (``U - 2k`` when it also holds the loss, see
     :func:`loss_on_first_device`), the last ``U - k``, never below 0 nor above an equal share
     of the layers; the middle devices the rest, the busiest ``ceil(rest / (p - edge devices))``.
+
+    ``mtp`` multi-token prediction blocks ride on the device holding the loss (Megatron-Core
+    ``mtp_on_this_rank``: the last pipeline stage). A split that counts the embedding and the
+    loss (k > 0) counts each of them as a layer too: ``L + 2k + mtp`` slots, the loss device
+    ``mtp`` transformer layers fewer -- NeMo 2.0's DeepSeek-V3 performance script
+    (``scripts/performance/llm/pretrain_deepseek_v3.py``, NVIDIA/NeMo r2.3.0: first stage
+    ``64/p - 1``, last ``64/p - 2`` layers of 61) and Megatron-Bridge's layout ``Et|(tt|)*30mL``
+    (an MTP slot ``m`` and a loss slot ``L`` in the last chunk). The returned counts are
+    transformer layers; the MTP blocks are added by the caller.
     Without a pipeline the one device holds every layer. DualPipe's two mirrored directions are
     counted as one: each device runs one p-th of the model per microbatch. When the last stage
     shares the first device the returned ``last`` equals ``first``."""
@@ -417,27 +426,39 @@ def pipeline_stage_layers(schedule, p, v, layers, edge):
     k = edge
     if k < 0:
         k = 0
-    total = layers + 2 * k
+    slots = 0  # MTP blocks counted in the split (only where the edges are)
+    if k > 0 and mtp > 0:
+        slots = mtp
+    total = layers + 2 * k + slots
     u = (total + p - 1) // p
     if loss_on_first_device(schedule, p):
         ends = 1
-        first = u - 2 * k
+        first = u - 2 * k - slots
+        last = first
     else:
         ends = 2
         first = u - k
+        last = u - k - slots
     mids = p - ends
     if mids <= 0:
         # two devices, one end each: the layers split in halves (the larger on both, the
         # slowest end costs ceil)
         first = (layers + 1) // 2
         return (first * 1.0, 0.0, first * 1.0)
+    cap = layers // ends
     if first < 0:
         first = 0
-    if first > layers // ends:
-        first = layers // ends
-    rest = layers - ends * first
+    if first > cap:
+        first = cap
+    if last < 0:
+        last = 0
+    if last > cap:
+        last = cap
+    if ends == 1:
+        last = first
+    rest = layers - first - (last if ends == 2 else 0)
     middle = (rest + mids - 1) // mids
-    return (first * 1.0, middle * 1.0, first * 1.0)
+    return (first * 1.0, middle * 1.0, last * 1.0)
 
 
 def parameter_copies(schedule):

@@ -85,6 +85,9 @@ class ModelSpec(_Spec):
     # with a window, every k-th layer attends to the whole prefix (GPT-OSS 2, Gemma 3 6);
     # 0: every layer windowed (no effect without a window)
     full_attention_every: NonNegInt = 0
+    # multi-token prediction (DeepSeek-V3 §2.2): depth D, one transformer block each after the
+    # last layer, with its own projection and loss on the shared output head; 0: none
+    mtp_layers: NonNegInt = 0
 
     @model_validator(mode="after")
     def _derive_and_check(self) -> ModelSpec:
@@ -104,6 +107,9 @@ class ModelSpec(_Spec):
         if self.full_attention_every > self.layers:
             raise fail("full_attention_every", "a stride longer than the model",
                        self.full_attention_every, f"0 to {self.layers}")
+        if self.mtp_layers > self.layers:
+            raise fail("mtp_layers", "more multi-token prediction blocks than the model has "
+                       "layers", self.mtp_layers, f"0 to {self.layers}")
         if self.experts > 0:
             if not 1 <= self.top_k <= self.experts:
                 raise fail("top_k", "an MoE model routes each token to 1..experts experts",

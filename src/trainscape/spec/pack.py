@@ -505,6 +505,7 @@ def pack_model(scenario: Scenario) -> np.ndarray:
     mdl[L.MDL_SWIGLU] = 1.0 if m.mlp == "swiglu" else 0.0
     mdl[L.MDL_ATTENTION_WINDOW] = m.attention_window
     mdl[L.MDL_FULL_ATTENTION_EVERY] = m.full_attention_every
+    mdl[L.MDL_MTP_LAYERS] = m.mtp_layers
     if m.is_moe:
         mdl[L.MDL_EXPERTS] = m.experts
         mdl[L.MDL_TOP_K] = m.top_k
