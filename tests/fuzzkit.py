@@ -40,7 +40,7 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: a board power limit), and the MoE example with the block-checkpointing recompute modules,
 #: PyTorch eager element-wise kernels on its H100s (and their head-dim attention constant)
 #: and the PyTorch FSDP stack with its stage kept unsharded under PP, so their fields are
-#: mutated too; GPT-OSS carries the sliding-window fields.
+#: mutated too, with a multi-token prediction block; GPT-OSS carries the sliding-window fields.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings",
              "mixtral-8x7b-moe.toml+modules", "gpt-oss-120b-sliding-window.toml")
@@ -54,6 +54,8 @@ def llm_base(i: int = 0) -> dict:
     if name.endswith("+modules"):
         # the checkpointing recompute modules on an MoE model (its config runs selective)
         raw["job"]["recompute_modules"] = ["mlp", "moe", "shared_experts", "layernorm"]
+        # a multi-token prediction block (an MoE layer and an output-head pass on the last stage)
+        raw["model"]["mtp_layers"] = 1
         # PyTorch eager element-wise kernels, streamed at a GPU's own stock efficiency
         raw["job"]["elementwise"] = "eager"
         raw["cluster"]["gpu"] = {"preset": "h100-sxm-80gb", "stream_memory_efficiency": 0.85,
