@@ -258,7 +258,9 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         notes.append(f"printed dp x fsdp: data-parallel degree = gpus / (tp*cp*pp) = {dp}, "
                      f"all of it sharded (hybrid sharding not modelled)")
     etp = _int(row, "etp")
-    if etp is not None and experts_of(row) and etp != tp:
+    # EP beyond DP folds the experts over the TP x DP ranks at expert TP 1
+    # (model.llm.moe_folded): only an unfolded layout runs its experts at the attention's TP
+    if etp is not None and experts_of(row) and etp != tp and dp % ep == 0:
         notes.append(f"expert TP {etp} differs from TP {tp}: the model runs experts at TP {tp}")
     mbs = _int(row, "mbs")
     if mbs is None:
