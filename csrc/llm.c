@@ -732,6 +732,8 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->layers = (int64_t)mdl[TS_MDL_LAYERS];
     inv->edge = (int64_t)job[TS_JOB_PIPELINE_EDGE_LAYERS];
     inv->mtp = (int64_t)mdl[TS_MDL_MTP_LAYERS];
+    inv->first_n = (int64_t)job[TS_JOB_PIPELINE_FIRST_STAGE_LAYERS];
+    inv->last_n = (int64_t)job[TS_JOB_PIPELINE_LAST_STAGE_LAYERS];
     inv->mtp_moe = ts_mtp_moe_blocks(mdl);
     inv->dropout = job[TS_JOB_DROPOUT] > 0.0;
     inv->experts = (int64_t)mdl[TS_MDL_EXPERTS];
@@ -855,6 +857,9 @@ TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, i
         return 18;
     if (inv->layers + 2 * inv->edge < ts_schedule_layer_divisor((int)schedule, pp, vpp))
         return 19;
+    if (ts_explicit_stage_layers_error((int)schedule, pp, vpp, inv->layers, inv->first_n,
+                                       inv->last_n))
+        return 31; /* llm.py STAGE_LAYERS_ERROR */
     if (ts_mod(dp, ep) != 0 && ts_mod(tp * dp, ep) != 0)
         return 20;
     if (ep > 1 && (inv->experts <= 0 || ts_mod(inv->experts, ep) != 0))
@@ -1420,7 +1425,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     }
     /* ---- the pipeline's stages: first (embedding), busiest middle, last (output and loss) ---- */
     ts_pipeline_stage_layers(schedule, (int64_t)pp, (int64_t)vpp, ctx->inv.layers, ctx->inv.edge,
-                             ctx->inv.mtp, &n_st[0], &n_st[1], &n_st[2]);
+                             ctx->inv.mtp, ctx->inv.first_n, ctx->inv.last_n, &n_st[0],
+                             &n_st[1], &n_st[2]);
     loss_first = ts_loss_on_first_device(schedule, (int64_t)pp);
     last_embed = pp <= 1.0;
     t_embed = 2.0 * act_bytes * b * s * h * ctx->inv.inv_hbm; /* embedding_time */

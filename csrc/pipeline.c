@@ -294,14 +294,51 @@ TS_FN int ts_loss_on_first_device(int schedule, int64_t p)
     return schedule == TS_SCHED_ZB_V || schedule == TS_SCHED_DUALPIPE_V;
 }
 
+/* pipeline.py explicit_stage_layers: stated first / last stage layers (0: not stated), the
+ * other stages splitting the rest, ceil on the busiest (Megatron-Core
+ * num_layers_in_first/last_pipeline_stage). p >= 2. */
+TS_FN void ts_explicit_stage_layers(int64_t p, int64_t layers, int64_t first_n, int64_t last_n,
+                                    double *first_out, double *middle_out, double *last_out)
+{
+    int64_t stated = (first_n > 0) + (last_n > 0);
+    int64_t rest = layers - first_n - last_n, others = p - stated, middle = 0;
+    if (rest < 0)
+        rest = 0;
+    if (others > 0)
+        middle = (rest + others - 1) / others;
+    *first_out = (double)(first_n > 0 ? first_n : middle) * 1.0;
+    *last_out = (double)(last_n > 0 ? last_n : middle) * 1.0;
+    *middle_out = p <= 2 ? 0.0 : (double)middle * 1.0;
+}
+
+/* pipeline.py explicit_stage_layers_error: stated counts this pipeline cannot run. */
+TS_FN int ts_explicit_stage_layers_error(int schedule, int64_t p, int64_t v, int64_t layers,
+                                         int64_t first_n, int64_t last_n)
+{
+    double first, middle, last, chunks;
+    if (p <= 1 || (first_n <= 0 && last_n <= 0))
+        return 0;
+    if (ts_loss_on_first_device(schedule, p))
+        return 1;
+    if (first_n + last_n > layers)
+        return 1;
+    if (p == 2 && first_n > 0 && last_n > 0 && first_n + last_n != layers)
+        return 1;
+    chunks = (double)(ts_schedule_layer_divisor(schedule, p, v) / p);
+    ts_explicit_stage_layers(p, layers, first_n, last_n, &first, &middle, &last);
+    if (first < chunks || last < chunks)
+        return 1;
+    return p > 2 && middle < chunks;
+}
+
 /* pipeline.py pipeline_stage_layers: transformer layers of the first, the busiest middle and
  * the last device, layers + 2 edge spread as evenly as possible over p devices (Megatron-LM
  * --account-for-embedding/loss-in-pipeline-split; Llama 3 arXiv 2407.21783 §3.3.2); with
  * edges the mtp blocks on the loss device count as layers of the split too (NeMo r2.3.0's
  * DeepSeek-V3 script, Megatron-Bridge's "Et|(tt|)*30mL"). */
 TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t layers,
-                                    int64_t edge, int64_t mtp, double *first_out,
-                                    double *middle_out, double *last_out)
+                                    int64_t edge, int64_t mtp, int64_t first_n, int64_t last_n,
+                                    double *first_out, double *middle_out, double *last_out)
 {
     int64_t k, slots, total, u, ends, first, last, cap, mids, rest, middle;
     (void)v;
@@ -309,6 +346,10 @@ TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t 
         *first_out = (double)layers * 1.0;
         *middle_out = 0.0;
         *last_out = (double)layers * 1.0;
+        return;
+    }
+    if (first_n > 0 || last_n > 0) {
+        ts_explicit_stage_layers(p, layers, first_n, last_n, first_out, middle_out, last_out);
         return;
     }
     k = edge < 0 ? 0 : edge;

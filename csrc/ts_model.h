@@ -144,9 +144,13 @@ TS_FN double ts_inflight_activations(int schedule, int64_t p, int64_t m, int64_t
 TS_FN double ts_inflight_activations_rank(int schedule, int64_t p, int64_t m, int64_t v,
                                           int64_t r);
 TS_FN int ts_loss_on_first_device(int schedule, int64_t p);
+TS_FN void ts_explicit_stage_layers(int64_t p, int64_t layers, int64_t first_n, int64_t last_n,
+                                    double *first_out, double *middle_out, double *last_out);
+TS_FN int ts_explicit_stage_layers_error(int schedule, int64_t p, int64_t v, int64_t layers,
+                                         int64_t first_n, int64_t last_n);
 TS_FN void ts_pipeline_stage_layers(int schedule, int64_t p, int64_t v, int64_t layers,
-                                    int64_t edge, int64_t mtp, double *first_out,
-                                    double *middle_out, double *last_out);
+                                    int64_t edge, int64_t mtp, int64_t first_n, int64_t last_n,
+                                    double *first_out, double *middle_out, double *last_out);
 TS_FN double ts_p2p_critical_transfers(int schedule, double p, double v);
 TS_FN double ts_parameter_copies(int schedule);
 TS_FN double ts_p2p_steady_crossings_1f1b(double p, double m);
@@ -163,6 +167,8 @@ typedef struct {
     int64_t heads, kv_heads, global_batch, layers, experts, seq, hidden, ffn, expert_ffn;
     int64_t edge;            /* int(job pipeline_edge_layers) */
     int64_t mtp;             /* int(model mtp_layers) */
+    int64_t first_n;         /* int(job pipeline_first_stage_layers) */
+    int64_t last_n;          /* int(job pipeline_last_stage_layers) */
     double mtp_moe;          /* mtp_moe_blocks */
     int dropout;             /* job dropout > 0 */
     double n_moe;            /* moe_layer_count(layers, experts, moe_every) */

@@ -218,6 +218,9 @@ def job_blocks(draw):
     job[L.JOB_DISPATCH_BYTES] = draw(st.sampled_from([1.03125, 2.0, act]))
     job[L.JOB_COMBINE_BYTES] = draw(st.sampled_from([2.0, 1.03125, act]))
     job[L.JOB_PIPELINE_EDGE_LAYERS] = draw(st.sampled_from([0.0, 0.0, 1.0, 2.0, 5.0]))
+    # stated first / last stage layers: mostly by rule, else counts that fit a stage or not
+    job[L.JOB_PIPELINE_FIRST_STAGE_LAYERS] = float(draw(st.sampled_from([0, 0, 0, 1, 3, 7, 16])))
+    job[L.JOB_PIPELINE_LAST_STAGE_LAYERS] = float(draw(st.sampled_from([0, 0, 0, 1, 2, 6, 16])))
     job[L.JOB_DROPOUT] = draw(st.sampled_from([0.0, 1.0]))
     # FP8 recipes' cast traffic and weight copies (spec.pack.fp8_cast_bytes), or none (bf16);
     # with FP8 parameters the copies net of the 16-bit weight (mxfp8: 0.0625,

@@ -1678,3 +1678,25 @@ def test_mtp_keeps_a_second_set_of_logits_and_the_projection_input(backend):
     proj_input = 2 * 1 * 2048 * 4096 * 2 / 2
     assert b[L.OUT_MEM_LOGITS_GIB, 0] * llm.GIB == pytest.approx(
         2 * a[L.OUT_MEM_LOGITS_GIB, 0] * llm.GIB + proj_input, rel=1e-12)
+
+
+def test_stated_stage_layers_cost_as_the_split_they_state(backend):
+    """Llama 3 405B on PP 16: stating 7 layers on the first and the last stage costs exactly
+    what the edge rule's one-layer-fewer split does (7, 8 x 14, 7); stating them for a V
+    schedule, whose ends share device 0, is an invalid configuration (code 31) everywhere."""
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=128)
+    cfg = one_config(tp=8, pp=16, schedule=L.SCHED_1F1B)
+    edge, stated = job(seq=8192, batch=64), job(seq=8192, batch=64)
+    edge[L.JOB_PIPELINE_EDGE_LAYERS] = 1
+    stated[L.JOB_PIPELINE_FIRST_STAGE_LAYERS] = 7
+    stated[L.JOB_PIPELINE_LAST_STAGE_LAYERS] = 7
+    a = evaluate_blocks(sys, llama405b(), edge, cfg, backend=backend)
+    b = evaluate_blocks(sys, llama405b(), stated, cfg, backend=backend)
+    np.testing.assert_array_equal(a[:, 0], b[:, 0])
+    zbv = one_config(tp=8, pp=16, schedule=L.SCHED_ZB_V)
+    out = evaluate_blocks(sys, llama405b(), stated, zbv, backend=backend)
+    assert out[L.OUT_STATUS, 0] == L.STATUS_INVALID_CONFIG
+    assert llm.config_error(sys, llama405b(), stated, zbv, 0) == llm.STAGE_LAYERS_ERROR
+    assert llm.config_error_message(llm.STAGE_LAYERS_ERROR)[0] == "pp"

@@ -362,30 +362,71 @@ def test_inflight_per_rank_matches_simulation(schedule, data):
 
 def test_stage_layers_known_answers():
     # Llama 3 405B on PP16: 126 layers, ceil 8 on the busiest device
-    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 0, 0) == (8, 8, 8)
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 0, 0, 0, 0) == (8, 8, 8)
     # one layer fewer on the first and last stage (Llama 3 §3.3.2; Megatron-LM
     # --account-for-embedding/loss-in-pipeline-split): 7, 8 x 14, 7 = 126
-    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 1, 0) == (7, 8, 7)
-    assert pipeline_stage_layers(SCHED_INTERLEAVED, 16, 2, 126, 1, 0) == (7, 8, 7)
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 126, 1, 0, 0, 0) == (7, 8, 7)
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 16, 2, 126, 1, 0, 0, 0) == (7, 8, 7)
     # NeMo 2.0 Llama 3.1 405B on PP8: (126 + 2) / 8 = 16 -> 15, 16 x 6, 15 = 126
-    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 8, 126, 1, 0) == (15, 16, 15)
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 8, 126, 1, 0, 0, 0) == (15, 16, 15)
     # even split, no edge layers: every device layers / p
-    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 96, 0, 0) == (12, 12, 12)
+    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 96, 0, 0, 0, 0) == (12, 12, 12)
     # V placement (ZB-V): device 0 holds both ends, 2k layers fewer; 7 + 9 + 9 + 9 >= 32
-    assert pipeline_stage_layers(SCHED_ZB_V, 4, 1, 32, 1, 0) == (7, 9, 7)
+    assert pipeline_stage_layers(SCHED_ZB_V, 4, 1, 32, 1, 0, 0, 0) == (7, 9, 7)
     # no pipeline; two stages split in halves (the larger costs)
-    assert pipeline_stage_layers(SCHED_1F1B, 1, 1, 30, 1, 0) == (30, 0, 30)
-    assert pipeline_stage_layers(SCHED_1F1B, 2, 1, 7, 0, 0) == (4, 0, 4)
+    assert pipeline_stage_layers(SCHED_1F1B, 1, 1, 30, 1, 0, 0, 0) == (30, 0, 30)
+    assert pipeline_stage_layers(SCHED_1F1B, 2, 1, 7, 0, 0, 0, 0) == (4, 0, 4)
     # DeepSeek-V3's 61 layers and one MTP block, the split counting embedding, loss and MTP as
     # a layer each (NeMo r2.3.0 pretrain_deepseek_v3.py: first 64/p - 1, last 64/p - 2;
     # Megatron-Bridge's Et|(tt|)*30mL on PP8 x VP4): 7 + 8 x 6 + 6 = 61, 3 + 4 x 14 + 2 = 61
-    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 61, 1, 1) == (7, 8, 6)
-    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 61, 1, 1) == (3, 4, 2)
-    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 4, 61, 1, 1) == (7, 8, 6)
+    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 61, 1, 1, 0, 0) == (7, 8, 6)
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 61, 1, 1, 0, 0) == (3, 4, 2)
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 4, 61, 1, 1, 0, 0) == (7, 8, 6)
     # a plain split (no edge layers) does not count the MTP blocks: they ride on the last device
-    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 61, 0, 1) == (8, 8, 8)
+    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 61, 0, 1, 0, 0) == (8, 8, 8)
     # V placement: the loss device is device 0, which gives up the MTP slot too
-    assert pipeline_stage_layers(SCHED_ZB_V, 4, 1, 32, 1, 1) == (6, 9, 6)
+    assert pipeline_stage_layers(SCHED_ZB_V, 4, 1, 32, 1, 1, 0, 0) == (6, 9, 6)
+
+
+def test_stated_stage_layers_known_answers():
+    """Megatron-Core num_layers_in_first/last_pipeline_stage: the stated ends, the other stages
+    splitting the rest (ceil on the busiest)."""
+    from trainscape.model.pipeline import explicit_stage_layers_error as bad
+
+    # Megatron-Bridge's DeepSeek-V3 PP 16: [E + 4] [4] x 14 [1 + MTP + loss]
+    assert pipeline_stage_layers(SCHED_1F1B, 16, 1, 61, 0, 1, 4, 1) == (4, 4, 1)
+    # ... PP 8 x VP 2: device 0 holds chunks 0 and 8 (4 + 4), device 7 chunks 7 and 15 (4 + 1)
+    assert pipeline_stage_layers(SCHED_INTERLEAVED, 8, 2, 61, 0, 1, 8, 5) == (8, 8, 5)
+    # the stated counts replace the edge rule; an unstated end splits the rest with the middles
+    assert pipeline_stage_layers(SCHED_1F1B, 8, 1, 61, 1, 1, 7, 0) == (7, 8, 8)
+    assert pipeline_stage_layers(SCHED_1F1B, 4, 1, 61, 0, 0, 0, 13) == (16, 16, 13)
+    # two stages: no middle, the unstated end takes the rest
+    assert pipeline_stage_layers(SCHED_1F1B, 2, 1, 10, 0, 0, 3, 0) == (3, 0, 7)
+    # no pipeline: every layer on the one device, the counts unused
+    assert pipeline_stage_layers(SCHED_1F1B, 1, 1, 61, 0, 1, 7, 6) == (61, 0, 61)
+    assert not bad(SCHED_1F1B, 16, 1, 61, 4, 1)
+    assert not bad(SCHED_INTERLEAVED, 8, 2, 61, 8, 5)
+    assert bad(SCHED_INTERLEAVED, 8, 2, 61, 8, 1)  # the last device holds 2 chunks, 1 layer
+    assert bad(SCHED_ZB_V, 4, 1, 32, 7, 7)  # a V puts both ends on device 0
+    assert bad(SCHED_1F1B, 2, 1, 10, 3, 3)  # two stated stages leave 4 layers nowhere
+    assert bad(SCHED_1F1B, 4, 1, 10, 6, 6)  # more layers stated than the model has
+    assert bad(SCHED_1F1B, 4, 1, 10, 5, 5)  # the middle stages would hold nothing
+    assert not bad(SCHED_1F1B, 1, 1, 10, 6, 6)  # no pipeline: nothing to split
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=st.integers(2, 32), layers=st.integers(1, 200), first=st.integers(0, 20),
+       last=st.integers(0, 20), schedule=st.sampled_from(ALL))
+def test_stated_stage_layers_hold_every_layer_when_valid(p, layers, first, last, schedule):
+    """Whenever the stated counts can run, the devices hold every layer and each end holds
+    what was stated."""
+    from trainscape.model.pipeline import explicit_stage_layers_error as bad
+
+    if first + last == 0 or bad(schedule, p, 2, layers, first, last):
+        return
+    f, m, lst = pipeline_stage_layers(schedule, p, 2, layers, 0, 0, first, last)
+    assert (first == 0 or f == first) and (last == 0 or lst == last)
+    assert f + lst + m * (p - 2) >= layers
 
 
 @settings(max_examples=200, deadline=None)
@@ -394,7 +435,7 @@ def test_stage_layers_known_answers():
 def test_stage_layers_hold_every_layer(p, layers, edge, mtp, schedule):
     """The first, p - ends middle and last devices can hold every layer: first + middles x
     middle (+ last) >= layers, never negative."""
-    first, middle, last = pipeline_stage_layers(schedule, p, 1, layers, edge, mtp)
+    first, middle, last = pipeline_stage_layers(schedule, p, 1, layers, edge, mtp, 0, 0)
     assert min(first, middle, last) >= 0
     if p == 1:
         assert first == layers

@@ -758,3 +758,22 @@ def test_mtp_layers_pack_and_reject_what_cannot_run():
         bad["model"]["mtp_layers"] = value
         with pytest.raises(ScenarioError, match=pattern):
             load_scenario(bad)
+
+
+def test_stated_stage_layers_pack_and_reject_more_than_the_model():
+    raw = base()
+    raw["job"].update(pipeline_first_stage_layers=3, pipeline_last_stage_layers=2)
+    jb = pack_job(load_scenario(raw))
+    assert jb[L.JOB_PIPELINE_FIRST_STAGE_LAYERS] == 3 and jb[L.JOB_PIPELINE_LAST_STAGE_LAYERS] == 2
+    layers = raw["model"]["layers"]
+    for field, value, pattern in (
+            ("pipeline_first_stage_layers", -1, r"^job\.pipeline_first_stage_layers: "),
+            ("pipeline_last_stage_layers", 2.5, r"^job\.pipeline_last_stage_layers: "),
+            ("pipeline_last_stage_layers", layers,
+             r"^job\.pipeline_last_stage_layers: the first and last pipeline stages would hold "
+             r"more layers than the model has")):
+        bad = base()
+        bad["job"].update(pipeline_first_stage_layers=3)
+        bad["job"][field] = value
+        with pytest.raises(ScenarioError, match=pattern):
+            load_scenario(bad)

@@ -238,7 +238,14 @@ OUTSIDE_RATCHET = {
 #: was tightened 0.020 -> 0.010 and h100-hbm2e-96gb loosened 0.125 -> 0.131 with the refit on
 #: GPT-OSS's sliding windows and the attention head-dim term (12.3 -> 13.0 %: the same larger
 #: per-GEMM constant as nemotron4_15b_report's, above)
-TRANSFER_RATCHET = {"b200": (0.200, 2), "h200-141gb": (0.010, 0),
+#: b200 was loosened 0.200 -> 0.226 when NeMo's B200 DeepSeek-V3 rows were read with the split
+#: their recipe states (Megatron-Bridge deepseek_v3 [E + 4] [4] x 14 [1 + MTP + loss] on PP 16,
+#: job.pipeline_first/last_stage_layers; calibration.published.RECIPE_STAGE_LAYERS) and their
+#: MTP block: the edge rule had put 2 layers on the last stage, the recipe puts 1, so the
+#: slowest stage lost a layer and six rows went -7..-25 -> -24..-38 % (the H100 DGX Cloud
+#: DeepSeek-V3 rows are -30 / -32 %: Megatron's DeepSeek-V3 runs slower than the model, with
+#: multi-head latent attention not modelled; docs/accuracy.md, Known limits)
+TRANSFER_RATCHET = {"b200": (0.226, 2), "h200-141gb": (0.010, 0),
                     "h100-hbm2e-96gb": (0.131, 0)}
 
 

@@ -186,6 +186,9 @@ JOB_FIELDS = (
     "recompute_layers",  # N > 0: full recompute checkpoints only the first N transformer layers
     # of each model chunk, the rest keep their activations (Megatron-LM --recompute-method
     # block --recompute-num-layers N); 0: every layer
+    "pipeline_first_stage_layers",  # F > 0: the first pipeline stage holds F transformer layers
+    "pipeline_last_stage_layers",  # L > 0: the last one L, the other stages splitting the rest
+    # (Megatron-Core num_layers_in_first/last_pipeline_stage); 0: split by rule
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -327,6 +330,8 @@ JOB_TP_GATHER_BYTES = JOB_FIELDS.index("tp_gather_bytes")
 JOB_TP_SEQUENCE_COPY = JOB_FIELDS.index("tp_sequence_copy")
 JOB_FSDP_PP_UNSHARDED = JOB_FIELDS.index("fsdp_pp_unsharded")
 JOB_RECOMPUTE_LAYERS = JOB_FIELDS.index("recompute_layers")
+JOB_PIPELINE_FIRST_STAGE_LAYERS = JOB_FIELDS.index("pipeline_first_stage_layers")
+JOB_PIPELINE_LAST_STAGE_LAYERS = JOB_FIELDS.index("pipeline_last_stage_layers")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

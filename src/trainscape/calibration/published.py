@@ -118,6 +118,16 @@ SLIDING_WINDOW = {"gpt-oss-120b": (128, 2), "gpt-oss-20b": (128, 2)}
 #: layouts with an ``mtp`` slot beside the loss; the performance summaries from 25.09 on).
 #: NeMo 2.4-2.5's performance script sets pipeline layouts without an ``mtp`` slot, which
 #: Megatron-Core accepts only without MTP (``validate_layer_layout``), so its rows get none.
+#: Pipeline splits a recipe states layer by layer, where no rule of the reader yields them:
+#: (source, model, gpu) -> {(pp, vpp): (first device's layers, last device's layers)}, read as
+#: ``job.pipeline_first_stage_layers`` / ``pipeline_last_stage_layers``. Megatron-Bridge's
+#: ``deepseek_v3`` recipe (``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``, the same
+#: from v0.2.0 through 26.04; its B200 performance configs pass ``layout=None`` and take it):
+#: ``(16, 1)`` ``[E + 4 t] [4 t] x 14 [1 t + mtp + loss]`` and ``(8, 2)`` the same 16 chunks on
+#: 8 devices, device 0 holding chunks 0 and 8 (4 + 4), device 7 chunks 7 and 15 (4 + 1).
+RECIPE_STAGE_LAYERS = {
+    ("nemo_perf_summary", "deepseek-v3", "b200"): {(16, 1): (4, 1), (8, 2): (8, 5)},
+}
 RECIPE_MTP = {
     ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): (
         1, "multi-token prediction depth 1: NeMo 2.3 deepseek_v3 pretrain_recipe(use_mtp=True), "
@@ -840,8 +850,15 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
                 notes.append("attn_impl triton: Triton FlashAttention, an Ampere-generation "
                              "kernel (job.attention_kernel = legacy)")
     chunks = config["pp"] * config["vpp"]
+    stated = RECIPE_STAGE_LAYERS.get((row["source"], row["model"], row["gpu"]), {}).get(
+        (config["pp"], config["vpp"]))
     slots = model["layers"] + 2 + model.get("mtp_layers", 0)
-    if chunks > 1 and model["layers"] % chunks and slots % chunks == 0:
+    if stated is not None:
+        job["pipeline_first_stage_layers"], job["pipeline_last_stage_layers"] = stated
+        notes.append(f"pipeline split of the recipe's layout (Megatron-Bridge deepseek_v3): "
+                     f"{stated[0]} layers on the first device, {stated[1]} on the last, the "
+                     "others splitting the rest")
+    elif chunks > 1 and model["layers"] % chunks and slots % chunks == 0:
         # NeMo 2.0's 405B recipe (account_for_embedding/loss_in_pipeline_split) and Llama 3
         # §3.3.2 (one layer fewer on the first and last stage); an MTP block takes a slot of
         # the last stage too (pipeline.pipeline_stage_layers)

@@ -51,6 +51,8 @@ from ..layout import (
     JOB_EAGER_ELEMENTWISE,
     JOB_FLASH_ATTENTION,
     JOB_PIPELINE_EDGE_LAYERS,
+    JOB_PIPELINE_FIRST_STAGE_LAYERS,
+    JOB_PIPELINE_LAST_STAGE_LAYERS,
     JOB_GLOBAL_BATCH,
     JOB_GRAD_BYTES,
     JOB_GRAD_COMM_BYTES,
@@ -185,6 +187,7 @@ from .collectives import (
 from .network import placement_strides, tier_capacity
 from .pipeline import (
     bubble_time,
+    explicit_stage_layers_error,
     inflight_activations_rank,
     loss_on_first_device,
     pipeline_comm_time,
@@ -1149,12 +1152,18 @@ CONFIG_ERRORS = (
                  "inner_steps >= 1, 1 <= fragments <= inner_steps, 0 <= overlap_steps < "
                  "inner_steps or 0)"),
     ("job.offload_activations", "out of range in the job block (a share from 0 to 1)"),
+    ("pp", "job.pipeline_first/last_stage_layers do not fit this pipeline (a V schedule puts "
+           "both ends on one device; two stages must hold every layer; every device needs a "
+           "layer per model chunk)"),
 )
 #: :func:`sync_config_error`'s codes
 SYNC_ZERO_ERROR = 28
 SYNC_SETTINGS_ERROR = 29
 #: an activation offload share outside 0..1 (or NaN) in a job block the validator never saw
 OFFLOAD_SETTINGS_ERROR = 30
+#: stated first / last pipeline stage layers this pipeline cannot run
+#: (:func:`pipeline.explicit_stage_layers_error`)
+STAGE_LAYERS_ERROR = 31
 N_CONFIG_ERRORS = len(CONFIG_ERRORS)
 SCHEDULE_ERROR_BASE = 100
 
@@ -1282,6 +1291,10 @@ def core_config_error(sys, mdl, job, cfg, i):
     # pipeline_edge_layers each (a first or last chunk may hold only them)
     if layers + 2 * int(job[JOB_PIPELINE_EDGE_LAYERS]) < schedule_layer_divisor(schedule, pp, vpp):
         return 19
+    if explicit_stage_layers_error(schedule, pp, vpp, layers,
+                                   int(job[JOB_PIPELINE_FIRST_STAGE_LAYERS]),
+                                   int(job[JOB_PIPELINE_LAST_STAGE_LAYERS])):
+        return STAGE_LAYERS_ERROR
     if dp % ep != 0 and (tp * dp) % ep != 0:
         return 20
     experts = int(mdl[MDL_EXPERTS])
@@ -1570,7 +1583,9 @@ def pipeline_stages(mdl, job, schedule, pp, vpp):
     first, middle, last = pipeline_stage_layers(schedule, int(pp), int(vpp),
                                                 int(mdl[MDL_LAYERS]),
                                                 int(job[JOB_PIPELINE_EDGE_LAYERS]),
-                                                int(mdl[MDL_MTP_LAYERS]))
+                                                int(mdl[MDL_MTP_LAYERS]),
+                                                int(job[JOB_PIPELINE_FIRST_STAGE_LAYERS]),
+                                                int(job[JOB_PIPELINE_LAST_STAGE_LAYERS]))
     return first, middle, last, loss_on_first_device(schedule, int(pp))
 
 

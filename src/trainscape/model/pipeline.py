@@ -391,7 +391,55 @@ def loss_on_first_device(schedule, p):
     return schedule == SCHED_ZB_V or schedule == SCHED_DUALPIPE_V
 
 
-def pipeline_stage_layers(schedule, p, v, layers, edge, mtp):
+def explicit_stage_layers(p, layers, first_n, last_n):
+    """Transformer layers ``(first, middle, last)`` of a split whose first and / or last stage
+    holds a stated count (``first_n``, ``last_n``; 0: not stated): the stages without one --
+    the middle ones and an end left unstated -- split the rest, ``ceil(rest / stages)`` on the
+    busiest. Megatron-Core ``num_layers_in_first_pipeline_stage`` /
+    ``num_layers_in_last_pipeline_stage`` (``TransformerConfig``; the rest "evenly distributed"
+    over the other stages); NeMo 2.3's DeepSeek-V3 script sets them (first ``64/p - 1``, last
+    ``64/p - 2``). ``p >= 2``; the two ends on different devices."""
+    stated = 0
+    if first_n > 0:
+        stated += 1
+    if last_n > 0:
+        stated += 1
+    rest = layers - first_n - last_n
+    if rest < 0:
+        rest = 0
+    others = p - stated
+    middle = 0
+    if others > 0:
+        middle = (rest + others - 1) // others
+    first = first_n if first_n > 0 else middle
+    last = last_n if last_n > 0 else middle
+    if p <= 2:
+        middle = 0
+    return (first * 1.0, middle * 1.0, last * 1.0)
+
+
+def explicit_stage_layers_error(schedule, p, v, layers, first_n, last_n):
+    """True when stated first / last stage layer counts cannot run on this pipeline: a V
+    placement (its first and last stage share device 0), more layers stated than the model has,
+    two stages with both stated and layers left over, or a device holding fewer layers than
+    its model chunks (:func:`schedule_layer_divisor` / p). Without a pipeline or a stated count
+    there is nothing to check."""
+    if p <= 1 or (first_n <= 0 and last_n <= 0):
+        return False
+    if loss_on_first_device(schedule, p):
+        return True
+    if first_n + last_n > layers:
+        return True
+    if p == 2 and first_n > 0 and last_n > 0 and first_n + last_n != layers:
+        return True
+    chunks = schedule_layer_divisor(schedule, p, v) // p
+    first, middle, last = explicit_stage_layers(p, layers, first_n, last_n)
+    if first < chunks or last < chunks:
+        return True
+    return p > 2 and middle < chunks
+
+
+def pipeline_stage_layers(schedule, p, v, layers, edge, mtp, first_n, last_n):
     """Transformer layers ``(first, middle, last)`` per microbatch pass on the first device, on
     the busiest middle device and on the last device, when ``layers`` are split over the
     pipeline's model chunks as evenly as possible.
@@ -418,11 +466,16 @@ def pipeline_stage_layers(schedule, p, v, layers, edge, mtp):
     ``64/p - 1``, last ``64/p - 2`` layers of 61) and Megatron-Bridge's layout ``Et|(tt|)*30mL``
     (an MTP slot ``m`` and a loss slot ``L`` in the last chunk). The returned counts are
     transformer layers; the MTP blocks are added by the caller.
+
+    ``first_n`` / ``last_n`` (either > 0): the stated counts of :func:`explicit_stage_layers`
+    instead of the rule (``edge`` and the MTP slots then play no part in the split).
     Without a pipeline the one device holds every layer. DualPipe's two mirrored directions are
     counted as one: each device runs one p-th of the model per microbatch. When the last stage
     shares the first device the returned ``last`` equals ``first``."""
     if p <= 1:
         return (layers * 1.0, 0.0, layers * 1.0)
+    if first_n > 0 or last_n > 0:
+        return explicit_stage_layers(p, layers, first_n, last_n)
     k = edge
     if k < 0:
         k = 0

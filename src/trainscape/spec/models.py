@@ -283,6 +283,11 @@ class JobSpec(_Spec):
     # Megatron-Bridge recompute_num_layers). 0 (default): every layer, Megatron's "uniform"
     # method with one layer per checkpoint. N at least a chunk's layers checkpoints them all.
     recompute_layers: NonNegInt = 0
+    # Megatron-Core num_layers_in_first_pipeline_stage / num_layers_in_last_pipeline_stage:
+    # the transformer layers of the first / last pipeline stage, the other stages splitting the
+    # rest evenly; 0: split by rule (pipeline_edge_layers)
+    pipeline_first_stage_layers: NonNegInt = 0
+    pipeline_last_stage_layers: NonNegInt = 0
     # cross-site synchronisation strategy ([job.sync], see SyncSpec)
     sync: SyncSpec = SyncSpec()
 
@@ -803,6 +808,13 @@ class Scenario(_Spec):
         if self.job.recompute_layers > self.model.layers:
             raise fail("job.recompute_layers", "more checkpointed layers than the model has",
                        self.job.recompute_layers, f"0 to model.layers ({self.model.layers})")
+        first, last = self.job.pipeline_first_stage_layers, self.job.pipeline_last_stage_layers
+        if first + last > self.model.layers:
+            field = "pipeline_last_stage_layers" if last else "pipeline_first_stage_layers"
+            raise fail(f"job.{field}", "the first and last pipeline stages would hold more "
+                       f"layers than the model has ({first} + {last})", getattr(self.job, field),
+                       f"pipeline_first_stage_layers + pipeline_last_stage_layers <= "
+                       f"model.layers ({self.model.layers})")
         if self.job.sync.fragments > self.model.layers:
             raise fail("job.sync.fragments", "more fragments than layers (a fragment is a group "
                        "of layers)", self.job.sync.fragments, f"1 to model.layers ({self.model.layers})")
