@@ -40,10 +40,12 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: a board power limit), and the MoE example with the block-checkpointing recompute modules,
 #: PyTorch eager element-wise kernels on its H100s (and their head-dim attention constant)
 #: and the PyTorch FSDP stack with its stage kept unsharded under PP, so their fields are
-#: mutated too, with a multi-token prediction block; GPT-OSS carries the sliding-window fields.
+#: mutated too, with a multi-token prediction block; GPT-OSS carries the sliding-window fields,
+#: DeepSeek-V3 the stated first / last pipeline stage layers.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings",
-             "mixtral-8x7b-moe.toml+modules", "gpt-oss-120b-sliding-window.toml")
+             "mixtral-8x7b-moe.toml+modules", "gpt-oss-120b-sliding-window.toml",
+             "deepseek-v3-mtp-h100.toml")
 
 _NONFINITE_TEXT = re.compile(r"\b(NaN|nan|-?Infinity|-?inf)\b")
 

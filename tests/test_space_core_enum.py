@@ -64,7 +64,7 @@ def naive_core(scenario, ds):
             col[f, 0] = v
         code = config_error(sys, mdl, job, col, 0)
         if code == 0 and dp % ep != 0:
-            code = 20  # the space keeps ep | dp (see design_space)
+            code = D.FOLDED_EP_NOT_SEARCHED  # the space keeps ep | dp (see design_space)
         if code:
             rejections[code] = rejections.get(code, 0) + 1
         else:

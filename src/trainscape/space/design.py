@@ -363,8 +363,6 @@ class DesignSpace:
     def explain_empty(self) -> str:
         """Why the space has no valid configuration: the constraint that removed the last
         candidates, and how many each constraint rejected."""
-        from ..model.llm import config_error_message
-
         if self.size > 0:
             return f"the space has {self.size:,} valid configurations"
         if self.core_raw == 0:
@@ -373,11 +371,11 @@ class DesignSpace:
             return (f"no listed placement order covers the parallel dimensions in use for any "
                     f"of the {self.rows_without_order:,} valid degree combinations "
                     "(space.order: every dimension of degree > 1 except ep must be named)")
-        last = max(self.core_rejections)
-        field_name, msg = config_error_message(last)
+        last = max(self.core_rejections, key=abs)
+        field_name, msg = _rejection_message(last)
         path = f"config.{field_name}" if field_name in L.CONFIG_FIELDS else field_name
         counts = "; ".join(
-            f"{_short(config_error_message(c))}: {n:,}"
+            f"{_short(_rejection_message(c))}: {n:,}"
             for c, n in sorted(self.core_rejections.items(), key=lambda kv: -kv[1])
         )
         return (f"every one of the {self.core_raw:,} combinations of "
@@ -392,6 +390,22 @@ class DesignSpace:
         """Raise a one-line ScenarioError at ``space`` when the space is empty."""
         if self.size == 0:
             raise _err("space", "empty design space: " + self.explain_empty())
+
+
+#: the rejection count key of a layout the kernel accepts but the search leaves out: expert
+#: parallelism folded over TP x DP (``ep`` divides ``tp * dp``, not ``dp``; llm.moe_folded)
+FOLDED_EP_NOT_SEARCHED = -20
+
+
+def _rejection_message(code: int) -> tuple[str, str]:
+    """``(field, message)`` of a rejection count key: a config_error code, or
+    :data:`FOLDED_EP_NOT_SEARCHED`."""
+    from ..model.llm import config_error_message
+
+    if code == FOLDED_EP_NOT_SEARCHED:
+        return ("ep", "must divide dp in a design space (a layout folding EP over TP x DP at "
+                      "expert TP 1 is costed as a [config], e.g. by evaluate, but not searched)")
+    return config_error_message(code)
 
 
 def _short(fm: tuple[str, str]) -> str:
@@ -496,7 +510,7 @@ def design_space(scenario, space: Mapping[str, Any] | None = None) -> DesignSpac
         # layout (llm.moe_folded, ep | tp * dp only) is costed when given as a config, not
         # searched, so the spaces and their samples stay those of the unfolded model
         codes = np.where((codes == 0) & (cols[C_DP] % np.maximum(cols[C_EP], 1) != 0),
-                         20, codes).astype(codes.dtype)
+                         FOLDED_EP_NOT_SEARCHED, codes).astype(codes.dtype)
         bad = codes != 0
         if bad.any():
             u, c = np.unique(codes[bad], return_counts=True)
