@@ -714,6 +714,17 @@ def test_max_route_nodes_is_an_moe_field():
         load_scenario(raw)
 
 
+def assert_each_rejected(section, start, cases):
+    """Each ``(field, value, pattern)``: the base scenario with ``start`` in ``section`` and
+    ``section.field = value`` fails with a message matching ``pattern``."""
+    for field, value, pattern in cases:
+        bad = base()
+        bad[section].update(start)
+        bad[section][field] = value
+        with pytest.raises(ScenarioError, match=pattern):
+            load_scenario(bad)
+
+
 def test_sliding_window_fields_pack_and_reject_what_cannot_run():
     raw = base()
     raw["model"].update(attention_window=128, full_attention_every=2)
@@ -721,16 +732,11 @@ def test_sliding_window_fields_pack_and_reject_what_cannot_run():
     assert mdl[L.MDL_ATTENTION_WINDOW] == 128 and mdl[L.MDL_FULL_ATTENTION_EVERY] == 2
     assert pack_model(load_scenario(base()))[L.MDL_ATTENTION_WINDOW] == 0
     layers = raw["model"]["layers"]
-    for field, value, pattern in (
-            ("attention_window", -1, r"^model\.attention_window: "),
-            ("attention_window", 12.5, r"^model\.attention_window: "),
-            ("full_attention_every", layers + 1, r"^model\.full_attention_every: .*0 to "),
-            ("full_attention_every", -2, r"^model\.full_attention_every: ")):
-        bad = base()
-        bad["model"].update(attention_window=128, full_attention_every=2)
-        bad["model"][field] = value
-        with pytest.raises(ScenarioError, match=pattern):
-            load_scenario(bad)
+    assert_each_rejected("model", {"attention_window": 128, "full_attention_every": 2}, (
+        ("attention_window", -1, r"^model\.attention_window: "),
+        ("attention_window", 12.5, r"^model\.attention_window: "),
+        ("full_attention_every", layers + 1, r"^model\.full_attention_every: .*0 to "),
+        ("full_attention_every", -2, r"^model\.full_attention_every: ")))
     # a stride without a window: every layer attends fully (a [space] may sweep the window
     # through 0 and keep the model's stride), costed exactly as no window
     from trainscape.backends import evaluate_blocks
@@ -752,12 +758,10 @@ def test_mtp_layers_pack_and_reject_what_cannot_run():
     assert pack_model(load_scenario(raw))[L.MDL_MTP_LAYERS] == 1
     assert pack_model(load_scenario(base()))[L.MDL_MTP_LAYERS] == 0
     layers = raw["model"]["layers"]
-    for value, pattern in ((-1, r"^model\.mtp_layers: "), (1.5, r"^model\.mtp_layers: "),
-                           (layers + 1, r"^model\.mtp_layers: more multi-token .*0 to ")):
-        bad = base()
-        bad["model"]["mtp_layers"] = value
-        with pytest.raises(ScenarioError, match=pattern):
-            load_scenario(bad)
+    assert_each_rejected("model", {}, (
+        ("mtp_layers", -1, r"^model\.mtp_layers: "),
+        ("mtp_layers", 1.5, r"^model\.mtp_layers: "),
+        ("mtp_layers", layers + 1, r"^model\.mtp_layers: more multi-token .*0 to ")))
 
 
 def test_stated_stage_layers_pack_and_reject_more_than_the_model():
@@ -766,14 +770,9 @@ def test_stated_stage_layers_pack_and_reject_more_than_the_model():
     jb = pack_job(load_scenario(raw))
     assert jb[L.JOB_PIPELINE_FIRST_STAGE_LAYERS] == 3 and jb[L.JOB_PIPELINE_LAST_STAGE_LAYERS] == 2
     layers = raw["model"]["layers"]
-    for field, value, pattern in (
-            ("pipeline_first_stage_layers", -1, r"^job\.pipeline_first_stage_layers: "),
-            ("pipeline_last_stage_layers", 2.5, r"^job\.pipeline_last_stage_layers: "),
-            ("pipeline_last_stage_layers", layers,
-             r"^job\.pipeline_last_stage_layers: the first and last pipeline stages would hold "
-             r"more layers than the model has")):
-        bad = base()
-        bad["job"].update(pipeline_first_stage_layers=3)
-        bad["job"][field] = value
-        with pytest.raises(ScenarioError, match=pattern):
-            load_scenario(bad)
+    assert_each_rejected("job", {"pipeline_first_stage_layers": 3}, (
+        ("pipeline_first_stage_layers", -1, r"^job\.pipeline_first_stage_layers: "),
+        ("pipeline_last_stage_layers", 2.5, r"^job\.pipeline_last_stage_layers: "),
+        ("pipeline_last_stage_layers", layers,
+         r"^job\.pipeline_last_stage_layers: the first and last pipeline stages would hold "
+         r"more layers than the model has")))
