@@ -106,3 +106,28 @@ def test_evaluate_does_not_change_the_scenario(gpt_example):
     before = sc.model_dump()
     trainscape.evaluate(sc, {"tp": 4, "pp": 8})
     assert sc.model_dump() == before
+
+
+def test_pipeline_split_says_what_each_device_holds():
+    """DeepSeek-V3 on the DGX Cloud 25.05 layout: the stated 7 / 8 x 6 / 6 split with the MTP
+    block beside the loss; the even split without the stated counts; nothing without a
+    pipeline; device 0 holding both ends under ZB-V; a refused configuration."""
+    from pathlib import Path
+
+    from trainscape.api import pipeline_split
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "deepseek-v3-mtp-h100.toml"
+    sc = trainscape.load(path)
+    assert pipeline_split(sc) == {"devices": 8, "first": 7, "middle": 8, "last": 6,
+                                  "mtp_layers": 1, "loss_on_first_device": False}
+    even = trainscape.load(path, ["job.pipeline_first_stage_layers=0",
+                                  "job.pipeline_last_stage_layers=0"])
+    assert pipeline_split(even)["first"] == 8 == pipeline_split(even)["last"]
+    assert pipeline_split(sc, {"tp": 2, "pp": 1, "ep": 64}) is None
+    v = trainscape.load(path, ["job.pipeline_first_stage_layers=0",
+                               "job.pipeline_last_stage_layers=0", "model.mtp_layers=0"])
+    zbv = pipeline_split(v, {"tp": 2, "pp": 8, "ep": 64, "schedule": "zb-v"})
+    assert zbv["loss_on_first_device"] and zbv["first"] == zbv["last"]
+    # a configuration the stated counts cannot run (a V placement) is refused, as evaluate does
+    with pytest.raises(ScenarioError, match=r"^config\.pp: job\.pipeline_first/last"):
+        pipeline_split(sc, {"tp": 2, "pp": 8, "ep": 64, "schedule": "zb-v"})

@@ -167,6 +167,31 @@ def link_report(scenario: Scenario | str | Path | Mapping,
     return out
 
 
+def pipeline_split(scenario: Scenario | str | Path | Mapping,
+                   config: ConfigSpec | Mapping | None = None) -> dict[str, Any] | None:
+    """How a configuration's pipeline holds the model: the transformer layers of the first
+    device, of the busiest middle one and of the last one (``model.llm.pipeline_stages``: the
+    even split, ``job.pipeline_edge_layers`` or the stated
+    ``job.pipeline_first/last_stage_layers``), the multi-token prediction blocks beside them
+    on the device holding the loss, and whether that is the first device (V placements); the
+    middle count is 0 with two devices. None without a pipeline. Raises
+    :class:`ScenarioError` for an invalid configuration, as :func:`evaluate` does."""
+    from .model.llm import config_error, pipeline_stages
+
+    if not isinstance(scenario, Scenario):
+        scenario = load(scenario)
+    scenario = _as_config(scenario, config)
+    sys, mdl, job = pack(scenario)
+    cfg = pack_configs([scenario.config])
+    pp = int(cfg[L.CFG_PP, 0])
+    if pp <= 1 or config_error(sys, mdl, job, cfg, 0) != 0:  # (validated: a guard only)
+        return None
+    first, middle, last, loss_first = pipeline_stages(
+        mdl, job, int(cfg[L.CFG_SCHEDULE, 0]), pp, int(cfg[L.CFG_VPP, 0]))
+    return {"devices": pp, "first": int(first), "middle": int(middle), "last": int(last),
+            "mtp_layers": int(mdl[L.MDL_MTP_LAYERS]), "loss_on_first_device": bool(loss_first)}
+
+
 def site_notes(scenario: Scenario | str | Path | Mapping,
                config: ConfigSpec | Mapping | None = None) -> list[str]:
     """What the ``[[cluster.sites]]`` rules assumed for this scenario and configuration, one

@@ -208,6 +208,23 @@ def sync_line(scenario, result) -> Text | None:
     return Text(text)
 
 
+def pipeline_line(split: dict[str, Any] | None) -> Text | None:
+    """One line on how the pipeline holds the model (``api.pipeline_split``); None without a
+    pipeline."""
+    if split is None:
+        return None
+    mtp = split["mtp_layers"]
+    heads = f" + {mtp} MTP block{'s' if mtp > 1 else ''}" if mtp else ""
+    if split["loss_on_first_device"]:
+        text = (f"pipeline: device 0 {split['first']} layers + embedding{heads} + loss (V "
+                f"placement), the others up to {split['middle']}")
+    else:
+        middle = (f"middle devices up to {split['middle']}, " if split["devices"] > 2 else "")
+        text = (f"pipeline: first device {split['first']} layers + embedding, {middle}last "
+                f"device {split['last']}{heads} + loss")
+    return Text(text)
+
+
 def render_result(result, scenario=None) -> Group:
     """Everything about one costed configuration, as a rich renderable."""
     head = Text()
@@ -221,6 +238,12 @@ def render_result(result, scenario=None) -> Group:
         parts.append(line)
     if result.status == "invalid_config":
         return Group(*parts)
+    if scenario is not None:
+        from .api import pipeline_split
+
+        line = pipeline_line(pipeline_split(scenario, result.config))
+        if line is not None:
+            parts.append(line)
     capacity = None
     if scenario is not None:
         capacity = hbm_capacity_gib(scenario)

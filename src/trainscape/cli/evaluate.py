@@ -47,6 +47,9 @@ def command(scenario: str, config_text: str | None, overrides: tuple[str, ...],
         if sc.cluster.sites is not None:
             out["notes"] = site_notes(sc, config)
         out["error_band"] = band
+        from ..api import pipeline_split
+
+        out["pipeline_split"] = pipeline_split(sc, config)
         click.echo(dumps(out, indent=2))
         return
     from ..api import site_notes
