@@ -118,15 +118,29 @@ SLIDING_WINDOW = {"gpt-oss-120b": (128, 2), "gpt-oss-20b": (128, 2)}
 #: layouts with an ``mtp`` slot beside the loss; the performance summaries from 25.09 on).
 #: NeMo 2.4-2.5's performance script sets pipeline layouts without an ``mtp`` slot, which
 #: Megatron-Core accepts only without MTP (``validate_layer_layout``), so its rows get none.
-#: Pipeline splits a recipe states layer by layer, where no rule of the reader yields them:
-#: (source, model, gpu) -> {(pp, vpp): (first device's layers, last device's layers)}, read as
-#: ``job.pipeline_first_stage_layers`` / ``pipeline_last_stage_layers``. Megatron-Bridge's
-#: ``deepseek_v3`` recipe (``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``, the same
-#: from v0.2.0 through 26.04; its B200 performance configs pass ``layout=None`` and take it):
-#: ``(16, 1)`` ``[E + 4 t] [4 t] x 14 [1 t + mtp + loss]`` and ``(8, 2)`` the same 16 chunks on
-#: 8 devices, device 0 holding chunks 0 and 8 (4 + 4), device 7 chunks 7 and 15 (4 + 1).
+#: Pipeline splits a recipe states layer by layer: (source, model, newest release) -> {(pp,
+#: vpp): (first device's transformer layers, last device's)}, read as
+#: ``job.pipeline_first_stage_layers`` / ``pipeline_last_stage_layers``; the first entry whose
+#: release holds (:func:`recipe_rule`, oldest first) applies.
+#:
+#: - NeMo 2.3 (NVIDIA/NeMo r2.3.0 ``scripts/performance/llm/pretrain_deepseek_v3.py``, DGX
+#:   Cloud 25.05 on NeMo 25.04.01): ``num_layers_in_first_pipeline_stage = 64/p - 1``,
+#:   ``num_layers_in_last_pipeline_stage = 64/p - 2`` (the MTP block and the loss beside them).
+#: - NeMo 2.4 (v2.4.0, the same script; DGX Cloud 25.08 on NeMo 25.07.01): a layout per (PP,
+#:   VP), ``[E + 8 t] [8 t] x 6 [5 t + loss]`` on (8, 1) and ``[E + 4 t] [4 t] x 14 [1 t +
+#:   loss]`` on (8, 2) and (16, 1) -- on (8, 2) device 0 holds chunks 0 and 8 (4 + 4), device 7
+#:   chunks 7 and 15 (4 + 1).
+#: - Megatron-Bridge's ``deepseek_v3`` recipe (``src/megatron/bridge/recipes/deepseek/
+#:   deepseek_v3.py``, the same from v0.2.0 through 26.04; the B200 performance configs pass
+#:   ``layout=None`` and take it): the NeMo 2.4 layouts with ``mtp`` before the loss; the H100
+#:   configs pass ``Et|(tt|)*30mL`` on (8, 4): 7 layers on device 0, 6 and the MTP block on
+#:   device 7.
 RECIPE_STAGE_LAYERS = {
-    ("nemo_perf_summary", "deepseek-v3", "b200"): {(16, 1): (4, 1), (8, 2): (8, 5)},
+    ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): {(8, 1): (7, 6), (16, 1): (3, 2)},
+    ("dgxc_benchmarking", "deepseek-v3", (25, 7, 1)): {(8, 1): (8, 5), (8, 2): (8, 5),
+                                                       (16, 1): (4, 1)},
+    ("nemo_perf_summary", "deepseek-v3", (99,)): {(16, 1): (4, 1), (8, 2): (8, 5),
+                                                  (8, 4): (7, 6)},
 }
 RECIPE_MTP = {
     ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): (
@@ -850,14 +864,13 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
                 notes.append("attn_impl triton: Triton FlashAttention, an Ampere-generation "
                              "kernel (job.attention_kernel = legacy)")
     chunks = config["pp"] * config["vpp"]
-    stated = RECIPE_STAGE_LAYERS.get((row["source"], row["model"], row["gpu"]), {}).get(
+    stated = (recipe_rule(RECIPE_STAGE_LAYERS, row, release) or {}).get(
         (config["pp"], config["vpp"]))
     slots = model["layers"] + 2 + model.get("mtp_layers", 0)
     if stated is not None:
         job["pipeline_first_stage_layers"], job["pipeline_last_stage_layers"] = stated
-        notes.append(f"pipeline split of the recipe's layout (Megatron-Bridge deepseek_v3): "
-                     f"{stated[0]} layers on the first device, {stated[1]} on the last, the "
-                     "others splitting the rest")
+        notes.append(f"pipeline split of the release's recipe: {stated[0]} layers on the "
+                     f"first device, {stated[1]} on the last, the others splitting the rest")
     elif chunks > 1 and model["layers"] % chunks and slots % chunks == 0:
         # NeMo 2.0's 405B recipe (account_for_embedding/loss_in_pipeline_split) and Llama 3
         # §3.3.2 (one layer fewer on the first and last stage); an MTP block takes a slot of
