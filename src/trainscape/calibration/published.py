@@ -110,14 +110,6 @@ MAX_ROUTE_NODES = {"deepseek-v3": 4}
 #: 128``, ``layer_types`` alternating; Megatron-Bridge v0.2.0 ``GPTOSSProvider``: ``window_size
 #: (128, 0)``, ``window_attn_skip_freq 2``, fused sink attention with TE >= 2.8)
 SLIDING_WINDOW = {"gpt-oss-120b": (128, 2), "gpt-oss-20b": (128, 2)}
-#: Multi-token prediction a recipe trains with: (source, model, newest release) -> (depth, why).
-#: DeepSeek-V3 trains with one MTP block (arXiv 2412.19437 §2.2, §4.2: depth 1), and so do
-#: the Megatron recipes: NeMo 2.3's ``pretrain_recipe(use_mtp=True)`` (NVIDIA/NeMo r2.3.0
-#: ``nemo/collections/llm/recipes/deepseek_v3.py``, ``mtp_num_layers=1``; the DGX Cloud 25.05
-#: rows, NeMo 25.04.01) and Megatron-Bridge's ``deepseek_v3`` recipes (``mtp_num_layers = 1``,
-#: layouts with an ``mtp`` slot beside the loss; the performance summaries from 25.09 on).
-#: NeMo 2.4-2.5's performance script sets pipeline layouts without an ``mtp`` slot, which
-#: Megatron-Core accepts only without MTP (``validate_layer_layout``), so its rows get none.
 #: Pipeline splits a recipe states layer by layer: (source, model, newest release) -> {(pp,
 #: vpp): (first device's transformer layers, last device's)}, read as
 #: ``job.pipeline_first_stage_layers`` / ``pipeline_last_stage_layers``; the first entry whose
@@ -142,6 +134,14 @@ RECIPE_STAGE_LAYERS = {
     ("nemo_perf_summary", "deepseek-v3", (99,)): {(16, 1): (4, 1), (8, 2): (8, 5),
                                                   (8, 4): (7, 6)},
 }
+#: Multi-token prediction a recipe trains with: (source, model, newest release) -> (depth, why).
+#: DeepSeek-V3 trains with one MTP block (arXiv 2412.19437 §2.2, §4.2: depth 1), and so do
+#: the Megatron recipes: NeMo 2.3's ``pretrain_recipe(use_mtp=True)`` (NVIDIA/NeMo r2.3.0
+#: ``nemo/collections/llm/recipes/deepseek_v3.py``, ``mtp_num_layers=1``; the DGX Cloud 25.05
+#: rows, NeMo 25.04.01) and Megatron-Bridge's ``deepseek_v3`` recipes (``mtp_num_layers = 1``,
+#: layouts with an ``mtp`` slot beside the loss; the performance summaries from 25.09 on).
+#: NeMo 2.4-2.5's performance script sets pipeline layouts without an ``mtp`` slot, which
+#: Megatron-Core accepts only without MTP (``validate_layer_layout``), so its rows get none.
 RECIPE_MTP = {
     ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): (
         1, "multi-token prediction depth 1: NeMo 2.3 deepseek_v3 pretrain_recipe(use_mtp=True), "
