@@ -98,11 +98,25 @@ TS_FN double ts_mtp_moe_blocks(const double *mdl)
     return mtp;
 }
 
+/* llm.py mtp_block_params: an MTP block's 2h x h projection and three norm scales. */
+TS_FN double ts_mtp_block_params(double h)
+{
+    return 2.0 * h * h + 3.0 * h;
+}
+
 /* llm.py mtp_projection_flops: an MTP block's 2h -> h projection and three norms, forward
  * (DeepSeek-V3 arXiv 2412.19437 eq. 21; Megatron-LM "MTP norms and proj"). */
 TS_FN double ts_mtp_projection_flops(double b, double s, double h)
 {
-    return 2.0 * b * s * (2.0 * h * h + 3.0 * h);
+    return 2.0 * b * s * ts_mtp_block_params(h);
+}
+
+/* llm.py mtp_projection_input_bytes: the projection's 2h-wide input kept for its wgrad,
+ * sequence-split under SP. */
+TS_FN double ts_mtp_projection_input_bytes(double b, double s, double h, double t, int sp,
+                                           double act_bytes)
+{
+    return 2.0 * b * s * h * act_bytes / (sp ? t : 1.0);
 }
 
 /* llm.py output_head_flops: the output projection once plus once per MTP block, and the
@@ -1606,7 +1620,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
             d += emb_p;
             /* llm.py mtp_stage_params: the blocks' projections and norms, and the embedding */
             if (ctx->inv.mtp > 0)
-                d += (double)ctx->inv.mtp * (2.0 * h * h + 3.0 * h) + (embed ? 0.0 : emb_p);
+                d += (double)ctx->inv.mtp * ts_mtp_block_params(h) + (embed ? 0.0 : emb_p);
         }
         R->st_dparams[c] = d * r_tp * copies;
         /* expert TP: the attention's, or 1 when folded (llm.py expert_tp_degree) */
@@ -1683,7 +1697,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
      * mtp_projection_input_bytes) */
     if (ctx->inv.mtp > 0)
         R->mem_logits = (1.0 + (double)ctx->inv.mtp) * R->mem_logits
-                        + (double)ctx->inv.mtp * 2.0 * b * s * h * act_bytes / (sp ? tp : 1.0);
+                        + (double)ctx->inv.mtp
+                              * ts_mtp_projection_input_bytes(b, s, h, tp, sp, act_bytes);
     R->st_logits[0] = loss_first ? R->mem_logits : 0.0;
     R->st_logits[1] = 0.0;
     R->st_logits[2] = R->mem_logits;

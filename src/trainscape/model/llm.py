@@ -293,12 +293,19 @@ def mtp_moe_blocks(mdl):
     return mtp
 
 
+def mtp_block_params(h):
+    """An MTP block's weights besides its transformer layer: the ``2h x h`` projection and the
+    three norms' scales (the embedding and output head are shared with the model's)."""
+    return 2.0 * h * h + 3.0 * h
+
+
 def mtp_projection_flops(b, s, h):
     """One MTP block's own work besides its transformer layer, forward: the projection of the
     concatenated normed hidden state and normed embedding, ``2h -> h`` (DeepSeek-V3
-    arXiv 2412.19437 eq. 21, ``M_k``), and its three norms, ``2 b s (2h^2 + 3h)`` (Megatron-LM
-    ``num_floating_point_operations``, "MTP norms and proj")."""
-    return 2.0 * b * s * (2.0 * h * h + 3.0 * h)
+    arXiv 2412.19437 eq. 21, ``M_k``), and its three norms, two FLOPs per weight and token,
+    ``2 b s (2h^2 + 3h)`` (Megatron-LM ``num_floating_point_operations``, "MTP norms and
+    proj")."""
+    return 2.0 * b * s * mtp_block_params(h)
 
 
 def output_head_flops(mdl, b, s):
@@ -314,12 +321,6 @@ def attention_blocks(mdl):
     """Transformer layers with an attention core: the model's and its MTP blocks'. (The
     selective and named-dots recompute of single modules count the model's layers only.)"""
     return mdl[MDL_LAYERS] + mdl[MDL_MTP_LAYERS]
-
-
-def mtp_block_params(h):
-    """An MTP block's weights besides its transformer layer: the ``2h x h`` projection and the
-    three norms' scales (the embedding and output head are shared with the model's)."""
-    return 2.0 * h * h + 3.0 * h
 
 
 def megatron_flops_per_iteration(batch, s, layers, h, vocab, full_recompute):
