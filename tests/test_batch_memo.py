@@ -149,3 +149,44 @@ def test_more_rows_than_the_memo_holds_and_rows_that_never_repeat(native_backend
             L.CFG_SCHEDULE, L.CFG_SP, L.CFG_TP_OVERLAP]
     assert np.unique(many[core].T, axis=0).shape[0] > 4096
     assert np.count_nonzero(_chunked(native_backend, sys, mdl, job, many, 5000)[L.OUT_STATUS] == 0) > 500
+
+
+@pytest.mark.parametrize("offset_bytes", [0, 8, 24, 4])
+def test_large_batches_store_the_same_results_at_any_alignment(native_backend, offset_bytes):
+    """Ranges of >= 65,536 configurations per worker store their results through a ring and
+    whole cache lines (csrc/batch.c ts_stream_store): an odd column count (every result row
+    starts at a different place in its cache line), one and two threads (the second worker's
+    range starts mid-line), a caller's ``out`` buffer 8 or 24 bytes past a line, or not
+    aligned to a double at all (4 bytes: stored plainly), all equal the batch costed in calls
+    below the memo's threshold, bit for bit."""
+    sc = _scenario("llama3-405b-2bldg.toml")
+    sys, mdl, job = pack(sc)
+    n = 2 * 65_536 + 1001
+    rng = np.random.default_rng(offset_bytes)
+    base = np.asarray(design_space(sc).sample(5000, seed=offset_bytes), dtype=np.int32)
+    cfg = np.ascontiguousarray(base[:, rng.integers(0, 5000, n)])
+    want = _chunked(native_backend, sys, mdl, job, cfg, 10_000)
+    for threads in (1, 2):
+        raw = np.zeros(L.N_OUT * n * 8 + 64 + offset_bytes, dtype=np.uint8)
+        start = (-raw.ctypes.data) % 64 + offset_bytes
+        out = np.frombuffer(raw[start:start + L.N_OUT * n * 8], dtype=np.float64)
+        out = out.reshape(L.N_OUT, n)
+        got = evaluate_blocks(sys, mdl, job, cfg, backend=native_backend, threads=threads,
+                              out=out)
+        assert got is out or np.shares_memory(got, out)
+        assert np.array_equal(out, want, equal_nan=True), threads
+
+
+def test_a_large_batch_whose_rows_never_repeat_stores_every_result(native_backend):
+    """70,000 columns whose every core row is new: the memo turns itself off after its first
+    window and the rest is costed from scratch, after the results kept in the ring so far are
+    stored."""
+    sc = _scenario("llama3-405b-2bldg.toml")
+    sys, mdl, job = pack(sc)
+    n = 70_000
+    cfg = np.ascontiguousarray(
+        np.asarray(design_space(sc, WIDE).sample(n, seed=5), dtype=np.int32))
+    cfg[L.CFG_MBS] = np.arange(1, n + 1, dtype=np.int32)
+    got = _run(native_backend, sys, mdl, job, cfg)
+    assert np.array_equal(got, _chunked(native_backend, sys, mdl, job, cfg, 5000),
+                          equal_nan=True)
