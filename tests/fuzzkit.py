@@ -41,11 +41,12 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: PyTorch eager element-wise kernels on its H100s (and their head-dim attention constant)
 #: and the PyTorch FSDP stack with its stage kept unsharded under PP, so their fields are
 #: mutated too, with a multi-token prediction block; GPT-OSS carries the sliding-window fields,
-#: DeepSeek-V3 the stated first / last pipeline stage layers.
+#: DeepSeek-V3 the stated first / last pipeline stage layers, and the same split as a
+#: Megatron-Core pipeline layout string.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings",
              "mixtral-8x7b-moe.toml+modules", "gpt-oss-120b-sliding-window.toml",
-             "deepseek-v3-mtp-h100.toml")
+             "deepseek-v3-mtp-h100.toml", "deepseek-v3-mtp-h100.toml+layout")
 
 _NONFINITE_TEXT = re.compile(r"\b(NaN|nan|-?Infinity|-?inf)\b")
 
@@ -66,6 +67,14 @@ def llm_base(i: int = 0) -> dict:
         raw["job"]["stack"] = "pytorch-fsdp"
         raw["job"]["fsdp_pp_unsharded"] = True
         raw["config"]["zero"] = 3
+    if name.endswith("+layout"):
+        # the example's 7 / 8 x 6 / 6 split and MTP block as the layout string (its space
+        # keeping the layout's pipeline degree, without the stated-count hardware axes)
+        for key in ("pipeline_first_stage_layers", "pipeline_last_stage_layers"):
+            raw["job"].pop(key)
+            raw["space"].pop(f"job.{key}", None)
+        raw["job"]["pipeline_layout"] = "Et*7|(t*8|)*6t*6mL"
+        raw["space"]["pp"] = [8]
     if name.endswith("+settings"):
         raw["job"]["sync"] = {"strategy": "diloco", "inner_steps": 32, "fragments": 4,
                               "overlap_steps": 1, "outer_dtype": "bf16"}
@@ -195,6 +204,8 @@ EXTREME_VALUES = (
     0.0, -0.0, 1.5, 1e-6, 9.99e-7, 1e-300, 5e-324, 1e-310, 1e6, 1e7, 1.0000001e7, 1e18, 1e300,
     1e308, -1e308, float("nan"), float("inf"), float("-inf"),
     "", "x", "8", "1e308", "nan", True, False, [], [1], [0, -1], {}, {"a": 1},
+    # pipeline layouts (job.pipeline_layout): huge repeats, nesting, empty stages, no stages
+    "Et*99999999999999999999L", "((t)*9)*9", "E|*9999999L", "|", "EL", "E" + "|" * 64 + "L",
 )
 
 

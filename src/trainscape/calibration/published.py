@@ -127,12 +127,19 @@ SLIDING_WINDOW = {"gpt-oss-120b": (128, 2), "gpt-oss-20b": (128, 2)}
 #:   ``layout=None`` and take it): the NeMo 2.4 layouts with ``mtp`` before the loss; the H100
 #:   configs pass ``Et|(tt|)*30mL`` on (8, 4): 7 layers on device 0, 6 and the MTP block on
 #:   device 7.
+#:
+#: A layout is written as Megatron-Core's ``pipeline_model_parallel_layout`` string (NeMo 2.4
+#: gives its layouts as lists of the same stages) and read by
+#: :func:`trainscape.spec.pipeline_layout.split`; a rule of counts as ``(first, last)``.
+_DSV3_NEMO24 = "Et*4|(t*4|)*14tL"
+_DSV3_BRIDGE = "Et*4|(t*4|)*14tmL"
 RECIPE_STAGE_LAYERS = {
     ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): {(8, 1): (7, 6), (16, 1): (3, 2)},
-    ("dgxc_benchmarking", "deepseek-v3", (25, 7, 1)): {(8, 1): (8, 5), (8, 2): (8, 5),
-                                                       (16, 1): (4, 1)},
-    ("nemo_perf_summary", "deepseek-v3", (99,)): {(16, 1): (4, 1), (8, 2): (8, 5),
-                                                  (8, 4): (7, 6)},
+    ("dgxc_benchmarking", "deepseek-v3", (25, 7, 1)): {(8, 1): "Et*8|(t*8|)*6t*5L",
+                                                       (8, 2): _DSV3_NEMO24,
+                                                       (16, 1): _DSV3_NEMO24},
+    ("nemo_perf_summary", "deepseek-v3", (99,)): {(16, 1): _DSV3_BRIDGE, (8, 2): _DSV3_BRIDGE,
+                                                  (8, 4): "Et|(tt|)*30mL"},
 }
 #: Multi-token prediction a recipe trains with: (source, model, newest release) -> (depth, why).
 #: DeepSeek-V3 trains with one MTP block (arXiv 2412.19437 §2.2, §4.2: depth 1), and so do
@@ -867,7 +874,14 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     stated = (recipe_rule(RECIPE_STAGE_LAYERS, row, release) or {}).get(
         (config["pp"], config["vpp"]))
     slots = model["layers"] + 2 + model.get("mtp_layers", 0)
-    if stated is not None:
+    if isinstance(stated, str):
+        from ..spec.pipeline_layout import split
+
+        lay = split(stated, config["pp"], model["layers"], model.get("mtp_layers", 0))
+        job["pipeline_first_stage_layers"], job["pipeline_last_stage_layers"] = (lay.first,
+                                                                                 lay.last)
+        notes.append(f"pipeline layout of the release's recipe, {stated!r}: {lay.describe()}")
+    elif stated is not None:
         job["pipeline_first_stage_layers"], job["pipeline_last_stage_layers"] = stated
         notes.append(f"pipeline split of the release's recipe: {stated[0]} layers on the "
                      f"first device, {stated[1]} on the last, the others splitting the rest")

@@ -94,8 +94,9 @@ def hardware_points(scenario) -> list[HardwarePoint]:
             sc = validate(raw)
         except ScenarioError as exc:
             # a [config] written for the base hardware may not fit this point (GPU count):
-            # the point is still searched, without it
-            if raw.get("config") is None:
+            # the point is still searched, without it -- unless a pipeline layout is read
+            # against it (job.pipeline_layout needs [config]'s pp)
+            if raw.get("config") is None or raw.get("job", {}).get("pipeline_layout"):
                 path = _blame(exc, values)
                 raise ScenarioError.at(f'space."{path}"', f"invalid hardware value: {exc}",
                                        values[path], show_got=False) from None

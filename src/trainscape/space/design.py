@@ -112,12 +112,22 @@ def resolve_axes(scenario, space: Mapping[str, Any] | None = None) -> dict[str, 
     """
     from ..spec.config import DEFAULT_ORDER, ConfigSpec
 
+    declared = space is not None or scenario.space is not None  # else the default axes
     if space is None:
         space = scenario.space.axes() if scenario.space is not None else default_axes(scenario)
     unknown = [k for k in space if k not in L.CONFIG_FIELDS]
     if unknown:
         raise _err(f"space.{unknown[0]}", "unknown axis", None, ", ".join(L.CONFIG_FIELDS))
     base = scenario.config if scenario.config is not None else ConfigSpec()
+    if scenario.job.pipeline_layout is not None and scenario.config is not None:
+        # a Megatron-Core layout is laid out for [config]'s pp and vpp (the spec read it
+        # there): a space keeps them, and says so where it names others
+        for name in ("pp", "vpp"):
+            want = getattr(base, name)
+            if declared and space.get(name) is not None and list(space[name]) != [want]:
+                raise _err(f"space.{name}", f"job.pipeline_layout is laid out for config.{name} "
+                           f"= {want}", space[name], f"[{want}], or left out")
+        space = {**space, "pp": [base.pp], "vpp": [base.vpp]}
     axes: dict[str, Any] = {}
     for name in L.CONFIG_FIELDS:
         if name in space and space[name] is not None:

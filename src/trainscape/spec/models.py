@@ -288,6 +288,9 @@ class JobSpec(_Spec):
     # rest evenly; 0: split by rule (pipeline_edge_layers)
     pipeline_first_stage_layers: NonNegInt = 0
     pipeline_last_stage_layers: NonNegInt = 0
+    # Megatron-Core --pipeline-model-parallel-layout, e.g. "Et|(tt|)*30mL": read against
+    # [config] pp and vpp into the two counts above (spec.pipeline_layout.split)
+    pipeline_layout: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
     # cross-site synchronisation strategy ([job.sync], see SyncSpec)
     sync: SyncSpec = SyncSpec()
 
@@ -773,6 +776,9 @@ class Scenario(_Spec):
     #: the ``[cluster.gpu]`` table as given (preset name and the fields the user set), before
     #: its constants were resolved for the job (see :meth:`raw_dump`)
     _gpu_input: Any = PrivateAttr(default=None)
+    #: the ``job`` fields ``job.pipeline_layout`` set (dropped by :meth:`raw_dump`, so that a
+    #: changed ``[config]`` reads the layout afresh)
+    _layout_fields: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="wrap")
     @classmethod
@@ -795,6 +801,8 @@ class Scenario(_Spec):
         data = self.model_dump(exclude_none=True)
         if self._gpu_input is not None:
             data["cluster"]["gpu"] = copy.deepcopy(self._gpu_input)
+        for name in self._layout_fields:
+            data["job"].pop(name, None)
         return data
 
     @model_validator(mode="after")
@@ -840,6 +848,8 @@ class Scenario(_Spec):
             from .sites import check_site_gpus
 
             check_site_gpus(self)
+        if self.job.pipeline_layout is not None:
+            self._apply_pipeline_layout()
         if self.config is not None:
             try:
                 self.config = self.config.resolved(self.cluster.gpus)
@@ -851,6 +861,42 @@ class Scenario(_Spec):
             if problem is not None:
                 raise fail(*problem)
         return self
+
+    def _apply_pipeline_layout(self) -> None:
+        """``job.pipeline_layout`` read on ``[config]``'s pipeline into the stated first and
+        last stage layers (which it sets); every reason it cannot be names its field."""
+        from .pipeline_layout import PipelineLayoutError, split
+
+        text = self.job.pipeline_layout
+        if self.config is None:
+            raise fail("job.pipeline_layout", "a layout is laid out for one pipeline degree: "
+                       "it needs a [config] with pp (and vpp)", text, "a [config] table")
+        try:
+            lay = split(text, self.config.pp, self.model.layers, self.model.mtp_layers)
+        except PipelineLayoutError as exc:
+            raise fail("job.pipeline_layout", str(exc), text,
+                       "Megatron-Core's layout syntax: E, t, m, L; x*n, (...)*n; | between "
+                       "stages") from None
+        if self.config.vpp != lay.vpp:
+            raise fail("config.vpp", f"job.pipeline_layout has {lay.pp * lay.vpp} stages, "
+                       f"{lay.vpp} per device on pp = {lay.pp}", self.config.vpp, str(lay.vpp))
+        if self.job.pipeline_edge_layers:
+            raise fail("job.pipeline_edge_layers", "job.pipeline_layout states the split",
+                       self.job.pipeline_edge_layers, "0 (left out) with a layout")
+        if lay.pp == 1:
+            return
+        derived = []
+        for name, value in (("pipeline_first_stage_layers", lay.first),
+                            ("pipeline_last_stage_layers", lay.last)):
+            given = getattr(self.job, name)
+            if given and given != value:
+                raise fail(f"job.{name}", f"differs from job.pipeline_layout, which puts "
+                           f"{value} transformer layers there", given,
+                           f"{value}, or left out")
+            if not given:
+                derived.append(name)
+            setattr(self.job, name, value)
+        self._layout_fields = tuple(derived)
 
     def design_space(self):
         """The enumerable design space: ``[space]``, or the default axes when there is none
