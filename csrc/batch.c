@@ -444,7 +444,7 @@ static inline ts_row_entry *ts_memo_row(ts_memo *M, const ts_ctx *ctx, const int
 }
 
 /* configurations between a key's hashing and its lookup (a power of two) */
-#define TS_AHEAD 4
+#define TS_AHEAD 8
 
 /* Columns [lo, hi) of the batch. */
 static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, double *out,
@@ -468,8 +468,8 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
         S = &M->stream;
         ts_stream_start(S, out, n, lo);
     }
-    /* hi - lo >= TS_MEMO_MIN > TS_AHEAD: the keys of lo .. lo + 2 */
-    for (int64_t j = lo; j < lo + 3; j++)
+    /* hi - lo >= TS_MEMO_MIN > TS_AHEAD: the keys of lo .. lo + 5 */
+    for (int64_t j = lo; j < lo + 6; j++)
         ts_row_key_of(cfg + j, n, &ring[j & (TS_AHEAD - 1)]);
     check = lo + TS_MEMO_WINDOW;
     for (; i < hi; i++) {
@@ -491,18 +491,19 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
             row_hits = 0;
             check += TS_MEMO_WINDOW;
         }
-        /* three stages ahead: hash i + 3 (and fetch its slot), fetch the row of i + 2, the
-         * pair of i + 1 */
-        if (i + 3 < hi) {
-            ts_row_key *K3 = &ring[(i + 3) & (TS_AHEAD - 1)];
-            ts_row_key_of(c + 3, n, K3);
+        /* three stages ahead: hash i + 6 (and fetch its slot), fetch the row of i + 4, the
+         * pair of i + 2 (two configurations apart: one was too close for a second-level
+         * cache miss, 2 % of the bench's time; three apart gained nothing more) */
+        if (i + 6 < hi) {
+            ts_row_key *K3 = &ring[(i + 6) & (TS_AHEAD - 1)];
+            ts_row_key_of(c + 6, n, K3);
             TS_PREFETCH(&M->slot[K3->slot]);
         }
+        if (i + 4 < hi)
+            ts_prefetch_row(M, &ring[(i + 4) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 4]);
         if (i + 2 < hi)
-            ts_prefetch_row(M, &ring[(i + 2) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 2]);
-        if (i + 1 < hi)
-            ts_prefetch_pair(M, &ring[(i + 1) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 1],
-                             c[TS_CFG_ZERO * n + 1]);
+            ts_prefetch_pair(M, &ring[(i + 2) & (TS_AHEAD - 1)], c[TS_CFG_ORDER * n + 2],
+                             c[TS_CFG_ZERO * n + 2]);
 
         e = ts_memo_row(M, ctx, c, n, K, &hit);
         row_hits += hit;
