@@ -74,9 +74,13 @@ def _core_hash(cfg, i):
 def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
     """Columns ``[lo, hi)`` of the batch through one worker's memo (see above), or one by one
     when they are fewer than MEMO_MIN."""
+    # a configuration's results are composed in ``res`` and stored once: the kernel's guard
+    # (llm.guard_finite) reads them back, which stalls on just-stored batch columns
+    res = np.empty((layout.N_OUT, 1), dtype=np.float64)
     if hi - lo < MEMO_MIN:
         for i in range(lo, hi):
-            evaluate_config(sys, mdl, job, cfg, i, out)
+            evaluate_config(sys, mdl, job, cfg[:, i:i + 1], 0, res)
+            out[:, i] = res[:, 0]
         return
     row_key = np.empty((MEMO_ROW_CAP, N_CORE), dtype=np.int32)
     row_code = np.empty(MEMO_ROW_CAP, dtype=np.int64)
@@ -173,7 +177,8 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
         first = pair[at_first]
         second = pair[at_second] if at_second >= 0 else 0.0
         finish_config(sys, mdl, job, row, pair, pair[base:base + llm.N_REC], first, second, zero,
-                      cfg[layout.CFG_DP_OVERLAP, i] == 1, out, i)
+                      cfg[layout.CFG_DP_OVERLAP, i] == 1, res, 0)
+        out[:, i] = res[:, 0]
         if n_pairs == MEMO_PAIR_CAP:  # row and pair are not used again
             slots[:] = 0
             n_rows = 0
@@ -181,7 +186,8 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
         i += 1
     # rows that rarely repeat: the rest from scratch
     while i < hi:
-        evaluate_config(sys, mdl, job, cfg, i, out)
+        evaluate_config(sys, mdl, job, cfg[:, i:i + 1], 0, res)
+        out[:, i] = res[:, 0]
         i += 1
 
 
