@@ -70,6 +70,14 @@ def test_the_recipes_layouts_read_as_their_splits(layout, pp, mtp, devices):
     assert lay.pp * lay.vpp == len(stages(layout))
 
 
+def test_a_split_says_what_each_device_holds():
+    assert split("Et|(tt|)*30mL", 8, 61, 1).describe() == (
+        "7 layers on the first device, 6 on the last, 8 on each of the 6 others")
+    assert split("Et*3|(t*4|)*13t*3|t*2L", 16, 60, 0).describe() == (
+        "3 layers on the first device, 2 on the last, 3-4 on each of the 14 others")
+    assert split("Ett|tL", 2, 3).describe() == "2 layers on the first device, 1 on the last"
+
+
 def test_the_published_reader_states_what_the_recipes_layouts_say():
     """Every layout string in RECIPE_STAGE_LAYERS gives the (first, last) counts its release's
     recipe runs (the counts the table held before it took the strings)."""
