@@ -246,6 +246,19 @@ static void ts_stream_start(ts_stream *S, const double *out, int64_t n, int64_t 
     }
 }
 
+/* One whole 64-byte line of a result row: row[j .. j + 8) from the row's ring. */
+static inline void ts_store_line(double *row, const double *ring, int64_t j)
+{
+#ifdef TS_HAVE_STREAM_STORES
+    for (int w = 0; w < 8; w += 2)
+        _mm_stream_pd(row + j + w, _mm_set_pd(ring[(j + w + 1) % TS_RING],
+                                              ring[(j + w) % TS_RING]));
+#else
+    for (int w = 0; w < 8; w++)
+        row[j + w] = ring[(j + w) % TS_RING];
+#endif
+}
+
 /* Store what is done below configuration `done` (at most TS_RING - 8 configurations after
  * the last call; `tail`: also the partial line at the end). */
 static void ts_stream_store(ts_stream *S, double *out, int64_t n, int64_t done, int tail)
@@ -257,16 +270,8 @@ static void ts_stream_store(ts_stream *S, double *out, int64_t n, int64_t done, 
         for (; j < done && j < line; j++) /* the partial line at the start of the range */
             row[j] = ring[j % TS_RING];
         if (j >= line)
-            for (; j + 8 <= done; j += 8) {
-#ifdef TS_HAVE_STREAM_STORES
-                for (int w = 0; w < 8; w += 2)
-                    _mm_stream_pd(row + j + w, _mm_set_pd(ring[(j + w + 1) % TS_RING],
-                                                          ring[(j + w) % TS_RING]));
-#else
-                for (int w = 0; w < 8; w++)
-                    row[j + w] = ring[(j + w) % TS_RING];
-#endif
-            }
+            for (; j + 8 <= done; j += 8)
+                ts_store_line(row, ring, j);
         if (tail)
             for (; j < done; j++)
                 row[j] = ring[j % TS_RING];
@@ -448,7 +453,7 @@ static inline ts_row_entry *ts_memo_row(ts_memo *M, const ts_ctx *ctx, const int
 
 /* Configuration i of the batch from scratch. Its results are composed in a local buffer and
  * stored once: read back from the batch's columns (ts_guard_finite), results just stored with
- * the column stride stalled on those stores (1.7 -> 2.4 M configurations/s on the bench's
+ * the column stride stalled on those stores (1.75 -> 2.2 M configurations/s on the bench's
  * batch in calls of 8,192). */
 static inline void ts_evaluate_column(const ts_ctx *ctx, const int32_t *cfg, int64_t n,
                                       double *out, int64_t i)
