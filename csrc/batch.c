@@ -95,7 +95,7 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_JOB_LINEAR_INPUT_BYTES, TS_JOB_LOGITS_EXTRA_BYTES,
                                      TS_JOB_LINEAR_PARAM_COMM_BYTES, TS_JOB_EAGER_ELEMENTWISE,
                                      TS_JOB_TP_GATHER_BYTES, TS_JOB_TP_SEQUENCE_COPY,
-                                     TS_JOB_FSDP_PP_UNSHARDED};
+                                     TS_JOB_FSDP_PP_UNSHARDED, TS_JOB_GROUPED_EXPERT_GEMM};
     double nt;
     int n;
     if (!sys || !mdl || !job)

@@ -41,6 +41,16 @@ TS_FN double ts_moe_mlp_flops(double b, double s, double h, double expert_ffn, d
     return (top_k + shared_experts) * ts_mlp_flops(b, s, h, expert_ffn, swiglu);
 }
 
+/* llm.py expert_gemm_count: GEMM kernels of one MoE layer's experts in a pass -- fc1 and fc2
+ * per local expert (Transformer Engine GroupedLinear), or one grouped kernel each for all the
+ * routed experts (job.grouped_expert_gemm: CUTLASS grouped GEMM), plus the shared experts'. */
+static double ts_expert_gemm_count(const double *job, double routed_local, double shared)
+{
+    if (job[TS_JOB_GROUPED_EXPERT_GEMM] > 0.0)
+        return 2.0 * (1.0 + shared);
+    return 2.0 * (routed_local + shared);
+}
+
 /* llm.py logits_flops: 2bshV (Narayanan et al. SC'21 §5.1). */
 TS_FN double ts_logits_flops(double b, double s, double h, double vocab)
 {
@@ -1297,7 +1307,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     double h, heads, kv_heads, head_dim, layers, vocab, experts, top_k, expert_ffn, shared, n_moe;
     double ffn, seq, global_batch, act_bytes, comm_bytes, m, s, b, dpx;
     int swiglu, flash;
-    double split, proj, core_hw, dense_mlp, routed, expert_mlp, local_experts;
+    double split, proj, core_hw, dense_mlp, routed, expert_mlp;
     double t_proj, t_core, t_dense_mlp, t_moe_mlp, t_expert_mlp, act_dense, act_moe, t_mem_dense, t_mem_moe;
     double eager_dense, eager_moe;
     double overhead, dense_layers, moe_layers, gemm_f, core_f, mem_f, stage_layers, t_logits;
@@ -1406,8 +1416,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     if (n_moe > 0.0) {
         routed = ts_router_flops(b, seq, h, experts) * r_split;
         expert_mlp = ts_moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) * r_split;
-        local_experts = experts / ep + shared;
-        t_expert_mlp = ts_linear_time_fast(&ctx->inv, expert_mlp, 2.0 * local_experts);
+        t_expert_mlp = ts_linear_time_fast(&ctx->inv, expert_mlp,
+                                           ts_expert_gemm_count(job, experts / ep, shared));
         t_moe_mlp = ts_gemm_time_fast(&ctx->inv, routed, 1.0) + t_expert_mlp;
         act_moe = ts_moe_layer_activation_bytes(s, b, h, heads, kv_heads, head_dim, expert_ffn,
                                                 top_k, shared, swiglu, tp, sp, TS_RECOMPUTE_NONE,

@@ -39,10 +39,10 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: activation offload, a compressed region tier, a legacy attention kernel, recompute modules,
 #: a board power limit), and the MoE example with the block-checkpointing recompute modules,
 #: PyTorch eager element-wise kernels on its H100s (and their head-dim attention constant)
-#: and the PyTorch FSDP stack with its stage kept unsharded under PP, so their fields are
-#: mutated too, with a multi-token prediction block; GPT-OSS carries the sliding-window fields,
-#: DeepSeek-V3 the stated first / last pipeline stage layers, and the same split as a
-#: Megatron-Core pipeline layout string.
+#: and the PyTorch FSDP stack with its stage kept unsharded under PP and its grouped expert
+#: GEMMs, so their fields are mutated too, with a multi-token prediction block; GPT-OSS carries
+#: the sliding-window fields, DeepSeek-V3 the stated first / last pipeline stage layers, and the
+#: same split as a Megatron-Core pipeline layout string.
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings",
              "mixtral-8x7b-moe.toml+modules", "gpt-oss-120b-sliding-window.toml",
@@ -66,6 +66,8 @@ def llm_base(i: int = 0) -> dict:
         # the PyTorch stack (its TP collectives' copies) with FSDP2 kept unsharded under PP
         raw["job"]["stack"] = "pytorch-fsdp"
         raw["job"]["fsdp_pp_unsharded"] = True
+        # its experts' grouped GEMM kernels (the stack's default, stated so it is mutated)
+        raw["job"]["expert_gemm"] = "grouped"
         raw["config"]["zero"] = 3
     if name.endswith("+layout"):
         # the example's 7 / 8 x 6 / 6 split and MTP block as the layout string (its space

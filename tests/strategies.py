@@ -273,6 +273,8 @@ def job_blocks(draw):
     job[L.JOB_TP_SEQUENCE_COPY] = float(draw(st.sampled_from([0, 0, 1])))
     # ZeRO-3 under a pipeline: unit by unit every microbatch, or kept unsharded all step
     job[L.JOB_FSDP_PP_UNSHARDED] = float(draw(st.sampled_from([0, 0, 1])))
+    # MoE experts: one GEMM per local expert (Transformer Engine), or one grouped kernel
+    job[L.JOB_GROUPED_EXPERT_GEMM] = float(draw(st.sampled_from([0, 0, 1])))
     # full recompute of every layer, or of the first N of each model chunk (block method)
     job[L.JOB_RECOMPUTE_LAYERS] = float(draw(st.sampled_from([0, 0, 1, 2, 5, 64])))
     return job

@@ -1395,6 +1395,68 @@ def test_tp_sequence_copy_is_a_scenario_setting():
     assert str(e.value).startswith("job.tp_sequence_copy")
 
 
+@pytest.mark.parametrize("shared", [0, 1])
+def test_grouped_expert_gemm_pays_one_kernel_per_projection(backend, shared):
+    # Transformer Engine's GroupedLinear runs a GEMM per local expert and projection, each with
+    # the linear curve's fixed cost (half / (peak x eff_max) a GEMM); a grouped kernel
+    # (AutoModel's grouped_gemm, torchtitan's torch._grouped_mm) pays it once per projection
+    from trainscape.backends import evaluate_blocks
+
+    sys = system([NODE, FABRIC], gpus=64)
+    mdl = moe_model()
+    mdl[L.MDL_SHARED_EXPERTS] = shared
+    per_expert, grouped = job(batch=128), job(batch=128)
+    grouped[L.JOB_GROUPED_EXPERT_GEMM] = 1.0
+    fixed = 1e9 / (1e15 * 0.8)  # linear_half_flops / (peak x linear_efficiency_max)
+    m, layers = 2, 4  # 128 sequences over DP 64
+
+    def compute(j, ep=1):
+        out = evaluate_blocks(sys, mdl, j, one_config(dp=64, ep=ep), backend=backend)
+        assert out[L.OUT_STATUS, 0] != L.STATUS_INVALID_CONFIG
+        return out[L.OUT_COMPUTE_S, 0]
+
+    # EP 1: 64 local experts, 2 x (64 + shared) GEMMs against 2 x (1 + shared); the forward,
+    # input-gradient and weight-gradient passes each run the experts' GEMMs once
+    kernels = 2 * (64 + shared) - 2 * (1 + shared)
+    assert compute(per_expert) - compute(grouped) == \
+        pytest.approx(m * 3 * layers * kernels * fixed, rel=1e-9)
+    # EP 64: one local expert, the same two GEMMs (plus the shared experts') either way
+    assert compute(per_expert, ep=64) == pytest.approx(compute(grouped, ep=64), rel=1e-12)
+    assert llm.expert_gemm_count(per_expert, 64.0, shared) == 2 * (64 + shared)
+    assert llm.expert_gemm_count(grouped, 64.0, shared) == 2 * (1 + shared)
+
+
+def test_pack_expert_gemm_follows_the_stack():
+    from trainscape.spec.pack import grouped_expert_gemm
+
+    for stack in ("pytorch-fsdp", "jax-xla"):
+        assert grouped_expert_gemm(stack) == 1.0
+    for stack in ("megatron-core", "megatron-lm"):
+        assert grouped_expert_gemm(stack) == 0.0
+    # a job that says so overrides its stack either way
+    assert grouped_expert_gemm("pytorch-fsdp", "per_expert") == 0.0
+    assert grouped_expert_gemm("megatron-core", "grouped") == 1.0
+
+
+def test_expert_gemm_is_a_scenario_setting():
+    import trainscape
+    from trainscape.spec import ScenarioError, pack
+
+    mixtral = _LLAMA.replace("llama3-405b-2bldg.toml", "mixtral-8x7b-moe.toml")
+    # EP 1: each GPU runs all 8 experts of a layer
+    te = trainscape.load(mixtral, overrides=["config.ep=1"])
+    gmm = trainscape.load(mixtral, overrides=["config.ep=1", "job.expert_gemm=grouped"])
+    assert pack(te)[2][L.JOB_GROUPED_EXPERT_GEMM] == 0.0
+    assert pack(gmm)[2][L.JOB_GROUPED_EXPERT_GEMM] == 1.0
+    # fewer kernels: less compute time, nothing else changes
+    a, b = trainscape.evaluate(te), trainscape.evaluate(gmm)
+    assert b.compute_s < a.compute_s and b.memory_gib == a.memory_gib
+    assert b.ep_comm_s == a.ep_comm_s
+    with pytest.raises(ScenarioError) as e:
+        trainscape.load(mixtral, overrides=["job.expert_gemm=fused"])
+    assert str(e.value).startswith("job.expert_gemm")
+
+
 def test_a_replayed_all_gather_weighs_its_own_bytes():
     # op_selective replays the all-gathers in front of wk and w3: in an FP8 job they carry a
     # third of the pass's bytes (1 of 1 + 2 per pair), so the two of them a third

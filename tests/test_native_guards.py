@@ -151,6 +151,7 @@ BAD_BLOCK_FIELDS = [
     ("job", L.JOB_TP_SEQUENCE_COPY, np.nan,
      r"job\.tp_sequence_copy: got nan, expected a finite number >= 0"),
     ("job", L.JOB_FSDP_PP_UNSHARDED, np.inf, r"job\.fsdp_pp_unsharded"),
+    ("job", L.JOB_GROUPED_EXPERT_GEMM, -0.5, r"job\.grouped_expert_gemm"),
     ("job", L.JOB_RECOMPUTE_LAYERS, np.inf, r"job\.recompute_layers"),
     ("job", L.JOB_RECOMPUTE_LAYERS, -1.0, r"job\.recompute_layers"),
     ("sys", L.SYS_STREAM_MEMORY_EFFICIENCY, np.inf, r"system\.stream_memory_efficiency"),

@@ -189,6 +189,9 @@ JOB_FIELDS = (
     "pipeline_first_stage_layers",  # F > 0: the first pipeline stage holds F transformer layers
     "pipeline_last_stage_layers",  # L > 0: the last one L, the other stages splitting the rest
     # (Megatron-Core num_layers_in_first/last_pipeline_stage); 0: split by rule
+    "grouped_expert_gemm",  # 1: an MoE layer's routed experts run each projection as one
+    # grouped GEMM kernel (CUTLASS grouped GEMM, torch._grouped_mm, XLA ragged dot); 0: one GEMM
+    # per local expert (Transformer Engine GroupedLinear's multi-stream cuBLAS GEMMs)
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -332,6 +335,7 @@ JOB_FSDP_PP_UNSHARDED = JOB_FIELDS.index("fsdp_pp_unsharded")
 JOB_RECOMPUTE_LAYERS = JOB_FIELDS.index("recompute_layers")
 JOB_PIPELINE_FIRST_STAGE_LAYERS = JOB_FIELDS.index("pipeline_first_stage_layers")
 JOB_PIPELINE_LAST_STAGE_LAYERS = JOB_FIELDS.index("pipeline_last_stage_layers")
+JOB_GROUPED_EXPERT_GEMM = JOB_FIELDS.index("grouped_expert_gemm")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

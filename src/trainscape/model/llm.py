@@ -169,6 +169,7 @@ from ..layout import (
     JOB_ZERO3_SHARD_PARAM_BYTES,
     JOB_TP_GATHER_BYTES,
     JOB_TP_SEQUENCE_COPY,
+    JOB_GROUPED_EXPERT_GEMM,
     JOB_FSDP_PP_UNSHARDED,
     JOB_RECOMPUTE_LAYERS,
 )
@@ -263,6 +264,21 @@ def moe_mlp_flops(b, s, h, expert_ffn, top_k, shared_experts, swiglu):
     """Routed + shared experts: every token runs ``top_k + shared`` expert MLPs (Shazeer et al.
     2017; DeepSeek-V3 tech report §2.1.2 for shared experts)."""
     return (top_k + shared_experts) * mlp_flops(b, s, h, expert_ffn, swiglu)
+
+
+def expert_gemm_count(job, routed_local, shared):
+    """GEMM kernels one MoE layer's experts launch in one pass (fc1 and fc2 each), the count
+    :func:`linear_gemm_time` charges its per-GEMM cost for: with one GEMM per local expert
+    (``job.grouped_expert_gemm`` 0: Transformer Engine's ``GroupedLinear``, whose experts
+    "launch multiple local GEMM kernels in multiple streams", Megatron-LM README
+    ``--moe-grouped-gemm``) ``2 (routed_local + shared)``; with one grouped kernel per
+    projection for all the routed experts (1: a CUTLASS grouped GEMM -- NeMo AutoModel's
+    ``grouped_gemm.ops.gmm``, torchtitan's ``torch._grouped_mm``, MaxText's megablox ``gmm``;
+    :func:`trainscape.spec.pack.grouped_expert_gemm`) ``2 (1 + shared)``, the shared experts
+    being dense MLPs of their own."""
+    if job[JOB_GROUPED_EXPERT_GEMM] > 0.0:
+        return 2.0 * (1.0 + shared)
+    return 2.0 * (routed_local + shared)
 
 
 def logits_flops(b, s, h, vocab):
@@ -2014,13 +2030,12 @@ def row_terms(sys, mdl, job, cfg, i):
     dense_mlp = mlp_flops(b, seq, h, mdl[MDL_FFN_HIDDEN], swiglu) / split
     routed = router_flops(b, seq, h, experts) / split
     expert_mlp = moe_mlp_flops(b, seq, h, expert_ffn, top_k, shared, swiglu) / split
-    local_experts = experts / ep + shared
     t_proj = linear_gemm_time(sys, proj, 2.0)
     # each attention kernel (one per ring step with CP) loops over the K/V of s = seq / cp tokens
     t_core = attention_core_time(sys, core_hw, flash, s, head_dim)
     core_hw, t_core = windowed_attention_core(sys, core_hw, t_core, flash, seq, s, mdl)
     t_dense_mlp = linear_gemm_time(sys, dense_mlp, 2.0)
-    t_expert_mlp = linear_gemm_time(sys, expert_mlp, 2.0 * local_experts)
+    t_expert_mlp = linear_gemm_time(sys, expert_mlp, expert_gemm_count(job, experts / ep, shared))
     t_moe_mlp = gemm_time(sys, routed, 1.0) + t_expert_mlp
     # elementwise kernels touch about every stored activation once forward, twice backward; they
     # read and write the 16-bit tensors, so the linear-layer inputs count at activation_bytes
@@ -2321,7 +2336,7 @@ def recompute_module_gemm_time(sys, mdl, job, row):
             gemm_time(sys, router_flops(b, seq, h, experts) / split, 1.0)
             + linear_gemm_time(sys, moe_mlp_flops(b, seq, h, expert_ffn, mdl[MDL_TOP_K], shared,
                                                   swiglu) / split,
-                               2.0 * (experts / row[ROW_EP] + shared)))
+                               expert_gemm_count(job, experts / row[ROW_EP], shared)))
     elif flags[4]:
         t += row[ROW_MOE_LAYERS] * linear_gemm_time(
             sys, moe_mlp_flops(b, seq, h, expert_ffn, 0.0, shared, swiglu) / split, 2.0 * shared)

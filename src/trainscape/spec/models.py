@@ -244,6 +244,13 @@ class JobSpec(_Spec):
     # None (default): the stack's -- true on "pytorch-fsdp" (torchtitan), false elsewhere
     # (Megatron's [seq, batch, hidden] gathers along dim 0; XLA picks its layouts).
     tp_sequence_copy: bool | None = None
+    # How an MoE layer's routed experts run their GEMMs: "per_expert" -- one GEMM per local
+    # expert and projection (Transformer Engine's GroupedLinear, Megatron-Core's default
+    # TEGroupedMLP: multi-stream cuBLAS GEMMs); "grouped" -- one grouped kernel per projection
+    # for all local experts (NeMo AutoModel's grouped_gemm ops.gmm, torchtitan's
+    # torch._grouped_mm, MaxText's megablox gmm / ragged dot). None (default): the stack's --
+    # "grouped" on "pytorch-fsdp" and "jax-xla", "per_expert" on the Megatron stacks.
+    expert_gemm: Literal["per_expert", "grouped"] | None = None
     # ZeRO-3 / FSDP under a pipeline (pp > 1): true -- a stage's weights, once gathered in the
     # first microbatch's forward, stay unsharded until the step's last backward, and its
     # gradients accumulate unsharded (at grad_dtype) until then, one all-gather and one

@@ -342,6 +342,30 @@ def tp_sequence_copy(stack: str, setting: bool | None = None) -> float:
     return 1.0 if stack in SEQUENCE_DIM1_TP_STACKS else 0.0
 
 
+#: stacks whose MoE layers run each expert projection as one grouped kernel over every local
+#: expert (:func:`grouped_expert_gemm`)
+GROUPED_EXPERT_GEMM_STACKS = ("pytorch-fsdp", "jax-xla")
+
+
+def grouped_expert_gemm(stack: str, setting: str | None = None) -> float:
+    """1.0 where an MoE layer's routed experts run each projection as one grouped GEMM kernel
+    (``model.llm.expert_gemm_count``), 0.0 where each local expert runs its own GEMMs: the
+    job's ``expert_gemm`` where it sets one, else the stack's.
+
+    - Megatron-Core's default experts (``TEGroupedMLP``, Transformer Engine ``GroupedLinear``)
+      "launch multiple local GEMM kernels in multiple streams" (Megatron-LM README,
+      ``--moe-grouped-gemm``; TE ``general_grouped_gemm``): one GEMM per local expert.
+    - PyTorch-native MoE runs one kernel per projection: NeMo AutoModel's ``GroupedExperts``
+      calls ``grouped_gemm.ops.gmm`` (a CUTLASS grouped GEMM; ``nemo_automodel/components/moe/
+      layers.py``), torchtitan's experts ``torch._grouped_mm`` (``torchtitan/models/common/
+      moe.py``).
+    - MaxText's MoE runs megablox ``gmm`` or ``jax.lax.ragged_dot`` (``sparse_matmul``), or one
+      einsum over the expert dimension (``dense_matmul``; ``MaxText/layers/moe.py``)."""
+    if setting is not None:
+        return 1.0 if setting == "grouped" else 0.0
+    return 1.0 if stack in GROUPED_EXPERT_GEMM_STACKS else 0.0
+
+
 def saved_linear_input_bytes(recipe: str | None, activation_bytes_: float) -> float:
     """Bytes per element of a linear layer's input saved for its weight-gradient GEMM.
 
@@ -569,6 +593,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_TP_GATHER_BYTES] = tp_gather_bytes(j.recipe, activation_bytes(j.dtype))
     job[L.JOB_TP_SEQUENCE_COPY] = tp_sequence_copy(j.stack, j.tp_sequence_copy)
     job[L.JOB_FSDP_PP_UNSHARDED] = 1.0 if j.fsdp_pp_unsharded else 0.0
+    job[L.JOB_GROUPED_EXPERT_GEMM] = grouped_expert_gemm(j.stack, j.expert_gemm)
     job[L.JOB_RECOMPUTE_LAYERS] = float(j.recompute_layers)
     job[L.JOB_PIPELINE_FIRST_STAGE_LAYERS] = float(j.pipeline_first_stage_layers)
     job[L.JOB_PIPELINE_LAST_STAGE_LAYERS] = float(j.pipeline_last_stage_layers)
