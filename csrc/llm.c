@@ -1886,7 +1886,7 @@ TS_FN void ts_ord_init(const ts_ctx *ctx, const ts_row *R, int order, ts_ord *O)
     double strides[TS_N_DIMS];
     int8_t perm_local[TS_N_DIMS];
     const int8_t *perm;
-    double tp = R->tp, cp = R->cp, pp = R->pp, ep = R->ep, dpx = R->dpx;
+    double tp = R->tp, cp = R->cp, pp = R->pp, ep = R->ep;
     ts_group g;
 
     if (ctx->orders) {
@@ -2018,7 +2018,7 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
 TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recompute, ts_rec *V)
 {
     double f_compute = R->f_compute, b_compute = R->b_compute[recompute];
-    double w_compute = R->w_compute, stage_layers = R->stage_layers, t_core = R->t_core;
+    double w_compute = R->w_compute, stage_layers = R->stage_layers;
     double m = R->m, window_f = R->gemm_f;
     double tp_f, tp_b, cp_f, cp_b, ep_f, ep_b, f_stage, b_stage, w_stage, bubble;
     double compute, tp_comm, cp_comm, ep_comm, share, off_f, off_b, copy_f, copy_b;
