@@ -44,7 +44,8 @@ TS_FN double ts_moe_mlp_flops(double b, double s, double h, double expert_ffn, d
 /* llm.py expert_gemm_count: GEMM kernels of one MoE layer's experts in a pass -- fc1 and fc2
  * per local expert (Transformer Engine GroupedLinear), or one grouped kernel each for all the
  * routed experts (job.grouped_expert_gemm: CUTLASS grouped GEMM), plus the shared experts'. */
-static double ts_expert_gemm_count(const double *job, double routed_local, double shared)
+static inline double ts_expert_gemm_count(const double *job, double routed_local,
+                                          double shared)
 {
     if (job[TS_JOB_GROUPED_EXPERT_GEMM] > 0.0)
         return 2.0 * (1.0 + shared);

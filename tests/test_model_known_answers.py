@@ -1218,6 +1218,8 @@ def test_a_fused_cross_entropy_keeps_no_fp32_copy_of_the_logits(backend):
 
 _LLAMA = str(__import__("pathlib").Path(__file__).resolve().parents[1]
              / "examples" / "llama3-405b-2bldg.toml")
+_MIXTRAL = str(__import__("pathlib").Path(__file__).resolve().parents[1]
+               / "examples" / "mixtral-8x7b-moe.toml")
 
 
 def test_cost_and_energy_columns_known_answer():
@@ -1263,10 +1265,8 @@ def test_offload_optimizer_known_answer():
     import trainscape
     from trainscape.spec import pack
 
-    path = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples" / \
-        "mixtral-8x7b-moe.toml"
-    base = trainscape.load(path, overrides=["config.dp_overlap=false"])
-    off = trainscape.load(path, overrides=["config.dp_overlap=false",
+    base = trainscape.load(_MIXTRAL, overrides=["config.dp_overlap=false"])
+    off = trainscape.load(_MIXTRAL, overrides=["config.dp_overlap=false",
                                            "job.offload_optimizer=true"])
     a = trainscape.evaluate(base, backend="python")
     b = trainscape.evaluate(off, backend="python")
@@ -1442,10 +1442,9 @@ def test_expert_gemm_is_a_scenario_setting():
     import trainscape
     from trainscape.spec import ScenarioError, pack
 
-    mixtral = _LLAMA.replace("llama3-405b-2bldg.toml", "mixtral-8x7b-moe.toml")
     # EP 1: each GPU runs all 8 experts of a layer
-    te = trainscape.load(mixtral, overrides=["config.ep=1"])
-    gmm = trainscape.load(mixtral, overrides=["config.ep=1", "job.expert_gemm=grouped"])
+    te = trainscape.load(_MIXTRAL, overrides=["config.ep=1"])
+    gmm = trainscape.load(_MIXTRAL, overrides=["config.ep=1", "job.expert_gemm=grouped"])
     assert pack(te)[2][L.JOB_GROUPED_EXPERT_GEMM] == 0.0
     assert pack(gmm)[2][L.JOB_GROUPED_EXPERT_GEMM] == 1.0
     # fewer kernels: less compute time, nothing else changes
@@ -1453,7 +1452,7 @@ def test_expert_gemm_is_a_scenario_setting():
     assert b.compute_s < a.compute_s and b.memory_gib == a.memory_gib
     assert b.ep_comm_s == a.ep_comm_s
     with pytest.raises(ScenarioError) as e:
-        trainscape.load(mixtral, overrides=["job.expert_gemm=fused"])
+        trainscape.load(_MIXTRAL, overrides=["job.expert_gemm=fused"])
     assert str(e.value).startswith("job.expert_gemm")
 
 
