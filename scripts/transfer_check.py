@@ -7,6 +7,7 @@ Nothing here is fitted; the runs only check.
 
     python scripts/transfer_check.py                       # docs/data/transfer_check_runs.csv
     python scripts/transfer_check.py FILE.csv [--json]
+    python scripts/transfer_check.py --plot transfer.png   # also the accuracy figure
 
 The CSV has the calibration set's column layout (../shared/calibration/README.md); its rows
 and their provenance are described in docs/data/transfer_check_runs.md. Each row is costed like a
@@ -161,7 +162,19 @@ def main() -> int:
     parser.add_argument("csv", nargs="?", default=str(DEFAULT))
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--backend", default="c", choices=("c", "numba", "python"))
+    parser.add_argument("--plot", metavar="FILE",
+                        help="also write the accuracy figure (.png, .svg or .pdf): predicted vs "
+                             "published step time, and every row's error per source and GPU")
     args = parser.parse_args()
+    if args.plot is not None:
+        from trainscape.calibration.plots import PLOT_SUFFIXES
+
+        if not args.plot.lower().endswith(PLOT_SUFFIXES):
+            parser.error(f"--plot: {args.plot!r} has an unsupported suffix (allowed: "
+                         f"{', '.join(PLOT_SUFFIXES)})")
+        if not Path(args.plot).resolve().parent.is_dir():
+            parser.error(f"--plot: directory {str(Path(args.plot).resolve().parent)!r} does "
+                         "not exist")
     try:
         with open(args.csv, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -172,6 +185,14 @@ def main() -> int:
     runner = Runner(runs)
     results = [runner.cost(run, backend=args.backend) for run in runs]
     memory = memory_rows(results) if args.csv == str(DEFAULT) else []
+    if args.plot is not None and results:
+        from trainscape.calibration.plots import plot_accuracy
+
+        plot_accuracy([r.as_dict() for r in results], args.plot,
+                      f"trainscape transfer check: {len(results)} published runs the fit never "
+                      "saw (NeMo's H100 rows ride along as the B200 baseline)",
+                      group_of=lambda r: f"{r['source']} · {r['gpu']}", fitted=False)
+        print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps({"rows": [r.as_dict() for r in results],
                           "skipped": [{"case": c, "why": w} for c, w in skipped],

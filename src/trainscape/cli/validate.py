@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
+
+from . import options as O
 
 #: accuracy targets per calibration source (median and worst absolute step-time error)
 TARGET_MEDIAN = 0.05
@@ -31,8 +34,12 @@ def within_target(s: dict) -> bool:
               show_default=True, help="Backend that evaluates the rows.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: on a terminal, never with --json).")
+@click.option("--plot", "plot_path", type=O.Path(dir_okay=False), default=None,
+              metavar="FILE",
+              help="Also write the accuracy figure (.png, .svg or .pdf): predicted vs "
+                   "published step time, and every row's error per source.")
 def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, ...],
-            backend: str, progress: bool | None) -> None:
+            backend: str, progress: bool | None, plot_path: str | None) -> None:
     """Predict every published training run in the calibration set (Megatron-LM, NeMo and
     DGX Cloud benchmarks, Megatron-Core, MosaicML FSDP, BLOOM, Llama 3; A100 and H100; BF16 and
     FP8) with each run's own layout, and show predicted vs published step time, the error of
@@ -41,7 +48,10 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     counted; a published layout the model calls infeasible is a failed row."""
     from .. import progress as P
     from ..calibration import summarize, validate
+    from ..calibration.plots import PLOT_SUFFIXES
 
+    O.check_suffix(plot_path, "--plot", PLOT_SUFFIXES)
+    O.check_parent_dir(plot_path, "--plot")
     seen = [0, 0]
 
     def count(done: int, total: int) -> None:
@@ -66,6 +76,8 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     rows = [r.as_dict() for r in results]
     for group, s in summary.items():
         s["within_target"] = within_target(s)
+    if plot_path:
+        write_plot(rows, plot_path)
     if as_json:
         click.echo(json.dumps({"rows": rows, "summary": summary,
                                "targets": {"median_abs_error": TARGET_MEDIAN,
@@ -105,6 +117,22 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     console.print(f"targets: median |error| <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}, "
                   "every counted layout feasible. error = predicted / published step time - 1 "
                   "(negative: the model is optimistic).")
+
+
+def write_plot(rows: list[dict], path: str) -> None:
+    """The accuracy figure of ``rows`` (:func:`trainscape.calibration.plots.plot_accuracy`),
+    announced on stderr (stdout stays the report, or the JSON)."""
+    from ..calibration.plots import plot_accuracy
+
+    groups = len({r["group"] for r in rows})
+    try:
+        plot_accuracy(rows, path, f"trainscape validate: {len(rows)} published runs, "
+                                  f"{groups} sources (targets: median |error| <= "
+                                  f"{TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%})",
+                      median_target=100 * TARGET_MEDIAN, worst_target=100 * TARGET_WORST)
+    except OSError as exc:
+        raise click.BadParameter(f"{path!r}: {exc.strerror or exc}", param_hint="'--plot'")
+    click.echo(f"wrote {Path(path)}", err=True)
 
 
 def _fmt_err(r: dict) -> str:
