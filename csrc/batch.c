@@ -83,7 +83,7 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
     static const int job_count[] = {TS_JOB_SEQ_LEN, TS_JOB_GLOBAL_BATCH};
     static const int job_int_nonneg[] = {TS_JOB_PIPELINE_EDGE_LAYERS, TS_JOB_RECOMPUTE_LAYERS,
                                          TS_JOB_PIPELINE_FIRST_STAGE_LAYERS,
-                                         TS_JOB_PIPELINE_LAST_STAGE_LAYERS};
+                                         TS_JOB_PIPELINE_LAST_STAGE_LAYERS, TS_JOB_DP_REPLICAS};
     static const int job_nonneg[] = {TS_JOB_ACTIVATION_BYTES, TS_JOB_PARAM_BYTES,
                                      TS_JOB_GRAD_BYTES, TS_JOB_OPTIMIZER_BYTES,
                                      TS_JOB_OPTIMIZER_TRAFFIC_BYTES, TS_JOB_COMM_BYTES,

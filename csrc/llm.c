@@ -844,6 +844,28 @@ static inline double ts_linear_time_fast(const ts_llm_inv *inv, double flops, do
 /* llm.py config_error, checks over the core fields (tp cp pp dp ep mbs vpp schedule sp
  * tp_overlap) in the reference's order: the first failing one's code, else 0. Integer checks in
  * 64 bits. */
+/* llm.py dp_replicas_error: job.dp_replicas R must be a whole number in [1, dp] dividing
+ * dp / ep (ep dividing dp: no MoE parallel folding), under the synchronous job.sync strategy;
+ * R = 1 (or 0: ts_dp_replica_count) always passes. Checked before any integer conversion (a
+ * hand-written job block). */
+static inline int ts_dp_replicas_error(const double *job, int64_t dp, int64_t ep)
+{
+    double r = job[TS_JOB_DP_REPLICAS];
+    if (r == 0.0 || r == 1.0)
+        return 0;
+    if (!(r >= 1.0 && r <= (double)dp && r == floor(r)))
+        return 1;
+    if ((int)job[TS_JOB_SYNC_STRATEGY] != TS_SYNC_SYNCHRONOUS || ts_mod(dp, ep) != 0)
+        return 1;
+    return ts_mod(dp / ep, (int64_t)r) != 0;
+}
+
+/* llm.py dp_replica_count: job.dp_replicas, 0 meaning 1 */
+static inline double ts_dp_replica_count(const double *job)
+{
+    return job[TS_JOB_DP_REPLICAS] > 1.0 ? job[TS_JOB_DP_REPLICAS] : 1.0;
+}
+
 TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, int64_t dp,
                         int64_t ep, int64_t mbs, int64_t vpp, int64_t schedule, int64_t sp,
                         int64_t tp_overlap)
@@ -902,6 +924,8 @@ TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, i
         return 26;
     if (ts_mod(inv->hidden, tp) != 0 || ts_mod(inv->ffn, tp) != 0 || ts_mod(inv->expert_ffn, tp) != 0)
         return 27;
+    if (ts_dp_replicas_error(ctx->job, dp, ep))
+        return 32; /* llm.py DP_REPLICAS_ERROR */
     microbatches = inv->global_batch / (dp * mbs);
     reason = ts_schedule_valid((int)schedule, pp, microbatches, vpp);
     if (reason != 0)
@@ -1663,8 +1687,10 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     /* ---- data parallelism: message sizes (the weights': llm.py param_gather_bytes, the
      * experts all linear) ---- */
     grad_comm = job[TS_JOB_GRAD_COMM_BYTES];
-    dp_dense = cp * dp;
-    dp_expert = cp * dpx;
+    /* ZeRO's shard groups: all the data-parallel ranks, or 1 / job.dp_replicas of them
+     * (llm.py finish_config) */
+    dp_dense = cp * dp / ts_dp_replica_count(job);
+    dp_expert = cp * dpx / ts_dp_replica_count(job);
     R->ar_dense_bytes = dense_params * grad_comm;
     R->ar_expert_bytes = expert_params * grad_comm;
     R->ag_dense_bytes = ts_param_gather_bytes(job, dense_params, linear_params, &R->e_ag_dense);
@@ -1779,7 +1805,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     R->dp_expert = dp_expert;
     /* llm.py finish_config: the last gradient bucket's share (dp_last_bucket_share) */
     R->dp_last_share = ts_dp_last_bucket_share(
-        dense_params + expert_params, ts_dp_bucket_params(job, dp_dense),
+        dense_params + expert_params, ts_dp_bucket_params(job, cp * dp),
         pp > 1.0 ? (double)ts_schedule_chunks(schedule, (int64_t)vpp) : 1.0);
     R->r_dp_dense = r_dp_dense;
     R->r_dp_expert = r_dp_expert;
@@ -1996,6 +2022,16 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
     }
     ts_group_init(&O->g_dp_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP], dpx,
                   strides[TS_DIM_DP]);
+    if (ts_dp_replica_count(ctx->job) != 1.0) {
+        /* llm.py dp_shard_groups / dp_replica_group: the inner dpx / R data-parallel ranks
+         * shard, the outer R replicate (unfolded layouts only: ts_dp_replicas_error) */
+        double r = ts_dp_replica_count(ctx->job);
+        ts_group_init(&O->g_dps_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP],
+                      dpx / r, strides[TS_DIM_DP]);
+        ts_group_init(&O->g_dps_expert, net, cp, strides[TS_DIM_CP], dpx / r,
+                      strides[TS_DIM_DP], 1.0, 1.0);
+        ts_group_init1(&O->g_dp_rep, net, r, strides[TS_DIM_DP] * dpx / r);
+    }
     /* a MoE model's expert group is set even when the costed stage holds no expert layer: the
      * job.sync shards (site_members) of the other stages read it */
     if (ctx->inv.experts > 0) {
@@ -2184,28 +2220,35 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
                                                     &O->g_dp_expert);
             O->have_ar = 1;
         }
-    } else if (zero == 3) {
-        if (!O->have_ag3) { /* one FSDP unit's share of the parameters */
-            double units = R->fsdp_units;
-            O->rs3 = ts_compressed_all_gather_time(net, R->ar_dense_bytes / units, e_grad,
-                                                   &O->g_dp_dense)
-                     + ts_compressed_all_gather_time(net, R->ar_expert_bytes / units, e_grad,
-                                                     &O->g_dp_expert);
-            O->ag3 = ts_compressed_all_gather_time(net, R->ag_dense_bytes / units,
-                                                   R->e_ag_dense, &O->g_dp_dense)
-                     + ts_compressed_all_gather_time(net, R->ag_expert_bytes / units,
-                                                     R->e_ag_expert, &O->g_dp_expert);
+    } else if (zero == 3 ? !O->have_ag3 : !O->have_ag) {
+        /* ZeRO-1/2: all the device's parameters; ZeRO-3: one FSDP unit's share. The
+         * reduce-scatter costs the all-gather's (collectives.py reduce_scatter_time). With
+         * hybrid sharding (llm.py hybrid_data_parallel_comm) both run in the shard groups and
+         * the gradient shard is all-reduced across the replicas after the reduce-scatter. */
+        int hybrid = ts_dp_replica_count(job) != 1.0;
+        const ts_group *gd = hybrid ? &O->g_dps_dense : &O->g_dp_dense;
+        const ts_group *ge = hybrid ? &O->g_dps_expert : &O->g_dp_expert;
+        double units = zero == 3 ? R->fsdp_units : 1.0;
+        double rs = ts_compressed_all_gather_time(net, R->ar_dense_bytes / units, e_grad, gd)
+                    + ts_compressed_all_gather_time(net, R->ar_expert_bytes / units, e_grad, ge);
+        double ag = ts_compressed_all_gather_time(net, R->ag_dense_bytes / units, R->e_ag_dense,
+                                                  gd)
+                    + ts_compressed_all_gather_time(net, R->ag_expert_bytes / units,
+                                                    R->e_ag_expert, ge);
+        if (hybrid)
+            rs += ts_compressed_all_reduce_time(net, R->ar_dense_bytes / units * R->r_dp_dense,
+                                                e_grad, &O->g_dp_rep)
+                  + ts_compressed_all_reduce_time(net, R->ar_expert_bytes / units * R->r_dp_expert,
+                                                  e_grad, &O->g_dp_rep);
+        if (zero == 3) {
+            O->rs3 = rs;
+            O->ag3 = ag;
             O->have_ag3 = 1;
+        } else {
+            O->rs = rs;
+            O->ag = ag;
+            O->have_ag = 1;
         }
-    } else if (!O->have_ag) {
-        /* reduce-scatter: the all-gather's cost (collectives.py reduce_scatter_time) */
-        O->rs = ts_compressed_all_gather_time(net, R->ar_dense_bytes, e_grad, &O->g_dp_dense)
-                + ts_compressed_all_gather_time(net, R->ar_expert_bytes, e_grad, &O->g_dp_expert);
-        O->ag = ts_compressed_all_gather_time(net, R->ag_dense_bytes, R->e_ag_dense,
-                                              &O->g_dp_dense)
-                + ts_compressed_all_gather_time(net, R->ag_expert_bytes, R->e_ag_expert,
-                                                &O->g_dp_expert);
-        O->have_ag = 1;
     }
     if (zero == 0) {
         dp_time = ts_bucketed_exposed(O->ar, V->bw_stage, R->dp_last_share, dp_overlap);

@@ -112,7 +112,8 @@ enum {
     TS_JOB_PIPELINE_FIRST_STAGE_LAYERS = 39,
     TS_JOB_PIPELINE_LAST_STAGE_LAYERS = 40,
     TS_JOB_GROUPED_EXPERT_GEMM = 41,
-    TS_JOB_COUNT = 42
+    TS_JOB_DP_REPLICAS = 42,
+    TS_JOB_COUNT = 43
 };
 
 /* CONFIG_FIELDS */
@@ -228,12 +229,12 @@ enum {
 #define TS_SYS_SITE_LINK_BASE 74
 #define TS_N_SYS 586
 #define TS_N_MODEL 17
-#define TS_N_JOB 42
+#define TS_N_JOB 43
 #define TS_N_CFG 14
 #define TS_N_OUT 27
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x0D81376E
+#define TS_LAYOUT_HASH 0x75E6EFAB
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -277,6 +277,9 @@ typedef struct {
     double ar, rs, ag; /* zero == 0: ar; zero 1 or 2: rs, ag of all the device's parameters */
     double rs3, ag3;   /* zero == 3: one FSDP unit's (llm.py data_parallel_comm) */
     ts_group g_dp_dense, g_dp_expert;
+    /* hybrid sharding (job.dp_replicas > 1; llm.py dp_shard_groups, dp_replica_group): the
+     * groups ZeRO shards over and the replicas' group; unset otherwise */
+    ts_group g_dps_dense, g_dps_expert, g_dp_rep;
 } ts_ord;
 
 typedef struct {

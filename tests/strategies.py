@@ -277,6 +277,11 @@ def job_blocks(draw):
     job[L.JOB_GROUPED_EXPERT_GEMM] = float(draw(st.sampled_from([0, 0, 1])))
     # full recompute of every layer, or of the first N of each model chunk (block method)
     job[L.JOB_RECOMPUTE_LAYERS] = float(draw(st.sampled_from([0, 0, 1, 2, 5, 64])))
+    # hybrid sharding: ZeRO over all data-parallel ranks (most draws; 0 in a packed block
+    # means the same), or R replica groups (layouts whose dp / ep R does not divide are code
+    # 32, and so, rarely drawn, are replicas under the other sync strategies)
+    replicas = [0, 1, 1, 2, 2, 3, 4, 8] if strategy == L.SYNC_SYNCHRONOUS else [1, 1, 1, 1, 2]
+    job[L.JOB_DP_REPLICAS] = float(draw(st.sampled_from(replicas)))
     return job
 
 

@@ -192,6 +192,9 @@ JOB_FIELDS = (
     "grouped_expert_gemm",  # 1: an MoE layer's routed experts run each projection as one
     # grouped GEMM kernel (CUTLASS grouped GEMM, torch._grouped_mm, XLA ragged dot); 0: one GEMM
     # per local expert (Transformer Engine GroupedLinear's multi-stream cuBLAS GEMMs)
+    "dp_replicas",  # R >= 2: the data-parallel ranks form R replica groups, outermost, each
+    # holding a whole ZeRO-sharded copy (hybrid sharding: PyTorch HSDP, MaxText dp x fsdp,
+    # Megatron --num-distributed-optimizer-instances); 0 or 1: ZeRO shards over all of them
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -336,6 +339,7 @@ JOB_RECOMPUTE_LAYERS = JOB_FIELDS.index("recompute_layers")
 JOB_PIPELINE_FIRST_STAGE_LAYERS = JOB_FIELDS.index("pipeline_first_stage_layers")
 JOB_PIPELINE_LAST_STAGE_LAYERS = JOB_FIELDS.index("pipeline_last_stage_layers")
 JOB_GROUPED_EXPERT_GEMM = JOB_FIELDS.index("grouped_expert_gemm")
+JOB_DP_REPLICAS = JOB_FIELDS.index("dp_replicas")
 SYNC_SYNCHRONOUS, SYNC_DILOCO, SYNC_DELAYED = range(len(SYNC_STRATEGIES))
 CFG_TP, CFG_CP, CFG_PP, CFG_DP, CFG_EP, CFG_MBS, CFG_VPP, CFG_SCHEDULE, CFG_RECOMPUTE, \
     CFG_ZERO, CFG_SP, CFG_ORDER, CFG_TP_OVERLAP, CFG_DP_OVERLAP = range(N_CFG)

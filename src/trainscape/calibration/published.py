@@ -273,6 +273,20 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
     return model
 
 
+def hybrid_replicas_of(row: dict[str, str], config: dict[str, Any],
+                       notes: list[str]) -> int | None:
+    """``job.dp_replicas`` of a row that prints its data parallelism as replicas beside an
+    FSDP degree (MaxText's ``dcn_data_parallelism`` x ``ici_fsdp`` x ``dcn_fsdp``: ``dp`` x
+    ``fsdp`` = the data-parallel degree): FSDP shards within each group of ``fsdp`` ranks and
+    the ``dp`` groups replicate (hybrid sharding). None when the row prints no such split."""
+    dp, fsdp = _int(row, "dp"), _int(row, "fsdp")
+    if dp is None or fsdp is None or dp <= 1 or dp * fsdp != config["dp"]:
+        return None
+    notes.append(f"printed dp x fsdp = {dp} x {fsdp}: FSDP within groups of {fsdp} ranks, "
+                 f"{dp} replicas (hybrid sharding, job.dp_replicas = {dp})")
+    return dp
+
+
 def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, Any]:
     """The parallel layout of a row, as printed; unstated settings get the stack's default and
     a note."""
@@ -284,10 +298,9 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         notes.append(f"dp not printed: gpus / (tp*cp*pp) = {dp}")
     elif tp * cp * pp * dp != gpus:
         # MaxText prints the replica count beside the FSDP degree: data parallelism in the
-        # model's sense is both (FSDP shards over all of it, ZeRO-3)
+        # model's sense is both (hybrid_replicas_of reads the split)
         dp = gpus // (tp * cp * pp)
-        notes.append(f"printed dp x fsdp: data-parallel degree = gpus / (tp*cp*pp) = {dp}, "
-                     f"all of it sharded (hybrid sharding not modelled)")
+        notes.append(f"printed dp x fsdp: data-parallel degree = gpus / (tp*cp*pp) = {dp}")
     etp = _int(row, "etp")
     # EP beyond DP folds the experts over the TP x DP ranks at expert TP 1
     # (model.llm.moe_folded): only an unfolded layout runs its experts at the attention's TP
@@ -821,6 +834,9 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
            "stack": stack,
            "grad_dtype": grad_dtype_of(row, stack, release, notes)}
     job["dropout"] = dropout_of(model["name"], notes)
+    replicas = hybrid_replicas_of(row, config, notes)
+    if replicas is not None:
+        job["dp_replicas"] = replicas
     if fp8_param_gather_of(row, stack, release, notes):
         job["fp8_param_gather"] = True
     if torchtitan_loss_upcast(row):

@@ -170,6 +170,7 @@ from ..layout import (
     JOB_TP_GATHER_BYTES,
     JOB_TP_SEQUENCE_COPY,
     JOB_GROUPED_EXPERT_GEMM,
+    JOB_DP_REPLICAS,
     JOB_FSDP_PP_UNSHARDED,
     JOB_RECOMPUTE_LAYERS,
 )
@@ -1172,6 +1173,9 @@ CONFIG_ERRORS = (
     ("pp", "job.pipeline_first/last_stage_layers do not fit this pipeline (a V schedule puts "
            "both ends on one device; two stages must hold every layer; every device needs a "
            "layer per model chunk)"),
+    ("dp", "job.dp_replicas must divide dp / ep (hybrid sharding splits the data-parallel "
+           "ranks outside expert parallelism: ep must divide dp, no MoE parallel folding) and "
+           "needs the synchronous job.sync.strategy"),
 )
 #: :func:`sync_config_error`'s codes
 SYNC_ZERO_ERROR = 28
@@ -1181,6 +1185,9 @@ OFFLOAD_SETTINGS_ERROR = 30
 #: stated first / last pipeline stage layers this pipeline cannot run
 #: (:func:`pipeline.explicit_stage_layers_error`)
 STAGE_LAYERS_ERROR = 31
+#: job.dp_replicas that this layout cannot split its data-parallel ranks into
+#: (:func:`dp_replicas_error`)
+DP_REPLICAS_ERROR = 32
 N_CONFIG_ERRORS = len(CONFIG_ERRORS)
 SCHEDULE_ERROR_BASE = 100
 
@@ -1333,11 +1340,33 @@ def core_config_error(sys, mdl, job, cfg, i):
         mdl[MDL_EXPERT_FFN_HIDDEN]
     ) % tp != 0:
         return 27
+    if dp_replicas_error(job, dp, ep):
+        return DP_REPLICAS_ERROR
     microbatches = global_batch // (dp * mbs)
     reason = schedule_valid(schedule, pp, microbatches, vpp)
     if reason != 0:
         return SCHEDULE_ERROR_BASE + reason
     return 0
+
+
+def dp_replicas_error(job, dp, ep):
+    """True when ``job.dp_replicas`` cannot split this layout's data-parallel ranks into its
+    replica groups (:func:`dp_replica_groups`): R must be a whole number >= 1 that divides
+    ``dp / ep`` -- the data-parallel ranks outside expert parallelism, of which the dense and
+    the expert weights' groups both take the outer R (so ``ep`` must divide ``dp``: MoE
+    parallel folding spreads the experts' data parallelism over TP x DP, which the replicas
+    would cut across) -- under the synchronous ``job.sync.strategy`` (the others already keep a
+    replica per site). R = 1 (no hybrid sharding) always passes. A job block written by
+    another program may hold anything: NaN, a fraction or a value above ``dp`` fail here
+    before any integer conversion. 0 in a packed block means 1 (:func:`dp_replica_count`)."""
+    r = job[JOB_DP_REPLICAS]
+    if r == 0.0 or r == 1.0:
+        return False
+    if not (r >= 1.0 and r <= dp and r == math.floor(r)):
+        return True
+    if job[JOB_SYNC_STRATEGY] != SYNC_SYNCHRONOUS or dp % ep != 0:
+        return True
+    return (dp // ep) % int(r) != 0
 
 
 def config_error_message(code):
@@ -2682,6 +2711,37 @@ def dp_groups(row, ordt):
     return (row[ROW_CP], ordt[ORD_S_CP], ep, ordt[ORD_S_EP], dpx, s_dp, e_a, se_a, e_b, se_b)
 
 
+def dp_replica_count(job):
+    """The replica groups of hybrid sharding, ``job.dp_replicas``; 0 in a packed block (one
+    built field by field, as the tests do) means 1, no hybrid sharding."""
+    r = job[JOB_DP_REPLICAS]
+    if r > 1.0:
+        return r
+    return 1.0
+
+
+def dp_shard_groups(job, row, ordt):
+    """The groups ZeRO shards over, as :func:`dp_groups`' flat tuple: with hybrid sharding
+    (``job.dp_replicas`` R > 1) each group keeps the inner ``dp / ep / R`` of its data-parallel
+    ranks (the stride stays the data-parallel one), the outer R being the replicas
+    (:func:`dp_replica_group`); with R = 1 :func:`dp_groups` itself. R > 1 only reaches here
+    for a layout :func:`dp_replicas_error` passes (unfolded, R divides dp / ep)."""
+    g = dp_groups(row, ordt)
+    r = dp_replica_count(job)
+    if r == 1.0:
+        return g
+    return (g[0], g[1], g[2], g[3], g[4] / r, g[5], g[6] / r, g[7], g[8], g[9])
+
+
+def dp_replica_group(job, row, ordt):
+    """``(R, stride)``: the replica groups of hybrid sharding (``job.dp_replicas``) -- the outer
+    R of the ``dp / ep`` data-parallel ranks, ``dp / ep / R`` data-parallel strides apart (PyTorch
+    HSDP's replicate dimension of the ``(replicate, shard)`` device mesh, outer to the shard
+    one; torchtitan ``data_parallel_replicate_degree``)."""
+    r = dp_replica_count(job)
+    return (r, ordt[ORD_S_DP] * row[ROW_DPX] / r)
+
+
 def dp_collective_time(sys, job, nbytes, elem_bytes, reduce, cp, s_cp, n_b, s_b, n_c, s_c):
     """One data-parallel collective of ``nbytes`` (``elem_bytes`` per element, sent over each
     tier in its ``comm_dtype``): the synchronous one (:func:`compressed_all_reduce_time`, or
@@ -2730,7 +2790,17 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     :func:`dp_groups`. Under a non-synchronous ``job.sync.strategy`` the part of each inside a
     site (:func:`dp_collective_time`). Gradients travel at ``grad_comm_bytes`` per element and
     weights at ``param_bytes`` (the linear layers' at ``linear_param_comm_bytes``:
-    :func:`param_gather_bytes`), or a tier's ``comm_dtype`` where narrower."""
+    :func:`param_gather_bytes`), or a tier's ``comm_dtype`` where narrower.
+
+    With hybrid sharding (``job.dp_replicas`` R > 1) the pair runs inside the shard groups
+    (:func:`dp_shard_groups`), and the reduce-scattered gradient shard -- ``1 / shard size``
+    of the reduced gradients -- is then all-reduced across the R replicas
+    (:func:`dp_replica_group`), charged with the reduce-scatter it follows (PyTorch FSDP2
+    HSDP: ``foreach_reduce`` reduce-scatters over the shard mesh dimension, then all-reduces
+    the shard over the replicate one, per unit; Zhao et al. VLDB 2023 §3.2.2, hybrid
+    sharding)."""
+    if zero != 0 and dp_replica_count(job) != 1.0:
+        return hybrid_data_parallel_comm(sys, job, row, ordt, zero)
     g = dp_groups(row, ordt)
     cp = g[0]
     s_cp = g[1]
@@ -2757,6 +2827,40 @@ def data_parallel_comm(sys, job, row, ordt, zero):
         + dp_collective_time(sys, job, ag_expert[0] / units, ag_expert[1], False, cp, s_cp,
                              g[6], g[7], g[8], g[9])
     return (rs, ag)
+
+
+def hybrid_data_parallel_comm(sys, job, row, ordt, zero):
+    """:func:`data_parallel_comm` under hybrid sharding (``job.dp_replicas`` R > 1, ZeRO >= 1):
+    ``(reduce-scatter in the shard groups + all-reduce of the shard across the replicas,
+    all-gather in the shard groups)``, for all of the device's parameters (ZeRO-1/2) or one
+    FSDP unit's (ZeRO-3). Synchronous only (:func:`dp_replicas_error`)."""
+    g = dp_shard_groups(job, row, ordt)
+    rep = dp_replica_group(job, row, ordt)
+    cp = g[0]
+    s_cp = g[1]
+    dense_params = row[ROW_DENSE_PARAMS]
+    expert_params = row[ROW_EXPERT_PARAMS]
+    grad_comm = job[JOB_GRAD_COMM_BYTES]
+    units = 1.0
+    if zero == 3:
+        units = fsdp_units(row)
+    shard_dense = cp * g[2] * g[4]
+    shard_expert = cp * g[6] * g[8]
+    ag_dense = param_gather_bytes(job, dense_params, row[ROW_DENSE_LINEAR_PARAMS])
+    ag_expert = param_gather_bytes(job, expert_params, expert_params)  # experts: all linear
+    rs = dp_collective_time(sys, job, dense_params * grad_comm / units, grad_comm, False, cp,
+                            s_cp, g[2], g[3], g[4], g[5]) \
+        + dp_collective_time(sys, job, expert_params * grad_comm / units, grad_comm, False, cp,
+                             s_cp, g[6], g[7], g[8], g[9])
+    ar = dp_collective_time(sys, job, dense_params * grad_comm / units / shard_dense, grad_comm,
+                            True, rep[0], rep[1], 1.0, 1.0, 1.0, 1.0) \
+        + dp_collective_time(sys, job, expert_params * grad_comm / units / shard_expert,
+                             grad_comm, True, rep[0], rep[1], 1.0, 1.0, 1.0, 1.0)
+    ag = dp_collective_time(sys, job, ag_dense[0] / units, ag_dense[1], False, cp, s_cp, g[2],
+                            g[3], g[4], g[5]) \
+        + dp_collective_time(sys, job, ag_expert[0] / units, ag_expert[1], False, cp, s_cp,
+                             g[6], g[7], g[8], g[9])
+    return (rs + ar, ag)
 
 
 def cross_site_sync_time(sys, job, row, ordt, strategy):
@@ -2878,8 +2982,10 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
 
     # ---- cross-site synchronisation (job.sync; synchronous: inside the collectives above) ----
     strategy = job[JOB_SYNC_STRATEGY]
-    dp_dense = row[ROW_CP] * row[ROW_DP]
-    dp_expert = row[ROW_CP] * row[ROW_DPX]
+    # ZeRO shards over the shard groups: all the data-parallel ranks, or with hybrid sharding
+    # (job.dp_replicas) 1 / R of them
+    dp_dense = row[ROW_CP] * row[ROW_DP] / dp_replica_count(job)
+    dp_expert = row[ROW_CP] * row[ROW_DPX] / dp_replica_count(job)
     if strategy != SYNC_SYNCHRONOUS:
         dp_time += cross_site_exposed(strategy, cross_site_sync_time(sys, job, row, ordt,
                                                                      strategy),

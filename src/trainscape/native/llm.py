@@ -109,7 +109,9 @@ def _field_rule(block: int, index: int) -> str:
         return "a number in [0, 2**53]"
     if index in (L.JOB_SEQ_LEN, L.JOB_GLOBAL_BATCH):
         return "a number in [1, 2**53]"
-    if index == L.JOB_PIPELINE_EDGE_LAYERS:
+    if index in (L.JOB_PIPELINE_EDGE_LAYERS, L.JOB_RECOMPUTE_LAYERS,
+                 L.JOB_PIPELINE_FIRST_STAGE_LAYERS, L.JOB_PIPELINE_LAST_STAGE_LAYERS,
+                 L.JOB_DP_REPLICAS):
         return "a number in [0, 2**53]"
     return "a finite number >= 0"
 

@@ -258,6 +258,14 @@ class JobSpec(_Spec):
     # pipelining's backward without gradient sync before the last microbatch); false
     # (default): every microbatch gathers and reduce-scatters unit by unit.
     fsdp_pp_unsharded: bool = False
+    # Hybrid sharding: the data-parallel ranks (dp / ep of them outside expert parallelism)
+    # form dp_replicas groups, outermost; ZeRO (zero >= 1) shards its states within a group and
+    # every group holds a whole copy, the gradients all-reduced across the groups (PyTorch
+    # FSDP2 HSDP: torchtitan data_parallel_replicate_degree; FSDP1 HYBRID_SHARD; MaxText
+    # dcn_data_parallelism x fsdp; Megatron-LM --num-distributed-optimizer-instances). 1
+    # (default): ZeRO shards over every data-parallel rank. Must divide dp / ep (checked per
+    # layout); no effect without ZeRO.
+    dp_replicas: R.Degree = 1
     # FP8 scaling recipe (dtype = "fp8" only); default "delayed", Transformer Engine's default
     # recipe (DelayedScaling)
     fp8_recipe: Literal[FP8_RECIPES] | None = None

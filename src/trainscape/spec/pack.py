@@ -594,6 +594,7 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_TP_SEQUENCE_COPY] = tp_sequence_copy(j.stack, j.tp_sequence_copy)
     job[L.JOB_FSDP_PP_UNSHARDED] = 1.0 if j.fsdp_pp_unsharded else 0.0
     job[L.JOB_GROUPED_EXPERT_GEMM] = grouped_expert_gemm(j.stack, j.expert_gemm)
+    job[L.JOB_DP_REPLICAS] = float(j.dp_replicas)
     job[L.JOB_RECOMPUTE_LAYERS] = float(j.recompute_layers)
     job[L.JOB_PIPELINE_FIRST_STAGE_LAYERS] = float(j.pipeline_first_stage_layers)
     job[L.JOB_PIPELINE_LAST_STAGE_LAYERS] = float(j.pipeline_last_stage_layers)
