@@ -1351,7 +1351,7 @@ def core_config_error(sys, mdl, job, cfg, i):
 
 def dp_replicas_error(job, dp, ep):
     """True when ``job.dp_replicas`` cannot split this layout's data-parallel ranks into its
-    replica groups (:func:`dp_replica_groups`): R must be a whole number >= 1 that divides
+    replica groups (:func:`dp_replica_group`): R must be a whole number >= 1 that divides
     ``dp / ep`` -- the data-parallel ranks outside expert parallelism, of which the dense and
     the expert weights' groups both take the outer R (so ``ep`` must divide ``dp``: MoE
     parallel folding spreads the experts' data parallelism over TP x DP, which the replicas
@@ -2799,8 +2799,6 @@ def data_parallel_comm(sys, job, row, ordt, zero):
     HSDP: ``foreach_reduce`` reduce-scatters over the shard mesh dimension, then all-reduces
     the shard over the replicate one, per unit; Zhao et al. VLDB 2023 §3.2.2, hybrid
     sharding)."""
-    if zero != 0 and dp_replica_count(job) != 1.0:
-        return hybrid_data_parallel_comm(sys, job, row, ordt, zero)
     g = dp_groups(row, ordt)
     cp = g[0]
     s_cp = g[1]
@@ -2813,54 +2811,29 @@ def data_parallel_comm(sys, job, row, ordt, zero):
             + dp_collective_time(sys, job, expert_params * grad_comm, grad_comm, True, cp, s_cp,
                                  g[6], g[7], g[8], g[9])
         return (red, 0.0)
-    ag_dense = param_gather_bytes(job, dense_params, row[ROW_DENSE_LINEAR_PARAMS])
-    ag_expert = param_gather_bytes(job, expert_params, expert_params)  # experts: all linear
-    units = 1.0
-    if zero == 3:
-        units = fsdp_units(row)
-    rs = dp_collective_time(sys, job, dense_params * grad_comm / units, grad_comm, False, cp,
-                            s_cp, g[2], g[3], g[4], g[5]) \
-        + dp_collective_time(sys, job, expert_params * grad_comm / units, grad_comm, False, cp,
-                             s_cp, g[6], g[7], g[8], g[9])
-    ag = dp_collective_time(sys, job, ag_dense[0] / units, ag_dense[1], False, cp, s_cp, g[2],
-                            g[3], g[4], g[5]) \
-        + dp_collective_time(sys, job, ag_expert[0] / units, ag_expert[1], False, cp, s_cp,
-                             g[6], g[7], g[8], g[9])
-    return (rs, ag)
-
-
-def hybrid_data_parallel_comm(sys, job, row, ordt, zero):
-    """:func:`data_parallel_comm` under hybrid sharding (``job.dp_replicas`` R > 1, ZeRO >= 1):
-    ``(reduce-scatter in the shard groups + all-reduce of the shard across the replicas,
-    all-gather in the shard groups)``, for all of the device's parameters (ZeRO-1/2) or one
-    FSDP unit's (ZeRO-3). Synchronous only (:func:`dp_replicas_error`)."""
     g = dp_shard_groups(job, row, ordt)
-    rep = dp_replica_group(job, row, ordt)
-    cp = g[0]
-    s_cp = g[1]
-    dense_params = row[ROW_DENSE_PARAMS]
-    expert_params = row[ROW_EXPERT_PARAMS]
-    grad_comm = job[JOB_GRAD_COMM_BYTES]
+    ag_dense = param_gather_bytes(job, dense_params, row[ROW_DENSE_LINEAR_PARAMS])
+    ag_expert = param_gather_bytes(job, expert_params, expert_params)  # experts: all linear
     units = 1.0
     if zero == 3:
         units = fsdp_units(row)
-    shard_dense = cp * g[2] * g[4]
-    shard_expert = cp * g[6] * g[8]
-    ag_dense = param_gather_bytes(job, dense_params, row[ROW_DENSE_LINEAR_PARAMS])
-    ag_expert = param_gather_bytes(job, expert_params, expert_params)  # experts: all linear
     rs = dp_collective_time(sys, job, dense_params * grad_comm / units, grad_comm, False, cp,
                             s_cp, g[2], g[3], g[4], g[5]) \
         + dp_collective_time(sys, job, expert_params * grad_comm / units, grad_comm, False, cp,
                              s_cp, g[6], g[7], g[8], g[9])
-    ar = dp_collective_time(sys, job, dense_params * grad_comm / units / shard_dense, grad_comm,
-                            True, rep[0], rep[1], 1.0, 1.0, 1.0, 1.0) \
-        + dp_collective_time(sys, job, expert_params * grad_comm / units / shard_expert,
-                             grad_comm, True, rep[0], rep[1], 1.0, 1.0, 1.0, 1.0)
     ag = dp_collective_time(sys, job, ag_dense[0] / units, ag_dense[1], False, cp, s_cp, g[2],
                             g[3], g[4], g[5]) \
         + dp_collective_time(sys, job, ag_expert[0] / units, ag_expert[1], False, cp, s_cp,
                              g[6], g[7], g[8], g[9])
-    return (rs + ar, ag)
+    if dp_replica_count(job) != 1.0:
+        # the reduce-scattered shard (1 / shard size of the gradients) across the replicas
+        rep = dp_replica_group(job, row, ordt)
+        rs += dp_collective_time(sys, job, dense_params * grad_comm / units / (cp * g[2] * g[4]),
+                                 grad_comm, True, rep[0], rep[1], 1.0, 1.0, 1.0, 1.0) \
+            + dp_collective_time(sys, job,
+                                 expert_params * grad_comm / units / (cp * g[6] * g[8]),
+                                 grad_comm, True, rep[0], rep[1], 1.0, 1.0, 1.0, 1.0)
+    return (rs, ag)
 
 
 def cross_site_sync_time(sys, job, row, ordt, strategy):
