@@ -841,9 +841,6 @@ static inline double ts_linear_time_fast(const ts_llm_inv *inv, double flops, do
     return (flops + gemm_count * inv->linear_half) * inv->inv_peak_linear;
 }
 
-/* llm.py config_error, checks over the core fields (tp cp pp dp ep mbs vpp schedule sp
- * tp_overlap) in the reference's order: the first failing one's code, else 0. Integer checks in
- * 64 bits. */
 /* llm.py dp_replicas_error: job.dp_replicas R must be a whole number in [1, dp] dividing
  * dp / ep (ep dividing dp: no MoE parallel folding), under the synchronous job.sync strategy;
  * R = 1 (or 0: ts_dp_replica_count) always passes. Checked before any integer conversion (a
@@ -866,6 +863,9 @@ static inline double ts_dp_replica_count(const double *job)
     return job[TS_JOB_DP_REPLICAS] > 1.0 ? job[TS_JOB_DP_REPLICAS] : 1.0;
 }
 
+/* llm.py config_error, checks over the core fields (tp cp pp dp ep mbs vpp schedule sp
+ * tp_overlap) in the reference's order: the first failing one's code, else 0. Integer checks in
+ * 64 bits. */
 TS_FN int ts_core_error(const ts_ctx *ctx, int64_t tp, int64_t cp, int64_t pp, int64_t dp,
                         int64_t ep, int64_t mbs, int64_t vpp, int64_t schedule, int64_t sp,
                         int64_t tp_overlap)
@@ -2003,7 +2003,7 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
                                const double strides[TS_N_DIMS])
 {
     const ts_net *net = &ctx->net;
-    double cp = R->cp, ep = R->ep, dpx = R->dpx;
+    double cp = R->cp, ep = R->ep, dpx = R->dpx, r = ts_dp_replica_count(ctx->job);
     if (R->fold) { /* llm.py data_parallel_comm, folded */
         double fg[8];
         ts_folded_ep_groups(R->tp, strides[TS_DIM_TP], R->dp, strides[TS_DIM_DP], ep, fg);
@@ -2022,10 +2022,9 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
     }
     ts_group_init(&O->g_dp_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP], dpx,
                   strides[TS_DIM_DP]);
-    if (ts_dp_replica_count(ctx->job) != 1.0) {
+    if (r != 1.0) {
         /* llm.py dp_shard_groups / dp_replica_group: the inner dpx / R data-parallel ranks
          * shard, the outer R replicate (unfolded layouts only: ts_dp_replicas_error) */
-        double r = ts_dp_replica_count(ctx->job);
         ts_group_init(&O->g_dps_dense, net, cp, strides[TS_DIM_CP], ep, strides[TS_DIM_EP],
                       dpx / r, strides[TS_DIM_DP]);
         ts_group_init(&O->g_dps_expert, net, cp, strides[TS_DIM_CP], dpx / r,
@@ -2223,7 +2222,7 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     } else if (zero == 3 ? !O->have_ag3 : !O->have_ag) {
         /* ZeRO-1/2: all the device's parameters; ZeRO-3: one FSDP unit's share. The
          * reduce-scatter costs the all-gather's (collectives.py reduce_scatter_time). With
-         * hybrid sharding (llm.py hybrid_data_parallel_comm) both run in the shard groups and
+         * hybrid sharding (llm.py data_parallel_comm) both run in the shard groups and
          * the gradient shard is all-reduced across the replicas after the reduce-scatter. */
         int hybrid = ts_dp_replica_count(job) != 1.0;
         const ts_group *gd = hybrid ? &O->g_dps_dense : &O->g_dp_dense;

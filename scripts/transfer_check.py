@@ -167,14 +167,11 @@ def main() -> int:
                              "published step time, and every row's error per source and GPU")
     args = parser.parse_args()
     if args.plot is not None:
-        from trainscape.calibration.plots import PLOT_SUFFIXES
+        from trainscape.calibration.plots import plot_path_problem
 
-        if not args.plot.lower().endswith(PLOT_SUFFIXES):
-            parser.error(f"--plot: {args.plot!r} has an unsupported suffix (allowed: "
-                         f"{', '.join(PLOT_SUFFIXES)})")
-        if not Path(args.plot).resolve().parent.is_dir():
-            parser.error(f"--plot: directory {str(Path(args.plot).resolve().parent)!r} does "
-                         "not exist")
+        problem = plot_path_problem(args.plot)
+        if problem is not None:
+            parser.error(f"--plot: {problem}")
     try:
         with open(args.csv, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -188,10 +185,10 @@ def main() -> int:
     if args.plot is not None and results:
         from trainscape.calibration.plots import plot_accuracy
 
-        plot_accuracy([r.as_dict() for r in results], args.plot,
+        plot_accuracy(results, args.plot,
                       f"trainscape transfer check: {len(results)} published runs the fit never "
                       "saw (NeMo's H100 rows ride along as the B200 baseline)",
-                      group_of=lambda r: f"{r['source']} · {r['gpu']}", fitted=False)
+                      group_of=lambda r: f"{r.source} · {r.gpu}", fitted=False)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps({"rows": [r.as_dict() for r in results],

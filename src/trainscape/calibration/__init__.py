@@ -208,12 +208,15 @@ def validate(backend: str | None = "python",
     return results, summarize(results)
 
 
-def summarize(results: list[Result]) -> dict[str, dict[str, Any]]:
-    """Per summary group: rows, counted rows, failed (infeasible) counted rows, and the median,
-    worst and signed median step-time error over the counted rows the model could cost."""
+def summarize(results: list[Result],
+              group_of: Callable[[Result], str] | None = None) -> dict[str, dict[str, Any]]:
+    """Per summary group (``group_of`` of a result, default its ``group``; in order of first
+    appearance): rows, counted rows, failed (infeasible) counted rows, and the median, worst
+    and signed median step-time error over the counted rows the model could cost."""
+    group_of = group_of or (lambda r: r.group)
     summary: dict[str, dict[str, Any]] = {}
-    for group in dict.fromkeys(r.group for r in results):
-        rows = [r for r in results if r.group == group]
+    for group in dict.fromkeys(group_of(r) for r in results):
+        rows = [r for r in results if group_of(r) == group]
         counted = [r for r in rows if r.counted]
         errors = [r.error for r in counted if r.error is not None]
         failed = [r for r in counted if not r.feasible]

@@ -10,7 +10,7 @@ One figure, two panels, read together:
 * **error per group** -- every row's error (predicted / published step time − 1, negative:
   the model is optimistic) on one line per group, the median of its counted rows as a black
   bar, and beside it median and worst |error| over those rows and their count: the figures
-  ``trainscape validate`` prints. Errors beyond ±:data:`ERROR_CLIP` % are drawn at the edge
+  ``trainscape validate`` prints (:func:`trainscape.calibration.summarize`). Errors beyond ±:data:`ERROR_CLIP` % are drawn at the edge
   as arrows labelled with their value, so one wild row does not squash the rest.
 
 Rows without a prediction (an invalid layout) cannot be drawn; the figure lists them under
@@ -19,8 +19,7 @@ the panels. Used by ``trainscape validate --plot`` and ``scripts/transfer_check.
 
 from __future__ import annotations
 
-import statistics
-from pathlib import Path
+import os
 from typing import Callable
 
 #: File types the figure can be written as (by the path's suffix).
@@ -40,34 +39,25 @@ def _plt():
     return plt
 
 
-def group_stats(rows: list[dict], group_of: Callable[[dict], str]) -> dict[str, dict]:
-    """Per group, in order of first appearance: ``rows``, ``counted`` (counted rows with a
-    prediction), ``failed`` (counted rows the model calls infeasible), ``median_abs`` and
-    ``worst_abs`` |error| in percent over the counted rows with a prediction (None without
-    any) and ``median`` (signed) -- what the error panel prints beside each group."""
-    out: dict[str, dict] = {}
-    for r in rows:
-        g = out.setdefault(group_of(r), {"rows": 0, "errors": [], "failed": 0})
-        g["rows"] += 1
-        if r["counted"] and not r["feasible"]:
-            g["failed"] += 1
-        if r["counted"] and r["error_pct"] is not None:
-            g["errors"].append(float(r["error_pct"]))
-    for g in out.values():
-        errs = g.pop("errors")
-        g["counted"] = len(errs)
-        g["median_abs"] = statistics.median(abs(e) for e in errs) if errs else None
-        g["worst_abs"] = max(abs(e) for e in errs) if errs else None
-        g["median"] = statistics.median(errs) if errs else None
-    return out
+def plot_path_problem(path) -> str | None:
+    """Why the figure cannot be written to ``path`` -- a suffix not in :data:`PLOT_SUFFIXES`, or
+    a directory that does not exist -- or None. The CLI and the transfer script ask before any
+    work, and each reports it its own way (exit 2 naming ``--plot``)."""
+    if not str(path).lower().endswith(PLOT_SUFFIXES):
+        return f"{str(path)!r} has an unsupported suffix (allowed: {', '.join(PLOT_SUFFIXES)})"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return (f"{str(path)!r}: directory {parent!r} does not exist (allowed: a file in an "
+                "existing directory)")
+    return None
 
 
-def _marker(r: dict, holdout: bool) -> tuple[str, bool]:
-    """(matplotlib marker, filled) of a row: hollow when not counted, a diamond when held out
-    of the fit (``holdout``: the rows come from the fitted set and say so)."""
-    if not r["counted"]:
+def _marker(r, holdout: bool) -> tuple[str, bool]:
+    """(matplotlib marker, filled) of a result: hollow when not counted, a diamond when held
+    out of the fit (``holdout``: the rows come from the fitted set and say so)."""
+    if not r.counted:
         return "o", False
-    return ("D" if holdout and r.get("holdout") else "o"), True
+    return ("D" if holdout and r.holdout else "o"), True
 
 
 def _palette(n: int) -> list:
@@ -78,26 +68,26 @@ def _palette(n: int) -> list:
     return [base[i % len(base)] for i in range(n)]
 
 
-def plot_accuracy(rows: list[dict], path, title: str,
-                  group_of: Callable[[dict], str] | None = None,
+def plot_accuracy(results: list, path, title: str,
+                  group_of: Callable[[object], str] | None = None,
                   median_target: float = 5.0, worst_target: float = 10.0,
                   fitted: bool = True) -> dict[str, dict]:
-    """Write the figure (see the module doc) of ``rows`` -- dicts with ``published_step_s``,
-    ``predicted_step_s``, ``error_pct``, ``feasible``, ``counted``, ``holdout``, ``case``,
-    ``status`` and what ``group_of`` reads (default: ``group``) -- to ``path`` (a
-    :data:`PLOT_SUFFIXES` file). ``median_target`` / ``worst_target``: the bands drawn, in
-    percent. ``fitted``: the rows are the calibration set's, some fitted and some held out
-    (drawn apart); False for rows the fit never saw, all drawn alike. Returns
-    :func:`group_stats` of the rows, the figures printed on the plot. ValueError for an
-    unsupported suffix or no rows."""
-    path = Path(path)
-    if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise ValueError(f"{str(path)!r} has an unsupported suffix (allowed: "
-                         f"{', '.join(PLOT_SUFFIXES)})")
-    if not rows:
+    """Write the figure (see the module doc) of ``results`` (:class:`trainscape.calibration.
+    Result`, grouped by ``group_of``, default their ``group``) to ``path``.
+    ``median_target`` / ``worst_target``: the bands drawn, in percent. ``fitted``: the rows
+    are the calibration set's, some fitted and some held out (drawn apart); False for rows the
+    fit never saw, all drawn alike. Returns :func:`trainscape.calibration.summarize` of the
+    results by the same groups: the figures printed on the plot. ValueError where
+    :func:`plot_path_problem` finds one, or for no rows."""
+    from . import summarize
+
+    problem = plot_path_problem(path)
+    if problem is not None:
+        raise ValueError(problem)
+    if not results:
         raise ValueError("no rows to plot")
-    group_of = group_of or (lambda r: r["group"])
-    stats = group_stats(rows, group_of)
+    group_of = group_of or (lambda r: r.group)
+    stats = summarize(results, group_of)
     groups = list(stats)
     plt = _plt()
     colour = dict(zip(groups, _palette(len(groups))))
@@ -105,14 +95,13 @@ def plot_accuracy(rows: list[dict], path, title: str,
     height = max(5.5, 0.42 * len(groups) + 2.2)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(15, height), dpi=110,
                                   gridspec_kw={"width_ratios": [1.0, 1.15]})
-    drawn = [r for r in rows if r["predicted_step_s"] is not None
-             and r["published_step_s"] is not None]
-    missing = [r for r in rows if r not in drawn]
+    drawn = [r for r in results if r.predicted_step_s is not None]
+    missing = [r for r in results if r.predicted_step_s is None]
 
     # ---- parity panel -------------------------------------------------------------------------
     if drawn:
-        lo = min(min(r["published_step_s"], r["predicted_step_s"]) for r in drawn) / 1.3
-        hi = max(max(r["published_step_s"], r["predicted_step_s"]) for r in drawn) * 1.3
+        lo = min(min(r.published_step_s, r.predicted_step_s) for r in drawn) / 1.3
+        hi = max(max(r.published_step_s, r.predicted_step_s) for r in drawn) * 1.3
         diag = [lo, hi]
         ax.fill_between(diag, [lo * (1 - worst_target / 100), hi * (1 - worst_target / 100)],
                         [lo * (1 + worst_target / 100), hi * (1 + worst_target / 100)],
@@ -126,11 +115,11 @@ def plot_accuracy(rows: list[dict], path, title: str,
         for r in drawn:
             marker, filled = _marker(r, fitted)
             c = colour[group_of(r)]
-            ax.scatter([r["published_step_s"]], [r["predicted_step_s"]], marker=marker, s=26,
+            ax.scatter([r.published_step_s], [r.predicted_step_s], marker=marker, s=26,
                        facecolors=c if filled else "none", edgecolors=c, linewidths=0.9,
                        alpha=0.85, zorder=3)
-            if not r["feasible"]:
-                ax.scatter([r["published_step_s"]], [r["predicted_step_s"]], marker="x", s=70,
+            if not r.feasible:
+                ax.scatter([r.published_step_s], [r.predicted_step_s], marker="x", s=70,
                            color="#d62728", linewidths=1.6, zorder=4)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -158,10 +147,10 @@ def plot_accuracy(rows: list[dict], path, title: str,
     ax2.axvline(0.0, color="black", lw=0.8)
     for gi, g in enumerate(groups):
         y = n - 1 - gi  # first group at the top
-        errs = [r for r in rows if group_of(r) == g and r["error_pct"] is not None]
+        errs = [r for r in drawn if group_of(r) == g]
         for k, r in enumerate(errs):
             jitter = (k % 7 - 3) * 0.06
-            e = float(r["error_pct"])
+            e = 100.0 * r.error
             marker, filled = _marker(r, fitted)
             c = colour[g]
             if abs(e) > ERROR_CLIP:
@@ -175,13 +164,15 @@ def plot_accuracy(rows: list[dict], path, title: str,
                 ax2.scatter([e], [y + jitter], marker=marker, s=22,
                             facecolors=c if filled else "none", edgecolors=c, linewidths=0.9,
                             alpha=0.85, zorder=3)
-            if not r["feasible"]:
+            if not r.feasible:
                 ax2.scatter([max(-ERROR_CLIP, min(ERROR_CLIP, e))], [y + jitter], marker="x",
                             s=60, color="#d62728", linewidths=1.5, zorder=4)
         s = stats[g]
-        if s["median"] is not None:
-            ax2.plot([s["median"]] * 2, [y - 0.32, y + 0.32], color="black", lw=2.2, zorder=5)
-            text = (f"{s['median_abs']:.1f} / {s['worst_abs']:.1f} %  (n={s['counted']}"
+        if s["median_error"] is not None:
+            ax2.plot([100.0 * s["median_error"]] * 2, [y - 0.32, y + 0.32], color="black",
+                     lw=2.2, zorder=5)
+            text = (f"{100.0 * s['median_abs_error']:.1f} / {100.0 * s['worst_abs_error']:.1f} %"
+                    f"  (n={s['counted']}"
                     + (f", {s['failed']} infeasible" if s["failed"] else "") + ")")
         else:
             text = f"no prediction (n={s['rows']})"
@@ -201,7 +192,7 @@ def plot_accuracy(rows: list[dict], path, title: str,
 
     fig.suptitle(title, fontsize=12)
     if missing:
-        names = ", ".join(f"{r['case']} ({r['status']})" for r in missing[:MAX_LISTED])
+        names = ", ".join(f"{r.case} ({r.status})" for r in missing[:MAX_LISTED])
         more = f" and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED else ""
         fig.text(0.01, 0.005, f"not drawn, no prediction: {names}{more}", fontsize=8,
                  color="#d62728")

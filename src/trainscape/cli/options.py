@@ -58,19 +58,6 @@ def check_suffix(path: str | None, option: str, suffixes: tuple[str, ...]) -> No
                                  f"{', '.join(suffixes)}).", param_hint=f"'{option}'")
 
 
-def check_parent_dir(path: str | None, option: str) -> None:
-    """``--plot out/fig.png`` where ``out/`` does not exist: a bad-parameter error (exit 2)
-    before any work, not a traceback after it."""
-    if path is None:
-        return
-    import os
-
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise click.BadParameter(f"{path!r}: directory {parent!r} does not exist (allowed: a "
-                                 "file in an existing directory).", param_hint=f"'{option}'")
-
-
 class Path(click.Path):
     """click.Path that refuses a NUL byte with a message (``os.stat`` raises ValueError on one,
     which click does not catch; only reachable from Python, argv cannot hold NUL)."""

@@ -48,10 +48,11 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     counted; a published layout the model calls infeasible is a failed row."""
     from .. import progress as P
     from ..calibration import summarize, validate
-    from ..calibration.plots import PLOT_SUFFIXES
+    from ..calibration.plots import plot_path_problem
 
-    O.check_suffix(plot_path, "--plot", PLOT_SUFFIXES)
-    O.check_parent_dir(plot_path, "--plot")
+    problem = None if plot_path is None else plot_path_problem(plot_path)
+    if problem is not None:
+        raise click.BadParameter(problem + ".", param_hint="'--plot'")
     seen = [0, 0]
 
     def count(done: int, total: int) -> None:
@@ -77,7 +78,7 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     for group, s in summary.items():
         s["within_target"] = within_target(s)
     if plot_path:
-        write_plot(rows, plot_path)
+        write_plot(results, plot_path)
     if as_json:
         click.echo(json.dumps({"rows": rows, "summary": summary,
                                "targets": {"median_abs_error": TARGET_MEDIAN,
@@ -119,14 +120,14 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
                   "(negative: the model is optimistic).")
 
 
-def write_plot(rows: list[dict], path: str) -> None:
-    """The accuracy figure of ``rows`` (:func:`trainscape.calibration.plots.plot_accuracy`),
+def write_plot(results: list, path: str) -> None:
+    """The accuracy figure of ``results`` (:func:`trainscape.calibration.plots.plot_accuracy`),
     announced on stderr (stdout stays the report, or the JSON)."""
     from ..calibration.plots import plot_accuracy
 
-    groups = len({r["group"] for r in rows})
+    groups = len({r.group for r in results})
     try:
-        plot_accuracy(rows, path, f"trainscape validate: {len(rows)} published runs, "
+        plot_accuracy(results, path, f"trainscape validate: {len(results)} published runs, "
                                   f"{groups} sources (targets: median |error| <= "
                                   f"{TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%})",
                       median_target=100 * TARGET_MEDIAN, worst_target=100 * TARGET_WORST)

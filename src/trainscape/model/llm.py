@@ -2957,8 +2957,9 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     strategy = job[JOB_SYNC_STRATEGY]
     # ZeRO shards over the shard groups: all the data-parallel ranks, or with hybrid sharding
     # (job.dp_replicas) 1 / R of them
-    dp_dense = row[ROW_CP] * row[ROW_DP] / dp_replica_count(job)
-    dp_expert = row[ROW_CP] * row[ROW_DPX] / dp_replica_count(job)
+    replicas = dp_replica_count(job)
+    dp_dense = row[ROW_CP] * row[ROW_DP] / replicas
+    dp_expert = row[ROW_CP] * row[ROW_DPX] / replicas
     if strategy != SYNC_SYNCHRONOUS:
         dp_time += cross_site_exposed(strategy, cross_site_sync_time(sys, job, row, ordt,
                                                                      strategy),
