@@ -229,6 +229,10 @@ int ts_max_threads(int n_threads)
  * (a caller's unaligned buffer: its lines cannot be whole), results are stored plainly. */
 #define TS_STREAM_MIN 65536
 #define TS_RING 16 /* two lines of each row: a line may start in the previous group of 8 */
+/* a configuration's slot in the ring: j is never negative, and a mask on an unsigned index is
+ * one instruction where the signed j % TS_RING is five (a store of 8 configurations' 27
+ * results takes 432 of them) */
+#define TS_RING_AT(j) ((uint64_t)(j) & (TS_RING - 1))
 
 typedef struct {
     double ring[TS_N_OUT * TS_RING]; /* row k, configuration j: ring[k * TS_RING + j % TS_RING] */
@@ -251,11 +255,11 @@ static inline void ts_store_line(double *row, const double *ring, int64_t j)
 {
 #ifdef TS_HAVE_STREAM_STORES
     for (int w = 0; w < 8; w += 2)
-        _mm_stream_pd(row + j + w, _mm_set_pd(ring[(j + w + 1) % TS_RING],
-                                              ring[(j + w) % TS_RING]));
+        _mm_stream_pd(row + j + w, _mm_set_pd(ring[TS_RING_AT(j + w + 1)],
+                                              ring[TS_RING_AT(j + w)]));
 #else
     for (int w = 0; w < 8; w++)
-        row[j + w] = ring[(j + w) % TS_RING];
+        row[j + w] = ring[TS_RING_AT(j + w)];
 #endif
 }
 
@@ -268,13 +272,13 @@ static void ts_stream_store(ts_stream *S, double *out, int64_t n, int64_t done, 
         double *row = out + k * n;
         int64_t j = S->stored[k], line = S->first_line[k];
         for (; j < done && j < line; j++) /* the partial line at the start of the range */
-            row[j] = ring[j % TS_RING];
+            row[j] = ring[TS_RING_AT(j)];
         if (j >= line)
             for (; j + 8 <= done; j += 8)
                 ts_store_line(row, ring, j);
         if (tail)
             for (; j < done; j++)
-                row[j] = ring[j % TS_RING];
+                row[j] = ring[TS_RING_AT(j)];
         S->stored[k] = j;
     }
 }
@@ -499,7 +503,7 @@ static void ts_run_range(const ts_ctx *ctx, const int32_t *cfg, int64_t n, doubl
         ts_ord O;
         ts_rec V;
         int recompute, zero, order, dp_overlap, code, hit;
-        double *res = S ? S->ring + i % TS_RING : out + i; /* this configuration's results */
+        double *res = S ? S->ring + TS_RING_AT(i) : out + i; /* this configuration's results */
         int64_t rs = S ? TS_RING : n;
         if (S && (i & 7) == 0 && i > lo)
             ts_stream_store(S, out, n, i, 0);

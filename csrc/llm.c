@@ -1,5 +1,7 @@
 /* The LLM training step: FLOPs, per-GPU times, communication, memory.
  * Port of src/trainscape/model/llm.py, function by function (sources cited per function). */
+#include <float.h>
+
 #include "ts_model.h"
 
 /* ===== FLOPs of one layer for one microbatch ============================================= */
@@ -2183,7 +2185,7 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     double opt_params, r_dp_dense, r_dp_expert;
     double mem_weights = 0.0, mem_grads = 0.0, mem_opt = 0.0, mem_act, mem_logits, mem_reserve;
     double global_batch = job[TS_JOB_GLOBAL_BATCH], seq = job[TS_JOB_SEQ_LEN];
-    int fits, status;
+    int fits, status, finite = 1;
     /* llm.py job.sync: 0 synchronous (inside the collectives), else the part inside a site
      * here and the site tier's part below (cross_site_sync_time) */
     int strategy = (int)job[TS_JOB_SYNC_STRATEGY];
@@ -2363,37 +2365,48 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     model_flops = ctx->inv.model_flops;
     fits = memory <= sys[TS_SYS_HBM_BYTES];
     status = fits ? TS_STATUS_OK : TS_STATUS_OUT_OF_MEMORY;
-    out[TS_OUT_STATUS * os] = (double)status;
-    out[TS_OUT_FEASIBLE * os] = fits ? 1.0 : 0.0;
-    out[TS_OUT_STEP_TIME_S * os] = step;
+    /* each result stored and checked finite as it is made (llm.py guard_finite): reading the
+     * 27 stores back to check them stalled on them; ts_guard_finite runs only when one fails */
+#define TS_PUT(k, expr)                                                                        \
+    do {                                                                                       \
+        double v_ = (expr);                                                                    \
+        out[(k) * os] = v_;                                                                    \
+        finite &= fabs(v_) <= DBL_MAX;                                                         \
+    } while (0)
+    TS_PUT(TS_OUT_STATUS, (double)status);
+    TS_PUT(TS_OUT_FEASIBLE, fits ? 1.0 : 0.0);
+    TS_PUT(TS_OUT_STEP_TIME_S, step);
     r_step = 1.0 / step;
-    out[TS_OUT_TOKENS_PER_S * os] = global_batch * seq * r_step;
-    out[TS_OUT_MFU * os] = model_flops * r_step * ctx->inv.inv_gpus_peak;
-    out[TS_OUT_MODEL_TFLOPS_PER_GPU * os] = model_flops * r_step * ctx->inv.inv_gpus * 1e-12;
-    out[TS_OUT_HW_TFLOPS_PER_GPU * os] = V->hw_flops * r_step * ctx->inv.inv_gpus * 1e-12;
-    out[TS_OUT_MEMORY_GIB * os] = memory / TS_GIB;
-    out[TS_OUT_COMPUTE_S * os] = V->compute;
-    out[TS_OUT_TP_COMM_S * os] = V->tp_comm;
-    out[TS_OUT_CP_COMM_S * os] = V->cp_comm;
-    out[TS_OUT_EP_COMM_S * os] = V->ep_comm;
-    out[TS_OUT_PP_COMM_S * os] = pp_comm;
-    out[TS_OUT_BUBBLE_S * os] = V->bubble;
-    out[TS_OUT_DP_COMM_S * os] = dp_time;
-    out[TS_OUT_OPTIMIZER_S * os] = optimizer;
-    out[TS_OUT_MEM_WEIGHTS_GIB * os] = mem_weights / TS_GIB;
-    out[TS_OUT_MEM_GRADS_GIB * os] = mem_grads / TS_GIB;
-    out[TS_OUT_MEM_OPTIMIZER_GIB * os] = mem_opt / TS_GIB;
-    out[TS_OUT_MEM_ACTIVATIONS_GIB * os] = mem_act / TS_GIB;
-    out[TS_OUT_MEM_LOGITS_GIB * os] = mem_logits / TS_GIB;
-    out[TS_OUT_MEM_RESERVE_GIB * os] = mem_reserve / TS_GIB;
-    out[TS_OUT_MICROBATCHES * os] = R->m;
-    out[TS_OUT_OFFLOAD_S * os] = V->offload;
+    TS_PUT(TS_OUT_TOKENS_PER_S, global_batch * seq * r_step);
+    TS_PUT(TS_OUT_MFU, model_flops * r_step * ctx->inv.inv_gpus_peak);
+    TS_PUT(TS_OUT_MODEL_TFLOPS_PER_GPU, model_flops * r_step * ctx->inv.inv_gpus * 1e-12);
+    TS_PUT(TS_OUT_HW_TFLOPS_PER_GPU, V->hw_flops * r_step * ctx->inv.inv_gpus * 1e-12);
+    TS_PUT(TS_OUT_MEMORY_GIB, memory / TS_GIB);
+    TS_PUT(TS_OUT_COMPUTE_S, V->compute);
+    TS_PUT(TS_OUT_TP_COMM_S, V->tp_comm);
+    TS_PUT(TS_OUT_CP_COMM_S, V->cp_comm);
+    TS_PUT(TS_OUT_EP_COMM_S, V->ep_comm);
+    TS_PUT(TS_OUT_PP_COMM_S, pp_comm);
+    TS_PUT(TS_OUT_BUBBLE_S, V->bubble);
+    TS_PUT(TS_OUT_DP_COMM_S, dp_time);
+    TS_PUT(TS_OUT_OPTIMIZER_S, optimizer);
+    TS_PUT(TS_OUT_MEM_WEIGHTS_GIB, mem_weights / TS_GIB);
+    TS_PUT(TS_OUT_MEM_GRADS_GIB, mem_grads / TS_GIB);
+    TS_PUT(TS_OUT_MEM_OPTIMIZER_GIB, mem_opt / TS_GIB);
+    TS_PUT(TS_OUT_MEM_ACTIVATIONS_GIB, mem_act / TS_GIB);
+    TS_PUT(TS_OUT_MEM_LOGITS_GIB, mem_logits / TS_GIB);
+    TS_PUT(TS_OUT_MEM_RESERVE_GIB, mem_reserve / TS_GIB);
+    TS_PUT(TS_OUT_MICROBATCHES, R->m);
+    TS_PUT(TS_OUT_OFFLOAD_S, V->offload);
     /* llm.py write_result's cost columns, factored: cost = step * gpus * usd_per_gpu_s,
      * tokens / cost = (tokens / (gpus * usd_per_gpu_s)) / step, likewise per joule */
-    out[TS_OUT_COST_PER_STEP_USD * os] = ts_cost_per_step_usd(step, sys[TS_SYS_GPUS],
-                                                              sys[TS_SYS_USD_PER_GPU_S]);
-    out[TS_OUT_TOKENS_PER_USD * os] = ctx->inv.tokens_per_usd_s * r_step;
-    out[TS_OUT_TOKENS_PER_JOULE * os] = ctx->inv.tokens_per_j_s * r_step;
+    TS_PUT(TS_OUT_COST_PER_STEP_USD,
+           ts_cost_per_step_usd(step, sys[TS_SYS_GPUS], sys[TS_SYS_USD_PER_GPU_S]));
+    TS_PUT(TS_OUT_TOKENS_PER_USD, ctx->inv.tokens_per_usd_s * r_step);
+    TS_PUT(TS_OUT_TOKENS_PER_JOULE, ctx->inv.tokens_per_j_s * r_step);
+#undef TS_PUT
+    if (finite && step > 0.0)
+        return status;
     return ts_guard_finite(out, os, status);
 }
 
