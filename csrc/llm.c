@@ -1730,6 +1730,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     } else {
         R->act_have = 0; /* FP8-saved linear inputs: ts_row_act on first use */
     }
+    R->mem_have = 0; /* ts_row_state_memory on first use */
     R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes,
                                            job[TS_JOB_LOGITS_EXTRA_BYTES]);
     /* every MTP block keeps its logits and its projection's 2h input (llm.py
@@ -2173,15 +2174,59 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     V->hw_flops = R->hw_flops[recompute];
 }
 
+/* llm.py stage_memory's weights, gradients and optimizer states of the first, busiest middle
+ * and last pipeline stage (st[c] = {weights, gradients, optimizer states}) at ZeRO stage `zero`
+ * with the data-parallel shares r_dp_dense / r_dp_expert and `ob` optimizer bytes per
+ * parameter. */
+static void ts_stage_state_memory(const double *job, const ts_row *R, int zero,
+                                  double r_dp_dense, double r_dp_expert, double ob,
+                                  double st[3][3])
+{
+    double pb = job[TS_JOB_PARAM_BYTES], gb = job[TS_JOB_GRAD_BYTES];
+    /* shards: dp_dense / dp_expert when sharded by the ZeRO stage, else 1 (no division) */
+    double w_shard_d = zero == 3 ? r_dp_dense : 1.0, w_shard_e = zero == 3 ? r_dp_expert : 1.0;
+    double g_shard_d = zero >= 2 ? r_dp_dense : 1.0, g_shard_e = zero >= 2 ? r_dp_expert : 1.0;
+    double o_shard_d = zero >= 1 ? r_dp_dense : 1.0, o_shard_e = zero >= 1 ? r_dp_expert : 1.0;
+    /* llm.py fsdp_keeps_unsharded: ZeRO-3 under a pipeline keeps the stage unsharded */
+    int keep = job[TS_JOB_FSDP_PP_UNSHARDED] > 0.0 && R->pp > 1.0;
+    for (int c = 0; c < 3; c++) {
+        double dpc = R->st_dparams[c], epc = R->st_eparams[c];
+        /* ZeRO-3 with a data-parallel group: the shards at zero3_shard_param_bytes and the
+         * gathered units in flight, the experts' where sharded or held in another dtype
+         * (llm.py stage_memory) */
+        int z3 = zero == 3 && r_dp_dense < 1.0;
+        double sb = z3 ? job[TS_JOB_ZERO3_SHARD_PARAM_BYTES] : pb;
+        double mw = dpc * w_shard_d * sb + epc * w_shard_e * sb;
+        double gsd = g_shard_d, gse = g_shard_e;
+        if (z3 && keep) {
+            /* llm.py stage_memory, keep: every unit gathered, gradients unsharded */
+            double elem;
+            mw += ts_param_gather_bytes(job, dpc, R->st_lparams[c], &elem);
+            if (r_dp_expert < 1.0 || sb != pb)
+                mw += ts_param_gather_bytes(job, epc, epc, &elem);
+            gsd = gse = 1.0;
+        } else if (z3) {
+            mw += R->st_gather_d[c];
+            if (r_dp_expert < 1.0 || sb != pb)
+                mw += R->st_gather_e[c];
+        }
+        if (job[TS_JOB_FP8_WEIGHT_CACHE_BYTES] != 0.0) /* else the reference adds exactly 0 */
+            mw += ts_fp8_weight_cache_bytes(job, R->st_lparams[c] * w_shard_d + epc * w_shard_e);
+        st[c][0] = mw;
+        st[c][1] = (dpc * gsd + epc * gse) * gb;
+        st[c][2] = (dpc * o_shard_d + epc * o_shard_e) * ob;
+    }
+}
+
 /* llm.py evaluate_config, the last part: data-parallel communication (ZeRO stage, overlap),
- * the optimizer step, the step time, memory per GPU, and every result column. */
-TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *V, int zero,
+ * the optimizer step, the step time, memory per GPU, and every result column. The row's
+ * state memory per ZeRO stage is kept in it on first use (R->mem_state). */
+TS_FN int ts_final(const ts_ctx *ctx, ts_row *R, ts_ord *O, const ts_rec *V, int zero,
                    int dp_overlap, double *out, int64_t os)
 {
     const double *sys = ctx->sys, *job = ctx->job;
     const ts_net *net = &ctx->net;
     double dp_time, optimizer, step, memory, r_step, model_flops, pp_comm = O->pp_comm;
-    double w_shard_d, w_shard_e, g_shard_d, g_shard_e, o_shard_d, o_shard_e;
     double opt_params, r_dp_dense, r_dp_expert;
     double mem_weights = 0.0, mem_grads = 0.0, mem_opt = 0.0, mem_act, mem_logits, mem_reserve;
     double global_batch = job[TS_JOB_GLOBAL_BATCH], seq = job[TS_JOB_SEQ_LEN];
@@ -2299,17 +2344,9 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
     step = V->step_pre + dp_time + optimizer + V->offload;
 
     /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
-    /* shards: dp_dense / dp_expert when sharded by the ZeRO stage, else 1 (no division) */
-    w_shard_d = zero == 3 ? r_dp_dense : 1.0;
-    w_shard_e = zero == 3 ? r_dp_expert : 1.0;
-    g_shard_d = zero >= 2 ? r_dp_dense : 1.0;
-    g_shard_e = zero >= 2 ? r_dp_expert : 1.0;
-    o_shard_d = zero >= 1 ? r_dp_dense : 1.0;
-    o_shard_e = zero >= 1 ? r_dp_expert : 1.0;
     /* llm.py stage_memory of the first, busiest middle and last stage; the largest counts (the
      * last unless another one needs more) */
     {
-        double pb = job[TS_JOB_PARAM_BYTES], gb = job[TS_JOB_GRAD_BYTES];
         /* offloaded: the optimizer states live in host memory */
         double ob = job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0
                         ? 0.0
@@ -2318,33 +2355,19 @@ TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *
         double best = 0.0;
         int sel = 2;
         static const int stage_order[3] = {2, 0, 1};
+        double (*st)[3] = R->mem_state[zero], cross[3][3];
+        if (strategy == TS_SYNC_SYNCHRONOUS) { /* the row's, computed once per ZeRO stage */
+            if (!(R->mem_have >> zero & 1)) {
+                ts_stage_state_memory(job, R, zero, r_dp_dense, r_dp_expert, ob, st);
+                R->mem_have |= 1 << zero;
+            }
+        } else { /* the site's shards (r_dp_*) come from this order's groups */
+            ts_stage_state_memory(job, R, zero, r_dp_dense, r_dp_expert, ob, cross);
+            st = cross;
+        }
         for (int j = 0; j < 3; j++) {
             int c = stage_order[j];
-            double dpc = R->st_dparams[c], epc = R->st_eparams[c];
-            /* ZeRO-3 with a data-parallel group: the shards at zero3_shard_param_bytes and the
-             * gathered units in flight, the experts' where sharded or held in another dtype
-             * (llm.py stage_memory) */
-            int z3 = zero == 3 && r_dp_dense < 1.0;
-            double sb = z3 ? job[TS_JOB_ZERO3_SHARD_PARAM_BYTES] : pb;
-            double mw = dpc * w_shard_d * sb + epc * w_shard_e * sb;
-            double gsd = g_shard_d, gse = g_shard_e;
-            if (z3 && keep) {
-                /* llm.py stage_memory, keep: every unit gathered, gradients unsharded */
-                double elem;
-                mw += ts_param_gather_bytes(job, dpc, R->st_lparams[c], &elem);
-                if (r_dp_expert < 1.0 || sb != pb)
-                    mw += ts_param_gather_bytes(job, epc, epc, &elem);
-                gsd = gse = 1.0;
-            } else if (z3) {
-                mw += R->st_gather_d[c];
-                if (r_dp_expert < 1.0 || sb != pb)
-                    mw += R->st_gather_e[c];
-            }
-            if (job[TS_JOB_FP8_WEIGHT_CACHE_BYTES] != 0.0) /* else the reference adds exactly 0 */
-                mw += ts_fp8_weight_cache_bytes(job, R->st_lparams[c] * w_shard_d
-                                                         + epc * w_shard_e);
-            double mg = (dpc * gsd + epc * gse) * gb;
-            double mo = (dpc * o_shard_d + epc * o_shard_e) * ob;
+            double mw = st[c][0], mg = st[c][1], mo = st[c][2];
             double tot = mw + mg + mo + V->mem_act[c] + R->st_logits[c];
             if (j == 0 || tot > best) {
                 best = tot;

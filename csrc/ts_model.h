@@ -241,6 +241,11 @@ typedef struct {
      * recompute_module_tp_replay): the re-run blocks' GEMM time and TP traffic share */
     double module_gemm_redo, module_tp_replay;
     int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
+    /* per ZeRO stage z and pipeline stage c: the weights', gradients' and optimizer states'
+     * bytes of llm.py stage_memory under synchronous data parallelism (bit z of mem_have: filled,
+     * see ts_row_state_memory) */
+    int mem_have;
+    double mem_state[4][3][3];
     /* per stage c (0 first, 1 busiest middle, 2 last; llm.py stage_activations):
      * stage layers x per-layer bytes(recompute) x inflight_activations_rank */
     double mem_act[TS_RECOMPUTE_COUNT][3];
@@ -307,7 +312,7 @@ TS_FN void ts_ord_dp_groups_at(const ts_ctx *ctx, const ts_row *R, ts_ord *O,
  * ts_row_act) the first time another choice needs it. */
 TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc);
 TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recompute, ts_rec *V);
-TS_FN int ts_final(const ts_ctx *ctx, const ts_row *R, ts_ord *O, const ts_rec *V, int zero,
+TS_FN int ts_final(const ts_ctx *ctx, ts_row *R, ts_ord *O, const ts_rec *V, int zero,
                    int dp_overlap, double *out, int64_t os);
 TS_FN int ts_write_invalid(double *out, int64_t os, int code);
 
