@@ -2174,10 +2174,10 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     V->hw_flops = R->hw_flops[recompute];
 }
 
-/* llm.py stage_memory's weights, gradients and optimizer states of the first, busiest middle
- * and last pipeline stage (st[c] = {weights, gradients, optimizer states}) at ZeRO stage `zero`
- * with the data-parallel shares r_dp_dense / r_dp_expert and `ob` optimizer bytes per
- * parameter. */
+/* llm.py state_memory_terms (stage_state_memory per device): the weights', gradients' and
+ * optimizer states' bytes of the first, busiest middle and last pipeline stage (st[c] =
+ * {weights, gradients, optimizer states}) at ZeRO stage `zero` with the data-parallel shares
+ * r_dp_dense / r_dp_expert and `ob` optimizer bytes per parameter. */
 static void ts_stage_state_memory(const double *job, const ts_row *R, int zero,
                                   double r_dp_dense, double r_dp_expert, double ob,
                                   double st[3][3])
@@ -2193,13 +2193,13 @@ static void ts_stage_state_memory(const double *job, const ts_row *R, int zero,
         double dpc = R->st_dparams[c], epc = R->st_eparams[c];
         /* ZeRO-3 with a data-parallel group: the shards at zero3_shard_param_bytes and the
          * gathered units in flight, the experts' where sharded or held in another dtype
-         * (llm.py stage_memory) */
+         * (llm.py stage_state_memory) */
         int z3 = zero == 3 && r_dp_dense < 1.0;
         double sb = z3 ? job[TS_JOB_ZERO3_SHARD_PARAM_BYTES] : pb;
         double mw = dpc * w_shard_d * sb + epc * w_shard_e * sb;
         double gsd = g_shard_d, gse = g_shard_e;
         if (z3 && keep) {
-            /* llm.py stage_memory, keep: every unit gathered, gradients unsharded */
+            /* llm.py stage_state_memory, keep: every unit gathered, gradients unsharded */
             double elem;
             mw += ts_param_gather_bytes(job, dpc, R->st_lparams[c], &elem);
             if (r_dp_expert < 1.0 || sb != pb)
@@ -2344,8 +2344,8 @@ TS_FN int ts_final(const ts_ctx *ctx, ts_row *R, ts_ord *O, const ts_rec *V, int
     step = V->step_pre + dp_time + optimizer + V->offload;
 
     /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
-    /* llm.py stage_memory of the first, busiest middle and last stage; the largest counts (the
-     * last unless another one needs more) */
+    /* llm.py finish_config_state: each stage's state memory, activations and logits; the
+     * largest counts (the last unless another one needs more) */
     {
         /* offloaded: the optimizer states live in host memory */
         double ob = job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0

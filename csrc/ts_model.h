@@ -242,7 +242,7 @@ typedef struct {
     double module_gemm_redo, module_tp_replay;
     int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
     /* per ZeRO stage z and pipeline stage c: the weights', gradients' and optimizer states'
-     * bytes of llm.py stage_memory under synchronous data parallelism (bit z of mem_have: filled,
+     * bytes of llm.py state_memory_terms under synchronous data parallelism (bit z of mem_have: filled,
      * see ts_row_state_memory) */
     int mem_have;
     double mem_state[4][3][3];

@@ -1569,13 +1569,12 @@ def zero3_gather_bytes(job, params, linear_params, layers, keep):
     return param_gather_bytes(job, params, linear_params)[0] * in_flight / units
 
 
-def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_expert,
-                 param_bytes, grad_bytes, opt_bytes, act, logits, keep):
-    """``(weights, grads, optimizer, total)`` bytes of one device holding ``layers``
-    transformer layers: parameters, gradients and optimizer states sharded over the
-    data-parallel ranks by the ZeRO stage (Rajbhandari et al. 2020 §5), the FP8 weight copies
-    of its ``linear_p`` dense linear weights and its experts (:func:`fp8_weight_cache_bytes`),
-    plus its activations and logits (the ``logits`` of the last stage). Under ZeRO-3 over more
+def stage_state_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_expert,
+                       param_bytes, grad_bytes, opt_bytes, keep):
+    """``(weights, grads, optimizer)`` bytes of one device holding ``layers`` transformer
+    layers: parameters, gradients and optimizer states sharded over the data-parallel ranks by
+    the ZeRO stage (Rajbhandari et al. 2020 §5) and the FP8 weight copies of its ``linear_p``
+    dense linear weights and its experts (:func:`fp8_weight_cache_bytes`). Under ZeRO-3 over more
     than one rank the weights are the shard at ``zero3_shard_param_bytes`` (0 where it is the
     optimizer's master copy, :func:`trainscape.spec.pack.zero3_shard_param_bytes`) and the
     gathered units in flight (:func:`zero3_gather_bytes`); with no data-parallel group
@@ -1619,7 +1618,7 @@ def stage_memory(job, dense_p, expert_p, linear_p, layers, zero, dp_dense, dp_ex
         + fp8_weight_cache_bytes(job, linear_p / w_shard_d + expert_p / w_shard_e)
     mem_g = (dense_p / g_shard_d + expert_p / g_shard_e) * grad_bytes
     mem_o = (dense_p / o_shard_d + expert_p / o_shard_e) * opt_bytes
-    return mem_w, mem_g, mem_o, mem_w + mem_g + mem_o + act + logits
+    return mem_w, mem_g, mem_o
 
 
 def pipeline_stages(mdl, job, schedule, pp, vpp):
@@ -2669,7 +2668,7 @@ def fsdp_keeps_unsharded(job, row):
     """Whether ZeRO-3 keeps the device's weights gathered and its gradients unsharded from the
     step's first microbatch to its last (``job.fsdp_pp_unsharded``): only under a pipeline
     (``pp > 1``), whose stage runs several microbatches back to back (torchtitan's rule; see
-    :func:`stage_memory`)."""
+    :func:`stage_state_memory`)."""
     return job[JOB_FSDP_PP_UNSHARDED] > 0.0 and row[ROW_PP] > 1.0
 
 
@@ -2916,7 +2915,89 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
     """Data-parallel time after overlap, the optimizer step, the step time and memory per GPU
     of a staged configuration; writes result column ``i`` of ``out`` and returns its status.
     ``dp_first, dp_second`` are :func:`data_parallel_comm` of the same row, order and zero
-    (with ZeRO-3 one FSDP unit's collectives)."""
+    (with ZeRO-3 one FSDP unit's collectives). :func:`finish_config_state` with the
+    row's :func:`state_memory_terms` at the ranks ZeRO shards over (:func:`zero_shard_ranks`)."""
+    ranks = zero_shard_ranks(sys, job, row, ordt)
+    state = state_memory_terms(mdl, job, row, zero, ranks[0], ranks[1])
+    return finish_config_state(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero,
+                               dp_overlap, ranks[0], ranks[1], state, out, i)
+
+
+def zero_shard_ranks(sys, job, row, ordt):
+    """``(dense, expert)``: the ranks ZeRO shards a device's dense and expert parameters over --
+    every data-parallel rank (``cp x dp``; ``cp x dpx`` for the experts), or with hybrid
+    sharding (``job.dp_replicas``) 1 / R of them; under a cross-site ``job.sync`` the members of
+    the device's site (each site keeps a full replica: ZeRO-1/2 shard inside it)."""
+    replicas = dp_replica_count(job)
+    if job[JOB_SYNC_STRATEGY] != SYNC_SYNCHRONOUS:
+        g = dp_groups(row, ordt)
+        return (site_members(sys, g[0], g[1], g[2], g[3], g[4], g[5]),
+                site_members(sys, g[0], g[1], g[6], g[7], g[8], g[9]))
+    return row[ROW_CP] * row[ROW_DP] / replicas, row[ROW_CP] * row[ROW_DPX] / replicas
+
+
+def state_memory_terms(mdl, job, row, zero, dp_dense, dp_expert):
+    """``(w1, g1, o1, w2, g2, o2, w3, g3, o3, logits_first, logits_last)``: the weights',
+    gradients' and optimizer states' bytes (:func:`stage_state_memory`) of the first, busiest
+    middle and last pipeline device at ZeRO stage ``zero`` sharded over ``dp_dense`` /
+    ``dp_expert`` ranks, and the logits the first and the last device hold. Everything of a
+    device's memory but its activations: one core row's at one ZeRO stage under synchronous
+    data parallelism, whatever the order, recompute and overlap (the native batch drivers keep
+    it per row)."""
+    h = mdl[MDL_HIDDEN]
+    vocab = mdl[MDL_VOCAB]
+    swiglu = mdl[MDL_SWIGLU] > 0.0
+    d1, m1, d2, m2, d3, m3, loss_first = stage_layer_splits(mdl, job, int(row[ROW_SCHEDULE]),
+                                                            row[ROW_PP], row[ROW_VPP])
+    tp = row[ROW_TP]
+    etp = expert_tp_degree(tp, row[ROW_DP], row[ROW_EP])
+    copies = parameter_copies(int(row[ROW_SCHEDULE]))
+    attn_p = attention_params(h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM])
+    dense_layer_p = attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
+    moe_layer_p = attn_p + h * mdl[MDL_EXPERTS] \
+        + mdl[MDL_SHARED_EXPERTS] * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN], swiglu)
+    expert_layer_p = (mdl[MDL_EXPERTS] / row[ROW_EP]) \
+        * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN], swiglu)
+    emb_p = embedding_params(vocab, h)
+    # the FP8 linear layers' weights (the router, norms and embeddings stay 16-bit)
+    lin = layer_linear_params(mdl, swiglu)
+    param_bytes = job[JOB_PARAM_BYTES]
+    grad_bytes = job[JOB_GRAD_BYTES]
+    opt_bytes = job[JOB_OPTIMIZER_BYTES] + sync_outer_state_bytes(job)
+    if job[JOB_OFFLOAD_OPTIMIZER] > 0.0:
+        opt_bytes = 0.0  # the optimizer states (DiLoCo's outer ones too) live in host memory
+    logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES],
+                                 job[JOB_LOGITS_EXTRA_BYTES])
+    mtp = mdl[MDL_MTP_LAYERS]
+    if mtp > 0.0:
+        # every MTP block keeps its own logits and its projection's input
+        logits = (1.0 + mtp) * logits + mtp * mtp_projection_input_bytes(
+            row[ROW_B], row[ROW_S], h, tp, row[ROW_SP] > 0.0, job[JOB_ACTIVATION_BYTES])
+    last_embed = row[ROW_PP] <= 1.0
+    keep = fsdp_keeps_unsharded(job, row)
+    p1 = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
+                      emb_p, tp, etp, copies, mtp_stage_params(mdl, emb_p, True))
+    p2 = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False, emb_p,
+                      tp, etp, copies, 0.0)
+    p3 = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
+                      emb_p, tp, etp, copies, mtp_stage_params(mdl, emb_p, last_embed))
+    s1 = stage_state_memory(job, p1[0], p1[1], stage_linear_params(d1, m1, lin, tp, copies),
+                            d1 + m1, zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+                            opt_bytes, keep)
+    s2 = stage_state_memory(job, p2[0], p2[1], stage_linear_params(d2, m2, lin, tp, copies),
+                            d2 + m2, zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+                            opt_bytes, keep)
+    s3 = stage_state_memory(job, p3[0], p3[1], stage_linear_params(d3, m3, lin, tp, copies),
+                            d3 + m3, zero, dp_dense, dp_expert, param_bytes, grad_bytes,
+                            opt_bytes, keep)
+    return (s1[0], s1[1], s1[2], s2[0], s2[1], s2[2], s3[0], s3[1], s3[2],
+            logits if loss_first else 0.0, logits)
+
+
+def finish_config_state(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_overlap,
+                        dp_dense, dp_expert, state, out, i):
+    """:func:`finish_config` with the ranks ZeRO shards over (:func:`zero_shard_ranks`) and the
+    device memory but activations (:func:`state_memory_terms`) given."""
     m = row[ROW_M]
     dense_params = row[ROW_DENSE_PARAMS]
     expert_params = row[ROW_EXPERT_PARAMS]
@@ -2955,20 +3036,11 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
 
     # ---- cross-site synchronisation (job.sync; synchronous: inside the collectives above) ----
     strategy = job[JOB_SYNC_STRATEGY]
-    # ZeRO shards over the shard groups: all the data-parallel ranks, or with hybrid sharding
-    # (job.dp_replicas) 1 / R of them
-    replicas = dp_replica_count(job)
-    dp_dense = row[ROW_CP] * row[ROW_DP] / replicas
-    dp_expert = row[ROW_CP] * row[ROW_DPX] / replicas
     if strategy != SYNC_SYNCHRONOUS:
         dp_time += cross_site_exposed(strategy, cross_site_sync_time(sys, job, row, ordt,
                                                                      strategy),
                                       rect[REC_COMPUTE],
                                       streaming_overlap_window(job, rect[REC_COMPUTE]))
-        # each site keeps a full replica: ZeRO-1/2 shard over the members inside a site
-        g = dp_groups(row, ordt)
-        dp_dense = site_members(sys, g[0], g[1], g[2], g[3], g[4], g[5])
-        dp_expert = site_members(sys, g[0], g[1], g[6], g[7], g[8], g[9])
 
     # ---- optimizer step (memory-bound over the shard this GPU owns) ---------------------------
     opt_dense = dense_params / dp_dense if zero >= 1 else dense_params
@@ -2991,54 +3063,15 @@ def finish_config(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zero, dp_
         + act_offload
 
     # ---- memory per GPU: the largest of the first, busiest middle and last stage's ------------
-    # (ZeRO paper §5 accounting, Rajbhandari et al. 2020; see stage_memory)
-    h = mdl[MDL_HIDDEN]
-    vocab = mdl[MDL_VOCAB]
-    swiglu = mdl[MDL_SWIGLU] > 0.0
-    d1, m1, d2, m2, d3, m3, loss_first = stage_layer_splits(mdl, job, int(row[ROW_SCHEDULE]),
-                                                            row[ROW_PP], row[ROW_VPP])
-    tp = row[ROW_TP]
-    etp = expert_tp_degree(tp, row[ROW_DP], row[ROW_EP])
-    copies = parameter_copies(int(row[ROW_SCHEDULE]))
-    attn_p = attention_params(h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM])
-    dense_layer_p = attn_p + mlp_params(h, mdl[MDL_FFN_HIDDEN], swiglu)
-    moe_layer_p = attn_p + h * mdl[MDL_EXPERTS] \
-        + mdl[MDL_SHARED_EXPERTS] * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN], swiglu)
-    expert_layer_p = (mdl[MDL_EXPERTS] / row[ROW_EP]) \
-        * mlp_params(h, mdl[MDL_EXPERT_FFN_HIDDEN], swiglu)
-    emb_p = embedding_params(vocab, h)
-    # the FP8 linear layers' weights (the router, norms and embeddings stay 16-bit)
-    lin = layer_linear_params(mdl, swiglu)
-    param_bytes = job[JOB_PARAM_BYTES]
-    grad_bytes = job[JOB_GRAD_BYTES]
-    opt_bytes = job[JOB_OPTIMIZER_BYTES] + sync_outer_state_bytes(job)
-    if offload:
-        opt_bytes = 0.0  # the optimizer states (DiLoCo's outer ones too) live in host memory
-    logits = logits_memory_bytes(row[ROW_B], row[ROW_S], vocab, tp, job[JOB_ACTIVATION_BYTES],
-                                 job[JOB_LOGITS_EXTRA_BYTES])
-    mtp = mdl[MDL_MTP_LAYERS]
-    if mtp > 0.0:
-        # every MTP block keeps its own logits and its projection's input
-        logits = (1.0 + mtp) * logits + mtp * mtp_projection_input_bytes(
-            row[ROW_B], row[ROW_S], h, tp, row[ROW_SP] > 0.0, job[JOB_ACTIVATION_BYTES])
-    last_embed = row[ROW_PP] <= 1.0
-    keep = fsdp_keeps_unsharded(job, row)
-    p1 = stage_params(d1, m1, dense_layer_p, moe_layer_p, expert_layer_p, True, loss_first,
-                      emb_p, tp, etp, copies, mtp_stage_params(mdl, emb_p, True))
-    p2 = stage_params(d2, m2, dense_layer_p, moe_layer_p, expert_layer_p, False, False, emb_p,
-                      tp, etp, copies, 0.0)
-    p3 = stage_params(d3, m3, dense_layer_p, moe_layer_p, expert_layer_p, last_embed, True,
-                      emb_p, tp, etp, copies, mtp_stage_params(mdl, emb_p, last_embed))
-    logits_first = logits if loss_first else 0.0
-    s1 = stage_memory(job, p1[0], p1[1], stage_linear_params(d1, m1, lin, tp, copies), d1 + m1,
-                      zero, dp_dense, dp_expert, param_bytes, grad_bytes,
-                      opt_bytes, rect[REC_MEM_ACT], logits_first, keep)
-    s2 = stage_memory(job, p2[0], p2[1], stage_linear_params(d2, m2, lin, tp, copies), d2 + m2,
-                      zero, dp_dense, dp_expert, param_bytes, grad_bytes,
-                      opt_bytes, rect[REC_MEM_ACT_MID], 0.0, keep)
-    s3 = stage_memory(job, p3[0], p3[1], stage_linear_params(d3, m3, lin, tp, copies), d3 + m3,
-                      zero, dp_dense, dp_expert, param_bytes, grad_bytes,
-                      opt_bytes, rect[REC_MEM_ACT_LAST], logits, keep)
+    # (ZeRO paper §5 accounting, Rajbhandari et al. 2020; see stage_state_memory)
+    logits_first = state[9]
+    logits = state[10]
+    s1 = (state[0], state[1], state[2],
+          state[0] + state[1] + state[2] + rect[REC_MEM_ACT] + logits_first)
+    s2 = (state[3], state[4], state[5],
+          state[3] + state[4] + state[5] + rect[REC_MEM_ACT_MID] + 0.0)
+    s3 = (state[6], state[7], state[8],
+          state[6] + state[7] + state[8] + rect[REC_MEM_ACT_LAST] + logits)
     # the last stage unless another one needs more
     sm = s3
     mem_act = rect[REC_MEM_ACT_LAST]

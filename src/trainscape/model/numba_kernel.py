@@ -36,8 +36,10 @@ REFERENCE_MODULES = (network, collectives, pipeline, llm)
 # the index of its (row, order) pairs; a pair holds its order terms, its recompute terms per
 # recompute choice and its data-parallel collectives per ZeRO kind (the all-reduce; ZeRO-1/2's
 # bulk reduce-scatter and all-gather; ZeRO-3's per-FSDP-unit pair), each filled on first use. A
-# hit reuses what the same stage function computed from the same inputs, so no bit changes. When
-# a store is full both start over; a range whose rows rarely repeat is costed from scratch.
+# hit reuses what the same stage function computed from the same inputs, so no bit changes. Under
+# synchronous data parallelism a row also keeps its device memory but activations per ZeRO stage
+# (llm.state_memory_terms), which no order, recompute or overlap changes. When a store is full
+# both start over; a range whose rows rarely repeat is costed from scratch.
 MEMO_ROW_CAP = 1024  # rows held before a fresh start
 MEMO_ROW_SLOTS = 2048  # hash slots (a power of two, at least twice the rows)
 MEMO_PAIR_CAP = 16384  # (row, order) pairs held before a fresh start
@@ -54,6 +56,7 @@ PAIR_WIDTH = PAIR_AR + 5
 PAIR_HAVE_AR = 1 << len(layout.RECOMPUTE)  # flag bits: one per recompute choice, then these
 PAIR_HAVE_AG = PAIR_HAVE_AR << 1
 PAIR_HAVE_AG3 = PAIR_HAVE_AR << 2
+N_STATE = 11  # llm.state_memory_terms: three devices' weights, gradients, optimizer; two logits
 CORE_FIELDS = (layout.CFG_TP, layout.CFG_CP, layout.CFG_PP, layout.CFG_DP, layout.CFG_EP,
                layout.CFG_MBS, layout.CFG_VPP, layout.CFG_SCHEDULE, layout.CFG_SP,
                layout.CFG_TP_OVERLAP)
@@ -89,6 +92,12 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
     slots = np.zeros(MEMO_ROW_SLOTS, dtype=np.int32)  # 1 + row index
     pair_val = np.empty((MEMO_PAIR_CAP, PAIR_WIDTH), dtype=np.float64)
     pair_flags = np.zeros(MEMO_PAIR_CAP, dtype=np.int64)
+    # per row and ZeRO stage: llm.state_memory_terms (bit z of row_state_have: filled); a
+    # cross-site sync shards by the order's site groups, so there it is costed per configuration
+    row_state = np.empty((MEMO_ROW_CAP, 4, N_STATE), dtype=np.float64)
+    row_state_have = np.zeros(MEMO_ROW_CAP, dtype=np.int64)
+    state_scratch = np.empty(N_STATE, dtype=np.float64)
+    synchronous = job[layout.JOB_SYNC_STRATEGY] == layout.SYNC_SYNCHRONOUS
     n_rows = 0
     n_pairs = 0
     hits = 0
@@ -129,6 +138,7 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
             for k in range(N_CORE):
                 row_key[r, k] = cfg[CORE_FIELDS[k], i]
             pair_of[r, :] = 0
+            row_state_have[r] = 0
             row_code[r] = core_config_error(sys, mdl, job, cfg, i)
             if row_code[r] == 0:
                 terms = row_terms(sys, mdl, job, cfg, i)
@@ -176,8 +186,22 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
             pair_flags[p] |= have
         first = pair[at_first]
         second = pair[at_second] if at_second >= 0 else 0.0
-        finish_config(sys, mdl, job, row, pair, pair[base:base + llm.N_REC], first, second, zero,
-                      cfg[layout.CFG_DP_OVERLAP, i] == 1, res, 0)
+        ranks = zero_shard_ranks(sys, job, row, pair)
+        if synchronous:
+            state = row_state[r, zero]
+            if row_state_have[r] & (1 << zero) == 0:
+                terms = state_memory_terms(mdl, job, row, zero, ranks[0], ranks[1])
+                for k in range(N_STATE):
+                    state[k] = terms[k]
+                row_state_have[r] |= 1 << zero
+        else:
+            state = state_scratch
+            terms = state_memory_terms(mdl, job, row, zero, ranks[0], ranks[1])
+            for k in range(N_STATE):
+                state[k] = terms[k]
+        finish_config_state(sys, mdl, job, row, pair, pair[base:base + llm.N_REC], first, second,
+                            zero, cfg[layout.CFG_DP_OVERLAP, i] == 1, ranks[0], ranks[1], state,
+                            res, 0)
         out[:, i] = res[:, 0]
         if n_pairs == MEMO_PAIR_CAP:  # row and pair are not used again
             slots[:] = 0
@@ -205,7 +229,7 @@ def _evaluate_batch(sys, mdl, job, cfg, out, workers):
 DRIVER_NAMES = ("np", "layout", "llm", "MEMO_ROW_CAP", "MEMO_ROW_SLOTS", "MEMO_PAIR_CAP", "MEMO_MIN",
                 "MEMO_WINDOW", "MEMO_MIN_HITS", "PAIR_REC", "PAIR_AR", "PAIR_RS", "PAIR_AG",
                 "PAIR_RS3", "PAIR_AG3", "PAIR_WIDTH", "PAIR_HAVE_AR", "PAIR_HAVE_AG",
-                "PAIR_HAVE_AG3", "CORE_FIELDS", "N_CORE")
+                "PAIR_HAVE_AG3", "CORE_FIELDS", "N_CORE", "N_STATE")
 
 
 #: ``numba.njit(cache=True, ...)`` cached under a key of this module and of every source it

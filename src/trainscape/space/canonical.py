@@ -25,7 +25,7 @@ scenarios that the configurations a rule collapses cost exactly the same on ever
 * without a data-parallel group (``cp * dp = 1``): the ZeRO stage and ``dp_overlap`` -- the
   ZeRO shards are over ``cp * dp`` (dense) and ``cp * dp / ep`` (experts) ranks, so one rank
   holds everything, and every data-parallel collective spans one rank and costs 0
-  (:func:`~trainscape.model.llm.stage_memory`, :func:`~trainscape.model.llm.finish_config`):
+  (:func:`~trainscape.model.llm.stage_state_memory`, :func:`~trainscape.model.llm.finish_config`):
   :func:`single_rows` marks the rows that enumerate only the first listed value of each.
 """
 
