@@ -1730,7 +1730,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     } else {
         R->act_have = 0; /* FP8-saved linear inputs: ts_row_act on first use */
     }
-    R->mem_have = 0; /* ts_row_state_memory on first use */
+    R->mem_have = 0; /* ts_final fills a ZeRO stage's state memory on first use */
     R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes,
                                            job[TS_JOB_LOGITS_EXTRA_BYTES]);
     /* every MTP block keeps its logits and its projection's 2h input (llm.py

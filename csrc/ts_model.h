@@ -225,7 +225,8 @@ TS_FN int ts_ctx_init(ts_ctx *ctx, const double *sys, const double *mdl, const d
  * sweep walks every order / recompute / zero / dp_overlap under one row; a batch meets the same
  * rows again and again) may reuse it. Every value is computed by the same expressions in the
  * same order as the one-shot function: reuse changes no bit. The activation memory of a
- * recompute choice other than "none" is filled into the row on first use (ts_row_act). */
+ * recompute choice other than "none" is filled into the row on first use (ts_row_act), and so
+ * is a ZeRO stage's state memory (ts_final; the reference's state_memory_terms). */
 typedef struct {
     /* read for every configuration (ts_rec_init, ts_final): first, to share cache lines */
     int code;            /* config_error over the core fields (0, 1..8, 12, 13, 15..27, 100+) */
@@ -242,8 +243,8 @@ typedef struct {
     double module_gemm_redo, module_tp_replay;
     int act_have;                         /* bit rc: mem_act[rc] computed (see ts_row_act) */
     /* per ZeRO stage z and pipeline stage c: the weights', gradients' and optimizer states'
-     * bytes of llm.py state_memory_terms under synchronous data parallelism (bit z of mem_have: filled,
-     * see ts_row_state_memory) */
+     * bytes (llm.py state_memory_terms) under synchronous data parallelism; bit z of mem_have:
+     * filled by ts_final on first use (ts_stage_state_memory) */
     int mem_have;
     double mem_state[4][3][3];
     /* per stage c (0 first, 1 busiest middle, 2 last; llm.py stage_activations):

@@ -189,13 +189,12 @@ def _evaluate_range(sys, mdl, job, cfg, out, lo, hi):
         ranks = zero_shard_ranks(sys, job, row, pair)
         if synchronous:
             state = row_state[r, zero]
-            if row_state_have[r] & (1 << zero) == 0:
-                terms = state_memory_terms(mdl, job, row, zero, ranks[0], ranks[1])
-                for k in range(N_STATE):
-                    state[k] = terms[k]
-                row_state_have[r] |= 1 << zero
+            fill = row_state_have[r] & (1 << zero) == 0
+            row_state_have[r] |= 1 << zero
         else:
             state = state_scratch
+            fill = True
+        if fill:
             terms = state_memory_terms(mdl, job, row, zero, ranks[0], ranks[1])
             for k in range(N_STATE):
                 state[k] = terms[k]
