@@ -5,8 +5,10 @@ does), and per-worker top-K / Pareto / best-per-order reduction.
 The twin of ``csrc/sweep.c`` (same enumeration, same reduction, same tie rules; see
 :mod:`trainscape.explore.reduce`). Configurations are never materialized: each worker decodes
 its first index once (binary search over the core rows, then the mixed radix of the free
-axes) and advances an odometer; one ``(N_CFG, 1)`` config column and one ``(N_OUT, 1)``
-result column per worker per call are the only allocations.
+axes) and advances an odometer; one ``(N_CFG, 1)`` config column, one ``(N_OUT, 1)`` result
+column and the row's device memory per ZeRO stage (``llm.state_memory_terms``, kept while the
+odometer stays on the row under synchronous data parallelism) per worker per call are the only
+allocations.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..layout import (
     CFG_TP_OVERLAP,
     CFG_VPP,
     CFG_ZERO,
+    JOB_SYNC_STRATEGY,
     N_CFG,
     N_OUT,
     OUT_FEASIBLE,
@@ -38,6 +41,7 @@ from ..layout import (
     OUT_STEP_TIME_S,
     STATUS_OK,
     STATUS_OUT_OF_MEMORY,
+    SYNC_SYNCHRONOUS,
 )
 from ..native.numba_cache import njit_for
 from ..space.kernels import model_njit
@@ -158,6 +162,12 @@ def _sweep_kernel(sys, mdl, job, core, mask, single, cum, order_off, order_cnt, 
         have_ar = False
         have_rs_ag = False
         have_fsdp = False
+        # the row's device memory but activations per ZeRO stage (bit z of have_state: kept);
+        # a cross-site sync shards by the order's site groups, so there it is per configuration
+        synchronous = job[JOB_SYNC_STRATEGY] == SYNC_SYNCHRONOUS
+        state_rows = np.empty((4, 11), dtype=np.float64)
+        state_scratch = np.empty(11, dtype=np.float64)
+        have_state = 0
         for g in range(lo, hi):
             mrow = mask[row_i]
             order = order_flat[order_off[mrow] + slot]
@@ -173,6 +183,7 @@ def _sweep_kernel(sys, mdl, job, core, mask, single, cum, order_off, order_cnt, 
                 cfg[CFG_SP, 0] = core[8, row_i]
                 cfg[CFG_TP_OVERLAP, 0] = core[9, row_i]
                 core_code = core_config_error(sys, mdl, job, cfg, 0)  # noqa: F821
+                have_state = 0
                 if core_code == 0:
                     row = row_terms(sys, mdl, job, cfg, 0)  # noqa: F821
             cfg[CFG_ORDER, 0] = order
@@ -206,8 +217,22 @@ def _sweep_kernel(sys, mdl, job, core, mask, single, cum, order_off, order_cnt, 
                         dp_rs_ag = data_parallel_comm(sys, job, row, ordt, zer[z])  # noqa: F821
                         have_rs_ag = True
                     dpc = dp_rs_ag
-                status = finish_config(sys, mdl, job, row, ordt, rect, dpc[0], dpc[1],  # noqa: F821
-                                       zer[z], dpo[d] == 1, out, 0)
+                ranks = zero_shard_ranks(sys, job, row, ordt)  # noqa: F821
+                if synchronous:
+                    state = state_rows[zer[z]]
+                    fill = have_state & (1 << zer[z]) == 0
+                    have_state |= 1 << zer[z]
+                else:
+                    state = state_scratch
+                    fill = True
+                if fill:
+                    terms = state_memory_terms(mdl, job, row, zer[z], ranks[0],  # noqa: F821
+                                               ranks[1])
+                    for k in range(11):
+                        state[k] = terms[k]
+                status = finish_config_state(sys, mdl, job, row, ordt, rect,  # noqa: F821
+                                             dpc[0], dpc[1], zer[z], dpo[d] == 1, ranks[0],
+                                             ranks[1], state, out, 0)
                 fresh = 0  # (after an invalid column the stages it skipped stay pending)
             stats[w, ST_EVALUATED] += 1.0
             if status == STATUS_OK or status == STATUS_OUT_OF_MEMORY:
