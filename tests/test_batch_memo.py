@@ -213,3 +213,27 @@ def test_cross_site_sync_batch_equals_single_configs_and_reference(native_backen
     want = reference.evaluate_batch(sys, mdl, job, np.ascontiguousarray(cfg[:, cols]))
     assert_same(got[:, cols], want, "llama3-405b-2bldg.toml")
     assert (got[L.OUT_STATUS] == L.STATUS_OK).any()
+
+
+def test_state_memory_terms_fill_the_drivers_store():
+    """The native drivers keep llm.state_memory_terms in stores llm.N_STATE wide: the tuple is
+    that long, and with finish_config_state it gives finish_config's results."""
+    from trainscape.model import llm
+
+    sc = _scenario("llama3-405b-2bldg.toml")
+    sys, mdl, job = pack(sc)
+    cfg = _batch(sc, 50, 3, False, 0.0)[:, :1].copy()
+    row = llm.row_terms(sys, mdl, job, cfg, 0)
+    ordt = llm.order_terms(sys, mdl, job, row, cfg[L.CFG_ORDER, 0])
+    rect = llm.recompute_terms(sys, mdl, job, row, ordt, cfg[L.CFG_RECOMPUTE, 0])
+    zero = int(cfg[L.CFG_ZERO, 0])
+    dpc = llm.data_parallel_comm(sys, job, row, ordt, zero)
+    ranks = llm.zero_shard_ranks(sys, job, row, ordt)
+    state = llm.state_memory_terms(mdl, job, row, zero, ranks[0], ranks[1])
+    assert len(state) == llm.N_STATE
+    whole = np.empty((L.N_OUT, 1))
+    split = np.empty((L.N_OUT, 1))
+    llm.finish_config(sys, mdl, job, row, ordt, rect, dpc[0], dpc[1], zero, True, whole, 0)
+    llm.finish_config_state(sys, mdl, job, row, ordt, rect, dpc[0], dpc[1], zero, True,
+                            ranks[0], ranks[1], np.array(state), split, 0)
+    assert np.array_equal(whole, split)

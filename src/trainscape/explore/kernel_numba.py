@@ -43,6 +43,7 @@ from ..layout import (
     STATUS_OUT_OF_MEMORY,
     SYNC_SYNCHRONOUS,
 )
+from ..model.llm import N_STATE
 from ..native.numba_cache import njit_for
 from ..space.kernels import model_njit
 from .reduce import ST_EVALUATED, ST_INVALID, ST_MIN_MEM, ST_OK, ST_OOM
@@ -165,8 +166,8 @@ def _sweep_kernel(sys, mdl, job, core, mask, single, cum, order_off, order_cnt, 
         # the row's device memory but activations per ZeRO stage (bit z of have_state: kept);
         # a cross-site sync shards by the order's site groups, so there it is per configuration
         synchronous = job[JOB_SYNC_STRATEGY] == SYNC_SYNCHRONOUS
-        state_rows = np.empty((4, 11), dtype=np.float64)
-        state_scratch = np.empty(11, dtype=np.float64)
+        state_rows = np.empty((4, N_STATE), dtype=np.float64)
+        state_scratch = np.empty(N_STATE, dtype=np.float64)
         have_state = 0
         for g in range(lo, hi):
             mrow = mask[row_i]
@@ -228,7 +229,7 @@ def _sweep_kernel(sys, mdl, job, core, mask, single, cum, order_off, order_cnt, 
                 if fill:
                     terms = state_memory_terms(mdl, job, row, zer[z], ranks[0],  # noqa: F821
                                                ranks[1])
-                    for k in range(11):
+                    for k in range(N_STATE):
                         state[k] = terms[k]
                 status = finish_config_state(sys, mdl, job, row, ordt, rect,  # noqa: F821
                                              dpc[0], dpc[1], zer[z], dpo[d] == 1, ranks[0],

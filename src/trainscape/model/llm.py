@@ -2928,12 +2928,16 @@ def zero_shard_ranks(sys, job, row, ordt):
     every data-parallel rank (``cp x dp``; ``cp x dpx`` for the experts), or with hybrid
     sharding (``job.dp_replicas``) 1 / R of them; under a cross-site ``job.sync`` the members of
     the device's site (each site keeps a full replica: ZeRO-1/2 shard inside it)."""
-    replicas = dp_replica_count(job)
     if job[JOB_SYNC_STRATEGY] != SYNC_SYNCHRONOUS:
         g = dp_groups(row, ordt)
         return (site_members(sys, g[0], g[1], g[2], g[3], g[4], g[5]),
                 site_members(sys, g[0], g[1], g[6], g[7], g[8], g[9]))
+    replicas = dp_replica_count(job)
     return row[ROW_CP] * row[ROW_DP] / replicas, row[ROW_CP] * row[ROW_DPX] / replicas
+
+
+#: values of :func:`state_memory_terms` (the native drivers' per-row store is this wide)
+N_STATE = 11
 
 
 def state_memory_terms(mdl, job, row, zero, dp_dense, dp_expert):

@@ -56,7 +56,7 @@ PAIR_WIDTH = PAIR_AR + 5
 PAIR_HAVE_AR = 1 << len(layout.RECOMPUTE)  # flag bits: one per recompute choice, then these
 PAIR_HAVE_AG = PAIR_HAVE_AR << 1
 PAIR_HAVE_AG3 = PAIR_HAVE_AR << 2
-N_STATE = 11  # llm.state_memory_terms: three devices' weights, gradients, optimizer; two logits
+N_STATE = llm.N_STATE  # llm.state_memory_terms: per device weights, gradients, optimizer; logits
 CORE_FIELDS = (layout.CFG_TP, layout.CFG_CP, layout.CFG_PP, layout.CFG_DP, layout.CFG_EP,
                layout.CFG_MBS, layout.CFG_VPP, layout.CFG_SCHEDULE, layout.CFG_SP,
                layout.CFG_TP_OVERLAP)
