@@ -3,7 +3,7 @@
 
     python scripts/calibrate.py              # fit, print every row, write presets/calibrated.toml
     python scripts/calibrate.py --dry-run    # fit and print only
-    python scripts/calibrate.py --gpu h100-sxm-80gb
+    python scripts/calibrate.py --async-tp-only [--dry-run]   # only the AsyncTP constant
 
 One set of constants per GPU type for 16-bit runs (``calibration.FITTED_FIELDS["bf16"]``), the
 FP8 linear-layer constants (``FITTED_FIELDS["fp8"]``) from the same GPU's FP8 runs, where runs
@@ -15,7 +15,10 @@ minimizes the soft-L1 loss of the log step-time errors (scipy.optimize.least_squ
 source with 200 rows does not drown one with 9, and a row the model cannot explain weighs
 linearly, not quadratically. Rows held out by ``calibration.is_holdout`` (about one in five, by
 a hash of the case id), older releases of a repeated layout and layouts the model calls invalid
-are not fitted; the hold-out error is printed beside the fit error.
+are not fitted; the hold-out error is printed beside the fit error. Then, on the constants just
+written, one more number: the fraction of TP traffic PyTorch's AsyncTP leaves exposed
+(``stacks.toml [pytorch-fsdp.tp_overlap]``), from the speed-ups of torchtitan's published
+vanilla-TP / AsyncTP pairs (:func:`fit_async_tp`; no calibration row runs AsyncTP).
 Needs scipy (``pip install scipy``), which the package itself does not.
 """
 
@@ -32,6 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "scripts"))  # transfer_check, for the AsyncTP fit
 
 from trainscape import calibration as cal  # noqa: E402
 from trainscape import presets  # noqa: E402
@@ -206,14 +210,64 @@ def split_errors(results: list[cal.Result]) -> dict:
     return out
 
 
+#: bounds of the PyTorch stack's fitted AsyncTP exposed fraction (fit_async_tp)
+ASYNC_TP_BOUNDS = (0.0, 1.0)
+
+
+def fit_async_tp(backend: str) -> float:
+    """``stacks.toml [pytorch-fsdp.tp_overlap] tp_overlap_exposed``: the fraction of the TP
+    traffic PyTorch's AsyncTP leaves on the critical path, fitted (least squares in log speed-up,
+    bounded) so that the model's vanilla-TP over AsyncTP step matches the published speed-ups
+    of ``transfer_check.ASYNC_TP_FIT_PAIRS``. A ratio of two runs of one layout on one machine,
+    so whatever else the model gets wrong on them cancels. Costed with the shipped presets
+    (after the main fit has written them)."""
+    from scipy.optimize import minimize_scalar
+
+    import transfer_check
+
+    def loss(x: float) -> float:
+        return sum(math.log(model / published) ** 2 for _, published, model
+                   in transfer_check.async_tp_speedups(x, backend))
+
+    sol = minimize_scalar(loss, bounds=ASYNC_TP_BOUNDS, method="bounded",
+                          options={"xatol": 1e-4})
+    x = float(sol.x)
+    for case, published, model in transfer_check.async_tp_speedups(x, backend):
+        print(f"  AsyncTP {case:52s} published {published:.3f}x, model {model:.3f}x")
+    print(f"fitted pytorch-fsdp AsyncTP: tp_overlap_exposed {x:.4g} ({sol.nfev} evaluations)")
+    return x
+
+
+def write_async_tp(exposed: float) -> None:
+    """The fitted AsyncTP exposed fraction into stacks.toml's [pytorch-fsdp.tp_overlap]."""
+    path = ROOT / "src" / "trainscape" / "presets" / "stacks.toml"
+    text = path.read_text()
+    head = "[pytorch-fsdp.tp_overlap]\n"
+    start = text.index(head) + len(head)
+    key = "tp_overlap_exposed = "
+    at = text.index(key, start)
+    end = text.index("\n", at)
+    text = text[:at] + f"{key}{exposed:.4g}" + text[end:]
+    path.write_text(text)
+    print(f"wrote {path}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--backend", default="c", choices=("c", "numba", "python"))
     parser.add_argument("--robust-scale", type=float, default=ROBUST_SCALE,
                         help="soft-L1 margin in log step-time error (0: plain least squares)")
+    parser.add_argument("--async-tp-only", action="store_true",
+                        help="fit only the PyTorch stack's AsyncTP constant, on the shipped "
+                             "GPU constants")
     args = parser.parse_args()
 
+    if args.async_tp_only:
+        exposed = fit_async_tp(args.backend)
+        if not args.dry_run:
+            write_async_tp(exposed)
+        return 0
     runner = cal.Runner()
     gpus = sorted({r.gpu for r in runner.runs} | {cal.legacy.GPU})
     problem = Problem(runner, gpus, args.backend)
@@ -249,6 +303,8 @@ def main() -> int:
         table[gpu] = {"provenance": prov}
     write(table)
     write_stacks(stack_c)
+    presets._parse.cache_clear()  # the AsyncTP fit costs its runs on the constants just written
+    write_async_tp(fit_async_tp(args.backend))
     return 0
 
 

@@ -9,7 +9,8 @@ and software stack (``trainscape.calibration.bands``; shown by ``trainscape eval
 The runs: the calibration set's held-out rows (``calibration.is_holdout``; counted rows only,
 not older releases of a repeated layout) and every costed row of
 ``docs/data/transfer_check_runs.csv`` that is not a calibration row itself (the H100 NeMo rows
-riding along there as the B200 baseline are). Each is costed as ``trainscape validate`` and
+riding along there as the B200 baseline are) nor one of the four that set the PyTorch stack's
+AsyncTP constant (``transfer_check.ASYNC_TP_FIT_CASES``). Each is costed as ``trainscape validate`` and
 ``scripts/transfer_check.py`` cost it (C backend when built, else the reference), its error
 ``predicted / published - 1`` counted whether or not the model calls the layout feasible.
 """
@@ -44,8 +45,9 @@ def never_fitted_results(backend: str) -> list:
     with open(transfer_check.DEFAULT, newline="") as f:
         runs, _ = transfer_check.runs_of(list(csv.DictReader(f)))
     runner = cal.Runner(runs)
+    fitted = calibration_cases | transfer_check.ASYNC_TP_FIT_CASES
     outside = [res for res in (runner.cost(run, backend=backend) for run in runs
-                               if run.case not in calibration_cases)
+                               if run.case not in fitted)
                if res.error is not None]
     return held_out + outside
 
@@ -66,7 +68,8 @@ def bands_of(results: list) -> dict:
     return {
         "generated_by": "scripts/error_bands.py",
         "basis": "step-time error predicted / published - 1 of published runs no fit saw: the "
-                 "calibration set's held-out rows and docs/data/transfer_check_runs.csv",
+                 "calibration set's held-out rows and docs/data/transfer_check_runs.csv (less "
+                 "the four that set the PyTorch stack's AsyncTP constant)",
         "min_rows": MIN_ROWS,
         "bands": bands,
     }

@@ -3,7 +3,9 @@
 own -- B200 (H100 fit carried as fitted/stock ratios), H200 / H800 and the 500 W Grand Teton H100
 (``h100-hbm2e-96gb``; H100 fit copied) -- and
 papers' and tables' runs on the fitted GPUs (A100, H100) that are not in the calibration set.
-Nothing here is fitted; the runs only check.
+The runs only check, but for one A/B pair per model in torchtitan's AsyncTP benchmark, which
+sets the PyTorch stack's AsyncTP constant (``ASYNC_TP_FIT_PAIRS``: marked, and left out of the
+summaries).
 
     python scripts/transfer_check.py                       # docs/data/transfer_check_runs.csv
     python scripts/transfer_check.py FILE.csv [--json]
@@ -91,6 +93,42 @@ GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb
         "a100-sxm-80gb")
 #: GPUs that have a fit of their own (their rows check the fit, not a transfer)
 FITTED = ("h100-sxm-80gb", "a100-sxm-80gb")
+#: the published A/B of PyTorch's AsyncTP that sets its exposed fraction (``scripts/calibrate.py``
+#: fits ``stacks.toml [pytorch-fsdp.tp_overlap] tp_overlap_exposed`` so that the model's vanilla
+#: over AsyncTP step matches these runs' speed-ups): torchtitan
+#: ``benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md``, BF16 -- Llama 3.1 70B, FSDP 32 x
+#: TP 8 on 256 H100 (597.3 -> 652.4 tokens/s/GPU) and 8B, FSDP 8 x TP 8 on 64 (4378 -> 4809.4).
+#: Their four rows are marked and left out of the summaries; the file's float8 pairs and the
+#: other AsyncTP runs still only check.
+ASYNC_TP_FIT_PAIRS = (
+    ("torchtitan_asynctp2506_llama3.1-70b_bf16_vanilla_256",
+     "torchtitan_asynctp2506_llama3.1-70b_bf16_asynctp_256"),
+    ("torchtitan_asynctp2506_llama3.1-8b_bf16_vanilla_64",
+     "torchtitan_asynctp2506_llama3.1-8b_bf16_asynctp_64"),
+)
+ASYNC_TP_FIT_CASES = frozenset(c for pair in ASYNC_TP_FIT_PAIRS for c in pair)
+
+
+def async_tp_speedups(exposed: float | None = None, backend: str = "c",
+                      path: Path = DEFAULT) -> list[tuple[str, float, float]]:
+    """``(AsyncTP case, published speed-up, model speed-up)`` of each pair of
+    :data:`ASYNC_TP_FIT_PAIRS`: vanilla-TP step over AsyncTP step, the model's with the AsyncTP
+    run's ``tp_overlap_exposed`` set to ``exposed`` (``None``: the shipped stack profile's)."""
+    with open(path, newline="") as f:
+        rows = {r["case"]: r for r in csv.DictReader(f) if r["case"] in ASYNC_TP_FIT_CASES}
+    runs, skipped = runs_of([rows[c] for pair in ASYNC_TP_FIT_PAIRS for c in pair])
+    if skipped:
+        raise ValueError(f"AsyncTP fit rows not costable: {skipped}")
+    runner = Runner(runs)
+    by_case = {run.case: run for run in runs}
+    out = []
+    for vanilla, asynctp in ASYNC_TP_FIT_PAIRS:
+        v, a = by_case[vanilla], by_case[asynctp]
+        overrides = None if exposed is None else {"tp_overlap_exposed": exposed}
+        model_v = runner.cost(v, backend=backend).predicted_step_s
+        model_a = runner.cost(a, overrides, backend=backend).predicted_step_s
+        out.append((asynctp, v.published_step_s / a.published_step_s, model_v / model_a))
+    return out
 
 
 def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
@@ -182,29 +220,35 @@ def main() -> int:
     runner = Runner(runs)
     results = [runner.cost(run, backend=args.backend) for run in runs]
     memory = memory_rows(results) if args.csv == str(DEFAULT) else []
-    if args.plot is not None and results:
+    checks = [r for r in results if r.case not in ASYNC_TP_FIT_CASES]
+    if args.plot is not None and checks:
         from trainscape.calibration.plots import plot_accuracy
 
-        plot_accuracy(results, args.plot,
-                      f"trainscape transfer check: {len(results)} published runs the fit never "
+        plot_accuracy(checks, args.plot,
+                      f"trainscape transfer check: {len(checks)} published runs the fit never "
                       "saw (NeMo's H100 rows ride along as the B200 baseline)",
                       group_of=lambda r: f"{r.source} · {r.gpu}", fitted=False)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"rows": [r.as_dict() for r in results],
+        print(json.dumps({"rows": [{**r.as_dict(), "fitted": r.case in ASYNC_TP_FIT_CASES}
+                                   for r in results],
                           "skipped": [{"case": c, "why": w} for c, w in skipped],
                           "memory": memory}, indent=2))
         return 0
     for r in results:
         err = "   -  " if r.error is None else f"{100 * r.error:+6.1f}%"
-        print(f"{r.case:46} {r.gpu:14} {r.dtype:5} {r.status:15} {err}")
+        fit = "  (sets the AsyncTP constant)" if r.case in ASYNC_TP_FIT_CASES else ""
+        print(f"{r.case:46} {r.gpu:14} {r.dtype:5} {r.status:15} {err}{fit}")
     for gpu in GPUS:
-        summary_line(gpu, [r for r in results if r.gpu == gpu])
+        summary_line(gpu, [r for r in checks if r.gpu == gpu])
     # the fitted GPUs' rows by source: each paper or table is one stack, era and scale range
-    sources = dict.fromkeys(r.source for r in results if r.gpu in FITTED)
+    sources = dict.fromkeys(r.source for r in checks if r.gpu in FITTED)
     for source in sources:
-        summary_line(f"  {source}", [r for r in results if r.gpu in FITTED
+        summary_line(f"  {source}", [r for r in checks if r.gpu in FITTED
                                      and r.source == source])
+    if any(r.case in ASYNC_TP_FIT_CASES for r in results):
+        print(f"{len(results) - len(checks)} rows (marked) set the AsyncTP constant and are not "
+              "in the summaries")
     for case, why in skipped:
         print(f"skipped {case}: {why}")
     if memory:

@@ -258,15 +258,13 @@ def test_stack_profile_reaches_the_packed_block(data_files):
 
 
 def test_pytorch_stack_tp_overlap_is_asynctp_not_transformer_engine():
-    # PyTorch's AsyncTP fuses 6 of a layer's 8 TP collectives (the backward reduce-scatters of
-    # a sum of matmuls stay plain), a fused reduce-scatter's last chunk is exposed, and its
-    # reduction kernel slows the overlapped compute (stacks.toml derives both at tp = 8)
+    # PyTorch's AsyncTP has its own constants: the exposed fraction fitted to torchtitan's
+    # published A/B speed-ups (scripts/calibrate.py fit_async_tp; tests/test_transfer_check.py
+    # holds the model to them), what its fused ops cost netted into it (slowdown 0). The
+    # fusion rules alone would leave 2/8 + 2/8 x 1/8 exposed; the published runs hid less.
     overlap = presets.stack_profile("pytorch-fsdp")["tp_overlap"]
-    exposed = 2 / 8 + 2 / 8 * 1 / 8
-    assert overlap["tp_overlap_exposed"] == pytest.approx(exposed, abs=1e-4)
-    reduce_ratio = 9 / 7 * 450 / 3350  # (tp+1)/(tp-1) x NVLink / HBM bandwidth (H100 SXM)
-    assert overlap["tp_overlap_slowdown"] == pytest.approx(2 / 8 * reduce_ratio / (1 - exposed),
-                                                           abs=1e-4)
+    assert 2 / 8 + 2 / 8 * 1 / 8 < overlap["tp_overlap_exposed"] < 1.0
+    assert overlap["tp_overlap_slowdown"] == 0.0
     for stack in ("megatron-core", "jax-xla", "megatron-lm"):
         assert presets.stack_profile(stack)["tp_overlap"] == {}
     assert set(overlap) == set(presets.STACK_TP_OVERLAP)

@@ -1,12 +1,17 @@
 """scripts/transfer_check.py: published runs the fit never saw -- on GPUs without a fit of their
 own (the calibrated_from transfer) and papers' and tables' runs on the fitted GPUs -- are costed
-each with its own layout; nothing is fitted on them, and their errors may not regress."""
+each with its own layout; nothing is fitted on them but the PyTorch stack's AsyncTP constant (on
+one marked A/B pair per model), and their errors may not regress."""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import statistics
+import tomllib
+
+import pytest
 
 import _scripts
 
@@ -54,6 +59,60 @@ def test_every_row_is_costed_or_skipped_with_a_reason(capsys, monkeypatch):
     assert oss["config"]["ep"] == 64 and any("EP 64" in a for a in oss["assumptions"])
     assert next(r for r in out["rows"] if r["case"] == "nemo260201_gpt-oss-120b_bf16_64_b200"
                 )["config"]["ep"] == 8
+
+
+def test_the_asynctp_constant_reproduces_the_published_speedups_it_was_fitted_to(capsys,
+                                                                               monkeypatch):
+    from trainscape import presets
+
+    tc = load_script(monkeypatch)
+    # torchtitan's June 2025 A/B, BF16: 70B 597.3 -> 652.4 and 8B 4378 -> 4809.4 tokens/s/GPU
+    speedups = {case: (published, model) for case, published, model in tc.async_tp_speedups()}
+    assert len(speedups) == 2
+    for case, (published, model) in speedups.items():
+        assert published == pytest.approx(652.4 / 597.3 if "70b" in case else 4809.4 / 4378,
+                                          rel=2e-3)
+        assert model == pytest.approx(published, abs=0.012), case
+    # the shipped fraction is the fit's optimum (scripts/calibrate.py fit_async_tp's loss)
+    exposed = presets.stack_profile("pytorch-fsdp")["tp_overlap"]["tp_overlap_exposed"]
+
+    def loss(x):
+        return sum(math.log(m / p) ** 2 for _, p, m in tc.async_tp_speedups(x))
+
+    assert loss(exposed) <= min(loss(exposed - 0.01), loss(exposed + 0.01))
+    # the derived exposure the constant replaced made AsyncTP 1.2-1.3x faster than vanilla TP
+    derived = 2 / 8 + 2 / 8 * 1 / 8
+    assert all(model > 1.2 for _, _, model in tc.async_tp_speedups(derived))
+    assert presets.stack_profile("pytorch-fsdp")["tp_overlap"]["tp_overlap_exposed"] > derived
+    # the four rows are marked and left out of the summaries; the float8 pairs still check
+    monkeypatch.setattr("sys.argv", ["transfer_check.py", "--json"])
+    assert tc.main() == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["case"] for r in rows if r["fitted"]} == tc.ASYNC_TP_FIT_CASES
+    assert len(tc.ASYNC_TP_FIT_CASES) == 4
+    assert not any(r["fitted"] for r in rows if "tensorwise" in r["case"])
+    monkeypatch.setattr("sys.argv", ["transfer_check.py"])
+    assert tc.main() == 0
+    out = capsys.readouterr().out
+    assert "4 rows (marked) set the AsyncTP constant" in out
+    assert sum("(sets the AsyncTP constant)" in line for line in out.splitlines()) == 4
+
+
+def test_calibrate_writes_the_asynctp_fraction_into_the_stack_table_only(tmp_path,
+                                                                        monkeypatch):
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    presets_dir = tmp_path / "src" / "trainscape" / "presets"
+    presets_dir.mkdir(parents=True)
+    shipped = (_scripts.ROOT / "src" / "trainscape" / "presets" / "stacks.toml").read_text()
+    (presets_dir / "stacks.toml").write_text(shipped)
+    monkeypatch.setattr(calibrate, "ROOT", tmp_path)
+    calibrate.write_async_tp(0.5)
+    doc = tomllib.loads((presets_dir / "stacks.toml").read_text())
+    assert doc["pytorch-fsdp"]["tp_overlap"]["tp_overlap_exposed"] == 0.5
+    # nothing else moved: the same file with the shipped value back
+    shipped_value = tomllib.loads(shipped)["pytorch-fsdp"]["tp_overlap"]["tp_overlap_exposed"]
+    calibrate.write_async_tp(shipped_value)
+    assert (presets_dir / "stacks.toml").read_text() == shipped
 
 
 def test_a_missing_file_exits_2(capsys, monkeypatch):
@@ -252,15 +311,19 @@ OUTSIDE_RATCHET = {
 #: slowest stage lost a layer and six rows went -7..-25 -> -24..-38 % (the H100 DGX Cloud
 #: DeepSeek-V3 rows are -30 / -32 %: Megatron's DeepSeek-V3 runs slower than the model, with
 #: multi-head latent attention not modelled; docs/accuracy.md, Known limits)
+#: h100-hbm2e-96gb tightened 0.131 -> 0.080 when the PyTorch stack's AsyncTP exposed fraction
+#: was fitted to torchtitan's BF16 A/B pair (stacks.toml; scripts/calibrate.py fit_async_tp):
+#: those four rows left the summary, and the 29 that check went 13.0 -> 7.7 % median (the
+#: AsyncTP rows -12..-16 -> -2..-8 %, the 405B pipelines -14 / -16 -> -6 / -8 %)
 TRANSFER_RATCHET = {"b200": (0.226, 2), "h200-141gb": (0.010, 0),
-                    "h100-hbm2e-96gb": (0.131, 0)}
+                    "h100-hbm2e-96gb": (0.080, 0)}
 
 
 def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):
     tc = load_script(monkeypatch)
     monkeypatch.setattr("sys.argv", ["transfer_check.py", "--json"])
     assert tc.main() == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
+    rows = [r for r in json.loads(capsys.readouterr().out)["rows"] if not r["fitted"]]
 
     def check(label, group, bound, infeasible):
         assert group, label
