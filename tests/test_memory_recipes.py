@@ -204,6 +204,32 @@ def test_fp8_param_gather_follows_each_release_recipe():
         "megatron-core", (25, 9), [])
 
 
+def test_te_fp8_recipe_is_stated_in_each_row_and_costed_as_delayed():
+    runs = _runs()
+
+    def recipe_notes(case):
+        return [n for n in runs[case].assumptions if n.startswith("FP8 recipe")]
+
+    # 25.11 prints current scaling; 26.02+ print none and ran Megatron-Bridge's CS configs
+    for case in ("nemo2511_llama3-70b_fp8_64", "nemo2602_llama3-70b_fp8_64"):
+        (note,) = recipe_notes(case)
+        assert "current scaling" in note and "costed as delayed" in note
+    # 25.09's table does not say which of its two per-tensor recipes ran
+    (note,) = recipe_notes("nemo2509_llama3-70b_fp8_64")
+    assert "delayed scaling assumed" in note and "25.09" in note
+    # a printed delayed recipe needs no note; 16-bit rows get none
+    assert recipe_notes("dgxc_v2504_nemo_llama3.1-70b_fp8_64") == []
+    assert recipe_notes("dgxc_v2504_nemo_llama3.1-70b_bf16_64") == []
+    # every FP8 Megatron-Core row keeps the job's default recipe: the note is what changes
+    for run in runs.values():
+        assert "fp8_recipe" not in run.scenario["job"], run.case
+    notes: list[str] = []
+    published.te_fp8_recipe_note({"dtype": "fp8", "source": "nemo_perf_summary",
+                                  "fp8_recipe": "MXFP8 (microscaling FP8)"},
+                                 "megatron-core", (25, 11), notes)
+    assert notes and "MXFP8" in notes[0]
+
+
 def test_nemotron_340b_nemo1_yaml_optimizer():
     runs = _runs()
     for case, run in runs.items():

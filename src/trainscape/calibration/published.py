@@ -542,6 +542,46 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
     return on
 
 
+def te_fp8_recipe_note(row: dict[str, str], stack: str, release: tuple[int, ...],
+                       notes: list[str]) -> None:
+    """Say which Transformer Engine scaling recipe a Megatron-Core FP8 row ran, and that it is
+    costed as delayed scaling (the job default: one cast pass per linear input).
+
+    - printed: ``FP8 current scaling`` / ``FP8-CS`` (TE ``Float8CurrentScaling``), ``MXFP8``
+      (TE ``MXFP8BlockScaling``), delayed scaling;
+    - not printed, a NeMo >= 25.11 container: the Megatron-Bridge performance configs' FP8
+      precision, ``bf16_with_fp8_current_scaling_mixed``
+      (``src/megatron/bridge/training/mixed_precision.py``; the H100 configs are the
+      ``*_FP8_CS_*`` ones), as 25.11 prints it;
+    - not printed otherwise: NeMo 2.0's performance scripts' ``bf16_with_fp8_mixed`` and the
+      NeMo 1.0 yamls run delayed scaling (25.09's perf matrix ran both and does not say which).
+
+    Current scaling reads each tensor once more for its amax (``spec.pack.fp8_cast_bytes``:
+    6 bytes an element against 4). Costed so on the 21 H100 rows that ran it and refitted, every
+    source but NeMo's long-sequence one got worse (docs/accuracy.md, "Tried and not adopted
+    (stop 37)"), so the rows keep the delayed recipe's cost and say so; MXFP8's block scales
+    add 1/32 of a byte an element, which the model leaves out with them."""
+    if row["dtype"] != "fp8" or stack != "megatron-core":
+        return
+    text = row["fp8_recipe"].lower()
+    costed = "costed as delayed scaling, one cast pass (docs/accuracy.md)"
+    if "mxfp8" in text or "microscaling" in text:
+        notes.append(f"FP8 recipe printed: MXFP8 block scaling; {costed}")
+    elif "current scaling" in text or "fp8-cs" in text:
+        notes.append(f"FP8 recipe printed: per-tensor current scaling; {costed}")
+    elif "delayed" in text:
+        return
+    elif row["source"].startswith("nemo_perf_summary") and release >= (25, 11):
+        notes.append("FP8 recipe not printed: per-tensor current scaling, the Megatron-Bridge "
+                     f"performance configs' bf16_with_fp8_current_scaling_mixed; {costed}")
+    elif row["source"].startswith("nemo_perf_summary") and release >= (25, 9):
+        notes.append("FP8 recipe not printed: delayed scaling assumed (25.09's performance "
+                     "matrix ran delayed and current scaling, its table does not say which)")
+    else:
+        notes.append("FP8 recipe not printed: delayed scaling assumed (the job default; NeMo "
+                     "2.0's performance scripts run bf16_with_fp8_mixed, delayed)")
+
+
 def is_torchtitan(row: dict[str, str]) -> bool:
     """Whether a row ran torchtitan (its ``framework`` names it)."""
     return "torchtitan" in row["framework"].lower()
@@ -859,6 +899,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     torchao_recipe = torchao_fp8_recipe_of(row, notes)
     if torchao_recipe is not None:
         job["fp8_recipe"] = torchao_recipe
+    te_fp8_recipe_note(row, stack, release, notes)
     job.update(recipe_optimizer_of(row, release, notes))
     recipe_tp_overlap_of(row, release, config, notes)
     if recompute_modules:
