@@ -237,3 +237,20 @@ def test_state_memory_terms_fill_the_drivers_store():
     llm.finish_config_state(sys, mdl, job, row, ordt, rect, dpc[0], dpc[1], zero, True,
                             ranks[0], ranks[1], np.array(state), split, 0)
     assert np.array_equal(whole, split)
+
+
+def test_numba_inlines_only_reference_functions_on_the_hit_path(monkeypatch):
+    # the batch driver compiles these reference functions inline at their call sites; a name
+    # that is not a reference function would silently inline nothing, so the build refuses it
+    from trainscape.model import llm, numba_kernel
+
+    import numba
+
+    assert numba_kernel.INLINED <= {n for n in dir(llm) if callable(getattr(llm, n))}
+    if not numba.config.DISABLE_JIT:  # scripts/sanitize.sh runs the twins as plain functions
+        for name in numba_kernel.INLINED:
+            assert numba_kernel.jitted[name].targetoptions.get("inline") == "always", name
+        assert numba_kernel.jitted["row_terms"].targetoptions.get("inline") == "never"
+    monkeypatch.setattr(numba_kernel, "INLINED", numba_kernel.INLINED | {"not_a_function"})
+    with pytest.raises(RuntimeError, match="not_a_function"):
+        numba_kernel._build_namespace()

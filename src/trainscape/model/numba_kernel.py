@@ -267,6 +267,9 @@ def _build_namespace():
                     raise RuntimeError(f"{name} is defined in both {owners[name]} and {mod.__name__}")
                 owners[name] = mod.__name__
             ns.setdefault(name, value)
+    missing = INLINED - set(owners)
+    if missing:
+        raise RuntimeError(f"INLINED names no reference function: {sorted(missing)}")
     for name, owner in owners.items():
         f = getattr(__import__(owner, fromlist=[name]), name)
         twin = types.FunctionType(f.__code__, ns, name, f.__defaults__, f.__closure__)
