@@ -225,12 +225,8 @@ def fit_async_tp(backend: str) -> float:
 
     import transfer_check
 
-    def loss(x: float) -> float:
-        return sum(math.log(model / published) ** 2 for _, published, model
-                   in transfer_check.async_tp_speedups(x, backend))
-
-    sol = minimize_scalar(loss, bounds=ASYNC_TP_BOUNDS, method="bounded",
-                          options={"xatol": 1e-4})
+    sol = minimize_scalar(transfer_check.async_tp_loss, args=(backend,),
+                          bounds=ASYNC_TP_BOUNDS, method="bounded", options={"xatol": 1e-4})
     x = float(sol.x)
     for case, published, model in transfer_check.async_tp_speedups(x, backend):
         print(f"  AsyncTP {case:52s} published {published:.3f}x, model {model:.3f}x")
