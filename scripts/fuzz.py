@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Long-running fuzzer of the reliability contract (issue 14).
 
-    python scripts/fuzz.py --minutes 10 [--kinds llm,dlrm,cli] [--timeout 30]
+    python scripts/fuzz.py --minutes 10 [--kinds llm,dlrm,cli,runs] [--timeout 30]
 
 Draws cases from the hypothesis strategies of ``tests/fuzzkit.py`` (mutated LLM and DLRM
-scenarios, fuzzed command lines), runs each through the CLI in-process and checks the contract
+scenarios, fuzzed command lines, published-run files for ``validate --runs``), runs each through the CLI in-process and checks the contract
 (exit 2 with one located message, or exit 0 with finite output, within ``--timeout`` seconds).
 A case that breaks it is saved as ``tests/fuzz_regressions/<kind>-<hash>.json`` (once per
 distinct violation message), which ``tests/test_fuzz.py::test_saved_regressions`` replays.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--minutes", type=float, default=5.0)
-    ap.add_argument("--kinds", default="llm,dlrm,cli")
+    ap.add_argument("--kinds", default="llm,dlrm,cli,runs")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds a case may take")
     ap.add_argument("--chunk", type=int, default=200, help="examples per hypothesis run")
     args = ap.parse_args()
@@ -39,7 +39,7 @@ def main() -> int:
 
     warnings.simplefilter("ignore", NonInteractiveExampleWarning)
     llm, dlrm, cli = F.strategies()
-    strategies = {"llm": llm, "dlrm": dlrm, "cli": cli}
+    strategies = {"llm": llm, "dlrm": dlrm, "cli": cli, "runs": F.runs_strategy()}
     kinds = [k for k in args.kinds.split(",") if k]
     end = time.monotonic() + 60.0 * args.minutes
     runs = collections.Counter()

@@ -39,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from trainscape import presets  # noqa: E402
 from trainscape.calibration import Runner  # noqa: E402
 from trainscape.calibration import published as P  # noqa: E402
+from trainscape.calibration.runs_file import place  # noqa: E402
 
 DEFAULT = ROOT / "docs" / "data" / "transfer_check_runs.csv"
 #: peak memory the sources printed for some of those runs (torchtitan's ``memory:`` log line,
@@ -148,10 +148,6 @@ def async_tp_loss(exposed: float | None = None, backend: str = "c") -> float:
 
 
 def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
-    # DGX B200 and HGX H200 nodes carry the same 8 x 400 Gb/s fabric as the DGX H100: the
-    # H100 SuperPOD preset, with the node tier set to each GPU's own NVLink below
-    for gpu in GPUS:
-        P.GPU_CLUSTER.setdefault(gpu, "dgx-h100-superpod")  # the fitted GPUs keep their own
     runs, skipped = [], []
     for row in rows:
         if row["source"] not in READABLE_SOURCES or row["gpu"] not in GPUS:
@@ -171,10 +167,7 @@ def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
             if stack is not None:
                 run.scenario["job"]["stack"] = run.stack = stack
             run.assumptions.append(why)
-        if row["gpu"] not in FITTED:
-            run.cluster_preset = "dgx-h100-superpod"
-        nvlink = presets.gpu(row["gpu"])["nvlink_bandwidth_GBps"]
-        run.cluster_overrides = {**run.cluster_overrides, "tier0_bandwidth_GBps": nvlink}
+        place(run)
         runs.append(run)
     return runs, skipped
 

@@ -385,13 +385,81 @@ def strategies():
     return llm, dlrm, cli()
 
 
+#: a published run with the required columns of a runs file (``trainscape validate --runs``)
+RUNS_BASE_ROW = {"case": "fuzz_llama3-8b_8", "gpu": "h100-sxm-80gb", "framework": "NeMo 25.04",
+                 "dtype": "bf16", "model": "llama3-8b", "layers": "32", "hidden": "4096",
+                 "heads": "32", "vocab": "128256", "mlp": "swiglu", "gpus": "8", "tp": "1",
+                 "cp": "2", "seq_len": "8192", "global_batch": "128",
+                 "metric": "tokens_per_s_per_gpu", "value": "15000", "kv_heads": "8",
+                 "ffn_hidden": "14336"}
+#: shipped calibration rows that seed the runs strategy beside :data:`RUNS_BASE_ROW` (MoE FP8
+#: NeMo, MaxText, FSDP)
+RUNS_SEED_CASES = ("nemo2606_qwen3-30b-a3b_fp8_16", "dgxc_v2502_maxtext_llama3-70b_fp8_512",
+                   "mpt_h100_bf16_7b_s2048_g512")
+RUNS_COMMAND = ["validate", "--runs", "{runs}", "--json", "--backend", "c"]
+
+
+def runs_strategy():
+    """Runs files for ``trainscape validate --runs``: one or two published-run rows (a
+    minimal row or a shipped calibration row) with 1 to 3 cells replaced by an extreme or
+    malformed text, or their column dropped."""
+    import csv as _csv
+    import io
+
+    from hypothesis import strategies as st
+
+    from trainscape.calibration.published import PUBLISHED_FILES, read_rows
+    from trainscape.calibration.runs_file import OPTIONAL, REQUIRED
+
+    shipped = {r["case"]: r for f, _ in PUBLISHED_FILES.values() for r in read_rows(f)}
+    bases = [RUNS_BASE_ROW] + [shipped[c] for c in RUNS_SEED_CASES]
+    columns = list(REQUIRED + OPTIONAL)
+    cell = st.one_of(
+        st.sampled_from(["", "0", "-1", "1", "2", "nan", "inf", "-inf", "1e308", "1e-320",
+                         "1.5", "x", "2147483648", "18446744073709551616", "true", "yes",
+                         "full", "selective", "3 (FSDP)", "fp8", "gelu", "b200",
+                         "h200-141gb", "interleaved", "step_time_s", "model_tflops_per_gpu",
+                         '"', ",", "\n"]),
+        st.text(max_size=5), st.just(DELETE))
+
+    @st.composite
+    def build(draw):
+        rows = [dict(draw(st.sampled_from(bases)))
+                for _ in range(draw(st.integers(1, 2)))]
+        for i, row in enumerate(rows):
+            row["case"] = f"{row['case']}_{i}"
+        dropped = set()
+        for _ in range(draw(st.integers(1, 3))):
+            row = rows[draw(st.integers(0, len(rows) - 1))]
+            column = draw(st.sampled_from(columns))
+            value = draw(cell)
+            if value is DELETE:
+                dropped.add(column)
+            else:
+                row[column] = value
+        header = [c for c in columns if c not in dropped]
+        out = io.StringIO()
+        writer = _csv.DictWriter(out, fieldnames=header, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        return {"command": list(RUNS_COMMAND), "scenario": None, "runs": out.getvalue()}
+
+    return build()
+
+
 def run_case(case: dict, timeout: float = 30.0):
-    """Run a case from :func:`strategies` (or a saved regression); returns run_cli's tuple."""
+    """Run a case from :func:`strategies` or :func:`runs_strategy` (or a saved regression);
+    returns run_cli's tuple."""
     with tempfile.TemporaryDirectory() as d:
         dl = write_scenario(dlrm_base(), d, "dlrm.json")
         if case.get("scenario") is not None:
             path = write_scenario(case["scenario"], d)
         else:
             path = ""
-        args = [a.replace("{path}", path).replace("{dlrm}", dl) for a in case["command"]]
+        runs = ""
+        if case.get("runs") is not None:
+            runs = str(Path(d) / "runs.csv")
+            Path(runs).write_text(case["runs"])
+        args = [a.replace("{path}", path).replace("{dlrm}", dl).replace("{runs}", runs)
+                for a in case["command"]]
         return run_cli(args, timeout=timeout, cwd=d)

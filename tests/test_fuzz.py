@@ -45,6 +45,13 @@ def test_fuzzed_command_lines_keep_the_contract(case):
     assert violation is None, (case["command"], violation, err[-300:])
 
 
+@_SETTINGS
+@given(F.runs_strategy())
+def test_fuzzed_runs_files_keep_the_contract(case):
+    code, out, err, violation = F.run_case(case)
+    assert violation is None, (case["runs"][-400:], violation, err[-300:])
+
+
 REGRESSIONS = sorted(F.REGRESSIONS.glob("*.json")) if F.REGRESSIONS.exists() else []
 
 

@@ -138,7 +138,7 @@ class Runner:
             stack=run.stack, published_metric=run.metric, published_value=run.value,
             published_step_s=run.published_step_s, predicted_step_s=None, status=status,
             config=dict(run.config), assumptions=list(run.assumptions), counted=run.counted,
-            holdout=run.counted and is_holdout(run.case))
+            holdout=run.counted and run.shipped and is_holdout(run.case))
         if status in ("ok", "out_of_memory"):
             result.predicted_step_s = float(out[L.OUT_STEP_TIME_S])
             result.memory_gib = float(out[L.OUT_MEMORY_GIB])
@@ -208,6 +208,22 @@ def validate(backend: str | None = "python",
     return results, summarize(results)
 
 
+def validate_runner(runner: Runner, backend: str | None = "python",
+                    progress: Callable[[int, int], None] | None = None
+                    ) -> tuple[list[Result], dict[str, dict]]:
+    """:func:`validate` over the runs of ``runner`` alone (a user's files of published runs,
+    :func:`.runs_file.runner_for`)."""
+    total = len(runner.runs)
+    if progress is not None:
+        progress(0, total)
+    results = []
+    for done, run in enumerate(runner.runs, start=1):
+        results.append(runner.cost(run, backend=backend))
+        if progress is not None:
+            progress(done, total)
+    return results, summarize(results)
+
+
 def summarize(results: list[Result],
               group_of: Callable[[Result], str] | None = None) -> dict[str, dict[str, Any]]:
     """Per summary group (``group_of`` of a result, default its ``group``; in order of first
@@ -230,7 +246,7 @@ def summarize(results: list[Result],
 
 
 __all__ = ["SOURCES", "format_calibrated", "update_calibrated", "Result", "Runner", "legacy", "legacy_results", "published_runs",
-           "summarize", "validate", "is_holdout"]
+           "summarize", "validate", "validate_runner", "is_holdout"]
 
 
 #: dtype classes fitted separately, and the dtypes of each

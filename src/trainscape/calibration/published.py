@@ -75,6 +75,11 @@ GPU_CLUSTER = {
     "h100-sxm-80gb": "dgx-h100-superpod",
 }
 
+#: The fabric of a GPU without a cluster preset of its own: 8 x 400 Gb/s InfiniBand per 8-GPU
+#: node (DGX B200 and HGX H200 nodes carry the DGX H100's), its node tier set to the GPU's own
+#: NVLink by :func:`.runs_file.place`
+DEFAULT_CLUSTER = "dgx-h100-superpod"
+
 #: Attention head width of models whose ``hidden / heads`` is not it (public model configs:
 #: Hugging Face ``config.json`` ``head_dim`` of Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B,
 #: openai/gpt-oss-120b, meta-llama/Llama-4-Maverick-17B-128E).
@@ -180,6 +185,7 @@ class PublishedRun:
     assumptions: list[str] = field(default_factory=list)
     counted: bool = True  # False: an older release of a layout a newer release repeats
     release: tuple[int, ...] = ()
+    shipped: bool = True  # False: a user's file (trainscape validate --runs), not in the fit
 
     def config_gpus(self) -> int:
         c = self.config
@@ -210,8 +216,15 @@ def gpu_is_ampere(gpu: str) -> bool:
     return gpu.startswith("a100")
 
 
-def stack_of(framework: str) -> str:
-    """The software-stack profile a framework string belongs to."""
+#: words of a ``framework`` cell that name a Megatron-Core stack (NeMo, Megatron-Bridge,
+#: Megatron-LM with Megatron-Core); a cell naming no known stack is read as Megatron-Core too,
+#: and its row says so (:func:`stack_of`)
+MEGATRON_CORE_WORDS = ("megatron", "nemo")
+
+
+def stack_of(framework: str, notes: list[str] | None = None) -> str:
+    """The software-stack profile a framework string belongs to (``notes``, when given, says
+    so when the string names no stack the reader knows)."""
     f = framework.lower()
     if "megatron-deepspeed" in f:
         return "megatron-lm"
@@ -219,6 +232,9 @@ def stack_of(framework: str) -> str:
         return "jax-xla"
     if "fsdp" in f or "composer" in f or "meta internal" in f:
         return "pytorch-fsdp"
+    if notes is not None and not any(w in f for w in MEGATRON_CORE_WORDS):
+        notes.append(f"framework {framework!r} names no known stack (NeMo / Megatron, PyTorch "
+                     "FSDP, JAX, Megatron-DeepSpeed): the Megatron-Core profile assumed")
     return "megatron-core"
 
 
@@ -373,8 +389,8 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         notes.append("NeMo <= 24.07 distributed optimizer assumed to be Apex "
                      "DistributedFusedAdam (ZeRO-2: optimizer states and gradients sharded)")
     sp_text = row["sp"].lower()
-    if sp_text in ("true", "false"):
-        sp = sp_text == "true"
+    if sp_text in ("true", "false", "yes", "no"):
+        sp = sp_text in ("true", "yes")
     else:
         sp = tp > 1 and stack != "jax-xla"
         if tp > 1:
@@ -445,6 +461,12 @@ def interleave_guess(layers: int, pp: int) -> int:
         if per_stage % v == 0:
             return v
     return 2
+
+
+def measured_columns() -> tuple[str, ...]:
+    """The columns a row's measurement is read from, most direct first
+    (:func:`published_step`)."""
+    return ("step_time_s", "tokens_per_s_per_gpu", "tokens_per_s", "model_tflops_per_gpu")
 
 
 def published_step(row: dict[str, str], model_flops: float, notes: list[str]) -> float:
@@ -856,7 +878,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     from ..spec.models import ModelSpec
 
     notes: list[str] = []
-    stack = stack_of(row["framework"])
+    stack = stack_of(row["framework"], notes)
     release = release_of(row)
     model = model_of(row, notes)
     mtp = recipe_rule(RECIPE_MTP, row, release)
@@ -956,7 +978,8 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
                          "loss counted as one layer each (one transformer layer fewer on the "
                          "first and last stage)")
     gpu = row["gpu"]
-    preset = GPU_CLUSTER[gpu]
+    # a GPU without a cluster of its own: the DGX H100 fabric (runs_file.place sets its NVLink)
+    preset = GPU_CLUSTER.get(gpu, DEFAULT_CLUSTER)
     overrides: dict[str, Any] = {}
     if source_id == "llama3_table4":
         preset = "meta-roce-h100"
@@ -993,16 +1016,20 @@ def published_runs(sources: tuple[str, ...] | None = None) -> list[PublishedRun]
             continue
         rows = read_rows(filename)
         file_runs = [run_of(source_id, row) for row in rows]
-        newest: dict[tuple, tuple[int, ...]] = {}
-        keys = []
-        for row, run in zip(rows, file_runs):
-            key = layout_key({**row, "framework_kind": run.stack})
-            keys.append(key)
-            newest[key] = max(newest.get(key, ()), run.release)
-        for key, run in zip(keys, file_runs):
-            if run.release and run.release < newest[key]:
-                run.counted = False
-                run.assumptions.append("older release of a layout a newer release repeats: "
-                                       "reported, not counted")
+        mark_older_releases([(layout_key({**row, "framework_kind": run.stack}), run)
+                             for row, run in zip(rows, file_runs)])
         runs += file_runs
     return runs
+
+
+def mark_older_releases(keyed: list[tuple[tuple, PublishedRun]]) -> None:
+    """Of the runs that share a layout key (:func:`layout_key`), only the newest release's
+    count; the older ones are marked not counted, and say why."""
+    newest: dict[tuple, tuple[int, ...]] = {}
+    for key, run in keyed:
+        newest[key] = max(newest.get(key, ()), run.release)
+    for key, run in keyed:
+        if run.release and run.release < newest[key]:
+            run.counted = False
+            run.assumptions.append("older release of a layout a newer release repeats: "
+                                   "reported, not counted")

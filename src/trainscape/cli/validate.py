@@ -1,4 +1,5 @@
-"""``trainscape validate``: the model against every published calibration row."""
+"""``trainscape validate``: the model against every published calibration row, or against the
+rows of a user's own files of published runs (``--runs``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ def within_target(s: dict) -> bool:
               help="Also print every row (default: the summary and the failed rows).")
 @click.option("--source", "sources", multiple=True, metavar="GROUP",
               help="Only rows of this summary group (repeatable), e.g. llm_foundry_mpt.")
+@click.option("--runs", "runs_paths", multiple=True, metavar="PATH",
+              type=O.Path(exists=False, path_type=str),
+              help="Cost the published runs of this CSV file, or of every *.csv in this "
+                   "directory, instead of the shipped calibration set (repeatable). Columns: "
+                   "the calibration set's layout (docs/validate-runs.md).")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default="python",
               show_default=True, help="Backend that evaluates the rows.")
 @click.option("--progress/--no-progress", default=None,
@@ -39,20 +45,30 @@ def within_target(s: dict) -> bool:
               help="Also write the accuracy figure (.png, .svg or .pdf): predicted vs "
                    "published step time, and every row's error per source.")
 def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, ...],
-            backend: str, progress: bool | None, plot_path: str | None) -> None:
+            runs_paths: tuple[str, ...], backend: str, progress: bool | None,
+            plot_path: str | None) -> None:
     """Predict every published training run in the calibration set (Megatron-LM, NeMo and
     DGX Cloud benchmarks, Megatron-Core, MosaicML FSDP, BLOOM, Llama 3; A100 and H100; BF16 and
     FP8) with each run's own layout, and show predicted vs published step time, the error of
     every row, what was assumed where the source is silent, and the median and worst absolute
     error per source. Rows of older releases that a newer release repeats are shown but not
-    counted; a published layout the model calls infeasible is a failed row."""
+    counted; a published layout the model calls infeasible is a failed row. With --runs, the
+    same for the runs of your own CSV files (the calibration set's columns)."""
     from .. import progress as P
-    from ..calibration import summarize, validate
+    from ..calibration import summarize, validate, validate_runner
     from ..calibration.plots import plot_path_problem
 
     problem = None if plot_path is None else plot_path_problem(plot_path)
     if problem is not None:
         raise click.BadParameter(problem + ".", param_hint="'--plot'")
+    runner = None
+    if runs_paths:
+        from ..calibration.runs_file import RunsFileError, runner_for
+
+        try:
+            runner = runner_for(list(runs_paths))
+        except RunsFileError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--runs'") from None
     seen = [0, 0]
 
     def count(done: int, total: int) -> None:
@@ -61,7 +77,10 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
 
     try:
         with P.Bar(P.wanted(as_json, progress), "validate", "rows") as bar:
-            results, summary = validate(backend=backend, progress=count)
+            if runner is None:
+                results, summary = validate(backend=backend, progress=count)
+            else:
+                results, summary = validate_runner(runner, backend=backend, progress=count)
     except KeyboardInterrupt:
         click.echo(f"validate: interrupted after {seen[0]} of {seen[1]} rows (nothing written)",
                    err=True)

@@ -1,0 +1,267 @@
+"""Published runs from a user's CSV files: ``trainscape validate --runs FILE``.
+
+The files have the calibration set's shared column layout (``docs/validate-runs.md``; the
+calibration data's README): one row per published run with its model, layout, GPU, software
+stack and a measured step time, tokens/s or model TFLOP/s. Each row is read by the reader the
+shipped rows go through (:func:`.published.run_of`: the same defaults for unprinted settings,
+each named in the row's assumptions) and costed on the same constants. Every cell is checked
+here first, so a bad file ends in :class:`RunsFileError` -- one message naming the file, the row
+(line and case) and the column, and what the column allows -- never a traceback deep in the
+reader or the model.
+
+GPUs without a cluster preset of their own run on the DGX H100 SuperPOD fabric (8 x 400 Gb/s
+InfiniBand per 8-GPU node), the node tier at the GPU's own NVLink bandwidth, as
+``scripts/transfer_check.py`` costs them; the row's assumptions say so.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from .. import presets
+from . import Runner
+from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, PublishedRun, layout_key,
+                        mark_older_releases, measured_columns, run_of)
+
+#: columns every row must fill
+REQUIRED = ("case", "gpu", "framework", "dtype", "model", "layers", "hidden", "heads", "vocab",
+            "mlp", "gpus", "tp", "seq_len", "global_batch", "metric", "value")
+#: the other columns of the shared layout (empty or absent: not stated by the source)
+OPTIONAL = ("source", "version", "ref", "system", "fp8_recipe", "ffn_hidden", "kv_heads",
+            "experts", "top_k", "expert_ffn", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule",
+            "mbs", "grad_accum", "sp", "zero", "fsdp", "recompute", "step_time_s", "tokens_per_s",
+            "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu_pct", "hfu_pct", "notes")
+#: integer columns that must be at least 1 where filled (``REQUIRED`` ones always are)
+POSITIVE_INTS = ("layers", "hidden", "heads", "vocab", "gpus", "tp", "seq_len", "global_batch",
+                 "kv_heads", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "grad_accum", "fsdp")
+#: integer columns that may be 0 (0: a dense model / no dense MLP)
+NON_NEGATIVE_INTS = ("ffn_hidden", "experts", "top_k", "expert_ffn")
+#: the largest integer a count column takes (beyond it no configuration is costable)
+MAX_INT = 2**31 - 1
+#: MLP kinds the reader knows (squared-ReLU costs as GeLU, GeGLU as SwiGLU: same GEMMs)
+MLPS = ("swiglu", "gelu", "squared-relu", "geglu")
+DTYPES = ("bf16", "fp16", "fp8")
+#: ``recompute`` texts: what the cell must start with
+RECOMPUTE_PREFIXES = ("full", "selective", "none")
+#: ``sp`` texts (case-insensitive)
+SP_VALUES = ("true", "false", "yes", "no")
+#: the published step times a row may imply (seconds): a measurement outside them is a typo
+#: (and an error against it would not be a finite number)
+STEP_RANGE_S = (1e-6, 1e7)
+#: ZeRO stages (the leading integer of the ``zero`` cell)
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+class RunsFileError(ValueError):
+    """A runs file that cannot be read as published runs; the message locates the problem."""
+
+
+def reason(exc: Exception) -> str:
+    """One line for why the reader or the scenario's validation refused a row: a pydantic
+    error's first problem with its field path (``spec.errors``), else the message's first
+    line."""
+    from pydantic import ValidationError
+
+    from ..spec.errors import from_validation_error
+
+    if isinstance(exc, ValidationError):
+        exc = from_validation_error(exc)
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def csv_paths(paths: list[str]) -> list[Path]:
+    """The CSV files named by ``paths``: a file as given, a directory as its ``*.csv`` files
+    in name order."""
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            found = sorted(q for q in path.glob("*.csv") if q.is_file())
+            if not found:
+                raise RunsFileError(f"{p}: a directory without *.csv files")
+            out += found
+        elif path.exists():
+            out.append(path)
+        else:
+            raise RunsFileError(f"{p}: no such file or directory")
+    return out
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """The rows of one file, every column of the shared layout present (absent ones empty)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise RunsFileError(f"{path}: cannot be read as CSV: {getattr(exc, 'strerror', None) or exc}")
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise RunsFileError(f"{path}: column {missing[0]!r} missing; every row needs "
+                            + ", ".join(REQUIRED))
+    if not rows:
+        raise RunsFileError(f"{path}: no rows")
+    out = []
+    for row in rows:
+        if None in row:  # more cells than the header has columns
+            out.append(row)  # located by check_row
+            continue
+        out.append({**{c: "" for c in OPTIONAL}, **{k: (v or "").strip() for k, v in row.items()}})
+    return out
+
+
+def _integer(text: str) -> int | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or value != int(value):
+        return None
+    return int(value)
+
+
+def _positive_number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def check_row(row: dict[str, Any], where: str) -> None:
+    """Raise :class:`RunsFileError` at the first cell of ``row`` that is not what its column
+    allows (``where`` locates the row: file, line and case)."""
+    if None in row:
+        raise RunsFileError(f"{where}: more cells than the header has columns")
+
+    def bad(column: str, allowed: str) -> RunsFileError:
+        return RunsFileError(f"{where}: column {column!r}: {row[column]!r}: {allowed}")
+
+    for column in REQUIRED:
+        if not row[column]:
+            raise RunsFileError(f"{where}: column {column!r} is empty; it is required")
+    for column in POSITIVE_INTS + NON_NEGATIVE_INTS:
+        if not row[column]:
+            continue
+        value = _integer(row[column])
+        low = 1 if column in POSITIVE_INTS else 0
+        if value is None or not low <= value <= MAX_INT:
+            raise bad(column, f"an integer from {low} to {MAX_INT}")
+    gpus = presets.names("gpu")
+    if row["gpu"] not in gpus:
+        raise bad("gpu", "a GPU preset: " + ", ".join(gpus))
+    if row["dtype"] not in DTYPES:
+        raise bad("dtype", "one of " + ", ".join(DTYPES))
+    if row["mlp"] not in MLPS:
+        raise bad("mlp", "one of " + ", ".join(MLPS))
+    if row["metric"] not in measured_columns():
+        raise bad("metric", "one of " + ", ".join(measured_columns()))
+    for column in ("value",) + measured_columns():
+        if row[column] and _positive_number(row[column]) is None:
+            raise bad(column, "a finite number above 0")
+    recompute = row["recompute"].lower()
+    if recompute and not recompute.startswith(RECOMPUTE_PREFIXES):
+        raise bad("recompute", "empty (not stated) or text starting with "
+                  + ", ".join(RECOMPUTE_PREFIXES))
+    if row["sp"] and row["sp"].lower() not in SP_VALUES:
+        raise bad("sp", "empty (not stated) or one of " + ", ".join(SP_VALUES))
+    if row["zero"]:
+        match = re.match(r"\s*(\d+)", row["zero"])
+        if match is None or int(match.group(1)) not in ZERO_STAGES:
+            raise bad("zero", "empty (not stated) or text starting with a ZeRO stage, "
+                      + ", ".join(map(str, ZERO_STAGES)))
+    if _integer(row["experts"] or "0"):
+        for column in ("top_k", "expert_ffn"):
+            if not _integer(row[column] or "0"):
+                raise RunsFileError(f"{where}: column {column!r} is empty or 0; an MoE row "
+                                    "(experts > 0) needs it")
+    elif not _integer(row["ffn_hidden"] or "0"):
+        raise RunsFileError(f"{where}: column 'ffn_hidden' is empty or 0; a dense row "
+                            "(experts empty or 0) needs its MLP width")
+    split = 1
+    for column in ("tp", "cp", "pp"):
+        split *= _integer(row[column] or "1")
+    gpus_n = _integer(row["gpus"])
+    if gpus_n % split:
+        raise bad("gpus", f"a multiple of tp x cp x pp = {split}")
+    dp = _integer(row["dp"] or "0")
+    if dp and split * dp != gpus_n and (gpus_n // split) % dp:
+        raise bad("dp", f"gpus / (tp x cp x pp) = {gpus_n // split}, or a divisor of it (data-"
+                  "parallel replicas beside a printed fsdp degree)")
+
+
+def place(run: PublishedRun) -> None:
+    """A GPU without a cluster preset of its own runs on the DGX H100 SuperPOD fabric, its node
+    tier at the GPU's own NVLink (said in the run's assumptions)."""
+    if run.gpu in GPU_CLUSTER:
+        return
+    nvlink = presets.gpu(run.gpu)["nvlink_bandwidth_GBps"]
+    run.cluster_preset = DEFAULT_CLUSTER
+    run.cluster_overrides = {**run.cluster_overrides, "tier0_bandwidth_GBps": nvlink}
+    run.assumptions.append(f"no cluster preset for {run.gpu}: DGX H100 SuperPOD fabric (8 x "
+                           f"400 Gb/s per node) with {nvlink:g} GB/s NVLink assumed")
+
+
+def read_runs(paths: list[str]) -> list[PublishedRun]:
+    """Every row of the CSV files (or directories of them) in ``paths`` as a published run,
+    with the shipped set's counting rule: where a source repeats a layout across NeMo releases
+    only the newest counts. A row's ``source`` (its file's name when empty) is its summary
+    group."""
+    runs: list[PublishedRun] = []
+    seen: dict[str, str] = {}
+    for path in csv_paths(paths):
+        rows = read_csv(path)
+        file_runs = []
+        for line, row in enumerate(rows, start=2):
+            where = f"{path}: line {line}" + (f" (case {row.get('case')!r})"
+                                               if row.get("case") else "")
+            check_row(row, where)
+            if row["case"] in seen:
+                raise RunsFileError(f"{where}: column 'case': {row['case']!r} repeats "
+                                    f"{seen[row['case']]}; every case id must be unique")
+            seen[row["case"]] = f"{path}: line {line}"
+            source = row["source"] or path.stem
+            filled = {**row, "source": source}
+            if not filled[filled["metric"]]:
+                filled[filled["metric"]] = filled["value"]
+            try:
+                run = run_of(source, filled)
+            except (KeyError, ValueError, ArithmeticError) as exc:
+                raise RunsFileError(f"{where}: not a costable run: {reason(exc)}")
+            step = run.published_step_s
+            if not (math.isfinite(step) and STEP_RANGE_S[0] <= step <= STEP_RANGE_S[1]):
+                raise RunsFileError(f"{where}: the measurement ({filled['metric']} = "
+                                    f"{filled['value']}) is a step of {step:.3g} s; allowed: "
+                                    f"{STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
+            run.shipped = False
+            place(run)
+            file_runs.append((filled, run))
+        mark_older_releases([(layout_key({**row, "framework_kind": run.stack}), run)
+                             for row, run in file_runs])
+        runs += [run for _, run in file_runs]
+    return runs
+
+
+def runner_for(paths: list[str]) -> Runner:
+    """A :class:`~trainscape.calibration.Runner` over the runs of ``paths``
+    (:func:`read_runs`), each run's scenario and layout validated now, so a row the model's
+    input ranges reject is a located :class:`RunsFileError` rather than an error mid-report (a
+    valid layout the model calls infeasible is a failed row of the report, as in the shipped
+    set)."""
+    from ..spec import ConfigSpec
+
+    runs = read_runs(paths)
+    runner = Runner(runs)
+    for run in runs:
+        try:
+            runner.scenario(run)
+            ConfigSpec(**run.config)
+        except ValueError as exc:
+            raise RunsFileError(f"case {run.case!r}: not a costable run: {reason(exc)}")
+    return runner

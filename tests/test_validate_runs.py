@@ -1,0 +1,193 @@
+"""``trainscape validate --runs``: a user's own files of published runs, in the calibration
+set's column layout, costed like the shipped rows -- and every bad file, column or cell an exit
+status 2 with one message naming where it is and what is allowed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from trainscape.calibration.published import PUBLISHED_FILES, read_rows
+from trainscape.calibration.runs_file import REQUIRED
+from trainscape.cli import main
+
+#: shipped rows from four sources (dense and MoE, BF16 and FP8, NeMo, MaxText, FSDP)
+SHIPPED_CASES = ("dgxc_v2504_nemo_llama3.1-8b_bf16_8", "dgxc_v2502_maxtext_llama3-70b_fp8_512",
+                 "nemo2606_qwen3-30b-a3b_fp8_16", "mpt_h100_bf16_7b_s2048_g512",
+                 "mcore_r080_gpt70b_768")
+
+
+def _shipped_rows() -> dict[str, dict[str, str]]:
+    rows = {}
+    for filename, _ in PUBLISHED_FILES.values():
+        for row in read_rows(filename):
+            rows[row["case"]] = row
+    return rows
+
+
+def _write(path, rows, columns=None):
+    columns = columns or list(rows[0])
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _validate(*args):
+    result = CliRunner().invoke(main, ["validate", "--backend", "c", *args])
+    return result
+
+
+def _json(*args):
+    result = _validate("--json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.fixture(scope="module")
+def shipped_json():
+    return _json()
+
+
+def test_shipped_rows_in_a_file_cost_as_validate_costs_them(tmp_path, shipped_json):
+    rows = _shipped_rows()
+    path = _write(tmp_path / "mine.csv", [rows[c] for c in SHIPPED_CASES])
+    mine = {r["case"]: r for r in _json("--runs", str(path))["rows"]}
+    ref = {r["case"]: r for r in shipped_json["rows"]}
+    assert set(mine) == set(SHIPPED_CASES)
+    for case in SHIPPED_CASES:
+        a, b = mine[case], ref[case]
+        for key in ("predicted_step_s", "published_step_s", "status", "memory_gib", "config",
+                    "assumptions", "counted", "group", "stack"):
+            assert a[key] == b[key], (case, key)
+        assert a["holdout"] is False  # a user's row was never in the fit
+
+
+def test_a_directory_is_every_csv_in_it_and_an_empty_source_is_the_file_name(tmp_path):
+    rows = _shipped_rows()
+    one = dict(rows[SHIPPED_CASES[0]], source="")
+    _write(tmp_path / "lab_a.csv", [one])
+    _write(tmp_path / "lab_b.csv", [rows[SHIPPED_CASES[3]]])
+    (tmp_path / "readme.txt").write_text("not a csv")
+    data = _json("--runs", str(tmp_path))
+    assert [r["group"] for r in data["rows"]] == ["lab_a", "llm_foundry_mpt"]
+    assert set(data["summary"]) == {"lab_a", "llm_foundry_mpt"}
+
+
+def _minimal_row(**changes):
+    """A published run with only the required columns (and the model's GQA and MLP widths, and
+    its context parallelism): Llama 3 8B on 8 H100, BF16, measured as tokens/s/GPU in
+    ``metric`` / ``value`` alone."""
+    row = {"case": "mine_llama3-8b_8", "gpu": "h100-sxm-80gb", "framework": "NeMo 25.04",
+           "dtype": "bf16", "model": "llama3-8b", "layers": "32", "hidden": "4096",
+           "heads": "32", "vocab": "128256", "mlp": "swiglu", "gpus": "8", "tp": "1",
+           "seq_len": "8192", "global_batch": "128", "metric": "tokens_per_s_per_gpu",
+           "value": "15000", "kv_heads": "8", "ffn_hidden": "14336", "cp": "2"}
+    row.update(changes)
+    return row
+
+
+def test_the_measurement_may_be_given_as_metric_and_value_alone(tmp_path):
+    path = _write(tmp_path / "runs.csv", [_minimal_row()])
+    (row,) = _json("--runs", str(path))["rows"]
+    assert row["published_step_s"] == pytest.approx(8192 * 128 / (15000 * 8), rel=1e-12)
+    assert row["status"] == "ok" and math.isfinite(row["error_pct"])
+    # what the file did not state is named in the row
+    assert any("recompute not printed" in a for a in row["assumptions"])
+
+
+def test_a_gpu_without_a_cluster_preset_runs_on_the_dgx_fabric_and_says_so(tmp_path):
+    path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="h200-141gb")])
+    (row,) = _json("--runs", str(path))["rows"]
+    assert row["status"] == "ok"
+    assert any("no cluster preset for h200-141gb" in a for a in row["assumptions"])
+
+
+def test_an_unknown_framework_is_read_as_megatron_core_and_says_so(tmp_path):
+    path = _write(tmp_path / "runs.csv", [_minimal_row(framework="in-house trainer v3")])
+    (row,) = _json("--runs", str(path))["rows"]
+    assert row["stack"] == "megatron-core"
+    assert any("names no known stack" in a for a in row["assumptions"])
+
+
+def test_a_layout_the_model_rejects_is_a_failed_row_not_an_error(tmp_path):
+    # 32 heads do not split over TP 64: a published layout the model calls invalid
+    path = _write(tmp_path / "runs.csv", [_minimal_row(tp="64", cp="1", gpus="64")])
+    data = _json("--runs", str(path))
+    (row,) = data["rows"]
+    assert row["status"] == "invalid_config" and row["reason"]
+    assert data["summary"][row["group"]]["failed"] == 1
+
+
+BAD_CELLS = [
+    ({"tp": "two"}, "'tp'", "an integer"),
+    ({"tp": "1.5"}, "'tp'", "an integer"),
+    ({"layers": "0"}, "'layers'", "from 1"),
+    ({"gpus": "1e300"}, "'gpus'", "an integer"),
+    ({"gpu": "h100"}, "'gpu'", "h100-sxm-80gb"),
+    ({"dtype": "fp4"}, "'dtype'", "bf16"),
+    ({"mlp": "relu"}, "'mlp'", "swiglu"),
+    ({"metric": "mfu_pct"}, "'metric'", "step_time_s"),
+    ({"value": "nan"}, "'value'", "finite number above 0"),
+    ({"value": "-3"}, "'value'", "finite number above 0"),
+    ({"step_time_s": "inf"}, "'step_time_s'", "finite number above 0"),
+    ({"recompute": "sometimes"}, "'recompute'", "full, selective, none"),
+    ({"sp": "maybe"}, "'sp'", "true, false"),
+    ({"zero": "4 (ZeRO++)"}, "'zero'", "0, 1, 2, 3"),
+    ({"gpus": "12", "tp": "4"}, "'gpus'", "a multiple of tp x cp x pp = 8"),
+    ({"dp": "3"}, "'dp'", "gpus / (tp x cp x pp) = 4"),
+    ({"experts": "8"}, "'top_k'", "MoE row"),
+    ({"experts": "8", "top_k": "2"}, "'expert_ffn'", "MoE row"),
+    ({"ffn_hidden": ""}, "'ffn_hidden'", "dense row"),
+    ({"hidden": ""}, "'hidden'", "required"),
+    ({"seq_len": "100000000"}, "seq_len", "not a costable run"),
+    ({"heads": "30"}, "kv_heads", "must divide heads"),
+    ({"value": "1e300"}, "tokens_per_s_per_gpu", "1e-06 to 1e+07 s"),
+    ({"metric": "step_time_s", "value": "1e-300"}, "step_time_s", "1e-06 to 1e+07 s"),
+]
+
+
+@pytest.mark.parametrize("change, column, allowed", BAD_CELLS)
+def test_a_bad_cell_is_exit_2_naming_file_line_case_and_column(tmp_path, change, column,
+                                                                 allowed):
+    rows = [_minimal_row(case="fine"), _minimal_row(case="broken", **change)]
+    columns = list(dict.fromkeys(list(rows[0]) + list(change)))
+    path = _write(tmp_path / "runs.csv", rows, columns)
+    result = _validate("--runs", str(path))
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert "--runs" in result.output and column in result.output and allowed in result.output
+    if "costable" not in allowed:
+        assert "line 3" in result.output and "'broken'" in result.output
+
+
+def test_bad_files_are_exit_2_with_one_message(tmp_path):
+    cases = []
+    missing = _write(tmp_path / "no_gpu.csv", [_minimal_row()],
+                     [c for c in _minimal_row() if c != "gpu"])
+    cases.append((missing, "column 'gpu' missing"))
+    empty = tmp_path / "empty.csv"
+    empty.write_text(",".join(REQUIRED) + "\n")
+    cases.append((empty, "no rows"))
+    twice = _write(tmp_path / "twice.csv", [_minimal_row(), _minimal_row()])
+    cases.append((twice, "repeats"))
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    cases.append((binary, "cannot be read"))
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text(",".join(REQUIRED) + "\n" + ",".join(["1"] * (len(REQUIRED) + 2)) + "\n")
+    cases.append((ragged, "more cells than the header"))
+    nothing = tmp_path / "nothing_here"
+    nothing.mkdir()
+    cases.append((nothing, "without *.csv"))
+    cases.append((tmp_path / "absent.csv", "no such file"))
+    for path, words in cases:
+        result = _validate("--runs", str(path))
+        assert result.exit_code == 2, (path, result.output)
+        assert words in result.output, (path, result.output)
+        assert "Traceback" not in result.output
