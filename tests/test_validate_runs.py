@@ -191,3 +191,29 @@ def test_bad_files_are_exit_2_with_one_message(tmp_path):
         assert result.exit_code == 2, (path, result.output)
         assert words in result.output, (path, result.output)
         assert "Traceback" not in result.output
+
+
+def test_hardware_tflops_alone_are_converted_with_the_models_hardware_flops(tmp_path):
+    from trainscape import layout as L
+    from trainscape.backends import evaluate_blocks
+    from trainscape.calibration.runs_file import runner_for
+    from trainscape.spec import ConfigSpec, pack, pack_configs
+
+    timed = _write(tmp_path / "timed.csv", [_minimal_row(metric="step_time_s", value="2.0",
+                                                         recompute="full")])
+    runner = runner_for([str(timed)])
+    (run,) = runner.runs
+    sc = runner.scenario(run)
+    s, m, j = pack(sc)
+    out = evaluate_blocks(s, m, j, pack_configs([ConfigSpec(**run.config)],
+                                                gpus=sc.cluster.gpus), backend="python")[:, 0]
+    # the hardware rate a 2.0 s step of this layout runs at, recompute counted
+    rate = float(out[L.OUT_HW_TFLOPS_PER_GPU] * out[L.OUT_STEP_TIME_S]) / 2.0
+    assert rate > float(out[L.OUT_MODEL_TFLOPS_PER_GPU] * out[L.OUT_STEP_TIME_S]) / 2.0
+    hw = _write(tmp_path / "hw.csv", [_minimal_row(metric="hw_tflops_per_gpu", value=repr(rate),
+                                                   recompute="full")])
+    (converted,) = runner_for([str(hw)]).runs
+    assert converted.published_step_s == pytest.approx(2.0, rel=1e-9)
+    assert any("hardware TFLOP/s converted" in a for a in converted.assumptions)
+    data = _json("--runs", str(hw))
+    assert data["rows"][0]["published_step_s"] == pytest.approx(2.0, rel=1e-9)

@@ -186,6 +186,7 @@ class PublishedRun:
     counted: bool = True  # False: an older release of a layout a newer release repeats
     release: tuple[int, ...] = ()
     shipped: bool = True  # False: a user's file (trainscape validate --runs), not in the fit
+    hardware_tflops: float | None = None  # a user's run measured in hardware TFLOP/s alone
 
     def config_gpus(self) -> int:
         c = self.config

@@ -34,7 +34,8 @@ REQUIRED = ("case", "gpu", "framework", "dtype", "model", "layers", "hidden", "h
 OPTIONAL = ("source", "version", "ref", "system", "fp8_recipe", "ffn_hidden", "kv_heads",
             "experts", "top_k", "expert_ffn", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule",
             "mbs", "grad_accum", "sp", "zero", "fsdp", "recompute", "step_time_s", "tokens_per_s",
-            "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu_pct", "hfu_pct", "notes")
+            "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hw_tflops_per_gpu", "mfu_pct",
+            "hfu_pct", "notes")
 #: integer columns that must be at least 1 where filled (``REQUIRED`` ones always are)
 POSITIVE_INTS = ("layers", "hidden", "heads", "vocab", "gpus", "tp", "seq_len", "global_batch",
                  "kv_heads", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "grad_accum", "fsdp")
@@ -52,6 +53,9 @@ SP_VALUES = ("true", "false", "yes", "no")
 #: the published step times a row may imply (seconds): a measurement outside them is a typo
 #: (and an error against it would not be a finite number)
 STEP_RANGE_S = (1e-6, 1e7)
+#: hardware TFLOP/s per GPU (recompute counted): the measurement a row may give last, converted
+#: with the model's hardware FLOPs of the row's layout (:func:`runner_for`)
+HW_METRIC = "hw_tflops_per_gpu"
 #: ZeRO stages (the leading integer of the ``zero`` cell)
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -160,9 +164,10 @@ def check_row(row: dict[str, Any], where: str) -> None:
         raise bad("dtype", "one of " + ", ".join(DTYPES))
     if row["mlp"] not in MLPS:
         raise bad("mlp", "one of " + ", ".join(MLPS))
-    if row["metric"] not in measured_columns():
-        raise bad("metric", "one of " + ", ".join(measured_columns()))
-    for column in ("value",) + measured_columns():
+    metrics = measured_columns() + (HW_METRIC,)
+    if row["metric"] not in metrics:
+        raise bad("metric", "one of " + ", ".join(metrics))
+    for column in ("value",) + metrics:
         if row[column] and _positive_number(row[column]) is None:
             raise bad(column, "a finite number above 0")
     recompute = row["recompute"].lower()
@@ -230,6 +235,9 @@ def read_runs(paths: list[str]) -> list[PublishedRun]:
             filled = {**row, "source": source}
             if not filled[filled["metric"]]:
                 filled[filled["metric"]] = filled["value"]
+            hardware = not any(filled[c] for c in measured_columns())
+            if hardware:  # read as model TFLOP/s until runner_for converts it
+                filled["model_tflops_per_gpu"] = filled[HW_METRIC]
             try:
                 run = run_of(source, filled)
             except (KeyError, ValueError, ArithmeticError) as exc:
@@ -240,6 +248,8 @@ def read_runs(paths: list[str]) -> list[PublishedRun]:
                                     f"{filled['value']}) is a step of {step:.3g} s; allowed: "
                                     f"{STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
             run.shipped = False
+            if hardware:
+                run.hardware_tflops = float(filled[HW_METRIC])
             place(run)
             file_runs.append((filled, run))
         mark_older_releases([(layout_key({**row, "framework_kind": run.stack}), run)
@@ -264,4 +274,36 @@ def runner_for(paths: list[str]) -> Runner:
             ConfigSpec(**run.config)
         except ValueError as exc:
             raise RunsFileError(f"case {run.case!r}: not a costable run: {reason(exc)}")
+        if run.hardware_tflops is not None:
+            hardware_step(runner, run)
     return runner
+
+
+def hardware_step(runner: Runner, run: PublishedRun) -> None:
+    """The published step of a run measured in hardware TFLOP/s per GPU alone: the model's
+    hardware FLOPs per GPU and step for the run's layout (recomputation counted, causal
+    attention's skipped half not: ``model.llm``'s convention) over the published rate. A layout
+    the model cannot cost keeps the model-FLOPs reading, and says so."""
+    from .. import layout as L
+    from ..backends import evaluate_blocks
+    from ..spec import ConfigSpec, pack, pack_configs
+
+    sc = runner.scenario(run)
+    sys_, mdl, job = pack(sc)
+    cfg = pack_configs([ConfigSpec(**run.config)], gpus=sc.cluster.gpus)
+    out = evaluate_blocks(sys_, mdl, job, cfg, backend="python")[:, 0]
+    if L.STATUS[int(out[L.OUT_STATUS])] == "invalid_config":
+        run.assumptions.append("hardware TFLOP/s read as model TFLOP/s: the layout is not one "
+                               "the model can cost, so its hardware FLOPs are unknown")
+        return
+    flops_per_gpu = float(out[L.OUT_HW_TFLOPS_PER_GPU] * out[L.OUT_STEP_TIME_S]) * 1e12
+    run.published_step_s = flops_per_gpu / (run.hardware_tflops * 1e12)
+    run.assumptions = [a for a in run.assumptions if not a.startswith("TFLOP/s convention")]
+    run.assumptions.append(f"hardware TFLOP/s converted with the model's hardware FLOPs for "
+                           f"this layout ({flops_per_gpu:.4g} per GPU and step, recompute "
+                           "counted): the published step depends on the model's FLOP count")
+    step = run.published_step_s
+    if not (math.isfinite(step) and STEP_RANGE_S[0] <= step <= STEP_RANGE_S[1]):
+        raise RunsFileError(f"case {run.case!r}: the measurement ({HW_METRIC} = "
+                            f"{run.hardware_tflops:g}) is a step of {step:.3g} s; allowed: "
+                            f"{STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
