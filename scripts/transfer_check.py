@@ -14,7 +14,8 @@ summaries).
 The CSV has the calibration set's column layout (../shared/calibration/README.md); its rows
 and their provenance are described in docs/data/transfer_check_runs.md. Each row is costed like a
 ``trainscape validate`` row of the same source -- its own layout, the assumptions that source's
-rows get, plus what a paper's stack did that the columns cannot say (``SOURCE_SETTINGS``). GPUs
+rows get, plus what a paper's stack did that the columns cannot say
+(``calibration.published.SOURCE_SETTINGS``). GPUs
 without a fit run on the DGX H100 SuperPOD fabric (8 x 400 Gb/s per node) with the node tier at
 the GPU's own NVLink bandwidth (900 GB/s per direction on B200); A100 and H100 rows run on their
 own DGX SuperPOD presets. The torchtitan rows read like the calibration set's FSDP rows (their
@@ -53,42 +54,6 @@ READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_bench
                     "mtnlg_paper", "megascale_paper", "nemotron4_15b_report",
                     "nemotron4_340b_report", "dgxc_benchmarking", "automodel_perf_summary",
                     "nemo_perf_summary_2407", "nemo_perf_summary_2502")
-#: what a paper's stack did that its row's columns cannot say: source -> (job fields, config
-#: fields, software-stack profile or None, why). Each is that stack's documented behaviour.
-SOURCE_SETTINGS = {
-    # MT-NLG 530B (Smith et al. 2022, arXiv 2201.11990): Megatron tensor slicing inside
-    # DeepSpeed's pipeline engine, 2021 -- before FlashAttention (Dao et al., 2022-05), so
-    # Megatron's fused-softmax attention; DeepSpeed's TrainSchedule reduces gradients once, at
-    # the end of the batch (ReduceGrads before OptimizerStep, deepspeed/runtime/pipe/schedule.py)
-    "mtnlg_paper": (
-        {"flash_attention": False}, {"dp_overlap": False, "tp_overlap": False}, "megatron-lm",
-        "Megatron-DeepSpeed 2021: unfused attention (pre-FlashAttention), gradients reduced "
-        "after the last microbatch (DeepSpeed TrainSchedule ReduceGrads), no TP overlap"),
-    # MegaScale's baseline (Jiang et al. 2024, arXiv 2402.15627, §6): Megatron-LM at 285068c8
-    # (2023-01, the FlashAttention merge), before Transformer Engine's TP overlap and before
-    # Megatron-LM's --overlap-grad-reduce: gradients all-reduced after the backward pass
-    "megascale_paper": (
-        {}, {"dp_overlap": False, "tp_overlap": False}, "megatron-lm",
-        "Megatron-LM 285068c8 (2023-01): pre-Transformer Engine (no TP overlap), gradients "
-        "all-reduced after the backward pass (no --overlap-grad-reduce yet)"),
-    # Nemotron-4 340B's pre-training config as NVIDIA published it with the model
-    # (NVIDIA/NeMo-Megatron-Launcher 7c842fcd, 2024-06-17, "actual GPU/GBS numbers used in
-    # pretraining", conf/training/nemotron/nemotron_340b.yaml): ub_tp_comm_overlap False, and
-    # Apex distributed_fused_adam with dtype bf16 and grad_sync_dtype bf16 (its VP 8, MBS 1,
-    # selective recompute and SP are the CSV rows' own columns)
-    "nemotron4_340b_report": (
-        {"optimizer_dtype": "bf16", "grad_dtype": "bf16"}, {"tp_overlap": False}, None,
-        "launcher yaml of the pre-training run (NeMo-Megatron-Launcher 7c842fcd "
-        "nemotron_340b.yaml): no TP comm overlap; distributed_fused_adam with bf16 Adam moments "
-        "and bf16 gradients"),
-    # NeMo 25.02's performance scripts run the FP8 precision plugin bf16_with_fp8_mixed, which
-    # sets fp8_params (NVIDIA/NeMo v2.2.0 nemo/collections/llm/recipes/precision/
-    # mixed_precision.py), as the DGX Cloud rows of the same release are read
-    "nemo_perf_summary_2502": (
-        {"fp8_param_gather": True}, {}, None,
-        "FP8 weights without a 16-bit copy assumed (NeMo 2.0 bf16_with_fp8_mixed sets "
-        "fp8_params)"),
-}
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
 GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",
@@ -159,14 +124,6 @@ def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
         except (KeyError, ValueError) as exc:
             skipped.append((row["case"], f"not costable: {exc}"))
             continue
-        settings = SOURCE_SETTINGS.get(row["source"])
-        if settings is not None:
-            job, config, stack, why = settings
-            run.scenario["job"].update(job)
-            run.config.update(config)
-            if stack is not None:
-                run.scenario["job"]["stack"] = run.stack = stack
-            run.assumptions.append(why)
         place(run)
         runs.append(run)
     return runs, skipped

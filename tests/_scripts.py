@@ -9,11 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_script(monkeypatch, name: str):
-    """``scripts/<name>.py`` as a module. The transfer check points more GPU ids at a cluster
-    preset (``calibration.published.GPU_CLUSTER``), so the test gets its own copy of that map."""
-    from trainscape.calibration import published
-
-    monkeypatch.setattr(published, "GPU_CLUSTER", dict(published.GPU_CLUSTER))
+    """``scripts/<name>.py`` as a module."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

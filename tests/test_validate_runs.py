@@ -217,3 +217,31 @@ def test_hardware_tflops_alone_are_converted_with_the_models_hardware_flops(tmp_
     assert any("hardware TFLOP/s converted" in a for a in converted.assumptions)
     data = _json("--runs", str(hw))
     assert data["rows"][0]["published_step_s"] == pytest.approx(2.0, rel=1e-9)
+
+
+def test_the_transfer_files_costable_rows_read_as_the_transfer_check_reads_them(tmp_path,
+                                                                                  monkeypatch):
+    """``--runs`` and ``scripts/transfer_check.py`` are one reader: the same layout, settings,
+    fabric, assumptions and published step for every row the check costs. (``--runs`` also
+    applies validate's counting rule -- only the newest release of a repeated layout counts --
+    which the transfer check, reporting every row, does not.)"""
+    import _scripts
+
+    from trainscape.calibration.runs_file import runner_for
+
+    tc = _scripts.load_script(monkeypatch, "transfer_check")
+    with open(tc.DEFAULT, newline="") as f:
+        rows = list(csv.DictReader(f))
+    checked, _ = tc.runs_of(rows)
+    by_case = {r["case"]: r for r in rows}
+    path = _write(tmp_path / "transfer.csv", [by_case[run.case] for run in checked])
+    mine = {run.case: run for run in runner_for([str(path)]).runs}
+    assert len(mine) == len(checked) > 100
+    for run in checked:
+        other = mine[run.case]
+        for key in ("config", "scenario", "stack", "group", "published_step_s",
+                    "cluster_preset", "cluster_overrides"):
+            assert getattr(other, key) == getattr(run, key), (run.case, key)
+        older = [a for a in other.assumptions if a.startswith("older release")]
+        assert (len(older) == 1) == (not other.counted)
+        assert [a for a in other.assumptions if a not in older] == run.assumptions, run.case

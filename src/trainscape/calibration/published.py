@@ -75,6 +75,43 @@ GPU_CLUSTER = {
     "h100-sxm-80gb": "dgx-h100-superpod",
 }
 
+#: what a paper's stack did that its row's columns cannot say: source -> (job fields, config
+#: fields, software-stack profile or None, why). Each is that stack's documented behaviour.
+SOURCE_SETTINGS = {
+    # MT-NLG 530B (Smith et al. 2022, arXiv 2201.11990): Megatron tensor slicing inside
+    # DeepSpeed's pipeline engine, 2021 -- before FlashAttention (Dao et al., 2022-05), so
+    # Megatron's fused-softmax attention; DeepSpeed's TrainSchedule reduces gradients once, at
+    # the end of the batch (ReduceGrads before OptimizerStep, deepspeed/runtime/pipe/schedule.py)
+    "mtnlg_paper": (
+        {"flash_attention": False}, {"dp_overlap": False, "tp_overlap": False}, "megatron-lm",
+        "Megatron-DeepSpeed 2021: unfused attention (pre-FlashAttention), gradients reduced "
+        "after the last microbatch (DeepSpeed TrainSchedule ReduceGrads), no TP overlap"),
+    # MegaScale's baseline (Jiang et al. 2024, arXiv 2402.15627, §6): Megatron-LM at 285068c8
+    # (2023-01, the FlashAttention merge), before Transformer Engine's TP overlap and before
+    # Megatron-LM's --overlap-grad-reduce: gradients all-reduced after the backward pass
+    "megascale_paper": (
+        {}, {"dp_overlap": False, "tp_overlap": False}, "megatron-lm",
+        "Megatron-LM 285068c8 (2023-01): pre-Transformer Engine (no TP overlap), gradients "
+        "all-reduced after the backward pass (no --overlap-grad-reduce yet)"),
+    # Nemotron-4 340B's pre-training config as NVIDIA published it with the model
+    # (NVIDIA/NeMo-Megatron-Launcher 7c842fcd, 2024-06-17, "actual GPU/GBS numbers used in
+    # pretraining", conf/training/nemotron/nemotron_340b.yaml): ub_tp_comm_overlap False, and
+    # Apex distributed_fused_adam with dtype bf16 and grad_sync_dtype bf16 (its VP 8, MBS 1,
+    # selective recompute and SP are the CSV rows' own columns)
+    "nemotron4_340b_report": (
+        {"optimizer_dtype": "bf16", "grad_dtype": "bf16"}, {"tp_overlap": False}, None,
+        "launcher yaml of the pre-training run (NeMo-Megatron-Launcher 7c842fcd "
+        "nemotron_340b.yaml): no TP comm overlap; distributed_fused_adam with bf16 Adam moments "
+        "and bf16 gradients"),
+    # NeMo 25.02's performance scripts run the FP8 precision plugin bf16_with_fp8_mixed, which
+    # sets fp8_params (NVIDIA/NeMo v2.2.0 nemo/collections/llm/recipes/precision/
+    # mixed_precision.py), as the DGX Cloud rows of the same release are read
+    "nemo_perf_summary_2502": (
+        {"fp8_param_gather": True}, {}, None,
+        "FP8 weights without a 16-bit copy assumed (NeMo 2.0 bf16_with_fp8_mixed sets "
+        "fp8_params)"),
+}
+
 #: The fabric of a GPU without a cluster preset of its own: 8 x 400 Gb/s InfiniBand per 8-GPU
 #: node (DGX B200 and HGX H200 nodes carry the DGX H100's), its node tier set to the GPU's own
 #: NVLink by :func:`.runs_file.place`
@@ -978,6 +1015,14 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
             notes.append(f"{model['layers']} layers on {chunks} pipeline chunks: embedding and "
                          "loss counted as one layer each (one transformer layer fewer on the "
                          "first and last stage)")
+    settings = SOURCE_SETTINGS.get(row["source"])
+    if settings is not None:
+        job_settings, config_settings, stack_setting, why = settings
+        job.update(job_settings)
+        config.update(config_settings)
+        if stack_setting is not None:
+            job["stack"] = stack = stack_setting
+        notes.append(why)
     gpu = row["gpu"]
     # a GPU without a cluster of its own: the DGX H100 fabric (runs_file.place sets its NVLink)
     preset = GPU_CLUSTER.get(gpu, DEFAULT_CLUSTER)
