@@ -245,3 +245,22 @@ def test_the_transfer_files_costable_rows_read_as_the_transfer_check_reads_them(
         older = [a for a in other.assumptions if a.startswith("older release")]
         assert (len(older) == 1) == (not other.counted)
         assert [a for a in other.assumptions if a not in older] == run.assumptions, run.case
+
+
+@pytest.mark.parametrize("printed, schedule, note", [
+    ("ZB-H2", "zb-h2", None),
+    ("zero bubble V", "zb-v", None),
+    ("zero-bubble", "zb-h1", "ZB-H1 assumed"),
+    ("DualPipe (bidirectional)", "dualpipe", None),
+    ("DualPipeV", "dualpipe-v", None),
+    ("GPipe", "gpipe", None),
+    ("1F1B", "1f1b", None),
+    ("round robin", "1f1b", "not one the reader knows"),
+])
+def test_a_printed_pipeline_schedule_is_the_models_or_named_as_assumed(tmp_path, printed,
+                                                                       schedule, note):
+    row = _minimal_row(schedule=printed, pp="4", gpus="32", tp="2", cp="1")
+    (out,) = _json("--runs", str(_write(tmp_path / "runs.csv", [row])))["rows"]
+    assert out["config"]["schedule"] == schedule and out["config"]["vpp"] == 1
+    notes = [a for a in out["assumptions"] if "schedule" in a]
+    assert (note is None and not notes) or (note is not None and note in notes[0])

@@ -367,8 +367,14 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
                      "models)")
     schedule_text = row["schedule"].lower()
     vpp = _int(row, "vpp")
+    named = named_schedule(schedule_text)
     if pp == 1:
         schedule, vpp = "1f1b", 1
+    elif named is not None:
+        schedule, vpp = named, 1  # the V-shape schedules' two chunks are the schedule's own
+        if named == "zb-h1" and not re.search(r"h1", schedule_text):
+            notes.append(f"schedule {row['schedule']!r}: zero-bubble ZB-H1 assumed (the variant "
+                         "not printed; H1 keeps 1F1B's activation memory)")
     elif "interleaved" in schedule_text or (vpp or 1) > 1:
         schedule = "interleaved"
         if vpp is None or vpp < 2:
@@ -379,6 +385,8 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         schedule, vpp = "1f1b", 1
         if not schedule_text:
             notes.append("schedule not printed: 1F1B assumed (Megatron's default without vpp)")
+        elif "1f1b" not in schedule_text.replace(" ", ""):
+            notes.append(f"schedule {row['schedule']!r} not one the reader knows: 1F1B assumed")
     recompute_text = row["recompute"].lower()
     if recompute_text.startswith("full"):
         recompute = "full"
@@ -480,6 +488,27 @@ def jax_remat_policy(policy: str) -> str:
         if name in p:
             return mode
     return "dots"
+
+
+#: pipeline schedules a ``schedule`` cell may name beyond 1F1B and interleaved, most specific
+#: first: (words in the lower-cased cell, spaces and hyphens dropped) -> the model's schedule
+NAMED_SCHEDULES = (
+    (("dualpipev",), "dualpipe-v"),
+    (("dualpipe",), "dualpipe"),
+    (("zbv", "zerobubblev"), "zb-v"),
+    (("zbh2", "zerobubbleh2"), "zb-h2"),
+    (("zbh1", "zerobubbleh1", "zerobubble"), "zb-h1"),
+    (("gpipe",), "gpipe"),
+)
+
+def named_schedule(text: str) -> str | None:
+    """The model's schedule a ``schedule`` cell names (:data:`NAMED_SCHEDULES`), or None for
+    1F1B, interleaved and text that names none."""
+    squeezed = re.sub(r"[\s_-]", "", text.lower())
+    for words, schedule in NAMED_SCHEDULES:
+        if any(w in squeezed for w in words):
+            return schedule
+    return None
 
 
 def experts_of(row: dict[str, str]) -> int:
