@@ -59,10 +59,11 @@ PLAN_ROWS = 200
 
 
 def _print_text(rep: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from ..report import make_console
+
+    con = make_console()
     con.print(f"[bold]{rep['scenario']}[/bold]: {rep['tables']} tables on {rep['world']} ranks,"
               f" method {rep['method']}")
     bound = (f"lower bound {rep['lower_bound_s'] * 1e3:.4f} ms  (gap "

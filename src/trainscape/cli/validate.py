@@ -107,10 +107,11 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     if markdown:
         click.echo(markdown_tables(rows, summary))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from ..report import make_console
+
+    console = make_console()
     if show_rows:
         table = row_table(rows, "Every published run")
         console.print(table)
