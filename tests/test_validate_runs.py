@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -264,3 +265,32 @@ def test_a_printed_pipeline_schedule_is_the_models_or_named_as_assumed(tmp_path,
     assert out["config"]["schedule"] == schedule and out["config"]["vpp"] == 1
     notes = [a for a in out["assumptions"] if "schedule" in a]
     assert (note is None and not notes) or (note is not None and note in notes[0])
+
+
+def test_the_shipped_calibration_folder_as_runs_is_the_shipped_validate(shipped_json):
+    """Pointed at the calibration set's own folder, --runs skips (and names) the two older
+    tables of another layout and costs every other row exactly as validate does."""
+    import trainscape.data.calibration as shipped
+
+    folder = Path(next(iter(shipped.__path__)))
+    result = _validate("--runs", str(folder), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert sorted(Path(s["file"]).name for s in data["skipped_files"]) == [
+        "korthikanti_table5.csv", "megatron_sc21_table1.csv"]
+    assert "skipped" in result.stderr
+    ref = {r["case"]: r for r in shipped_json["rows"]}
+    assert len(data["rows"]) == sum(len(read_rows(f)) for f, _ in PUBLISHED_FILES.values())
+    for row in data["rows"]:
+        want = ref[row["case"]]
+        for key in ("predicted_step_s", "published_step_s", "status", "config", "counted",
+                    "assumptions", "memory_gib", "group"):
+            assert row[key] == want[key], (row["case"], key)
+
+
+def test_a_file_named_itself_must_be_in_the_layout(tmp_path):
+    (tmp_path / "other.csv").write_text("model,heads\n22B,64\n")
+    result = _validate("--runs", str(tmp_path / "other.csv"))
+    assert result.exit_code == 2 and "column 'case' missing" in result.output
+    result = _validate("--runs", str(tmp_path))  # a folder of nothing in the layout
+    assert result.exit_code == 2 and "no CSV file in the published-runs layout" in result.output

@@ -945,6 +945,9 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     from ..spec.models import ModelSpec
 
     notes: list[str] = []
+    # the stack facts below key on the row's own source (a file's rows, or a user's file's,
+    # with the same source id read the same way)
+    source = row["source"] or source_id
     stack = stack_of(row["framework"], notes)
     release = release_of(row)
     model = model_of(row, notes)
@@ -958,7 +961,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
                          or printed_recompute_modules_of(row, config, notes))
     seq, batch = _int(row, "seq_len"), _int(row, "global_batch")
     dtype = row["dtype"]
-    flash = source_id != "bloom_176b_a100"  # BLOOM (2022) ran Megatron's unfused attention
+    flash = source != "bloom_176b"  # BLOOM (2022) ran Megatron's unfused attention
     job = {"seq_len": seq, "global_batch": batch, "dtype": dtype, "flash_attention": flash,
            "stack": stack,
            "grad_dtype": grad_dtype_of(row, stack, release, notes)}
@@ -994,7 +997,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if recompute_modules:
         job["recompute_modules"] = recompute_modules
     job.update(recipe_job)
-    if source_id == "automodel_perf_summary":
+    if source == "automodel_perf_summary":
         # NeMo AutoModel's benchmark configs (examples/benchmark/configs/*_te_deepep.yaml at
         # 89e3a9fdd604, the commit of the performance summary) compute the loss with
         # MaskedCrossEntropy(fp32_upcast=False): F.cross_entropy on the bf16 logits, whose
@@ -1003,7 +1006,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         job["cross_entropy"] = "fused"
         notes.append("loss: AutoModel's MaskedCrossEntropy without fp32 upcast (benchmark "
                      "configs): 16-bit logits and log-softmax, no fp32 copy")
-    if source_id == "llm_foundry_mpt":
+    if source == "llm_foundry_mpt":
         # llm-foundry's MPT reads loss_fn from the model config, default "fused_crossentropy":
         # flash-attn's fused cross-entropy (llmfoundry/models/mpt/modeling_mpt.py)
         job["cross_entropy"] = "fused"
@@ -1056,16 +1059,16 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     # a GPU without a cluster of its own: the DGX H100 fabric (runs_file.place sets its NVLink)
     preset = GPU_CLUSTER.get(gpu, DEFAULT_CLUSTER)
     overrides: dict[str, Any] = {}
-    if source_id == "llama3_table4":
+    if source == "llama3_table4":
         preset = "meta-roce-h100"
-    if source_id == "bloom_176b_a100":
+    if source == "bloom_176b":
         # Jean Zay: 4 Omni-Path 100 Gb/s links per 8-GPU node = 6.25 GB/s per GPU
         overrides["tier1_bandwidth_GBps"] = 6.25
         config["tp_overlap"] = False
         config["dp_overlap"] = False
         notes.append("Megatron-DeepSpeed 2022: no TP overlap, gradient all-reduce after the "
                      "last microbatch (not overlapped)")
-    if source_id == "llm_foundry_mpt" and gpu.startswith("h100"):
+    if source == "llm_foundry_mpt" and gpu.startswith("h100"):
         notes.append("H100 interconnect not stated: DGX H100 fabric (8 x 400 Gb/s per node) "
                      "assumed")
     scenario = {"name": row["case"], "model": model, "job": job}

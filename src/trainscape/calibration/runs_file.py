@@ -78,22 +78,32 @@ def reason(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def csv_paths(paths: list[str]) -> list[Path]:
-    """The CSV files named by ``paths``: a file as given, a directory as its ``*.csv`` files
-    in name order."""
-    out: list[Path] = []
+def csv_paths(paths: list[str]) -> list[tuple[Path, bool]]:
+    """The CSV files named by ``paths``, each with whether it was named itself: a file as
+    given, a directory as its ``*.csv`` files in name order."""
+    out: list[tuple[Path, bool]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
             found = sorted(q for q in path.glob("*.csv") if q.is_file())
             if not found:
                 raise RunsFileError(f"{p}: a directory without *.csv files")
-            out += found
+            out += [(q, False) for q in found]
         elif path.exists():
-            out.append(path)
+            out.append((path, True))
         else:
             raise RunsFileError(f"{p}: no such file or directory")
     return out
+
+
+def missing_columns(path: Path) -> list[str]:
+    """The required columns the header of ``path`` lacks (every one when it has no header)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return list(REQUIRED)
+    return [c for c in REQUIRED if c not in header]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -213,14 +223,23 @@ def place(run: PublishedRun) -> None:
                            f"400 Gb/s per node) with {nvlink:g} GB/s NVLink assumed")
 
 
-def read_runs(paths: list[str]) -> list[PublishedRun]:
+def read_runs(paths: list[str],
+              skipped: list[tuple[str, str]] | None = None) -> list[PublishedRun]:
     """Every row of the CSV files (or directories of them) in ``paths`` as a published run,
     with the shipped set's counting rule: where a source repeats a layout across NeMo releases
     only the newest counts. A row's ``source`` (its file's name when empty) is its summary
-    group."""
+    group. With ``skipped`` (a list), a CSV found in a directory whose header lacks a required
+    column is passed over and listed there as ``(file, why)``, not refused (a file named
+    itself always must be in the layout); a directory with no file in it is refused."""
     runs: list[PublishedRun] = []
     seen: dict[str, str] = {}
-    for path in csv_paths(paths):
+    files = csv_paths(paths)
+    for path, named in files:
+        missing = [] if named or skipped is None else missing_columns(path)
+        if missing:  # a CSV of another layout beside the runs files of a directory
+            skipped.append((str(path), f"not in the published-runs layout (no {missing[0]!r} "
+                                       "column)"))
+            continue
         rows = read_csv(path)
         file_runs = []
         for line, row in enumerate(rows, start=2):
@@ -255,18 +274,21 @@ def read_runs(paths: list[str]) -> list[PublishedRun]:
         mark_older_releases([(layout_key({**row, "framework_kind": run.stack}), run)
                              for row, run in file_runs])
         runs += [run for _, run in file_runs]
+    if not runs:
+        raise RunsFileError(", ".join(paths) + ": no CSV file in the published-runs layout "
+                            "(every row needs " + ", ".join(REQUIRED) + ")")
     return runs
 
 
-def runner_for(paths: list[str]) -> Runner:
+def runner_for(paths: list[str], skipped: list[tuple[str, str]] | None = None) -> Runner:
     """A :class:`~trainscape.calibration.Runner` over the runs of ``paths``
-    (:func:`read_runs`), each run's scenario and layout validated now, so a row the model's
-    input ranges reject is a located :class:`RunsFileError` rather than an error mid-report (a
-    valid layout the model calls infeasible is a failed row of the report, as in the shipped
-    set)."""
+    (:func:`read_runs`, ``skipped`` as there), each run's scenario and layout validated now, so
+    a row the model's input ranges reject is a located :class:`RunsFileError` rather than an
+    error mid-report (a valid layout the model calls infeasible is a failed row of the report,
+    as in the shipped set)."""
     from ..spec import ConfigSpec
 
-    runs = read_runs(paths)
+    runs = read_runs(paths, skipped)
     runner = Runner(runs)
     for run in runs:
         try:

@@ -34,8 +34,9 @@ def within_target(s: dict) -> bool:
 @click.option("--runs", "runs_paths", multiple=True, metavar="PATH",
               type=O.Path(exists=False, path_type=str),
               help="Cost the published runs of this CSV file, or of every *.csv in this "
-                   "directory, instead of the shipped calibration set (repeatable). Columns: "
-                   "the calibration set's layout (docs/validate-runs.md).")
+                   "directory that is in the layout (others are skipped and named on stderr), "
+                   "instead of the shipped calibration set (repeatable). Columns: the "
+                   "calibration set's layout (docs/validate-runs.md).")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default="python",
               show_default=True, help="Backend that evaluates the rows.")
 @click.option("--progress/--no-progress", default=None,
@@ -62,13 +63,16 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     if problem is not None:
         raise click.BadParameter(problem + ".", param_hint="'--plot'")
     runner = None
+    skipped_files: list[tuple[str, str]] = []
     if runs_paths:
         from ..calibration.runs_file import RunsFileError, runner_for
 
         try:
-            runner = runner_for(list(runs_paths))
+            runner = runner_for(list(runs_paths), skipped_files)
         except RunsFileError as exc:
             raise click.BadParameter(str(exc), param_hint="'--runs'") from None
+        for path, why in skipped_files:
+            click.echo(f"validate: skipped {path}: {why}", err=True)
     seen = [0, 0]
 
     def count(done: int, total: int) -> None:
@@ -99,10 +103,11 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     if plot_path:
         write_plot(results, plot_path)
     if as_json:
-        click.echo(json.dumps({"rows": rows, "summary": summary,
-                               "targets": {"median_abs_error": TARGET_MEDIAN,
-                                           "worst_abs_error": TARGET_WORST}},
-                              indent=2, allow_nan=False, default=float))
+        report = {"rows": rows, "summary": summary,
+                  "targets": {"median_abs_error": TARGET_MEDIAN, "worst_abs_error": TARGET_WORST}}
+        if runs_paths:
+            report["skipped_files"] = [{"file": f, "why": w} for f, w in skipped_files]
+        click.echo(json.dumps(report, indent=2, allow_nan=False, default=float))
         return
     if markdown:
         click.echo(markdown_tables(rows, summary))
