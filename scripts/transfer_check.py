@@ -141,12 +141,12 @@ def summary_line(label: str, results: list) -> None:
 
 
 def memory_rows(results, path: Path = MEMORY) -> list[dict]:
-    """The rows whose source printed a peak memory, beside the model's: its allocations per GPU
-    (``memory_gib`` less the GPU's reserve -- the CUDA context, NCCL buffers and allocator slack
-    that a reserved-bytes peak does not hold, or holds only in part) and their ratio to the
-    published peak. A caching allocator's reserved peak is at least the allocated one, so the
-    ratio sits below 1 where the model's allocations are right; above 1 the model holds more
-    than the run had."""
+    """The rows whose source printed a peak memory, beside the model's
+    (:attr:`~trainscape.calibration.Result.memory_ratio`: against a caching allocator's peak
+    reserved bytes, its allocations per GPU -- ``memory_gib`` less the GPU's reserve, the CUDA
+    context, NCCL buffers and allocator slack that a reserved-bytes peak does not hold, or holds
+    only in part). A reserved peak is at least the allocated one, so the ratio sits below 1
+    where the model's allocations are right; above 1 the model holds more than the run had."""
     with open(path, newline="") as f:
         printed = {r["case"]: r for r in csv.DictReader(f)}
     out = []
@@ -154,10 +154,11 @@ def memory_rows(results, path: Path = MEMORY) -> list[dict]:
         p = printed.get(r.case)
         if p is None or r.memory_gib is None:
             continue
-        model = r.memory_gib - (r.memory_reserve_gib or 0.0)
-        peak = float(p["peak_memory_gib"])
-        out.append({"case": r.case, "gpu": r.gpu, "published_peak_gib": peak,
-                    "measure": p["measure"], "model_gib": model, "ratio": model / peak})
+        r.published_memory_gib, r.memory_measure = float(p["peak_memory_gib"]), p["measure"]
+        out.append({"case": r.case, "gpu": r.gpu, "published_peak_gib": r.published_memory_gib,
+                    "measure": r.memory_measure,
+                    "model_gib": r.memory_ratio * r.published_memory_gib,
+                    "ratio": r.memory_ratio})
     return out
 
 

@@ -294,3 +294,26 @@ def test_a_file_named_itself_must_be_in_the_layout(tmp_path):
     assert result.exit_code == 2 and "column 'case' missing" in result.output
     result = _validate("--runs", str(tmp_path))  # a folder of nothing in the layout
     assert result.exit_code == 2 and "no CSV file in the published-runs layout" in result.output
+
+
+def test_a_published_peak_memory_is_set_beside_the_models(tmp_path):
+    rows = [_minimal_row(case="reserved", peak_memory_gib="60", memory_measure="max_reserved"),
+            _minimal_row(case="device", peak_memory_gib="60", memory_measure="nvidia-smi"),
+            _minimal_row(case="none")]
+    data = _json("--runs", str(_write(tmp_path / "runs.csv", rows)))
+    by = {r["case"]: r for r in data["rows"]}
+    alloc = by["reserved"]["memory_gib"] - by["reserved"]["memory_reserve_gib"]
+    # against an allocator's peak the model's allocations count, against the device's all of it
+    assert by["reserved"]["memory_ratio"] == pytest.approx(alloc / 60, rel=1e-12)
+    assert by["device"]["memory_ratio"] == pytest.approx(by["device"]["memory_gib"] / 60,
+                                                         rel=1e-12)
+    assert by["none"]["memory_ratio"] is None and by["none"]["published_memory_gib"] is None
+    text = _validate("--runs", str(tmp_path / "runs.csv")).output
+    assert "Memory per GPU against the published peak" in text and "2 rows: ratio median" in text
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "5000", "lots"])
+def test_a_bad_peak_memory_is_exit_2(tmp_path, value):
+    path = _write(tmp_path / "runs.csv", [_minimal_row(peak_memory_gib=value)])
+    result = _validate("--runs", str(path))
+    assert result.exit_code == 2 and "'peak_memory_gib'" in result.output

@@ -60,6 +60,22 @@ class Result:
     memory_reserve_gib: float | None = None  # of which the reserve (CUDA context, NCCL, slack)
     breakdown: dict[str, float] = field(default_factory=dict)
     reason: str = ""  # why an invalid layout is invalid
+    published_memory_gib: float | None = None  # a peak memory per GPU the source printed
+    memory_measure: str = ""  # what it measures: an allocator's peak, or the device's
+
+    @property
+    def memory_ratio(self) -> float | None:
+        """The model's memory over the published peak: its allocations (the reserve left out)
+        against a caching allocator's peak (``max_allocated`` / ``max_reserved``), its whole
+        footprint against a device-level figure (``nvidia-smi``); None without both."""
+        from .runs_file import ALLOCATOR_MEASURES
+
+        if self.published_memory_gib is None or self.memory_gib is None:
+            return None
+        model = self.memory_gib
+        if self.memory_measure in ALLOCATOR_MEASURES:
+            model -= self.memory_reserve_gib or 0.0
+        return model / self.published_memory_gib
 
     @property
     def feasible(self) -> bool:
@@ -87,6 +103,8 @@ class Result:
             "memory_gib": self.memory_gib, "memory_reserve_gib": self.memory_reserve_gib,
             "config": self.config,
             "assumptions": self.assumptions, "breakdown": self.breakdown,
+            "published_memory_gib": self.published_memory_gib,
+            "memory_measure": self.memory_measure or None, "memory_ratio": self.memory_ratio,
         }
 
 
@@ -138,7 +156,8 @@ class Runner:
             stack=run.stack, published_metric=run.metric, published_value=run.value,
             published_step_s=run.published_step_s, predicted_step_s=None, status=status,
             config=dict(run.config), assumptions=list(run.assumptions), counted=run.counted,
-            holdout=run.counted and run.shipped and is_holdout(run.case))
+            holdout=run.counted and run.shipped and is_holdout(run.case),
+            published_memory_gib=run.published_memory_gib, memory_measure=run.memory_measure)
         if status in ("ok", "out_of_memory"):
             result.predicted_step_s = float(out[L.OUT_STEP_TIME_S])
             result.memory_gib = float(out[L.OUT_MEMORY_GIB])

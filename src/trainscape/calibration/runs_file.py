@@ -35,7 +35,7 @@ OPTIONAL = ("source", "version", "ref", "system", "fp8_recipe", "ffn_hidden", "k
             "experts", "top_k", "expert_ffn", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule",
             "mbs", "grad_accum", "sp", "zero", "fsdp", "recompute", "step_time_s", "tokens_per_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hw_tflops_per_gpu", "mfu_pct",
-            "hfu_pct", "notes")
+            "hfu_pct", "notes", "peak_memory_gib", "memory_measure")
 #: integer columns that must be at least 1 where filled (``REQUIRED`` ones always are)
 POSITIVE_INTS = ("layers", "hidden", "heads", "vocab", "gpus", "tp", "seq_len", "global_batch",
                  "kv_heads", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "grad_accum", "fsdp")
@@ -56,6 +56,12 @@ STEP_RANGE_S = (1e-6, 1e7)
 #: hardware TFLOP/s per GPU (recompute counted): the measurement a row may give last, converted
 #: with the model's hardware FLOPs of the row's layout (:func:`runner_for`)
 HW_METRIC = "hw_tflops_per_gpu"
+#: ``memory_measure`` values that name a caching allocator's peak (PyTorch's
+#: ``max_memory_allocated`` / ``max_memory_reserved``), compared with the model's allocations;
+#: any other (``nvidia-smi``, ``device``) is compared with its whole footprint, reserve included
+ALLOCATOR_MEASURES = ("max_allocated", "max_reserved", "allocated", "reserved")
+#: the largest per-GPU peak memory a row may state (GiB)
+MAX_MEMORY_GIB = 4096.0
 #: ZeRO stages (the leading integer of the ``zero`` cell)
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -180,6 +186,11 @@ def check_row(row: dict[str, Any], where: str) -> None:
     for column in ("value",) + metrics:
         if row[column] and _positive_number(row[column]) is None:
             raise bad(column, "a finite number above 0")
+    if row["peak_memory_gib"]:
+        peak = _positive_number(row["peak_memory_gib"])
+        if peak is None or peak > MAX_MEMORY_GIB:
+            raise bad("peak_memory_gib", f"a number above 0 and at most {MAX_MEMORY_GIB:g} "
+                      "(GiB per GPU)")
     recompute = row["recompute"].lower()
     if recompute and not recompute.startswith(RECOMPUTE_PREFIXES):
         raise bad("recompute", "empty (not stated) or text starting with "
@@ -267,6 +278,9 @@ def read_runs(paths: list[str],
                                     f"{filled['value']}) is a step of {step:.3g} s; allowed: "
                                     f"{STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
             run.shipped = False
+            if filled["peak_memory_gib"]:
+                run.published_memory_gib = float(filled["peak_memory_gib"])
+                run.memory_measure = filled["memory_measure"].lower()
             if hardware:
                 run.hardware_tflops = float(filled[HW_METRIC])
             place(run)

@@ -143,6 +143,32 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     console.print(f"targets: median |error| <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}, "
                   "every counted layout feasible. error = predicted / published step time - 1 "
                   "(negative: the model is optimistic).")
+    memory = [r for r in rows if r["memory_ratio"] is not None]
+    if memory:
+        console.print(memory_table(memory))
+
+
+def memory_table(rows: list[dict]):
+    """The rows that state a peak memory: the model's figure against it (allocations against
+    an allocator's peak, the whole footprint against a device's), and the ratios' median."""
+    import statistics
+
+    from rich.table import Table
+
+    ratios = [r["memory_ratio"] for r in rows]
+    table = Table(title="Memory per GPU against the published peak (model / published; a "
+                        "caching allocator's reserved peak is at least its allocations, so "
+                        "below 1 is expected there)", title_justify="left",
+                  caption=f"{len(rows)} rows: ratio median {statistics.median(ratios):.2f}, "
+                          f"range {min(ratios):.2f} - {max(ratios):.2f}", caption_justify="left")
+    for col in ("source", "case", "measure", "published GiB", "model GiB", "ratio"):
+        table.add_column(col, justify="right" if col in ("published GiB", "model GiB", "ratio")
+                         else "left", no_wrap=col == "case")
+    for r in rows:
+        published = r["published_memory_gib"]
+        table.add_row(r["group"], r["case"], r["memory_measure"] or "-", f"{published:.1f}",
+                      f"{r['memory_ratio'] * published:.1f}", f"{r['memory_ratio']:.2f}")
+    return table
 
 
 def write_plot(results: list, path: str) -> None:
