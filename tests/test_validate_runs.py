@@ -312,7 +312,7 @@ def test_a_published_peak_memory_is_set_beside_the_models(tmp_path):
     assert "Memory per GPU against the published peak" in text and "2 rows: ratio median" in text
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "5000", "lots"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "5000", "lots", "1e-320"])
 def test_a_bad_peak_memory_is_exit_2(tmp_path, value):
     path = _write(tmp_path / "runs.csv", [_minimal_row(peak_memory_gib=value)])
     result = _validate("--runs", str(path))

@@ -60,8 +60,8 @@ HW_METRIC = "hw_tflops_per_gpu"
 #: ``max_memory_allocated`` / ``max_memory_reserved``), compared with the model's allocations;
 #: any other (``nvidia-smi``, ``device``) is compared with its whole footprint, reserve included
 ALLOCATOR_MEASURES = ("max_allocated", "max_reserved", "allocated", "reserved")
-#: the largest per-GPU peak memory a row may state (GiB)
-MAX_MEMORY_GIB = 4096.0
+#: the per-GPU peak memory a row may state (GiB): a MiB to 4 TiB
+MEMORY_RANGE_GIB = (2.0**-10, 4096.0)
 #: ZeRO stages (the leading integer of the ``zero`` cell)
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -188,9 +188,9 @@ def check_row(row: dict[str, Any], where: str) -> None:
             raise bad(column, "a finite number above 0")
     if row["peak_memory_gib"]:
         peak = _positive_number(row["peak_memory_gib"])
-        if peak is None or peak > MAX_MEMORY_GIB:
-            raise bad("peak_memory_gib", f"a number above 0 and at most {MAX_MEMORY_GIB:g} "
-                      "(GiB per GPU)")
+        low, high = MEMORY_RANGE_GIB
+        if peak is None or not low <= peak <= high:
+            raise bad("peak_memory_gib", f"a number from {low:g} to {high:g} (GiB per GPU)")
     recompute = row["recompute"].lower()
     if recompute and not recompute.startswith(RECOMPUTE_PREFIXES):
         raise bad("recompute", "empty (not stated) or text starting with "
