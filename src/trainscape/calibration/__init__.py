@@ -35,6 +35,10 @@ SOURCES = {**{k: v[1] for k, v in legacy.SOURCES.items()},
 
 #: a counted row is held out of the fit when its case id hashes into this residue class
 HOLDOUT_MODULUS = 5
+#: ``memory_measure`` values that name a caching allocator's peak (PyTorch's
+#: ``max_memory_allocated`` / ``max_memory_reserved``), compared with the model's allocations;
+#: any other (``nvidia-smi``, ``device``) is compared with its whole footprint, reserve included
+ALLOCATOR_MEASURES = ("max_allocated", "max_reserved", "allocated", "reserved")
 
 
 @dataclass
@@ -68,8 +72,6 @@ class Result:
         """The model's memory over the published peak: its allocations (the reserve left out)
         against a caching allocator's peak (``max_allocated`` / ``max_reserved``), its whole
         footprint against a device-level figure (``nvidia-smi``); None without both."""
-        from .runs_file import ALLOCATOR_MEASURES
-
         if self.published_memory_gib is None or self.memory_gib is None:
             return None
         model = self.memory_gib

@@ -225,7 +225,7 @@ class PublishedRun:
     shipped: bool = True  # False: a user's file (trainscape validate --runs), not in the fit
     hardware_tflops: float | None = None  # a user's run measured in hardware TFLOP/s alone
     published_memory_gib: float | None = None  # a peak memory per GPU the source printed
-    memory_measure: str = ""  # what that peak measures (runs_file.ALLOCATOR_MEASURES)
+    memory_measure: str = ""  # what that peak measures (calibration.ALLOCATOR_MEASURES)
 
     def config_gpus(self) -> int:
         c = self.config

@@ -56,10 +56,6 @@ STEP_RANGE_S = (1e-6, 1e7)
 #: hardware TFLOP/s per GPU (recompute counted): the measurement a row may give last, converted
 #: with the model's hardware FLOPs of the row's layout (:func:`runner_for`)
 HW_METRIC = "hw_tflops_per_gpu"
-#: ``memory_measure`` values that name a caching allocator's peak (PyTorch's
-#: ``max_memory_allocated`` / ``max_memory_reserved``), compared with the model's allocations;
-#: any other (``nvidia-smi``, ``device``) is compared with its whole footprint, reserve included
-ALLOCATOR_MEASURES = ("max_allocated", "max_reserved", "allocated", "reserved")
 #: the per-GPU peak memory a row may state (GiB): a MiB to 4 TiB
 MEMORY_RANGE_GIB = (2.0**-10, 4096.0)
 #: ZeRO stages (the leading integer of the ``zero`` cell)

@@ -36,11 +36,10 @@ def command(kind: str | None, as_json: bool, show: str | None, dtype: str, stack
     if as_json:
         click.echo(json.dumps({k: P.summary_rows(k) for k in kinds}, indent=2, default=str))
         return
+    from rich.console import Console
     from rich.table import Table
 
-    from ..report import make_console
-
-    console = make_console()
+    console = Console()
     for k in kinds:
         rows = P.summary_rows(k)
         table = Table(title=f"{k} presets", title_justify="left")
@@ -79,9 +78,8 @@ def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
         click.echo(json.dumps({"preset": name, "kind": kind, "values": table,
                                "sources": sources}, indent=2, default=str))
         return
+    from rich.console import Console
     from rich.table import Table
-
-    from ..report import make_console
 
     out = Table(title=title, title_justify="left", show_lines=False)
     out.add_column("field", no_wrap=True)
@@ -90,7 +88,7 @@ def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
     for key, value in table.items():
         shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else _fmt(value)
         out.add_row(key, shown, str(sources.get(key, "")))
-    make_console().print(out)
+    Console().print(out)
 
 
 def _fmt(value) -> str:
