@@ -4,6 +4,7 @@
     python scripts/calibrate.py              # fit, print every row, write presets/calibrated.toml
     python scripts/calibrate.py --dry-run    # fit and print only
     python scripts/calibrate.py --async-tp-only [--dry-run]   # only the AsyncTP constant
+    python scripts/calibrate.py --cross-validate 5  # K fits, each row's error out of its fold
 
 One set of constants per GPU type for 16-bit runs (``calibration.FITTED_FIELDS["bf16"]``), the
 FP8 linear-layer constants (``FITTED_FIELDS["fp8"]``) from the same GPU's FP8 runs, where runs
@@ -20,16 +21,23 @@ written, one more number: the fraction of TP traffic PyTorch's AsyncTP leaves ex
 (``stacks.toml [pytorch-fsdp.tp_overlap]``), from the speed-ups of torchtitan's published
 vanilla-TP / AsyncTP pairs (:func:`fit_async_tp`; no calibration row runs AsyncTP).
 Needs scipy (``pip install scipy``), which the package itself does not.
+
+``--cross-validate K`` writes nothing: it splits the counted rows into K folds by the same hash
+(fold 0 of 5 is the shipped hold-out), fits K times with one fold held out each time, and prints
+every source's error on the rows no fit saw, and how far each constant moves between folds --
+an estimate of the error on runs outside the calibration set that uses every row once.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -62,8 +70,11 @@ class Param:
 class Problem:
     """Every fitted row, and how to cost it under a trial vector of constants."""
 
-    def __init__(self, runner: cal.Runner, gpus: list[str], backend: str):
+    def __init__(self, runner: cal.Runner, gpus: list[str], backend: str,
+                 held_out: Callable[[str], bool] | None = None):
         self.runner, self.backend = runner, backend
+        # which counted rows the fit leaves out (default: calibration.is_holdout's split)
+        self.held_out = held_out
         self.runs = [r for r in runner.runs if r.gpu in gpus]
         self.legacy = cal.legacy.GPU in gpus
         self.params: list[Param] = []
@@ -119,7 +130,59 @@ class Problem:
         if self.legacy:
             ov = self.overrides(gpu_c, stack_c, cal.legacy.GPU, "bf16", cal.legacy.STACK)
             out += cal.legacy_results(self.backend, ov, calibrated=False)
+        if self.held_out is not None:
+            for r in out:
+                r.holdout = r.counted and self.held_out(r.case)
         return out
+
+
+def fold_of(case: str, folds: int) -> int:
+    """The cross-validation fold of a row: the hash :func:`calibration.is_holdout` splits by,
+    modulo ``folds`` (so fold 0 of ``HOLDOUT_MODULUS`` is the shipped hold-out)."""
+    return int(hashlib.sha256(case.encode()).hexdigest(), 16) % folds
+
+
+def cross_validate(runner: cal.Runner, gpus: list[str], backend: str, folds: int,
+                   robust_scale: float) -> tuple[list[cal.Result], list[dict]]:
+    """Every counted row's result from the fit that held its fold out, and each fold's fitted
+    constants (``{"gpu:dclass" or stack: {field: value}}``)."""
+    out_of_fold: list[cal.Result] = []
+    constants: list[dict] = []
+    for k in range(folds):
+        problem = Problem(runner, gpus, backend,
+                          held_out=lambda case, k=k: fold_of(case, folds) == k)
+        x = fit(problem, robust_scale)
+        out_of_fold += [r for r in problem.results(x) if r.holdout]
+        gpu_c, stack_c = problem.constants(x)
+        constants.append({**gpu_c, **stack_c})
+        print(f"fold {k + 1}/{folds}: fitted, {sum(1 for r in out_of_fold)} rows out of fold so "
+              "far", flush=True)
+    return out_of_fold, constants
+
+
+def report_cross_validation(out_of_fold: list[cal.Result], constants: list[dict],
+                            folds: int) -> None:
+    """Per source, the median and worst |error| of the rows costed by the fit that did not see
+    them; all of them together; and each constant's range over the folds."""
+    by_group: dict[str, list[float]] = {}
+    for r in out_of_fold:
+        if r.error is not None:
+            by_group.setdefault(r.group, []).append(abs(r.error))
+    print(f"{folds}-fold cross-validation: |error| of every counted row, costed by the fit "
+          "that held it out")
+    for group, errs in by_group.items():
+        print(f"  {group:28s} {len(errs):4d} rows: median {statistics.median(errs):6.1%}, "
+              f"worst {max(errs):6.1%}")
+    every = [e for errs in by_group.values() for e in errs]
+    print(f"  {'all':28s} {len(every):4d} rows: median {statistics.median(every):6.1%}, "
+          f"worst {max(every):6.1%}")
+    infeasible = sum(1 for r in out_of_fold if not r.feasible)
+    print(f"  published layouts the model calls infeasible: {infeasible}")
+    print("constants over the folds (min .. max):")
+    for key in constants[0]:
+        for name in constants[0][key]:
+            values = [c[key][name] for c in constants if name in c.get(key, {})]
+            print(f"  {key:24s} {name:26s} {min(values):.4g} .. {max(values):.4g}")
 
 
 def fit_rows(results: list[cal.Result]) -> list[cal.Result]:
@@ -257,7 +320,13 @@ def main() -> int:
     parser.add_argument("--async-tp-only", action="store_true",
                         help="fit only the PyTorch stack's AsyncTP constant, on the shipped "
                              "GPU constants")
+    parser.add_argument("--cross-validate", type=int, metavar="K", default=None,
+                        help="K fits, each holding one fold of the rows out; print every "
+                             "source's out-of-fold error and the constants' spread (writes "
+                             "nothing)")
     args = parser.parse_args()
+    if args.cross_validate is not None and args.cross_validate < 2:
+        parser.error("--cross-validate: K must be at least 2")
 
     if args.async_tp_only:
         exposed = fit_async_tp(args.backend)
@@ -266,6 +335,11 @@ def main() -> int:
         return 0
     runner = cal.Runner()
     gpus = sorted({r.gpu for r in runner.runs} | {cal.legacy.GPU})
+    if args.cross_validate is not None:
+        out_of_fold, constants = cross_validate(runner, gpus, args.backend,
+                                                args.cross_validate, args.robust_scale)
+        report_cross_validation(out_of_fold, constants, args.cross_validate)
+        return 0
     problem = Problem(runner, gpus, args.backend)
     print(f"fitting {len(problem.params)} constants to "
           f"{len(fit_rows(problem.results(np.array([p.start for p in problem.params]))))} rows")
