@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import presets
+from ..spec.models import DTYPES
 from . import Runner
 from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, PublishedRun, layout_key,
                         mark_older_releases, measured_columns, run_of)
@@ -45,7 +46,6 @@ NON_NEGATIVE_INTS = ("ffn_hidden", "experts", "top_k", "expert_ffn")
 MAX_INT = 2**31 - 1
 #: MLP kinds the reader knows (squared-ReLU costs as GeLU, GeGLU as SwiGLU: same GEMMs)
 MLPS = ("swiglu", "gelu", "squared-relu", "geglu")
-DTYPES = ("bf16", "fp16", "fp8")
 #: ``recompute`` texts: what the cell must start with
 RECOMPUTE_PREFIXES = ("full", "selective", "none")
 #: ``sp`` texts (case-insensitive)
