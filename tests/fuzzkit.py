@@ -367,6 +367,9 @@ def strategies():
                   ["--method", "greedy", "--json"]),
         "explore": ([gpt3], ["--time-budget", "--seed", "--top", "--objective", "--set"],
                     ["--time-budget", "0.5", "--out-dir", "report"]),
+        # a user's runs file (the shipped example), with fuzzed options beside it
+        "validate": ([], ["--runs", "--source", "--backend", "--plot", "--json"],
+                     ["--runs", str(EXAMPLES / "published-runs.csv"), "--json"]),
     }
     flags = {"--json", "--multi-objective"}
 

@@ -317,3 +317,10 @@ def test_a_bad_peak_memory_is_exit_2(tmp_path, value):
     path = _write(tmp_path / "runs.csv", [_minimal_row(peak_memory_gib=value)])
     result = _validate("--runs", str(path))
     assert result.exit_code == 2 and "'peak_memory_gib'" in result.output
+
+
+def test_a_path_with_a_control_character_is_named_on_one_line(tmp_path):
+    result = _validate("--runs", str(tmp_path / "a\x1cb.csv"))
+    assert result.exit_code == 2
+    message = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(message) == 1 and "\\x1c" in message[0] and "no such file" in message[0]

@@ -80,6 +80,13 @@ def reason(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def shown(path: str | Path) -> str:
+    """A path as a message shows it: as given, or quoted with escapes when it holds a character
+    that is not printable (a control character would split the one-line message)."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
 def csv_paths(paths: list[str]) -> list[tuple[Path, bool]]:
     """The CSV files named by ``paths``, each with whether it was named itself: a file as
     given, a directory as its ``*.csv`` files in name order."""
@@ -89,12 +96,12 @@ def csv_paths(paths: list[str]) -> list[tuple[Path, bool]]:
         if path.is_dir():
             found = sorted(q for q in path.glob("*.csv") if q.is_file())
             if not found:
-                raise RunsFileError(f"{p}: a directory without *.csv files")
+                raise RunsFileError(f"{shown(p)}: a directory without *.csv files")
             out += [(q, False) for q in found]
         elif path.exists():
             out.append((path, True))
         else:
-            raise RunsFileError(f"{p}: no such file or directory")
+            raise RunsFileError(f"{shown(p)}: no such file or directory")
     return out
 
 
@@ -116,13 +123,14 @@ def read_csv(path: Path) -> list[dict[str, str]]:
             header = reader.fieldnames or []
             rows = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise RunsFileError(f"{path}: cannot be read as CSV: {getattr(exc, 'strerror', None) or exc}")
+        reason = getattr(exc, "strerror", None) or exc
+        raise RunsFileError(f"{shown(path)}: cannot be read as CSV: {reason}")
     missing = [c for c in REQUIRED if c not in header]
     if missing:
-        raise RunsFileError(f"{path}: column {missing[0]!r} missing; every row needs "
+        raise RunsFileError(f"{shown(path)}: column {missing[0]!r} missing; every row needs "
                             + ", ".join(REQUIRED))
     if not rows:
-        raise RunsFileError(f"{path}: no rows")
+        raise RunsFileError(f"{shown(path)}: no rows")
     out = []
     for row in rows:
         if None in row:  # more cells than the header has columns
@@ -244,19 +252,19 @@ def read_runs(paths: list[str],
     for path, named in files:
         missing = [] if named or skipped is None else missing_columns(path)
         if missing:  # a CSV of another layout beside the runs files of a directory
-            skipped.append((str(path), f"not in the published-runs layout (no {missing[0]!r} "
+            skipped.append((shown(path), f"not in the published-runs layout (no {missing[0]!r} "
                                        "column)"))
             continue
         rows = read_csv(path)
         file_runs = []
         for line, row in enumerate(rows, start=2):
-            where = f"{path}: line {line}" + (f" (case {row.get('case')!r})"
+            where = f"{shown(path)}: line {line}" + (f" (case {row.get('case')!r})"
                                                if row.get("case") else "")
             check_row(row, where)
             if row["case"] in seen:
                 raise RunsFileError(f"{where}: column 'case': {row['case']!r} repeats "
                                     f"{seen[row['case']]}; every case id must be unique")
-            seen[row["case"]] = f"{path}: line {line}"
+            seen[row["case"]] = f"{shown(path)}: line {line}"
             source = row["source"] or path.stem
             filled = {**row, "source": source}
             if not filled[filled["metric"]]:
@@ -285,7 +293,7 @@ def read_runs(paths: list[str],
                              for row, run in file_runs])
         runs += [run for _, run in file_runs]
     if not runs:
-        raise RunsFileError(", ".join(paths) + ": no CSV file in the published-runs layout "
+        raise RunsFileError(", ".join(map(shown, paths)) + ": no CSV file in the published-runs layout "
                             "(every row needs " + ", ".join(REQUIRED) + ")")
     return runs
 
