@@ -163,8 +163,7 @@ def test_a_bad_cell_is_exit_2_naming_file_line_case_and_column(tmp_path, change,
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert "--runs" in result.output and column in result.output and allowed in result.output
-    if "costable" not in allowed:
-        assert "line 3" in result.output and "'broken'" in result.output
+    assert "line 3" in result.output and "'broken'" in result.output
 
 
 def test_bad_files_are_exit_2_with_one_message(tmp_path):

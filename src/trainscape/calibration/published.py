@@ -226,6 +226,7 @@ class PublishedRun:
     hardware_tflops: float | None = None  # a user's run measured in hardware TFLOP/s alone
     published_memory_gib: float | None = None  # a peak memory per GPU the source printed
     memory_measure: str = ""  # what that peak measures (calibration.ALLOCATOR_MEASURES)
+    origin: str = ""  # where a user's run was read (file, line and case), for its messages
 
     def config_gpus(self) -> int:
         c = self.config

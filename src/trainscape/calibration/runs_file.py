@@ -282,6 +282,7 @@ def read_runs(paths: list[str],
                                     f"{filled['value']}) is a step of {step:.3g} s; allowed: "
                                     f"{STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
             run.shipped = False
+            run.origin = where
             if filled["peak_memory_gib"]:
                 run.published_memory_gib = float(filled["peak_memory_gib"])
                 run.memory_measure = filled["memory_measure"].lower()
@@ -313,7 +314,8 @@ def runner_for(paths: list[str], skipped: list[tuple[str, str]] | None = None) -
             runner.scenario(run)
             ConfigSpec(**run.config)
         except ValueError as exc:
-            raise RunsFileError(f"case {run.case!r}: not a costable run: {reason(exc)}")
+            raise RunsFileError(f"{run.origin or repr(run.case)}: not a costable run: "
+                                f"{reason(exc)}")
         if run.hardware_tflops is not None:
             hardware_step(runner, run)
     return runner
@@ -344,6 +346,6 @@ def hardware_step(runner: Runner, run: PublishedRun) -> None:
                            "counted): the published step depends on the model's FLOP count")
     step = run.published_step_s
     if not (math.isfinite(step) and STEP_RANGE_S[0] <= step <= STEP_RANGE_S[1]):
-        raise RunsFileError(f"case {run.case!r}: the measurement ({HW_METRIC} = "
+        raise RunsFileError(f"{run.origin or repr(run.case)}: the measurement ({HW_METRIC} = "
                             f"{run.hardware_tflops:g}) is a step of {step:.3g} s; allowed: "
                             f"{STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
