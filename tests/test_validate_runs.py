@@ -323,3 +323,13 @@ def test_a_path_with_a_control_character_is_named_on_one_line(tmp_path):
     assert result.exit_code == 2
     message = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert len(message) == 1 and "\\x1c" in message[0] and "no such file" in message[0]
+
+
+@pytest.mark.parametrize("printed, stage", [
+    ("3 (FSDP FULL_SHARD)", 3), ("ZeRO-2", 2), ("zero stage 1", 1), ("FSDP", 3),
+    ("PyTorch FSDP2, fully sharded", 3), ("distributed optimizer", 1), ("DDP", 0)])
+def test_a_zero_stage_named_in_words_is_read_as_that_stage(tmp_path, printed, stage):
+    row = _minimal_row(zero=printed, recompute="full")
+    (out,) = _json("--runs", str(_write(tmp_path / "runs.csv", [row])))["rows"]
+    assert out["config"]["zero"] == stage
+    assert not any("ZeRO stage not printed" in a for a in out["assumptions"])

@@ -158,6 +158,26 @@ def _positive_number(text: str) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+#: ``zero`` texts that name a stage without starting with its digit (lower-cased, searched in
+#: order): the calibration layout writes ``3 (FSDP ...)``, ``1 (distributed optimizer)``
+ZERO_WORDS = ((r"zero[-_ ]?(?:stage[-_ ]?)?([0-3])", None), (r"fsdp|fully[-_ ]shard", 3),
+              (r"distributed[-_ ]?optimi[sz]er|dist[-_]?opt", 1), (r"\bddp\b", 0))
+
+
+def zero_stage(text: str) -> int | None:
+    """The ZeRO stage a ``zero`` cell states: its leading digit, or a name of a stage
+    (:data:`ZERO_WORDS`); None when it states none."""
+    match = re.match(r"\s*(\d+)", text)
+    if match:
+        return int(match.group(1))
+    low = text.lower()
+    for pattern, stage in ZERO_WORDS:
+        found = re.search(pattern, low)
+        if found:
+            return int(found.group(1)) if stage is None else stage
+    return None
+
+
 def check_row(row: dict[str, Any], where: str) -> None:
     """Raise :class:`RunsFileError` at the first cell of ``row`` that is not what its column
     allows (``where`` locates the row: file, line and case)."""
@@ -201,11 +221,10 @@ def check_row(row: dict[str, Any], where: str) -> None:
                   + ", ".join(RECOMPUTE_PREFIXES))
     if row["sp"] and row["sp"].lower() not in SP_VALUES:
         raise bad("sp", "empty (not stated) or one of " + ", ".join(SP_VALUES))
-    if row["zero"]:
-        match = re.match(r"\s*(\d+)", row["zero"])
-        if match is None or int(match.group(1)) not in ZERO_STAGES:
-            raise bad("zero", "empty (not stated) or text starting with a ZeRO stage, "
-                      + ", ".join(map(str, ZERO_STAGES)))
+    if row["zero"] and zero_stage(row["zero"]) not in ZERO_STAGES:
+        raise bad("zero", "empty (not stated), text starting with a ZeRO stage ("
+                  + ", ".join(map(str, ZERO_STAGES)) + "), or one naming it: ZeRO-N, FSDP (3), "
+                  "distributed optimizer (1), DDP (0)")
     if _integer(row["experts"] or "0"):
         for column in ("top_k", "expert_ffn"):
             if not _integer(row[column] or "0"):
@@ -267,6 +286,9 @@ def read_runs(paths: list[str],
             seen[row["case"]] = f"{shown(path)}: line {line}"
             source = row["source"] or path.stem
             filled = {**row, "source": source}
+            if filled["zero"] and not filled["zero"].lstrip()[:1].isdigit():
+                # the reader takes a stage from the cell's leading digit (the layout's form)
+                filled["zero"] = f"{zero_stage(filled['zero'])} ({filled['zero']})"
             if not filled[filled["metric"]]:
                 filled[filled["metric"]] = filled["value"]
             hardware = not any(filled[c] for c in measured_columns())
