@@ -333,3 +333,13 @@ def test_a_zero_stage_named_in_words_is_read_as_that_stage(tmp_path, printed, st
     (out,) = _json("--runs", str(_write(tmp_path / "runs.csv", [row])))["rows"]
     assert out["config"]["zero"] == stage
     assert not any("ZeRO stage not printed" in a for a in out["assumptions"])
+
+
+@pytest.mark.parametrize("printed, mode", [("Full (uniform, 1 layer)", "full"),
+                                           ("selective", "selective"), ("off", "none"),
+                                           ("No", "none"), ("none", "none")])
+def test_a_stated_recompute_is_read_as_stated(tmp_path, printed, mode):
+    (out,) = _json("--runs", str(_write(tmp_path / "runs.csv",
+                                        [_minimal_row(recompute=printed)])))["rows"]
+    assert out["config"]["recompute"] == mode
+    assert not any("recompute not printed" in a for a in out["assumptions"])

@@ -48,6 +48,8 @@ MAX_INT = 2**31 - 1
 MLPS = ("swiglu", "gelu", "squared-relu", "geglu")
 #: ``recompute`` texts: what the cell must start with
 RECOMPUTE_PREFIXES = ("full", "selective", "none")
+#: ``recompute`` cells that state "no recomputation" in other words
+RECOMPUTE_NONE = ("no", "off", "false", "disabled", "0")
 #: ``sp`` texts (case-insensitive)
 SP_VALUES = ("true", "false", "yes", "no")
 #: the published step times a row may imply (seconds): a measurement outside them is a typo
@@ -216,9 +218,11 @@ def check_row(row: dict[str, Any], where: str) -> None:
         if peak is None or not low <= peak <= high:
             raise bad("peak_memory_gib", f"a number from {low:g} to {high:g} (GiB per GPU)")
     recompute = row["recompute"].lower()
-    if recompute and not recompute.startswith(RECOMPUTE_PREFIXES):
-        raise bad("recompute", "empty (not stated) or text starting with "
-                  + ", ".join(RECOMPUTE_PREFIXES))
+    if recompute and not (recompute.startswith(RECOMPUTE_PREFIXES)
+                          or recompute.strip() in RECOMPUTE_NONE):
+        raise bad("recompute", "empty (not stated), text starting with "
+                  + ", ".join(RECOMPUTE_PREFIXES) + ", or one of " + ", ".join(RECOMPUTE_NONE)
+                  + " (none)")
     if row["sp"] and row["sp"].lower() not in SP_VALUES:
         raise bad("sp", "empty (not stated) or one of " + ", ".join(SP_VALUES))
     if row["zero"] and zero_stage(row["zero"]) not in ZERO_STAGES:
