@@ -103,6 +103,16 @@ SOURCE_SETTINGS = {
         "launcher yaml of the pre-training run (NeMo-Megatron-Launcher 7c842fcd "
         "nemotron_340b.yaml): no TP comm overlap; distributed_fused_adam with bf16 Adam moments "
         "and bf16 gradients"),
+    # NVIDIA's MLPerf Training v3.1 GPT-3 175B (NeMo 23.09; mlcommons/training_results_v3.1
+    # NVIDIA/benchmarks/gpt3/implementations/pytorch): conf/custom.yaml sets hidden and attention
+    # dropout 0.0; conf/optim/distributed_fused_adam.yaml runs Apex DistributedFusedAdam with
+    # grad_sync_dtype bf16, a contiguous grad buffer, bucket_cap_mb 100 (50 M bf16 gradients a
+    # bucket) and overlapped grad and param sync
+    "mlperf_training_v3.1": (
+        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 50_000_000}, {}, None,
+        "MLPerf v3.1 GPT-3 implementation (conf/custom.yaml, conf/optim/distributed_fused_adam"
+        ".yaml): dropout 0; Apex distributed_fused_adam with bf16 gradient sync and 100 MB "
+        "buckets (50 M gradients), grad and param sync overlapped"),
     # NeMo 25.02's performance scripts run the FP8 precision plugin bf16_with_fp8_mixed, which
     # sets fp8_params (NVIDIA/NeMo v2.2.0 nemo/collections/llm/recipes/precision/
     # mixed_precision.py), as the DGX Cloud rows of the same release are read
@@ -1053,6 +1063,8 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     settings = SOURCE_SETTINGS.get(row["source"])
     if settings is not None:
         job_settings, config_settings, stack_setting, why = settings
+        if "dropout" in job_settings:  # the source says; the family default's note goes
+            notes[:] = [n for n in notes if not n.startswith("dropout")]
         job.update(job_settings)
         config.update(config_settings)
         if stack_setting is not None:
