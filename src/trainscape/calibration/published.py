@@ -113,6 +113,16 @@ SOURCE_SETTINGS = {
         "MLPerf v3.1 GPT-3 implementation (conf/custom.yaml, conf/optim/distributed_fused_adam"
         ".yaml): dropout 0; Apex distributed_fused_adam with bf16 gradient sync and 100 MB "
         "buckets (50 M gradients), grad and param sync overlapped"),
+    # v4.0 (NeMo 24.04; mlcommons/training_results_v4.0 NVIDIA/benchmarks/gpt3/implementations/
+    # nemo): the same, with BUCKET_CAP_MB=200 (100 M bf16 gradients a bucket) and FP8_PARAMS=True
+    # in config_common.sh (FP8 weights gathered by the distributed optimizer)
+    "mlperf_training_v4.0": (
+        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 100_000_000,
+         "fp8_param_gather": True}, {}, None,
+        "MLPerf v4.0 GPT-3 implementation (conf/custom.yaml, conf/optim/distributed_fused_adam"
+        ".yaml, config_common.sh): dropout 0; Apex distributed_fused_adam with bf16 gradient "
+        "sync and 200 MB buckets (100 M gradients), grad and param sync overlapped; FP8 "
+        "parameters (FP8_PARAMS=True)"),
     # NeMo 25.02's performance scripts run the FP8 precision plugin bf16_with_fp8_mixed, which
     # sets fp8_params (NVIDIA/NeMo v2.2.0 nemo/collections/llm/recipes/precision/
     # mixed_precision.py), as the DGX Cloud rows of the same release are read
