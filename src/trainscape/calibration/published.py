@@ -103,11 +103,17 @@ SOURCE_SETTINGS = {
         "launcher yaml of the pre-training run (NeMo-Megatron-Launcher 7c842fcd "
         "nemotron_340b.yaml): no TP comm overlap; distributed_fused_adam with bf16 Adam moments "
         "and bf16 gradients"),
-    # NVIDIA's MLPerf Training v3.1 GPT-3 175B (NeMo 23.09; mlcommons/training_results_v3.1
+    # NVIDIA's MLPerf Training v3.0 / v3.1 GPT-3 175B (NeMo 23.04 / 23.09; v3.0's settings in
+    # conf/megatron_gpt_config.yaml; mlcommons/training_results_v3.1
     # NVIDIA/benchmarks/gpt3/implementations/pytorch): conf/custom.yaml sets hidden and attention
     # dropout 0.0; conf/optim/distributed_fused_adam.yaml runs Apex DistributedFusedAdam with
     # grad_sync_dtype bf16, a contiguous grad buffer, bucket_cap_mb 100 (50 M bf16 gradients a
     # bucket) and overlapped grad and param sync
+    "mlperf_training_v3.0": (
+        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 50_000_000}, {}, None,
+        "MLPerf v3.0 GPT-3 implementation (conf/megatron_gpt_config.yaml): dropout 0; Apex "
+        "distributed_fused_adam with bf16 gradient sync and 100 MB buckets (50 M gradients), "
+        "grad and param sync overlapped"),
     "mlperf_training_v3.1": (
         {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 50_000_000}, {}, None,
         "MLPerf v3.1 GPT-3 implementation (conf/custom.yaml, conf/optim/distributed_fused_adam"
