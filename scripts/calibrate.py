@@ -23,7 +23,7 @@ vanilla-TP / AsyncTP pairs (:func:`fit_async_tp`; no calibration row runs AsyncT
 Needs scipy (``pip install scipy``), which the package itself does not.
 
 ``--cross-validate K`` writes nothing: it splits the counted rows into K folds by the same hash
-(fold 0 of 5 is the shipped hold-out), fits K times with one fold held out each time, and prints
+(``calibration.case_fold``; fold 0 of 5 is the shipped hold-out), fits K times with one fold held out each time, and prints
 every source's error on the rows no fit saw, and how far each constant moves between folds --
 an estimate of the error on runs outside the calibration set that uses every row once.
 """
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import math
 import statistics
 import sys
@@ -136,12 +135,6 @@ class Problem:
         return out
 
 
-def fold_of(case: str, folds: int) -> int:
-    """The cross-validation fold of a row: the hash :func:`calibration.is_holdout` splits by,
-    modulo ``folds`` (so fold 0 of ``HOLDOUT_MODULUS`` is the shipped hold-out)."""
-    return int(hashlib.sha256(case.encode()).hexdigest(), 16) % folds
-
-
 def cross_validate(runner: cal.Runner, gpus: list[str], backend: str, folds: int,
                    robust_scale: float) -> tuple[list[cal.Result], list[dict]]:
     """Every counted row's result from the fit that held its fold out, and each fold's fitted
@@ -150,13 +143,13 @@ def cross_validate(runner: cal.Runner, gpus: list[str], backend: str, folds: int
     constants: list[dict] = []
     for k in range(folds):
         problem = Problem(runner, gpus, backend,
-                          held_out=lambda case, k=k: fold_of(case, folds) == k)
+                          held_out=lambda case, k=k: cal.case_fold(case, folds) == k)
         x = fit(problem, robust_scale)
         out_of_fold += [r for r in problem.results(x) if r.holdout]
         gpu_c, stack_c = problem.constants(x)
         constants.append({**gpu_c, **stack_c})
-        print(f"fold {k + 1}/{folds}: fitted, {sum(1 for r in out_of_fold)} rows out of fold so "
-              "far", flush=True)
+        print(f"fold {k + 1}/{folds}: fitted, {len(out_of_fold)} rows out of fold so far",
+              flush=True)
     return out_of_fold, constants
 
 

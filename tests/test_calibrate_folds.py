@@ -9,12 +9,11 @@ import _scripts
 from trainscape import calibration as cal
 
 
-def test_fold_zero_of_five_is_the_shipped_hold_out(monkeypatch):
-    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+def test_fold_zero_of_five_is_the_shipped_hold_out():
     cases = [r.case for r in cal.Runner().runs] + [c.label for c in cal.legacy.fitted_cases()]
     assert len(cases) > 500
     for case in cases:
-        assert (calibrate.fold_of(case, cal.HOLDOUT_MODULUS) == 0) == cal.is_holdout(case)
+        assert (cal.case_fold(case, cal.HOLDOUT_MODULUS) == 0) == cal.is_holdout(case)
 
 
 def test_a_folds_fit_holds_out_exactly_its_counted_rows(monkeypatch):
@@ -22,10 +21,10 @@ def test_a_folds_fit_holds_out_exactly_its_counted_rows(monkeypatch):
     runner = cal.Runner()
     gpus = sorted({r.gpu for r in runner.runs} | {cal.legacy.GPU})
     problem = calibrate.Problem(runner, gpus, "c",
-                                held_out=lambda case: calibrate.fold_of(case, 3) == 2)
+                                held_out=lambda case: cal.case_fold(case, 3) == 2)
     results = problem.results(np.array([p.start for p in problem.params]))
     for r in results:
-        assert r.holdout == (r.counted and calibrate.fold_of(r.case, 3) == 2), r.case
+        assert r.holdout == (r.counted and cal.case_fold(r.case, 3) == 2), r.case
     held = [r for r in results if r.holdout]
     fitted = calibrate.fit_rows(results)
     # about a third held out, none of them fitted, and still costed (their error is the report)

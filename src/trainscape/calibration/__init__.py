@@ -110,9 +110,16 @@ class Result:
         }
 
 
+def case_fold(case: str, folds: int = HOLDOUT_MODULUS) -> int:
+    """The fold of a row among ``folds``, by a hash of its id: the hold-out split and
+    ``scripts/calibrate.py --cross-validate`` share it."""
+    return int(hashlib.sha256(case.encode()).hexdigest(), 16) % folds
+
+
 def is_holdout(case: str) -> bool:
-    """Deterministic hold-out split: about one counted row in five, by a hash of its id."""
-    return int(hashlib.sha256(case.encode()).hexdigest(), 16) % HOLDOUT_MODULUS == 0
+    """Deterministic hold-out split: about one counted row in five (fold 0 of
+    :data:`HOLDOUT_MODULUS`)."""
+    return case_fold(case) == 0
 
 
 class Runner:
@@ -267,7 +274,7 @@ def summarize(results: list[Result],
 
 
 __all__ = ["SOURCES", "format_calibrated", "update_calibrated", "Result", "Runner", "legacy", "legacy_results", "published_runs",
-           "summarize", "validate", "validate_runner", "is_holdout"]
+           "summarize", "validate", "validate_runner", "is_holdout", "case_fold"]
 
 
 #: dtype classes fitted separately, and the dtypes of each
