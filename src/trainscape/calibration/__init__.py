@@ -146,10 +146,9 @@ class Runner:
             self._scenarios[run.case] = sc
         return sc
 
-    def cost(self, run: PublishedRun, gpu_overrides: dict[str, Any] | None = None,
-             backend: str | None = "python") -> Result:
-        from ..backends import evaluate_blocks
-        from ..model.llm import config_error_message
+    def packed(self, run: PublishedRun, gpu_overrides: dict[str, Any] | None = None):
+        """``(sys, mdl, job, cfg)``: the run's scenario (its GPU constants overridden by
+        ``gpu_overrides``) and its one configuration, packed for the kernels."""
         from ..spec import ConfigSpec, pack, pack_configs
 
         sc = self.scenario(run)
@@ -157,7 +156,14 @@ class Runner:
             gpu = sc.cluster.gpu.model_copy(update=gpu_overrides)
             sc = sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"gpu": gpu})})
         sys_, mdl, job = pack(sc)
-        cfg = pack_configs([ConfigSpec(**run.config)], gpus=sc.cluster.gpus)
+        return sys_, mdl, job, pack_configs([ConfigSpec(**run.config)], gpus=sc.cluster.gpus)
+
+    def cost(self, run: PublishedRun, gpu_overrides: dict[str, Any] | None = None,
+             backend: str | None = "python") -> Result:
+        from ..backends import evaluate_blocks
+        from ..model.llm import config_error_message
+
+        sys_, mdl, job, cfg = self.packed(run, gpu_overrides)
         out = evaluate_blocks(sys_, mdl, job, cfg, backend=backend)[:, 0]
         status = L.STATUS[int(out[L.OUT_STATUS])]
         result = Result(

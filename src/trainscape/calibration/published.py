@@ -1105,11 +1105,11 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     scenario = {"name": row["case"], "model": model, "job": job}
     mdl = pack_model(SimpleNamespace(model=ModelSpec.model_validate(model)))
     model_flops = float(model_flops_per_sequence(mdl, seq)) * batch
-    group = row["source"] if row["source"] else source_id
+    group = source
     if stack == "jax-xla":
         group += " (JAX)"
     return PublishedRun(
-        source=row["source"] or source_id, group=group, case=row["case"], gpu=gpu, dtype=dtype,
+        source=source, group=group, case=row["case"], gpu=gpu, dtype=dtype,
         stack=stack, scenario=scenario, config=config, metric=row["metric"],
         value=float(row["value"]), published_step_s=published_step(row, model_flops, notes),
         model_flops=model_flops, cluster_preset=preset, cluster_overrides=overrides,

@@ -25,8 +25,8 @@ from typing import Any
 from .. import presets
 from ..spec.models import DTYPES
 from . import Runner
-from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, PublishedRun, layout_key,
-                        mark_older_releases, measured_columns, run_of)
+from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, PublishedRun, _leading_int,
+                        layout_key, mark_older_releases, measured_columns, run_of)
 
 #: columns every row must fill
 REQUIRED = ("case", "gpu", "framework", "dtype", "model", "layers", "hidden", "heads", "vocab",
@@ -107,27 +107,27 @@ def csv_paths(paths: list[str]) -> list[tuple[Path, bool]]:
     return out
 
 
-def missing_columns(path: Path) -> list[str]:
-    """The required columns the header of ``path`` lacks (every one when it has no header)."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            header = next(csv.reader(f), [])
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return list(REQUIRED)
-    return [c for c in REQUIRED if c not in header]
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    """The rows of one file, every column of the shared layout present (absent ones empty)."""
+def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of one CSV file."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            rows = list(reader)
+            header = list(reader.fieldnames or [])
+            return header, list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise RunsFileError(f"{shown(path)}: cannot be read as CSV: {reason}")
-    missing = [c for c in REQUIRED if c not in header]
+
+
+def missing_columns(header: list[str]) -> list[str]:
+    """The required columns a header lacks."""
+    return [c for c in REQUIRED if c not in header]
+
+
+def layout_rows(path: Path, header: list[str], rows: list[dict]) -> list[dict[str, str]]:
+    """The rows of a file in the shared layout, every column of it present (absent ones
+    empty)."""
+    missing = missing_columns(header)
     if missing:
         raise RunsFileError(f"{shown(path)}: column {missing[0]!r} missing; every row needs "
                             + ", ".join(REQUIRED))
@@ -169,9 +169,9 @@ ZERO_WORDS = ((r"zero[-_ ]?(?:stage[-_ ]?)?([0-3])", None), (r"fsdp|fully[-_ ]sh
 def zero_stage(text: str) -> int | None:
     """The ZeRO stage a ``zero`` cell states: its leading digit, or a name of a stage
     (:data:`ZERO_WORDS`); None when it states none."""
-    match = re.match(r"\s*(\d+)", text)
-    if match:
-        return int(match.group(1))
+    stage = _leading_int(text)
+    if stage is not None:
+        return stage
     low = text.lower()
     for pattern, stage in ZERO_WORDS:
         found = re.search(pattern, low)
@@ -249,6 +249,14 @@ def check_row(row: dict[str, Any], where: str) -> None:
                   "parallel replicas beside a printed fsdp degree)")
 
 
+def check_step(step: float, where: str, measurement: str) -> None:
+    """Raise :class:`RunsFileError` unless the published step a measurement implies lies in
+    :data:`STEP_RANGE_S`."""
+    if not (math.isfinite(step) and STEP_RANGE_S[0] <= step <= STEP_RANGE_S[1]):
+        raise RunsFileError(f"{where}: the measurement ({measurement}) is a step of {step:.3g} "
+                            f"s; allowed: {STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
+
+
 def place(run: PublishedRun) -> None:
     """A GPU without a cluster preset of its own runs on the DGX H100 SuperPOD fabric, its node
     tier at the GPU's own NVLink (said in the run's assumptions)."""
@@ -273,12 +281,19 @@ def read_runs(paths: list[str],
     seen: dict[str, str] = {}
     files = csv_paths(paths)
     for path, named in files:
-        missing = [] if named or skipped is None else missing_columns(path)
-        if missing:  # a CSV of another layout beside the runs files of a directory
-            skipped.append((shown(path), f"not in the published-runs layout (no {missing[0]!r} "
-                                       "column)"))
+        may_skip = not named and skipped is not None
+        try:
+            header, table = read_table(path)
+        except RunsFileError:
+            if not may_skip:
+                raise
+            header, table = [], []  # unreadable: no header of the layout
+        missing = missing_columns(header)
+        if missing and may_skip:  # a CSV of another layout beside the runs files of a folder
+            skipped.append((shown(path), f"not in the published-runs layout (no "
+                                       f"{missing[0]!r} column)"))
             continue
-        rows = read_csv(path)
+        rows = layout_rows(path, header, table)
         file_runs = []
         for line, row in enumerate(rows, start=2):
             where = f"{shown(path)}: line {line}" + (f" (case {row.get('case')!r})"
@@ -302,11 +317,8 @@ def read_runs(paths: list[str],
                 run = run_of(source, filled)
             except (KeyError, ValueError, ArithmeticError) as exc:
                 raise RunsFileError(f"{where}: not a costable run: {reason(exc)}")
-            step = run.published_step_s
-            if not (math.isfinite(step) and STEP_RANGE_S[0] <= step <= STEP_RANGE_S[1]):
-                raise RunsFileError(f"{where}: the measurement ({filled['metric']} = "
-                                    f"{filled['value']}) is a step of {step:.3g} s; allowed: "
-                                    f"{STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
+            check_step(run.published_step_s, where,
+                       f"{filled['metric']} = {filled['value']}")
             run.shipped = False
             run.origin = where
             if filled["peak_memory_gib"]:
@@ -354,12 +366,8 @@ def hardware_step(runner: Runner, run: PublishedRun) -> None:
     the model cannot cost keeps the model-FLOPs reading, and says so."""
     from .. import layout as L
     from ..backends import evaluate_blocks
-    from ..spec import ConfigSpec, pack, pack_configs
 
-    sc = runner.scenario(run)
-    sys_, mdl, job = pack(sc)
-    cfg = pack_configs([ConfigSpec(**run.config)], gpus=sc.cluster.gpus)
-    out = evaluate_blocks(sys_, mdl, job, cfg, backend="python")[:, 0]
+    out = evaluate_blocks(*runner.packed(run), backend="python")[:, 0]
     if L.STATUS[int(out[L.OUT_STATUS])] == "invalid_config":
         run.assumptions.append("hardware TFLOP/s read as model TFLOP/s: the layout is not one "
                                "the model can cost, so its hardware FLOPs are unknown")
@@ -370,8 +378,5 @@ def hardware_step(runner: Runner, run: PublishedRun) -> None:
     run.assumptions.append(f"hardware TFLOP/s converted with the model's hardware FLOPs for "
                            f"this layout ({flops_per_gpu:.4g} per GPU and step, recompute "
                            "counted): the published step depends on the model's FLOP count")
-    step = run.published_step_s
-    if not (math.isfinite(step) and STEP_RANGE_S[0] <= step <= STEP_RANGE_S[1]):
-        raise RunsFileError(f"{run.origin or repr(run.case)}: the measurement ({HW_METRIC} = "
-                            f"{run.hardware_tflops:g}) is a step of {step:.3g} s; allowed: "
-                            f"{STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
+    check_step(run.published_step_s, run.origin or repr(run.case),
+               f"{HW_METRIC} = {run.hardware_tflops:g}")
