@@ -8,9 +8,10 @@ and software stack (``trainscape.calibration.bands``; shown by ``trainscape eval
 
 The runs: the calibration set's held-out rows (``calibration.is_holdout``; counted rows only,
 not older releases of a repeated layout) and every costed row of
-``docs/data/transfer_check_runs.csv`` that is not a calibration row itself (the H100 NeMo rows
-riding along there as the B200 baseline are) nor one of the four that set the PyTorch stack's
-AsyncTP constant (``transfer_check.ASYNC_TP_FIT_CASES``). Each is costed as ``trainscape
+``docs/data/transfer_check_runs.csv`` that counts there (an older release of a layout a newer
+release repeats does not, as in ``trainscape validate``) and is not a calibration row itself
+(the H100 NeMo rows riding along there as the B200 baseline are) nor one of the four that set
+the PyTorch stack's AsyncTP constant (``transfer_check.ASYNC_TP_FIT_CASES``). Each is costed as ``trainscape
 validate`` and ``scripts/transfer_check.py`` cost it (C backend when built, else the
 reference), its error ``predicted / published - 1`` counted whether or not the model calls the
 layout feasible.
@@ -48,7 +49,7 @@ def never_fitted_results(backend: str) -> list:
     runner = cal.Runner(runs)
     fitted = calibration_cases | transfer_check.ASYNC_TP_FIT_CASES
     outside = [res for res in (runner.cost(run, backend=backend) for run in runs
-                               if run.case not in fitted)
+                               if run.case not in fitted and run.counted)
                if res.error is not None]
     return held_out + outside
 

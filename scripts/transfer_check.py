@@ -114,7 +114,9 @@ def async_tp_loss(exposed: float | None = None, backend: str = "c") -> float:
 
 
 def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
-    runs, skipped = [], []
+    """The costable runs of ``rows`` (older releases of a repeated layout marked not counted,
+    as ``trainscape validate`` marks them) and ``(case, why)`` of the rows skipped."""
+    runs, skipped, keyed = [], [], []
     for row in rows:
         if row["source"] not in READABLE_SOURCES or row["gpu"] not in GPUS:
             skipped.append((row["case"], f"no reader for source {row['source']!r} / gpu "
@@ -127,14 +129,18 @@ def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
             continue
         place(run)
         runs.append(run)
+        keyed.append((P.layout_key({**row, "framework_kind": run.stack}), run))
+    # as `trainscape validate` counts: of a layout repeated across releases, the newest
+    P.mark_older_releases(keyed)
     return runs, skipped
 
 
 def summary_line(label: str, results: list) -> None:
-    """One summary line: median |error|, median signed error (negative: the model is faster
-    than the run) and the layouts the model calls infeasible."""
-    errs = [r.error for r in results if r.error is not None]
-    failed = sum(1 for r in results if not r.feasible)
+    """One summary line over the counted runs: median |error|, median signed error (negative:
+    the model is faster than the run) and the layouts the model calls infeasible."""
+    counted = [r for r in results if r.counted]
+    errs = [r.error for r in counted if r.error is not None]
+    failed = sum(1 for r in counted if not r.feasible)
     if errs:
         print(f"{label:30} {len(errs):3} rows: median |error| "
               f"{100 * statistics.median(abs(e) for e in errs):.1f} %, median error "
@@ -205,7 +211,8 @@ def main() -> int:
         return 0
     for r in results:
         err = "   -  " if r.error is None else f"{100 * r.error:+6.1f}%"
-        fit = "  (sets the AsyncTP constant)" if r.case in ASYNC_TP_FIT_CASES else ""
+        fit = ("  (sets the AsyncTP constant)" if r.case in ASYNC_TP_FIT_CASES
+               else "" if r.counted else "  (older release of a repeated layout: not counted)")
         print(f"{r.case:46} {r.gpu:14} {r.dtype:5} {r.status:15} {err}{fit}")
     for gpu in GPUS:
         summary_line(gpu, [r for r in checks if r.gpu == gpu])
