@@ -222,9 +222,8 @@ def test_hardware_tflops_alone_are_converted_with_the_models_hardware_flops(tmp_
 def test_the_transfer_files_costable_rows_read_as_the_transfer_check_reads_them(tmp_path,
                                                                                   monkeypatch):
     """``--runs`` and ``scripts/transfer_check.py`` are one reader: the same layout, settings,
-    fabric, assumptions and published step for every row the check costs. (``--runs`` also
-    applies validate's counting rule -- only the newest release of a repeated layout counts --
-    which the transfer check, reporting every row, does not.)"""
+    fabric, assumptions, published step and counting (validate's rule: only the newest release
+    of a repeated layout counts) for every row the check costs."""
     import _scripts
 
     from trainscape.calibration.runs_file import runner_for
@@ -242,9 +241,11 @@ def test_the_transfer_files_costable_rows_read_as_the_transfer_check_reads_them(
         for key in ("config", "scenario", "stack", "group", "published_step_s",
                     "cluster_preset", "cluster_overrides"):
             assert getattr(other, key) == getattr(run, key), (run.case, key)
+        assert other.counted == run.counted, run.case
         older = [a for a in other.assumptions if a.startswith("older release")]
         assert (len(older) == 1) == (not other.counted)
-        assert [a for a in other.assumptions if a not in older] == run.assumptions, run.case
+        assert other.assumptions == run.assumptions, run.case
+    assert not all(run.counted for run in checked)
 
 
 @pytest.mark.parametrize("printed, schedule, note", [
