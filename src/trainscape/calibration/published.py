@@ -31,6 +31,8 @@ from types import SimpleNamespace
 from importlib import resources
 from typing import Any
 
+from ..spec.ranges import MAX_BUCKET_PARAMS
+
 #: shared-layout calibration files: source id -> (file, citation)
 PUBLISHED_FILES = {
     "dgxc_benchmarking_h100": (
@@ -141,6 +143,22 @@ SOURCE_SETTINGS = {
         ".yaml, config_common.sh): dropout 0; Apex distributed_fused_adam with bf16 gradient "
         "sync and 200 MB buckets (100 M gradients), grad and param sync overlapped; FP8 "
         "parameters (FP8_PARAMS=True)"),
+    # MLPerf Training v5.0 Llama 3.1 405B (NeMo v2.2.0 / Megatron-Core core_r0.11.0 on the
+    # 25.01 container; mlcommons/training_results_v5.0 NVIDIA/benchmarks/llama31_405b/
+    # implementations/eos-dfw_n*_ngc25.01_nemo, which Nebius ran unchanged): pretrain.py sets
+    # grad_reduce_in_fp32=False; config_common.sh FP8_PARAMS=True (MegatronMixedPrecision
+    # fp8_params and DDP fp8_param_gather); OVERLAP_PARAM_GATHER_WITH_OPTIM_STEP=True, under
+    # which NeMo's init_ddp disables bucketing for every model chunk
+    # (nemo/lightning/megatron_parallel.py at v2.2.0: ``disable_bucketing = (model_chunk_idx >
+    # 0) or overlap_param_gather_with_optimizer_step``), so a chunk reduces as one bucket;
+    # Llama3Config's dropout is 0
+    "mlperf_training_v5.0": (
+        {"dropout": False, "grad_dtype": "bf16", "fp8_param_gather": True,
+         "dp_bucket_params": MAX_BUCKET_PARAMS}, {}, None,
+        "MLPerf v5.0 Llama 3.1 405B implementation (pretrain.py, config_common.sh; NeMo v2.2.0 "
+        "megatron_parallel.py): dropout 0; gradients reduced in bf16; FP8 parameters "
+        "(FP8_PARAMS=True); each model chunk's gradients one bucket "
+        "(overlap_param_gather_with_optimizer_step disables bucketing)"),
     # NeMo 25.02's performance scripts run the FP8 precision plugin bf16_with_fp8_mixed, which
     # sets fp8_params (NVIDIA/NeMo v2.2.0 nemo/collections/llm/recipes/precision/
     # mixed_precision.py), as the DGX Cloud rows of the same release are read
