@@ -77,6 +77,22 @@ GPU_CLUSTER = {
     "h100-sxm-80gb": "dgx-h100-superpod",
 }
 
+def _mlperf_gpt3(version: str, files: str, bucket_mb: int, fp8_params: bool = False) -> tuple:
+    """:data:`SOURCE_SETTINGS` of NVIDIA's MLPerf GPT-3 175B implementation at ``version``: dropout
+    0 and Apex DistributedFusedAdam with bf16 gradient sync in ``bucket_mb`` MB buckets (half as
+    many million bf16 gradients), grad and param sync overlapped, FP8 weights with
+    ``fp8_params`` (``FP8_PARAMS=True``); ``files`` are where the release says so."""
+    job: dict[str, Any] = {"dropout": False, "grad_dtype": "bf16",
+                           "dp_bucket_params": bucket_mb * 1_000_000 // 2}
+    why = (f"MLPerf {version} GPT-3 implementation ({files}): dropout 0; Apex "
+           f"distributed_fused_adam with bf16 gradient sync and {bucket_mb} MB buckets "
+           f"({bucket_mb // 2} M gradients), grad and param sync overlapped")
+    if fp8_params:
+        job["fp8_param_gather"] = True
+        why += "; FP8 parameters (FP8_PARAMS=True)"
+    return job, {}, None, why
+
+
 #: what a paper's stack did that its row's columns cannot say: source -> (job fields, config
 #: fields, software-stack profile or None, why). Each is that stack's documented behaviour.
 SOURCE_SETTINGS = {
@@ -111,38 +127,21 @@ SOURCE_SETTINGS = {
     # dropout 0.0; conf/optim/distributed_fused_adam.yaml runs Apex DistributedFusedAdam with
     # grad_sync_dtype bf16, a contiguous grad buffer, bucket_cap_mb 100 (50 M bf16 gradients a
     # bucket) and overlapped grad and param sync
-    "mlperf_training_v3.0": (
-        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 50_000_000}, {}, None,
-        "MLPerf v3.0 GPT-3 implementation (conf/megatron_gpt_config.yaml): dropout 0; Apex "
-        "distributed_fused_adam with bf16 gradient sync and 100 MB buckets (50 M gradients), "
-        "grad and param sync overlapped"),
-    "mlperf_training_v3.1": (
-        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 50_000_000}, {}, None,
-        "MLPerf v3.1 GPT-3 implementation (conf/custom.yaml, conf/optim/distributed_fused_adam"
-        ".yaml): dropout 0; Apex distributed_fused_adam with bf16 gradient sync and 100 MB "
-        "buckets (50 M gradients), grad and param sync overlapped"),
+    "mlperf_training_v3.0": _mlperf_gpt3("v3.0", "conf/megatron_gpt_config.yaml", 100),
+    "mlperf_training_v3.1": _mlperf_gpt3(
+        "v3.1", "conf/custom.yaml, conf/optim/distributed_fused_adam.yaml", 100),
     # v4.0 (NeMo 24.04; mlcommons/training_results_v4.0 NVIDIA/benchmarks/gpt3/implementations/
     # nemo): the same, with BUCKET_CAP_MB=200 (100 M bf16 gradients a bucket) and FP8_PARAMS=True
     # in config_common.sh (FP8 weights gathered by the distributed optimizer)
-    "mlperf_training_v4.0": (
-        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 100_000_000,
-         "fp8_param_gather": True}, {}, None,
-        "MLPerf v4.0 GPT-3 implementation (conf/custom.yaml, conf/optim/distributed_fused_adam"
-        ".yaml, config_common.sh): dropout 0; Apex distributed_fused_adam with bf16 gradient "
-        "sync and 200 MB buckets (100 M gradients), grad and param sync overlapped; FP8 "
-        "parameters (FP8_PARAMS=True)"),
+    "mlperf_training_v4.0": _mlperf_gpt3(
+        "v4.0", "conf/custom.yaml, conf/optim/distributed_fused_adam.yaml, config_common.sh",
+        200, fp8_params=True),
     # v4.1 (NeMo 24.09; mlcommons/training_results_v4.1 NVIDIA/benchmarks/gpt3/implementations/
-    # eos_n*_ngc24.09_nemo, and Oracle's copy of it): the same optimizer and FP8 settings
-    # (conf/optim/distributed_fused_adam.yaml grad_sync_dtype bf16, config_common.sh
-    # BUCKET_CAP_MB=200 and FP8_PARAMS=True; the 256-GPU config lowers the bucket to 125 MB,
-    # which moves its step by < 0.01 %)
-    "mlperf_training_v4.1": (
-        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 100_000_000,
-         "fp8_param_gather": True}, {}, None,
-        "MLPerf v4.1 GPT-3 implementation (conf/custom.yaml, conf/optim/distributed_fused_adam"
-        ".yaml, config_common.sh): dropout 0; Apex distributed_fused_adam with bf16 gradient "
-        "sync and 200 MB buckets (100 M gradients), grad and param sync overlapped; FP8 "
-        "parameters (FP8_PARAMS=True)"),
+    # eos_n*_ngc24.09_nemo, and Oracle's copy of it): v4.0's optimizer and FP8 settings (the
+    # 256-GPU config lowers the bucket to 125 MB, which moves its step by < 0.01 %)
+    "mlperf_training_v4.1": _mlperf_gpt3(
+        "v4.1", "conf/custom.yaml, conf/optim/distributed_fused_adam.yaml, config_common.sh",
+        200, fp8_params=True),
     # MLPerf Training v5.0 Llama 3.1 405B (NeMo v2.2.0 / Megatron-Core core_r0.11.0 on the
     # 25.01 container; mlcommons/training_results_v5.0 NVIDIA/benchmarks/llama31_405b/
     # implementations/eos-dfw_n*_ngc25.01_nemo, which Nebius ran unchanged): pretrain.py sets
