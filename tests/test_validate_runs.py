@@ -344,3 +344,53 @@ def test_a_stated_recompute_is_read_as_stated(tmp_path, printed, mode):
                                         [_minimal_row(recompute=printed)])))["rows"]
     assert out["config"]["recompute"] == mode
     assert not any("recompute not printed" in a for a in out["assumptions"])
+
+
+@pytest.mark.parametrize("framework, recipe, kept, note", [
+    # what the row prints comes first: MLPerf's FP8_PARAMS=True, Megatron's --fp8-param-gather
+    ("NeMo 24.04", "delayed scaling; FP8 parameters (FP8_PARAMS=True)", True, "printed"),
+    ("Megatron-LM", "fp8_param_gather", True, "printed"),
+    ("NeMo 25.04", "current scaling, no FP8 params", False, "no FP8 parameters"),
+    ("NeMo 25.04", "fp8_params: false", False, "no FP8 parameters"),
+    # unsaid on a NeMo 2.0 release: its performance scripts' plugins keep FP8 weights only ...
+    ("NeMo 25.04", "", True, "NeMo >= 25.02"),
+    # ... but for the 128x128-block recipe, and not before 25.02
+    ("NeMo 25.04", "128x128 weight blocks", False, None),
+    ("NeMo 24.09", "", False, None),
+])
+def test_fp8_parameters_are_read_from_the_row_then_from_its_release(tmp_path, framework, recipe,
+                                                                    kept, note):
+    from trainscape.calibration.runs_file import runner_for
+
+    row = _minimal_row(dtype="fp8", framework=framework, fp8_recipe=recipe)
+    (run,) = runner_for([str(_write(tmp_path / "runs.csv", [row]))]).runs
+    assert run.scenario["job"].get("fp8_param_gather", False) is kept
+    said = [a for a in run.assumptions if "FP8 weights" in a or "FP8 parameters" in a
+            or "16-bit weights" in a]
+    if note is None:
+        assert not said
+    else:
+        assert len(said) == 1 and note in said[0], said
+    # a BF16 row has no FP8 weights whatever its recipe column says
+    bf16 = _minimal_row(fp8_recipe="FP8 parameters", framework=framework)
+    (run,) = runner_for([str(_write(tmp_path / "bf16.csv", [bf16]))]).runs
+    assert not run.scenario["job"].get("fp8_param_gather", False)
+
+
+def test_fp8_weights_make_a_published_405b_layout_fit(tmp_path, monkeypatch):
+    # MLPerf Training v5.0's Llama 3.1 405B on 512 H100 (TP 8, PP 8, VP 8, CP 2, 8K tokens) ran
+    # with FP8 parameters; under a source the reader has no settings for, the row's own text
+    # is what keeps it from being called out of memory
+    import _scripts
+
+    tc = _scripts.load_script(monkeypatch, "transfer_check")
+    with open(tc.DEFAULT, newline="") as f:
+        (row,) = [r for r in csv.DictReader(f) if r["case"] == "mlperf50_llama3.1-405b_fp8_512"]
+    row = dict(row, source="a_lab_of_our_own")
+    data = _json("--runs", str(_write(tmp_path / "runs.csv", [row])))
+    (out,) = data["rows"]
+    assert out["status"] == "ok" and out["memory_gib"] < 80.0
+    assert "FP8 weights without a 16-bit copy printed" in out["assumptions"]
+    (without,) = _json("--runs", str(_write(tmp_path / "plain.csv", [
+        dict(row, fp8_recipe="delayed scaling, E4M3")])))["rows"]
+    assert without["status"] == "out_of_memory"

@@ -635,6 +635,24 @@ def grad_dtype_of(row: dict[str, str], stack: str, release: tuple[int, ...],
     return "fp32"
 
 
+#: how a row's ``fp8_recipe`` says the run kept FP8 parameters (Transformer Engine's FP8 weights,
+#: Megatron-Core ``--fp8-param-gather``, NeMo ``fp8_params``, MLPerf's ``FP8_PARAMS=True``) ...
+FP8_PARAMS_ON = re.compile(r"fp8[ _-]?param|fp8 weights only|weights? (?:kept |stored )?in fp8 only")
+#: ... and that it did not
+FP8_PARAMS_OFF = re.compile(r"(?:no|without)\s+fp8[ _-]?param|fp8[ _-]?params?\w*\s*[:=]\s*false")
+
+
+def printed_fp8_params(text: str) -> bool | None:
+    """Whether a row's ``fp8_recipe`` text states FP8 parameters (True), states their absence
+    (False) or says nothing of them (None)."""
+    text = text.lower()
+    if FP8_PARAMS_OFF.search(text):
+        return False
+    if FP8_PARAMS_ON.search(text):
+        return True
+    return None
+
+
 def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...],
                         notes: list[str]) -> bool:
     """Whether an FP8 run kept its linear weights only in FP8 (``job.fp8_param_gather``).
@@ -652,6 +670,10 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
     - NeMo 1.0 yamls: only the GPT-3 175B one sets ``fp8_params: true``
       (dgxc-benchmarking ``nemo_megatron/gpt3_175b_hydra.yaml``, v24.11.1 and v25.02); the
       Llama 3.1 and Nemotron-4 yamls do not.
+    - Any other source's NeMo >= 25.02 row: the NeMo 2.0 scripts' plugins, as above.
+
+    What the row's ``fp8_recipe`` prints about FP8 parameters (:func:`printed_fp8_params`)
+    comes first.
     """
     if row["dtype"] != "fp8":
         return False
@@ -664,6 +686,11 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
         return on
     if stack != "megatron-core":
         return False
+    printed = printed_fp8_params(row["fp8_recipe"])
+    if printed is not None:
+        notes.append("FP8 weights without a 16-bit copy printed" if printed else
+                     "16-bit weights beside the FP8 ones printed (no FP8 parameters)")
+        return printed
     source = row["source"]
     on = False
     if source == "nemo_perf_summary":
@@ -684,6 +711,12 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
         elif row["model"].startswith("gpt3"):
             on = True
             why = "NeMo 1.0 gpt3_175b_hydra.yaml sets fp8_params: true"
+    elif release >= (25, 2) and "128x128" not in row["fp8_recipe"].replace("×", "x"):
+        # any other table of a NeMo 2.0 release: its performance scripts' FP8 plugins keep the
+        # weights in FP8 only, as above; the 128x128-block recipe does not
+        on = True
+        why = ("NeMo >= 25.02 performance scripts' FP8 precision plugins set fp8_params / "
+               "fp8_param_gather = True")
     if on:
         notes.append(f"FP8 weights without a 16-bit copy assumed ({why})")
     return on
