@@ -394,3 +394,26 @@ def test_fp8_weights_make_a_published_405b_layout_fit(tmp_path, monkeypatch):
     (without,) = _json("--runs", str(_write(tmp_path / "plain.csv", [
         dict(row, fp8_recipe="delayed scaling, E4M3")])))["rows"]
     assert without["status"] == "out_of_memory"
+
+
+def test_a_stack_is_read_from_the_framework_not_from_the_source_id(tmp_path):
+    # what a published table's software did follows its framework text, so a user's own
+    # llm-foundry or Megatron-DeepSpeed runs are read as the shipped MPT and BLOOM rows are
+    from trainscape.calibration.runs_file import runner_for
+
+    foundry = _minimal_row(case="lab_mpt", framework="Composer / llm-foundry (PyTorch FSDP)",
+                           cp="1", notes="attn_impl triton")
+    deepspeed = _minimal_row(case="lab_ds", framework="Megatron-DeepSpeed + DeepSpeed ZeRO-1",
+                             cp="1", tp="2")
+    plain = _minimal_row(case="lab_fsdp", framework="PyTorch FSDP", cp="1")
+    runs = {r.case: r for r in runner_for([str(_write(tmp_path / "runs.csv",
+                                                       [foundry, deepspeed, plain]))]).runs}
+    mpt = runs["lab_mpt"]
+    assert mpt.scenario["job"]["cross_entropy"] == "fused"
+    assert mpt.scenario["job"]["attention_kernel"] == "legacy"
+    assert any("llm-foundry's default fused cross-entropy" in a for a in mpt.assumptions)
+    assert "cross_entropy" not in runs["lab_fsdp"].scenario["job"]
+    ds = runs["lab_ds"]
+    assert ds.stack == "megatron-lm"
+    assert not ds.config["tp_overlap"] and not ds.config["dp_overlap"]
+    assert any(a.startswith("Megatron-DeepSpeed: no TP overlap") for a in ds.assumptions)

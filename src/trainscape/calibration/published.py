@@ -318,6 +318,12 @@ def gpu_is_ampere(gpu: str) -> bool:
 MEGATRON_CORE_WORDS = ("megatron", "nemo")
 
 
+def is_llm_foundry(row: dict[str, str]) -> bool:
+    """A run of MosaicML's llm-foundry (Composer): its loss and attention defaults apply."""
+    f = row["framework"].lower()
+    return row["source"] == "llm_foundry_mpt" or "llm-foundry" in f or "llm_foundry" in f
+
+
 def stack_of(framework: str, notes: list[str] | None = None) -> str:
     """The software-stack profile a framework string belongs to (``notes``, when given, says
     so when the string names no stack the reader knows)."""
@@ -1097,7 +1103,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         job["cross_entropy"] = "fused"
         notes.append("loss: AutoModel's MaskedCrossEntropy without fp32 upcast (benchmark "
                      "configs): 16-bit logits and log-softmax, no fp32 copy")
-    if source == "llm_foundry_mpt":
+    if is_llm_foundry(row):
         # llm-foundry's MPT reads loss_fn from the model config, default "fused_crossentropy":
         # flash-attn's fused cross-entropy (llmfoundry/models/mpt/modeling_mpt.py)
         job["cross_entropy"] = "fused"
@@ -1157,11 +1163,16 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if source == "bloom_176b":
         # Jean Zay: 4 Omni-Path 100 Gb/s links per 8-GPU node = 6.25 GB/s per GPU
         overrides["tier1_bandwidth_GBps"] = 6.25
+    if "deepspeed" in row["framework"].lower() and (config["tp_overlap"] or config["dp_overlap"]):
+        # Megatron-DeepSpeed: Megatron's tensor slicing without Transformer Engine's overlap,
+        # and DeepSpeed's engine reducing the gradients once the batch is done (the pipeline
+        # engine's TrainSchedule runs ReduceGrads after the last microbatch,
+        # deepspeed/runtime/pipe/schedule.py; BLOOM's and MT-NLG's runs)
         config["tp_overlap"] = False
         config["dp_overlap"] = False
-        notes.append("Megatron-DeepSpeed 2022: no TP overlap, gradient all-reduce after the "
-                     "last microbatch (not overlapped)")
-    if source == "llm_foundry_mpt" and gpu.startswith("h100"):
+        notes.append("Megatron-DeepSpeed: no TP overlap, gradient all-reduce after the last "
+                     "microbatch (not overlapped)")
+    if is_llm_foundry(row) and gpu.startswith("h100"):
         notes.append("H100 interconnect not stated: DGX H100 fabric (8 x 400 Gb/s per node) "
                      "assumed")
     scenario = {"name": row["case"], "model": model, "job": job}
