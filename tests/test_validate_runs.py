@@ -417,3 +417,22 @@ def test_a_stack_is_read_from_the_framework_not_from_the_source_id(tmp_path):
     assert ds.stack == "megatron-lm"
     assert not ds.config["tp_overlap"] and not ds.config["dp_overlap"]
     assert any(a.startswith("Megatron-DeepSpeed: no TP overlap") for a in ds.assumptions)
+
+
+@pytest.mark.parametrize("framework, version, legacy", [
+    ("Megatron-LM @285068c8 (2023-01-11)", "", True),
+    ("Megatron-LM", "paper, 2022", True),
+    ("Megatron-LM", "2023-09 checkout", False),     # --overlap-grad-reduce exists (opt-in)
+    ("Megatron-LM / Megatron-Core r0.8.0", "2021", False),
+    ("NeMo 24.07 (Megatron-LM)", "2022", False),
+    ("Megatron-LM", "", False),                      # undated: today's defaults
+])
+def test_a_dated_megatron_lm_run_before_its_overlaps_is_read_without_them(tmp_path, framework,
+                                                                          version, legacy):
+    from trainscape.calibration.runs_file import runner_for
+
+    row = _minimal_row(framework=framework, version=version, cp="1", tp="2")
+    (run,) = runner_for([str(_write(tmp_path / "runs.csv", [row]))]).runs
+    assert (run.stack == "megatron-lm") is legacy
+    assert run.config["dp_overlap"] is not legacy
+    assert any(a.startswith("Megatron-LM of 20") for a in run.assumptions) is legacy

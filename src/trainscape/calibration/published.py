@@ -318,6 +318,29 @@ def gpu_is_ampere(gpu: str) -> bool:
 MEGATRON_CORE_WORDS = ("megatron", "nemo")
 
 
+#: Megatron-LM's first commit with ``--overlap-grad-reduce`` (2d5220a424, 2023-08-16); its
+#: ``--tp-comm-overlap`` (Transformer Engine userbuffers) came later still (116ffddc58,
+#: 2023-10-23)
+MEGATRON_LM_DP_OVERLAP_DATE = (2023, 8, 16)
+
+
+def megatron_lm_date(row: dict[str, str]) -> tuple[int, ...] | None:
+    """The date of a plain Megatron-LM run (not Megatron-Core, NeMo or Megatron-DeepSpeed) as
+    its ``framework`` or ``version`` text gives it -- ``2023-01-11``, ``2023-01`` or a bare
+    year, read as its end -- or None."""
+    f = row["framework"].lower()
+    if "megatron-lm" not in f or any(w in f for w in ("core", "nemo", "deepspeed")):
+        return None
+    for text in (row["framework"], row["version"]):
+        match = re.search(r"\b(20\d\d)-(\d\d)(?:-(\d\d))?\b", text)
+        if match:
+            return tuple(int(g) for g in match.groups() if g is not None)
+        match = re.search(r"\b(20\d\d)\b", text)
+        if match:
+            return (int(match.group(1)), 12, 31)
+    return None
+
+
 def is_llm_foundry(row: dict[str, str]) -> bool:
     """A run of MosaicML's llm-foundry (Composer): its loss and attention defaults apply."""
     f = row["framework"].lower()
@@ -1046,6 +1069,10 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     # with the same source id read the same way)
     source = row["source"] or source_id
     stack = stack_of(row["framework"], notes)
+    dated = megatron_lm_date(row)
+    legacy_megatron = dated is not None and dated < MEGATRON_LM_DP_OVERLAP_DATE
+    if legacy_megatron:
+        stack = "megatron-lm"
     release = release_of(row)
     model = model_of(row, notes)
     mtp = recipe_rule(RECIPE_MTP, row, release)
@@ -1053,6 +1080,13 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         model["mtp_layers"] = mtp[0]
         notes.append(mtp[1])
     config = config_of(row, stack, notes)
+    if legacy_megatron:
+        # Megatron-LM before --overlap-grad-reduce: gradients all-reduced after the backward
+        # pass, no Transformer Engine overlap (the megatron-lm profile's tp_overlap is off)
+        config["dp_overlap"] = False
+        notes.append(f"Megatron-LM of {'-'.join(f'{d:02d}' for d in dated)}: the Megatron-LM "
+                     "profile, before --overlap-grad-reduce (2023-08) and --tp-comm-overlap "
+                     "(2023-10): gradients reduced after the backward pass, no TP overlap")
     recipe_job = recipe_layout_of(row, release, config, notes)
     recompute_modules = (recipe_recompute_modules_of(row, release, config, notes)
                          or printed_recompute_modules_of(row, config, notes))
