@@ -10,6 +10,7 @@ summaries).
     python scripts/transfer_check.py                       # docs/data/transfer_check_runs.csv
     python scripts/transfer_check.py FILE.csv [--json]
     python scripts/transfer_check.py --plot transfer.png   # also the accuracy figure
+    python scripts/transfer_check.py --blind               # no source's rules: columns only
 
 The CSV has the calibration set's column layout (../shared/calibration/README.md); its rows
 and their provenance are described in docs/data/transfer_check_runs.md. Each row is costed like a
@@ -114,15 +115,24 @@ def async_tp_loss(exposed: float | None = None, backend: str = "c") -> float:
                for _, published, model in async_tp_speedups(exposed, backend))
 
 
-def runs_of(rows: list[dict[str, str]]) -> tuple[list, list[tuple[str, str]]]:
+#: ``--blind`` reads each row under this prefix of its source id: a source the reader has no
+#: rules, recipe tables or settings for, as a published run it has never seen would be
+BLIND_PREFIX = "blind_"
+
+
+def runs_of(rows: list[dict[str, str]], blind: bool = False
+            ) -> tuple[list, list[tuple[str, str]]]:
     """The costable runs of ``rows`` (older releases of a repeated layout marked not counted,
-    as ``trainscape validate`` marks them) and ``(case, why)`` of the rows skipped."""
+    as ``trainscape validate`` marks them) and ``(case, why)`` of the rows skipped. ``blind``:
+    each row read from its columns alone, its source renamed (:data:`BLIND_PREFIX`)."""
     runs, skipped, keyed = [], [], []
     for row in rows:
         if row["source"] not in READABLE_SOURCES or row["gpu"] not in GPUS:
             skipped.append((row["case"], f"no reader for source {row['source']!r} / gpu "
                                          f"{row['gpu']!r}"))
             continue
+        if blind:
+            row = dict(row, source=BLIND_PREFIX + row["source"])
         try:
             run = P.run_of(row["source"], row)
         except (KeyError, ValueError) as exc:
@@ -175,6 +185,11 @@ def main() -> int:
     parser.add_argument("csv", nargs="?", default=str(DEFAULT))
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--backend", default="c", choices=("c", "numba", "python"))
+    parser.add_argument("--blind", action="store_true",
+                        help="read every row from its columns alone, as a run of a source the "
+                             "reader has no rules or settings for (its source id prefixed "
+                             f"{BLIND_PREFIX!r}): how the reader does on published runs "
+                             "it has never seen")
     parser.add_argument("--plot", metavar="FILE",
                         help="also write the accuracy figure (.png, .svg or .pdf): predicted vs "
                              "published step time, and every row's error per source and GPU")
@@ -191,10 +206,10 @@ def main() -> int:
     except OSError as exc:
         print(f"error: {args.csv}: {exc.strerror}", file=sys.stderr)
         return 2
-    runs, skipped = runs_of(rows)
+    runs, skipped = runs_of(rows, blind=args.blind)
     runner = Runner(runs)
     results = [runner.cost(run, backend=args.backend) for run in runs]
-    memory = memory_rows(results) if args.csv == str(DEFAULT) else []
+    memory = memory_rows(results) if args.csv == str(DEFAULT) and not args.blind else []
     checks = [r for r in results if r.case not in ASYNC_TP_FIT_CASES]
     if args.plot is not None and checks:
         from trainscape.calibration.plots import plot_accuracy

@@ -652,6 +652,11 @@ def grad_dtype_of(row: dict[str, str], stack: str, release: tuple[int, ...],
     in the grad-sync dtype (``apex/contrib/optimizers/distributed_fused_adam.py``,
     ``_init_grad_buffer``): BF16 too. Megatron-LM (``accumulate_allreduce_grads_in_fp32`` with
     bf16), other NeMo 1.0 runs and FSDP mixed precision keep FP32 gradients."""
+    if stack == "megatron-core" and is_nvidia_mlperf(row):
+        notes.append("gradients reduced in BF16 (NVIDIA's MLPerf implementations: Apex "
+                     "distributed_fused_adam with grad_sync_dtype bf16 for GPT-3, "
+                     "grad_reduce_in_fp32 = False for Llama 3.1)")
+        return "bf16"
     if stack == "megatron-core" and (row["source"] == "nemo_perf_summary"
                                      or release >= (24, 12)):
         notes.append("gradients reduced in BF16 assumed (NeMo 2.0 performance recipes set "
@@ -1050,8 +1055,19 @@ def printed_recompute_modules_of(row: dict[str, str], config: dict[str, Any],
 DROPOUT_FAMILIES = ("gpt",)
 
 
-def dropout_of(model: str, notes: list[str]) -> bool:
-    """Whether a model family stores dropout masks (see DROPOUT_FAMILIES)."""
+def is_nvidia_mlperf(row: dict[str, str]) -> bool:
+    """A run of NVIDIA's NeMo-based MLPerf Training LLM implementation (its own submissions and
+    partners' runs of it), which its ``framework`` or ``version`` names."""
+    text = (row["framework"] + " " + row["version"]).lower()
+    return "mlperf" in text and "nemo" in text
+
+
+def dropout_of(model: str, notes: list[str], row: dict[str, str] | None = None) -> bool:
+    """Whether a model family stores dropout masks (see DROPOUT_FAMILIES); NVIDIA's MLPerf
+    implementations train without (GPT-3: ``conf/custom.yaml`` hidden and attention dropout
+    0.0; Llama 3.1: NeMo's ``Llama3Config``)."""
+    if row is not None and is_nvidia_mlperf(row):
+        return False
     on = model.startswith(DROPOUT_FAMILIES) and not model.startswith("gpt-oss")
     if on:
         notes.append("dropout on assumed (Megatron-LM default 0.1 for GPT models)")
@@ -1096,7 +1112,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     job = {"seq_len": seq, "global_batch": batch, "dtype": dtype, "flash_attention": flash,
            "stack": stack,
            "grad_dtype": grad_dtype_of(row, stack, release, notes)}
-    job["dropout"] = dropout_of(model["name"], notes)
+    job["dropout"] = dropout_of(model["name"], notes, row)
     replicas = hybrid_replicas_of(row, config, notes)
     if replicas is not None:
         job["dp_replicas"] = replicas
