@@ -56,7 +56,7 @@ READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_bench
                     "nemotron4_340b_report", "dgxc_benchmarking", "automodel_perf_summary",
                     "nemo_perf_summary_2407", "nemo_perf_summary_2502", "mlperf_training_v3.0",
                     "mlperf_training_v3.1", "mlperf_training_v4.0", "mlperf_training_v4.1",
-                    "mlperf_training_v5.0")
+                    "mlperf_training_v5.0", "mlperf_training_v5.1")
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
 GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",

@@ -158,6 +158,19 @@ SOURCE_SETTINGS = {
         "megatron_parallel.py): dropout 0; gradients reduced in bf16; FP8 parameters "
         "(FP8_PARAMS=True); each model chunk's gradients one bucket "
         "(overlap_param_gather_with_optimizer_step disables bucketing)"),
+    # MLPerf Training v5.1 Llama 3.1 8B / 405B as its B200, H100 and H200 submitters ran
+    # NVIDIA's NeMo 25.09 implementation (mlcommons/training_results_v5.1 <submitter>/benchmarks/
+    # llama31_8b|llama31_405b/implementations): pretrain.py grad_reduce_in_fp32=False;
+    # conf/custom.yaml bucket_size 134,217,728 (BUCKET_SIZE unset; Dell and Oracle's 8B set
+    # 768 M, Cisco's none reaches DDP: 0.3-0.6 points); TP communication not overlapped (the 8B
+    # rows' TP_COMM_OVERLAP=False, University of Florida's 405B configs comment it out, HPE's
+    # logged config has tp_comm_overlap False, Cisco's pretrain.py comments out the callback)
+    "mlperf_training_v5.1": (
+        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 134_217_728},
+        {"tp_overlap": False}, None,
+        "MLPerf v5.1 Llama 3.1 implementation as submitted (pretrain.py, config_common*.sh, "
+        "conf/custom.yaml): dropout 0; gradients reduced in bf16; 134,217,728-parameter "
+        "buckets; TP communication not overlapped"),
     # NeMo 25.02's performance scripts run the FP8 precision plugin bf16_with_fp8_mixed, which
     # sets fp8_params (NVIDIA/NeMo v2.2.0 nemo/collections/llm/recipes/precision/
     # mixed_precision.py), as the DGX Cloud rows of the same release are read
