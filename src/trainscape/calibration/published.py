@@ -77,6 +77,7 @@ GPU_CLUSTER = {
     "h100-sxm-80gb": "dgx-h100-superpod",
 }
 
+
 def _mlperf_gpt3(version: str, files: str, bucket_mb: int, fp8_params: bool = False) -> tuple:
     """:data:`SOURCE_SETTINGS` of NVIDIA's MLPerf GPT-3 175B implementation at ``version``: dropout
     0 and Apex DistributedFusedAdam with bf16 gradient sync in ``bucket_mb`` MB buckets (half as
