@@ -125,7 +125,7 @@ def runs_of(rows: list[dict[str, str]], blind: bool = False
     """The costable runs of ``rows`` (older releases of a repeated layout marked not counted,
     as ``trainscape validate`` marks them) and ``(case, why)`` of the rows skipped. ``blind``:
     each row read from its columns alone, its source renamed (:data:`BLIND_PREFIX`)."""
-    runs, skipped, keyed = [], [], []
+    runs, skipped, rows_runs = [], [], []
     for row in rows:
         if row["source"] not in READABLE_SOURCES or row["gpu"] not in GPUS:
             skipped.append((row["case"], f"no reader for source {row['source']!r} / gpu "
@@ -140,9 +140,9 @@ def runs_of(rows: list[dict[str, str]], blind: bool = False
             continue
         place(run)
         runs.append(run)
-        keyed.append((P.layout_key({**row, "framework_kind": run.stack}), run))
+        rows_runs.append((row, run))
     # as `trainscape validate` counts: of a layout repeated across releases, the newest
-    P.mark_older_releases(keyed)
+    P.mark_older_releases(rows_runs)
     return runs, skipped
 
 

@@ -79,19 +79,18 @@ GPU_CLUSTER = {
 
 
 def _mlperf_gpt3(version: str, files: str, bucket_mb: int, fp8_params: bool = False) -> tuple:
-    """:data:`SOURCE_SETTINGS` of NVIDIA's MLPerf GPT-3 175B implementation at ``version``: dropout
-    0 and Apex DistributedFusedAdam with bf16 gradient sync in ``bucket_mb`` MB buckets (half as
-    many million bf16 gradients), grad and param sync overlapped, FP8 weights with
-    ``fp8_params`` (``FP8_PARAMS=True``); ``files`` are where the release says so."""
-    job: dict[str, Any] = {"dropout": False, "grad_dtype": "bf16",
-                           "dp_bucket_params": bucket_mb * 1_000_000 // 2}
+    """:data:`SOURCE_SETTINGS` of NVIDIA's MLPerf GPT-3 175B implementation at ``version``: Apex
+    DistributedFusedAdam's ``bucket_mb`` MB buckets (half as many million bf16 gradients). Its
+    dropout 0 and bf16 gradient sync come from the rows' framework text
+    (:func:`is_nvidia_mlperf`), the FP8 weights of ``fp8_params`` (``FP8_PARAMS=True``) from their
+    ``fp8_recipe`` (:func:`printed_fp8_params`); the note names them all, ``files`` where the
+    release says so."""
     why = (f"MLPerf {version} GPT-3 implementation ({files}): dropout 0; Apex "
            f"distributed_fused_adam with bf16 gradient sync and {bucket_mb} MB buckets "
            f"({bucket_mb // 2} M gradients), grad and param sync overlapped")
     if fp8_params:
-        job["fp8_param_gather"] = True
         why += "; FP8 parameters (FP8_PARAMS=True)"
-    return job, {}, None, why
+    return {"dp_bucket_params": bucket_mb * 1_000_000 // 2}, {}, None, why
 
 
 #: what a paper's stack did that its row's columns cannot say: source -> (job fields, config
@@ -151,10 +150,10 @@ SOURCE_SETTINGS = {
     # which NeMo's init_ddp disables bucketing for every model chunk
     # (nemo/lightning/megatron_parallel.py at v2.2.0: ``disable_bucketing = (model_chunk_idx >
     # 0) or overlap_param_gather_with_optimizer_step``), so a chunk reduces as one bucket;
-    # Llama3Config's dropout is 0
+    # Llama3Config's dropout is 0 (the dropout, gradient and FP8 settings come from the rows'
+    # own text, is_nvidia_mlperf and printed_fp8_params; the buckets only from here)
     "mlperf_training_v5.0": (
-        {"dropout": False, "grad_dtype": "bf16", "fp8_param_gather": True,
-         "dp_bucket_params": MAX_BUCKET_PARAMS}, {}, None,
+        {"dp_bucket_params": MAX_BUCKET_PARAMS}, {}, None,
         "MLPerf v5.0 Llama 3.1 405B implementation (pretrain.py, config_common.sh; NeMo v2.2.0 "
         "megatron_parallel.py): dropout 0; gradients reduced in bf16; FP8 parameters "
         "(FP8_PARAMS=True); each model chunk's gradients one bucket "
@@ -167,8 +166,7 @@ SOURCE_SETTINGS = {
     # rows' TP_COMM_OVERLAP=False, University of Florida's 405B configs comment it out, HPE's
     # logged config has tp_comm_overlap False, Cisco's pretrain.py comments out the callback)
     "mlperf_training_v5.1": (
-        {"dropout": False, "grad_dtype": "bf16", "dp_bucket_params": 134_217_728},
-        {"tp_overlap": False}, None,
+        {"dp_bucket_params": 134_217_728}, {"tp_overlap": False}, None,
         "MLPerf v5.1 Llama 3.1 implementation as submitted (pretrain.py, config_common*.sh, "
         "conf/custom.yaml): dropout 0; gradients reduced in bf16; 134,217,728-parameter "
         "buckets; TP communication not overlapped"),
@@ -740,6 +738,8 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
                      "16-bit weights beside the FP8 ones printed (no FP8 parameters)")
         return printed
     source = row["source"]
+    # the subchannel recipe (128x128 weight / 1x128 activation blocks) keeps 16-bit weights
+    blocks = "128x128" in row["fp8_recipe"].replace("×", "x")
     on = False
     if source == "nemo_perf_summary":
         # from 25.09 (Megatron-Bridge v0.1.0rc3/rc4) the performance configs run the per-tensor
@@ -749,7 +749,6 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
         # (src/megatron/bridge/training/mixed_precision.py); only the subchannel recipe, 128x128
         # weight / 1x128 activation blocks (25.09's parenthesised H100 numbers), keeps 16-bit
         # weights (fp8_param_gather = False)
-        blocks = "128x128" in row["fp8_recipe"].replace("×", "x")
         on = release >= (25, 9) and not blocks
         why = "Megatron-Bridge FP8 precision config sets fp8_param_gather = True"
     elif source == "dgxc_benchmarking":
@@ -759,9 +758,9 @@ def fp8_param_gather_of(row: dict[str, str], stack: str, release: tuple[int, ...
         elif row["model"].startswith("gpt3"):
             on = True
             why = "NeMo 1.0 gpt3_175b_hydra.yaml sets fp8_params: true"
-    elif release >= (25, 2) and "128x128" not in row["fp8_recipe"].replace("×", "x"):
+    elif release >= (25, 2) and not blocks:
         # any other table of a NeMo 2.0 release: its performance scripts' FP8 plugins keep the
-        # weights in FP8 only, as above; the 128x128-block recipe does not
+        # weights in FP8 only, as above
         on = True
         why = ("NeMo >= 25.02 performance scripts' FP8 precision plugins set fp8_params / "
                "fp8_param_gather = True")
@@ -1076,11 +1075,11 @@ def is_nvidia_mlperf(row: dict[str, str]) -> bool:
     return "mlperf" in text and "nemo" in text
 
 
-def dropout_of(model: str, notes: list[str], row: dict[str, str] | None = None) -> bool:
+def dropout_of(model: str, notes: list[str], row: dict[str, str]) -> bool:
     """Whether a model family stores dropout masks (see DROPOUT_FAMILIES); NVIDIA's MLPerf
     implementations train without (GPT-3: ``conf/custom.yaml`` hidden and attention dropout
     0.0; Llama 3.1: NeMo's ``Llama3Config``)."""
-    if row is not None and is_nvidia_mlperf(row):
+    if is_nvidia_mlperf(row):
         return False
     on = model.startswith(DROPOUT_FAMILIES) and not model.startswith("gpt-oss")
     if on:
@@ -1262,15 +1261,16 @@ def published_runs(sources: tuple[str, ...] | None = None) -> list[PublishedRun]
             continue
         rows = read_rows(filename)
         file_runs = [run_of(source_id, row) for row in rows]
-        mark_older_releases([(layout_key({**row, "framework_kind": run.stack}), run)
-                             for row, run in zip(rows, file_runs)])
+        mark_older_releases(list(zip(rows, file_runs)))
         runs += file_runs
     return runs
 
 
-def mark_older_releases(keyed: list[tuple[tuple, PublishedRun]]) -> None:
-    """Of the runs that share a layout key (:func:`layout_key`), only the newest release's
-    count; the older ones are marked not counted, and say why."""
+def mark_older_releases(rows_runs: list[tuple[dict[str, str], PublishedRun]]) -> None:
+    """Of the ``(row, run)`` pairs whose runs share a layout (:func:`layout_key` of the row, its
+    stack as read), only the newest release's count; the older ones are marked not counted, and
+    say why."""
+    keyed = [(layout_key({**row, "framework_kind": run.stack}), run) for row, run in rows_runs]
     newest: dict[tuple, tuple[int, ...]] = {}
     for key, run in keyed:
         newest[key] = max(newest.get(key, ()), run.release)

@@ -26,7 +26,7 @@ from .. import presets
 from ..spec.models import DTYPES
 from . import Runner
 from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, PublishedRun, _leading_int,
-                        layout_key, mark_older_releases, measured_columns, run_of)
+                        mark_older_releases, measured_columns, run_of)
 
 #: columns every row must fill
 REQUIRED = ("case", "gpu", "framework", "dtype", "model", "layers", "hidden", "heads", "vocab",
@@ -328,8 +328,7 @@ def read_runs(paths: list[str],
                 run.hardware_tflops = float(filled[HW_METRIC])
             place(run)
             file_runs.append((filled, run))
-        mark_older_releases([(layout_key({**row, "framework_kind": run.stack}), run)
-                             for row, run in file_runs])
+        mark_older_releases(file_runs)
         runs += [run for _, run in file_runs]
     if not runs:
         raise RunsFileError(", ".join(map(shown, paths)) + ": no CSV file in the published-runs layout "
