@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -186,6 +187,11 @@ def test_bad_files_are_exit_2_with_one_message(tmp_path):
     nothing.mkdir()
     cases.append((nothing, "without *.csv"))
     cases.append((tmp_path / "absent.csv", "no such file"))
+    # files that never end or never open are refused, not read (a fuzz case hung on /dev/zero)
+    cases.append((Path("/dev/zero"), "a device, not a regular file"))
+    fifo = tmp_path / "runs.fifo"
+    os.mkfifo(fifo)
+    cases.append((fifo, "a FIFO, not a regular file"))
     for path, words in cases:
         result = _validate("--runs", str(path))
         assert result.exit_code == 2, (path, result.output)

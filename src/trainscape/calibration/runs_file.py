@@ -17,13 +17,16 @@ InfiniBand per 8-GPU node), the node tier at the GPU's own NVLink bandwidth, as
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 from .. import presets
+from ..spec.errors import ScenarioError
 from ..spec.models import DTYPES
+from ..spec.readers import MAX_CSV_BYTES, read_text
 from . import Runner
 from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, PublishedRun, _leading_int,
                         mark_older_releases, measured_columns, run_of)
@@ -108,15 +111,22 @@ def csv_paths(paths: list[str]) -> list[tuple[Path, bool]]:
 
 
 def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """The header and rows of one CSV file."""
+    """The header and rows of one CSV file: a regular file of at most
+    :data:`~trainscape.spec.readers.MAX_CSV_BYTES`, read without blocking
+    (:func:`~trainscape.spec.readers.read_text`: a FIFO or a device such as ``/dev/zero`` is
+    refused, not read forever)."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            header = list(reader.fieldnames or [])
-            return header, list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise RunsFileError(f"{shown(path)}: cannot be read as CSV: {reason}")
+        text = read_text(path, "runs CSV", MAX_CSV_BYTES)
+    except ScenarioError as exc:
+        allowed = f" (expected {exc.allowed})" if exc.allowed else ""
+        raise RunsFileError(f"{shown(path)}: cannot be read as CSV: {exc.problem}{allowed}") \
+            from None
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = list(reader.fieldnames or [])
+        return header, list(reader)
+    except csv.Error as exc:
+        raise RunsFileError(f"{shown(path)}: cannot be read as CSV: {exc}")
 
 
 def missing_columns(header: list[str]) -> list[str]:
