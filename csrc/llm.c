@@ -2341,7 +2341,8 @@ TS_FN int ts_final(const ts_ctx *ctx, ts_row *R, ts_ord *O, const ts_rec *V, int
     }
     if (job[TS_JOB_OFFLOAD_OPTIMIZER] > 0.0)
         optimizer = ts_offload_optimizer_time(sys, job, opt_params, V->bw_stage, dp_overlap);
-    step = V->step_pre + dp_time + optimizer + V->offload;
+    /* llm.py step_overhead: the training loop's fixed host-side cost, once a step */
+    step = V->step_pre + dp_time + optimizer + V->offload + sys[TS_SYS_STEP_OVERHEAD_S];
 
     /* ---- memory per GPU (Rajbhandari et al. 2020 §5) ---- */
     /* llm.py finish_config_state: each stage's state memory, activations and logits; the
@@ -2421,6 +2422,7 @@ TS_FN int ts_final(const ts_ctx *ctx, ts_row *R, ts_ord *O, const ts_rec *V, int
     TS_PUT(TS_OUT_MEM_RESERVE_GIB, mem_reserve / TS_GIB);
     TS_PUT(TS_OUT_MICROBATCHES, R->m);
     TS_PUT(TS_OUT_OFFLOAD_S, V->offload);
+    TS_PUT(TS_OUT_OVERHEAD_S, sys[TS_SYS_STEP_OVERHEAD_S]);
     /* llm.py write_result's cost columns, factored: cost = step * gpus * usd_per_gpu_s,
      * tokens / cost = (tokens / (gpus * usd_per_gpu_s)) / step, likewise per joule */
     TS_PUT(TS_OUT_COST_PER_STEP_USD,

@@ -30,7 +30,8 @@ enum {
     TS_SYS_MFU_PEAK_FLOPS = 23,
     TS_SYS_STREAM_MEMORY_EFFICIENCY = 24,
     TS_SYS_ATTENTION_HEAD_DIM_HALF = 25,
-    TS_SYS_COUNT = 26
+    TS_SYS_STEP_OVERHEAD_S = 26,
+    TS_SYS_COUNT = 27
 };
 
 /* TIER_FIELDS */
@@ -164,7 +165,8 @@ enum {
     TS_OUT_TOKENS_PER_USD = 24,
     TS_OUT_TOKENS_PER_JOULE = 25,
     TS_OUT_OFFLOAD_S = 26,
-    TS_OUT_COUNT = 27
+    TS_OUT_OVERHEAD_S = 27,
+    TS_OUT_COUNT = 28
 };
 
 /* SCHEDULES */
@@ -223,18 +225,18 @@ enum {
 
 #define TS_MAX_TIERS 6
 #define TS_MAX_SITES 8
-#define TS_N_SYS_SCALARS 26
+#define TS_N_SYS_SCALARS 27
 #define TS_N_TIER 8
-#define TS_SYS_TIER_BASE 26
-#define TS_SYS_SITE_LINK_BASE 74
-#define TS_N_SYS 586
+#define TS_SYS_TIER_BASE 27
+#define TS_SYS_SITE_LINK_BASE 75
+#define TS_N_SYS 587
 #define TS_N_MODEL 17
 #define TS_N_JOB 43
 #define TS_N_CFG 14
-#define TS_N_OUT 27
+#define TS_N_OUT 28
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x75E6EFAB
+#define TS_LAYOUT_HASH 0x28540A33
 
 #endif /* TRAINSCAPE_LAYOUT_H */

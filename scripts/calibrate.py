@@ -50,6 +50,10 @@ from trainscape import presets  # noqa: E402
 OUT = ROOT / "src" / "trainscape" / "presets" / "calibrated.toml"
 
 
+#: where the fit starts a constant the microbenchmark presets do not give (else mid-range)
+START = {"layer_overhead_us": 20.0, "step_overhead_ms": 10.0}
+
+
 class Param:
     """One fitted number: a GPU constant of (gpu, dtype class), or a stack multiplier."""
 
@@ -85,7 +89,7 @@ class Problem:
                 if not has_rows:
                     continue
                 for name, (lo, hi) in cal.FITTED_FIELDS[dclass].items():
-                    start = stock.get(name, 20.0 if name == "layer_overhead_us" else (lo + hi) / 2)
+                    start = stock.get(name, START.get(name, (lo + hi) / 2))
                     self.params.append(Param("gpu", f"{gpu}:{dclass}", name, lo, hi, start))
         for gpu in gpus:
             # a kernel written for an older architecture: only where the GPU has a newer path

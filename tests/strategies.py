@@ -327,6 +327,7 @@ def site_batches(draw, max_size: int = 32):
     """``(sys, mdl, job, cfg)`` on :func:`site_blocks`."""
     sys, mdl, job = draw(site_blocks())
     cfg = draw(config_columns(sys, mdl, job, max_size=max_size))
+    sys[L.SYS_STEP_OVERHEAD_S] = draw(step_overheads())
     return sys, mdl, job, cfg
 
 
@@ -441,4 +442,12 @@ def batches(draw, moe: bool | None = None, max_size: int = 48, folded: bool = Fa
     :func:`config_column`)."""
     sys, mdl, job = draw(scenarios(moe))
     cfg = draw(config_columns(sys, mdl, job, max_size=max_size, folded=folded))
+    sys[L.SYS_STEP_OVERHEAD_S] = draw(step_overheads())
     return sys, mdl, job, cfg
+
+
+def step_overheads():
+    """The system's fixed cost per step (``step_overhead_s``): 0 or up to 0.2 s. Drawn last by
+    :func:`batches` and :func:`site_batches`, so the draws before it are what they were before
+    the field existed (the derandomized runs that count how often a path is taken)."""
+    return st.one_of(st.just(0.0), st.floats(0.0, 0.2))

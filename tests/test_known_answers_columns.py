@@ -225,6 +225,27 @@ def test_scenario_a_time_columns(backend):
     close(r["tokens_per_s"], 16 * 1024 / step)
 
 
+def test_scenario_a_step_overhead_is_paid_once_a_step(backend):
+    """The training loop's fixed host-side cost (``system.step_overhead_s``, 25 ms here) is
+    the ``overhead_s`` column and adds to the step once, whatever the microbatch count: with 4
+    or 16 microbatches every other column is what it is without it, and the step is longer by
+    exactly 25 ms; tokens/s and the cost columns follow the longer step."""
+    for batch in (16, 64):
+        sys = toy_system()
+        base = run(backend, sys, toy_model(), toy_job(batch), config(tp=2, dp=4, sp=1, zero=1))
+        sys[L.SYS_STEP_OVERHEAD_S] = 0.025
+        r = run(backend, sys, toy_model(), toy_job(batch), config(tp=2, dp=4, sp=1, zero=1))
+        assert base["overhead_s"] == 0.0
+        close(r["overhead_s"], 0.025)
+        close(r["step_time_s"], base["step_time_s"] + 0.025)
+        close(r["tokens_per_s"], batch * SEQ / (base["step_time_s"] + 0.025))
+        for name in L.BREAKDOWN_FIELDS + L.MEMORY_FIELDS + ("microbatches", "memory_gib"):
+            if name != "overhead_s":
+                assert r[name] == base[name], name
+        assert sum(r[name] for name in L.BREAKDOWN_FIELDS) == pytest.approx(r["step_time_s"],
+                                                                           rel=1e-12)
+
+
 def test_scenario_a_flops_and_mfu(backend):
     """Model FLOPs (Narayanan et al. SC'21 eq. 3 without recomputation; PaLM App. B for MFU):
     3 x [layers (8 s h^2 + 4 s^2 h + 16 s h^2) + 2 s h V] per sequence

@@ -61,6 +61,7 @@ FIELDS = [
     ("sys", L.SYS_GEMM_HALF_FLOPS, _outside(0.0, R.MAX_HALF_FLOPS)),
     ("sys", L.SYS_LINEAR_HALF_FLOPS, _outside(0.0, R.MAX_HALF_FLOPS)),
     ("sys", L.SYS_LAYER_OVERHEAD_S, _outside(0.0, R.MAX_US * 1e-6)),
+    ("sys", L.SYS_STEP_OVERHEAD_S, _outside(0.0, R.MAX_MS * 1e-3)),
     ("sys", L.SYS_TP_OVERLAP_EXPOSED, _outside(0.0, 1.0)),
     ("sys", L.SYS_TP_OVERLAP_SLOWDOWN, _outside(0.0, R.MAX_SLOWDOWN)),
     ("sys", L.SYS_ATTENTION_HALF_SEQ, _outside(0.0, R.MAX_HALF_SEQ)),

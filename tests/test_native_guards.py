@@ -142,6 +142,7 @@ BAD_BLOCK_FIELDS = [
     ("sys", L.SYS_CP_OVERLAP_SLOWDOWN, np.nan, r"system\.cp_overlap_slowdown"),
     ("sys", L.SYS_ATTENTION_HALF_SEQ, -1.0, r"system\.attention_half_seq"),
     ("sys", L.SYS_ATTENTION_HEAD_DIM_HALF, np.inf, r"system\.attention_head_dim_half"),
+    ("sys", L.SYS_STEP_OVERHEAD_S, -0.01, r"system\.step_overhead_s"),
     ("job", L.JOB_LINEAR_CAST_BYTES, -4.0, r"job\.linear_cast_bytes"),
     ("job", L.JOB_FP8_WEIGHT_CACHE_BYTES, np.inf, r"job\.fp8_weight_cache_bytes"),
     ("job", L.JOB_LINEAR_INPUT_BYTES, -1.0, r"job\.linear_input_bytes"),

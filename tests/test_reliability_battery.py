@@ -35,6 +35,7 @@ FIELDS = (
     "cluster.gpu.peak_tflops.bf16", "cluster.gpu.memory_efficiency",
     "cluster.gpu.attention_half_seq", "cluster.gpu.hbm_bandwidth_GBps", "model.layers",
     "model.hidden", "job.seq_len", "job.global_batch", "config.dp", "config.tp",
+    "cluster.gpu.step_overhead_ms",
 )
 #: values no numeric field accepts (TOML as --set reads it)
 BAD = ("-1", "nan", "inf", "-inf", "1e308", "4294967296e300", "\"x\"", "[1]", "{a = 1}")
@@ -120,6 +121,7 @@ EXTREME_VALID = [
     ("cluster.gpu.hbm_gb", "1e-300"), ("cluster.gpu.layer_overhead_us", "1e9"),
     ("cluster.gpu.attention_half_seq", "16777216"), ("cluster.gpu.tp_overlap_slowdown", "100"),
     ("cluster.gpu.attention_head_dim_half", "16777216"),
+    ("cluster.gpu.step_overhead_ms", "1e6"), ("cluster.gpu.step_overhead_ms", "0"),
     ("job.global_batch", "2147483136"), ("job.global_batch", "24"),
     ("model.vocab", "16777216"), ("job.seq_len", "16777216"),
 ]

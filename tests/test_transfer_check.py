@@ -286,9 +286,16 @@ def test_torchao_fp8_recipe_is_read_only_for_torchao_rows():
 #: the median |error| and the infeasible layouts as last measured. Tighten an entry when the
 #: model improves; loosening one needs the reason in the commit and the docs.
 OUTSIDE_RATCHET = {
-    "nemo_perf_summary_2407": (0.040, 0),
-    "nemo_perf_summary_2502": (0.045, 0),
-    "megascale_paper": (0.080, 0),
+    # stop 40, the fixed cost per step (llm.step_overhead, fitted: H100 33 ms on Megatron-Core)
+    # loosened nemo_perf_summary_2407 0.040 -> 0.041, _2502 0.045 -> 0.048,
+    # nemotron4_15b_report 0.105 -> 0.140 (its 0.57 s steps, already slower in the model, take
+    # 33 ms more), mlperf_training_v4.1 0.040 -> 0.049; and tightened megascale 0.080 -> 0.076,
+    # dgxc 0.165 -> 0.155, automodel 0.425 -> 0.370, MLPerf v3.0 0.180 -> 0.175, v3.1 0.050 ->
+    # 0.035, v4.0 0.030 -> 0.010, v5.0 0.040 -> 0.030, v5.1 0.185 -> 0.135 (docs/accuracy.md,
+    # "A fixed cost per step")
+    "nemo_perf_summary_2407": (0.041, 0),
+    "nemo_perf_summary_2502": (0.048, 0),
+    "megascale_paper": (0.076, 0),
     # nemotron4_15b_report loosened 0.100 -> 0.105 and automodel 0.660 -> 0.670 when GPT-OSS
     # was read with its sliding windows and fused attention took its head-dim term
     # (llm.windowed_attention_core, llm.attention_head_dim_efficiency): the Megatron-Core GPT-OSS
@@ -296,7 +303,7 @@ OUTSIDE_RATCHET = {
     # larger H100 per-GEMM constant (gemm_half_flops 4.55e10 -> 4.86e10), which slows the
     # 15B's thin TP-8 shards (9.7 -> 10.4 %) and AutoModel's small experts (65.3 -> 66.8 %);
     # nemotron4_340b_report 0.085 -> 0.087 (8.1 -> 8.6 %: its 192-wide heads run faster)
-    "nemotron4_15b_report": (0.105, 0),
+    "nemotron4_15b_report": (0.140, 0),
     "nemotron4_340b_report": (0.087, 0),
     "mtnlg_paper": (0.160, 0),
     # dgxc_benchmarking loosened 0.165 -> 0.170 and automodel tightened 0.675 -> 0.660 when
@@ -310,27 +317,27 @@ OUTSIDE_RATCHET = {
     # layers, not 8, and fits (83.0 -> 75.4 GiB). Tightened 0.170 -> 0.165 when the 25.08
     # DeepSeek-V3 row took NeMo 2.4's layout for PP 8 x VP 2 (8 layers on device 0, 5 on device
     # 7; published.RECIPE_STAGE_LAYERS): +16.8 -> +10.1 %, the source 16.8 -> 16.2 %
-    "dgxc_benchmarking": (0.165, 0),
+    "dgxc_benchmarking": (0.155, 0),
     # automodel tightened 0.670 -> 0.425 when the PyTorch stack's experts ran one grouped GEMM
     # kernel per projection (job.expert_gemm, spec.pack.grouped_expert_gemm: AutoModel's
     # grouped_gemm ops.gmm) instead of a GEMM per local expert: GPT-OSS 20B +66 -> -3 % (+7 %
     # read at its yaml's EP 8), Qwen3 30B-A3B +71 -> +40 %, Kimi K2 +67 -> +57 %, DeepSeek-V3
     # +47 / +22 -> +45 / +20 %
-    "automodel_perf_summary": (0.425, 1),
+    "automodel_perf_summary": (0.370, 1),
     "torchtitan_benchmarks": (0.030, 0),
     # MLPerf Training logs: NVIDIA's, Azure's, CoreWeave's and Oracle's GPT-3 175B FP8 runs
     # (v3.0's June 2023 release ran 9 % slower than v3.1's on the same layout: release drift)
-    "mlperf_training_v3.0": (0.180, 0),
-    "mlperf_training_v3.1": (0.050, 0),
-    "mlperf_training_v4.0": (0.030, 0),
-    "mlperf_training_v4.1": (0.040, 0),
+    "mlperf_training_v3.0": (0.175, 0),
+    "mlperf_training_v3.1": (0.035, 0),
+    "mlperf_training_v4.0": (0.010, 0),
+    "mlperf_training_v4.1": (0.049, 0),
     # v5.0's Llama 3.1 405B at 512-8,192 H100: the 512-GPU layout fits only with its FP8
     # parameters read (80.0 -> 68.2 GiB)
-    "mlperf_training_v5.0": (0.040, 0),
+    "mlperf_training_v5.0": (0.030, 0),
     # v5.1's two H100 rows: Cisco's port of NVIDIA's implementation to Llama 3.1 8B on 64 and
     # 128 GPUs (TP 1 -8.9 %, TP 2 -27.1 %: its TP-2 step is 0.67 of the TP-1 one, the model's
     # 0.54)
-    "mlperf_training_v5.1": (0.185, 0),
+    "mlperf_training_v5.1": (0.135, 0),
 }
 #: ... and per GPU without a fit of its own (the calibrated_from transfer). h100-hbm2e-96gb was
 #: loosened 0.135 -> 0.145 when sequence-parallel all-gathers started moving the FP8 copy in FP8
@@ -365,8 +372,12 @@ OUTSIDE_RATCHET = {
 #: repeats across releases counts once, at its newest release; scripts/transfer_check.py
 #: runs_of): 39 -> 22 counted rows, 22.5 -> 18.6 % median
 #: h200-141gb took Nebius's two MLPerf v5.0 Llama 3.1 405B rows (+0.5 / +0.4 %): 4 rows, 0.5 %
-TRANSFER_RATCHET = {"b200": (0.190, 2), "h200-141gb": (0.010, 0),
-                    "h100-hbm2e-96gb": (0.080, 0)}
+#: stop 40, the fixed cost per step (llm.step_overhead): b200 tightened 0.190 -> 0.150 (18.6 ->
+#: 14.8 %), h200-141gb loosened 0.010 -> 0.014 (0.5 -> 1.4 %) and h100-hbm2e-96gb 0.080 ->
+#: 0.086 (7.7 -> 8.5 %: the refit's faster memory-bound kernels and lower per-layer cost make
+#: torchtitan's long steps a little faster)
+TRANSFER_RATCHET = {"b200": (0.150, 2), "h200-141gb": (0.014, 0),
+                    "h100-hbm2e-96gb": (0.086, 0)}
 
 
 def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):
@@ -443,8 +454,11 @@ def test_printed_recompute_modules_are_read_only_from_a_module_list():
 #: layouts and a launcher yaml's bf16 optimizer, which columns cannot carry)
 #: b200 0.195 -> 0.205 when MLPerf v5.1's twelve B200 rows came in (named sources 18.6 % over 32
 #: rows, blind 20.4 %: its context-parallel 8B rows are -20..-32 %)
-BLIND_RATCHET = {"h100-sxm-80gb": (0.080, 4), "a100-sxm-80gb": (0.085, 0),
-                 "h100-hbm2e-96gb": (0.080, 0), "h200-141gb": (0.010, 0), "b200": (0.205, 4)}
+#: stop 40, the fixed cost per step: h100-sxm-80gb 0.080 -> 0.062 (7.5 -> 6.1 %), a100 0.085 ->
+#: 0.080, b200 0.205 -> 0.152; h100-hbm2e-96gb 0.080 -> 0.086 and h200-141gb 0.010 -> 0.014
+#: loosened as in TRANSFER_RATCHET
+BLIND_RATCHET = {"h100-sxm-80gb": (0.062, 4), "a100-sxm-80gb": (0.080, 0),
+                 "h100-hbm2e-96gb": (0.086, 0), "h200-141gb": (0.014, 0), "b200": (0.152, 4)}
 
 
 def test_a_blind_reading_uses_no_source_knowledge_and_does_not_regress(capsys, monkeypatch):

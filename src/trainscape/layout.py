@@ -90,6 +90,8 @@ SYSTEM_FIELDS = (
     # (the GPU's microbenchmark value, never fitted): the bytes counted op by op run at it
     "attention_head_dim_half",  # head dim at which fused attention reaches half its matmul
     # rate, the softmax exponentials' share (0: no dependence on the head dim)
+    "step_overhead_s",  # fixed time per training step outside the GPU's queue of work: the
+    # training loop's host-side synchronisations and data loading (model.llm.step_overhead)
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -245,6 +247,7 @@ OUTPUT_FIELDS = (
     "tokens_per_usd",  # tokens per step / cost per step (0: no price given)
     "tokens_per_joule",  # tokens per step / (step time x GPUs x power) (0: no power given)
     "offload_s",  # exposed host-link transfers of job.offload_activations (beyond the compute)
+    "overhead_s",  # the step's fixed host-side cost (system step_overhead_s)
 )
 
 #: The breakdown columns; their sum is the step time.
@@ -258,6 +261,7 @@ BREAKDOWN_FIELDS = (
     "dp_comm_s",
     "optimizer_s",
     "offload_s",
+    "overhead_s",
 )
 #: The memory parts; their sum is ``memory_gib``.
 MEMORY_FIELDS = (
@@ -303,6 +307,7 @@ SYS_N_SITES = SYSTEM_FIELDS.index("n_sites")
 SYS_MFU_PEAK_FLOPS = SYSTEM_FIELDS.index("mfu_peak_flops")
 SYS_STREAM_MEMORY_EFFICIENCY = SYSTEM_FIELDS.index("stream_memory_efficiency")
 SYS_ATTENTION_HEAD_DIM_HALF = SYSTEM_FIELDS.index("attention_head_dim_half")
+SYS_STEP_OVERHEAD_S = SYSTEM_FIELDS.index("step_overhead_s")
 TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION, \
     TIER_WINDOW_BYTES, TIER_HANDSHAKE_RTTS, TIER_COMM_DTYPE_BYTES = range(N_TIER)
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
@@ -349,7 +354,7 @@ OUT_STATUS, OUT_FEASIBLE, OUT_STEP_TIME_S, OUT_TOKENS_PER_S, OUT_MFU, \
     OUT_OPTIMIZER_S, OUT_MEM_WEIGHTS_GIB, OUT_MEM_GRADS_GIB, OUT_MEM_OPTIMIZER_GIB, \
     OUT_MEM_ACTIVATIONS_GIB, OUT_MEM_LOGITS_GIB, OUT_MEM_RESERVE_GIB, \
     OUT_MICROBATCHES, OUT_COST_PER_STEP_USD, OUT_TOKENS_PER_USD, \
-    OUT_TOKENS_PER_JOULE, OUT_OFFLOAD_S = range(N_OUT)
+    OUT_TOKENS_PER_JOULE, OUT_OFFLOAD_S, OUT_OVERHEAD_S = range(N_OUT)
 
 SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_H2, SCHED_ZB_V, \
     SCHED_DUALPIPE, SCHED_DUALPIPE_V = range(len(SCHEDULES))

@@ -25,6 +25,7 @@ _TERM_LABELS = {
     "dp_comm_s": "data-parallel comm",
     "optimizer_s": "optimizer step",
     "offload_s": "activation offload (exposed)",
+    "overhead_s": "step overhead (host)",
 }
 _MEM_LABELS = {
     "mem_weights_gib": "weights",

@@ -296,6 +296,9 @@ FITTED_FIELDS = {
         # gaps of a few tens of kernels (~1-2 us each) -- at most 100 us; a stack with per-module
         # hooks (FSDP) scales it by its own fitted multiplier
         "layer_overhead_us": (0.0, 100.0),
+        # the training loop's fixed host-side cost per step (model.llm.step_overhead): a few
+        # synchronisations and a batch fetch -- at most 100 ms
+        "step_overhead_ms": (0.0, 100.0),
     },
     "fp8": {
         "fp8_gemm_efficiency_max": (0.2, 0.95),
@@ -310,6 +313,7 @@ STACK_FITTED_FIELDS = {
     "attention_efficiency": (0.5, 1.5),
     "memory_efficiency": (0.5, 2.0),
     "layer_overhead_us": (0.0, 30.0),
+    "step_overhead_ms": (0.0, 5.0),
 }
 #: fitted on a log scale
 LOG_FIELDS = {"gemm_half_flops"}

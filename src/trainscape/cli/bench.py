@@ -54,6 +54,7 @@ def llama_blocks() -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
     sys[L.SYS_ATTENTION_EFFICIENCY] = 0.5
     sys[L.SYS_MEMORY_EFFICIENCY] = 0.8
     sys[L.SYS_LAYER_OVERHEAD_S] = 20e-6
+    sys[L.SYS_STEP_OVERHEAD_S] = 30e-3
     # a bf16 job: linear layers on the 16-bit curve; the H100 preset's overlap constants
     sys[L.SYS_LINEAR_PEAK_FLOPS] = 989e12
     sys[L.SYS_LINEAR_EFFICIENCY_MAX] = 0.8

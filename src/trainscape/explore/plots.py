@@ -23,11 +23,11 @@ from .. import layout as L
 
 #: Colors of the breakdown terms (as before: one per ``layout.BREAKDOWN_FIELDS``).
 BREAKDOWN_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860",
-                    "#da8bc3", "#8c8c8c", "#ccb974")
+                    "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")
 _TERM = {"compute_s": "compute", "tp_comm_s": "TP comm", "cp_comm_s": "CP comm",
          "ep_comm_s": "EP comm", "pp_comm_s": "PP p2p", "bubble_s": "pipeline bubble",
          "dp_comm_s": "DP comm (exposed)", "optimizer_s": "optimizer",
-         "offload_s": "act. offload"}
+         "offload_s": "act. offload", "overhead_s": "step overhead"}
 #: Largest number of configurations drawn in the Pareto plot's cloud (a uniform sample above).
 CLOUD_MAX = 20_000
 

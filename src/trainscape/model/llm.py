@@ -105,6 +105,7 @@ from ..layout import (
     OUT_TOKENS_PER_USD,
     OUT_TOKENS_PER_JOULE,
     OUT_OFFLOAD_S,
+    OUT_OVERHEAD_S,
     OUT_MODEL_TFLOPS_PER_GPU,
     OUT_OPTIMIZER_S,
     OUT_PP_COMM_S,
@@ -151,6 +152,7 @@ from ..layout import (
     SYS_ATTENTION_HEAD_DIM_HALF,
     SYS_POWER_W,
     SYS_MFU_PEAK_FLOPS,
+    SYS_STEP_OVERHEAD_S,
     SYS_STREAM_MEMORY_EFFICIENCY,
     SYS_HOST_LINK_BANDWIDTH,
     SYS_HOST_MEMORY_BANDWIDTH,
@@ -3063,8 +3065,9 @@ def finish_config_state(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zer
     pp_comm = ordt[ORD_PP_COMM]
     bubble = rect[REC_BUBBLE]
     act_offload = rect[REC_OFFLOAD]
+    overhead = step_overhead(sys)
     step = compute + tp_comm + cp_comm + ep_comm + pp_comm + bubble + dp_time + optimizer \
-        + act_offload
+        + act_offload + overhead
 
     # ---- memory per GPU: the largest of the first, busiest middle and last stage's ------------
     # (ZeRO paper §5 accounting, Rajbhandari et al. 2020; see stage_state_memory)
@@ -3098,7 +3101,24 @@ def finish_config_state(sys, mdl, job, row, ordt, rect, dp_first, dp_second, zer
                         gpu_count(sys), job[JOB_SEQ_LEN], job[JOB_GLOBAL_BATCH], compute,
                         tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_time, optimizer,
                         mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m,
-                        act_offload)
+                        act_offload, overhead)
+
+
+def step_overhead(sys):
+    """The step's fixed cost outside the GPU's queue of work (``step_overhead_s``): time the
+    GPUs wait while the host catches up at the training loop's synchronisation points, once a
+    step, whatever the layout. The host launches kernels ahead of the GPU except where it
+    waits for a GPU value, and after each wait the GPU idles until new work is queued:
+    Megatron-Core's optimizer step reads the gradient norm to the host
+    (``megatron/core/optimizer/clip_grads.py`` ``get_grad_norm_fp32``: ``total_norm.item()``)
+    and, with a loss scaler, the found-inf flag (``megatron/core/optimizer/optimizer.py``
+    ``found_inf.item()``), NeMo reduces and logs the loss every step, and each step's batch is
+    fetched, broadcast over the TP group and copied to the GPU (``megatron/core/utils.py``
+    ``get_batch_on_this_tp_rank``, from ``pretrain_gpt.py`` ``get_batch``; Megatron-LM main,
+    read 2026-11). None of these scale with the model or the layout: one constant per GPU
+    system, times the software stack's multiplier (``presets/stacks.toml``), fitted
+    (``scripts/calibrate.py``); it shows where steps are short (a few hundred ms)."""
+    return sys[SYS_STEP_OVERHEAD_S]
 
 
 # =============================================================================================
@@ -3169,7 +3189,7 @@ def mfu_peak_flops(sys):
 def write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq, global_batch,
                  compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm, optimizer,
                  mem_weights, mem_grads, mem_opt, mem_act, mem_logits, mem_reserve, m,
-                 act_offload):
+                 act_offload, overhead):
     """Write a costed configuration; feasible when its memory fits in HBM."""
     fits = memory <= sys[SYS_HBM_BYTES]
     out[OUT_STATUS, i] = STATUS_OK if fits else STATUS_OUT_OF_MEMORY
@@ -3196,6 +3216,7 @@ def write_result(out, i, sys, memory, step, model_flops, hw_flops, gpus, seq, gl
     out[OUT_MEM_RESERVE_GIB, i] = mem_reserve / GIB
     out[OUT_MICROBATCHES, i] = m
     out[OUT_OFFLOAD_S, i] = act_offload
+    out[OUT_OVERHEAD_S, i] = overhead
     tokens = global_batch * seq
     cost = cost_per_step_usd(step, gpus, sys[SYS_USD_PER_GPU_S])
     out[OUT_COST_PER_STEP_USD, i] = cost

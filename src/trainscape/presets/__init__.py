@@ -117,7 +117,7 @@ STACKS = ("megatron-core", "pytorch-fsdp", "jax-xla", "megatron-lm")
 DEFAULT_STACK = "megatron-core"
 #: GPU constants a stack profile may scale (``stacks.toml`` documents why each may differ).
 STACK_SCALABLE = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency",
-                  "layer_overhead_us")
+                  "layer_overhead_us", "step_overhead_ms")
 #: GPU constants a stack profile's ``[<stack>.tp_overlap]`` table replaces: those of the
 #: stack's own TP-overlap mechanism (``stacks.toml`` derives each)
 STACK_TP_OVERLAP = ("tp_overlap_exposed", "tp_overlap_slowdown")
@@ -377,6 +377,7 @@ def _gpu_row(pid: str, g: dict) -> dict:
         "attn_eff": g["attention_efficiency"],
         "mem_eff": g["memory_efficiency"],
         "overhead_us": g.get("layer_overhead_us", 0.0),
+        "step_ms": g.get("step_overhead_ms", 0.0),
         "legacy_attn": g.get("legacy_attention_fraction", 1.0),
         # a board power limit below power_w derates the tflops columns' rated peaks
         # (model.power; GpuSpec.peak_for)
@@ -401,7 +402,8 @@ def _stack_row(pid: str, s: dict) -> dict:
     """A software-stack profile: its multipliers on the GPU constants (1 where it has none)."""
     scale = s.get("scale", {})
     short = {"gemm_efficiency_max": "x_gemm_eff", "attention_efficiency": "x_attn_eff",
-             "memory_efficiency": "x_mem_eff", "layer_overhead_us": "x_overhead"}
+             "memory_efficiency": "x_mem_eff", "layer_overhead_us": "x_overhead",
+             "step_overhead_ms": "x_step"}
     overlap = s.get("tp_overlap", {})
     return {"id": pid, "name": s.get("name", pid),
             **{short[key]: float(scale.get(key, 1.0)) for key in STACK_SCALABLE},

@@ -360,6 +360,7 @@ class GpuSpec(_Spec):
     stream_memory_efficiency: Fraction | None = None
     hbm_reserve_gb: R.HbmGbOrZero = 0.0
     layer_overhead_us: R.Micros = 0.0  # fixed cost per layer per microbatch pass
+    step_overhead_ms: R.Millis = 0.0  # fixed cost per training step (host synchronisations)
     # with ``preset``: apply the constants fitted for this GPU (presets/calibrated.toml)
     calibrated: bool = True
     # FP8 GEMMs of the linear layers on their own curve; left out: the BF16 curve's values

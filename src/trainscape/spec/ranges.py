@@ -48,6 +48,8 @@ MAX_HBM_GB = 1e6
 MAX_DDR_GB = 1e9
 #: Times in microseconds (latencies, per-layer overheads): 10^9 (1000 s).
 MAX_US = 1e9
+#: Times in milliseconds (the per-step overhead): 10^6 (1000 s).
+MAX_MS = 1e6
 #: FLOPs at which GEMM efficiency is half its maximum: 10^18.
 MAX_HALF_FLOPS = 1e18
 #: K/V length at which attention efficiency is half its maximum: 2^24 tokens.
@@ -107,6 +109,7 @@ HbmGb = _float(0.0, MAX_HBM_GB, lo_open=True)
 HbmGbOrZero = _float(0.0, MAX_HBM_GB)
 DdrGb = _float(0.0, MAX_DDR_GB)
 Micros = _float(0.0, MAX_US)
+Millis = _float(0.0, MAX_MS)
 HalfFlops = _float(0.0, MAX_HALF_FLOPS)
 HalfSeq = _float(0.0, MAX_HALF_SEQ)
 Efficiency = _float(MIN_FRACTION, 1.0)
@@ -148,6 +151,7 @@ DOCUMENTED = (
     ("hbm_gb / hbm_reserve_gb", "> 0 to 1e6 / 0 to 1e6"),
     ("host_ddr_gb", "0 to 1e9"),
     ("*_us", "0 to 1e9"),
+    ("step_overhead_ms", "0 to 1e6"),
     ("gemm_half_flops, fp8_gemm_half_flops", "0 to 1e18"),
     ("attention_half_seq, attention_head_dim_half", "0 to 2^24"),
     ("efficiencies (efficiency, *_efficiency*)", "1e-6 to 1"),
