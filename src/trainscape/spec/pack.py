@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # for annotations only: the schema packs its own config while
 GB = 1e9  # decimal gigabyte (bytes); GB/s likewise
 GIB = 2.0**30  # HBM capacities are binary: an "80GB" A100 has 81920 MiB (nvidia-smi)
 US = 1e-6  # microsecond (seconds)
+MS = 1e-3  # millisecond (seconds)
 TFLOPS = 1e12
 
 # --------------------------------------------------------------------------------------------
@@ -487,7 +488,7 @@ def pack_system(scenario: Scenario) -> np.ndarray:
                                            if g.stream_memory_efficiency is not None
                                            else g.memory_efficiency)
     sys[L.SYS_LAYER_OVERHEAD_S] = g.layer_overhead_us * US
-    sys[L.SYS_STEP_OVERHEAD_S] = g.step_overhead_ms * 1e-3
+    sys[L.SYS_STEP_OVERHEAD_S] = g.step_overhead_ms * MS
     sys[L.SYS_USD_PER_GPU_S] = usd_per_gpu_second(scenario)
     sys[L.SYS_POWER_W] = g.drawn_power_w or 0.0
     sys[L.SYS_HOST_LINK_BANDWIDTH] = (c.host_to_device_GBps or 0.0) * GB
