@@ -295,7 +295,13 @@ OUTSIDE_RATCHET = {
     # "A fixed cost per step")
     "nemo_perf_summary_2407": (0.041, 0),
     "nemo_perf_summary_2502": (0.048, 0),
-    "megascale_paper": (0.076, 0),
+    # stop 41 loosened megascale 0.076 -> 0.081 and mtnlg 0.160 -> 0.164: BLOOM read without
+    # sequence parallelism (its Megatron-DeepSpeed fork has none; published.config_of) is slower
+    # in the model, and scripts/calibrate.py answered with a smaller per-step multiplier for the
+    # megatron-lm profile (2.31 -> 2.13) and a faster memory-bound multiplier (1.33 -> 1.25),
+    # which make the 2021-23 Megatron runs outside the fit faster still (MegaScale 7.5 -> 8.0 %,
+    # MT-NLG 15.9 -> 16.3 %; docs/accuracy.md, "Sequence parallelism in Megatron-DeepSpeed")
+    "megascale_paper": (0.081, 0),
     # nemotron4_15b_report loosened 0.100 -> 0.105 and automodel 0.660 -> 0.670 when GPT-OSS
     # was read with its sliding windows and fused attention took its head-dim term
     # (llm.windowed_attention_core, llm.attention_head_dim_efficiency): the Megatron-Core GPT-OSS
@@ -305,7 +311,7 @@ OUTSIDE_RATCHET = {
     # nemotron4_340b_report 0.085 -> 0.087 (8.1 -> 8.6 %: its 192-wide heads run faster)
     "nemotron4_15b_report": (0.140, 0),
     "nemotron4_340b_report": (0.087, 0),
-    "mtnlg_paper": (0.160, 0),
+    "mtnlg_paper": (0.164, 0),
     # dgxc_benchmarking loosened 0.165 -> 0.170 and automodel tightened 0.675 -> 0.660 when
     # DeepSeek-V3 / Kimi K2 were read with the deepseek-v3 preset's MLA approximation (GQA, 128-
     # wide heads, 8 KV heads; published.KV_HEADS) instead of the printed hidden / heads = 56:
@@ -457,7 +463,9 @@ def test_printed_recompute_modules_are_read_only_from_a_module_list():
 #: stop 40, the fixed cost per step: h100-sxm-80gb 0.080 -> 0.062 (7.5 -> 6.1 %), a100 0.085 ->
 #: 0.080, b200 0.205 -> 0.152; h100-hbm2e-96gb 0.080 -> 0.086 and h200-141gb 0.010 -> 0.014
 #: loosened as in TRANSFER_RATCHET
-BLIND_RATCHET = {"h100-sxm-80gb": (0.062, 4), "a100-sxm-80gb": (0.080, 0),
+#: stop 41: a100-sxm-80gb 0.080 -> 0.085 (8.0 -> 8.5 %), MegaScale's and MT-NLG's rows after the
+#: refit that followed reading BLOOM without sequence parallelism (OUTSIDE_RATCHET)
+BLIND_RATCHET = {"h100-sxm-80gb": (0.062, 4), "a100-sxm-80gb": (0.085, 0),
                  "h100-hbm2e-96gb": (0.086, 0), "h200-141gb": (0.014, 0), "b200": (0.152, 4)}
 
 

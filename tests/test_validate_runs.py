@@ -412,8 +412,13 @@ def test_a_stack_is_read_from_the_framework_not_from_the_source_id(tmp_path):
     deepspeed = _minimal_row(case="lab_ds", framework="Megatron-DeepSpeed + DeepSpeed ZeRO-1",
                              cp="1", tp="2")
     plain = _minimal_row(case="lab_fsdp", framework="PyTorch FSDP", cp="1")
-    runs = {r.case: r for r in runner_for([str(_write(tmp_path / "runs.csv",
-                                                       [foundry, deepspeed, plain]))]).runs}
+    ds_sp = dict(deepspeed, case="lab_ds_sp", sp="true")
+    megatron = _minimal_row(case="lab_mcore", framework="NeMo 25.02 (Megatron-Core)", cp="1",
+                            tp="2")
+    rows = [foundry, deepspeed, plain, ds_sp, megatron]
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    runs = {r.case: r for r in runner_for([str(_write(tmp_path / "runs.csv", rows,
+                                                       columns))]).runs}
     mpt = runs["lab_mpt"]
     assert mpt.scenario["job"]["cross_entropy"] == "fused"
     assert mpt.scenario["job"]["attention_kernel"] == "legacy"
@@ -423,6 +428,16 @@ def test_a_stack_is_read_from_the_framework_not_from_the_source_id(tmp_path):
     assert ds.stack == "megatron-lm"
     assert not ds.config["tp_overlap"] and not ds.config["dp_overlap"]
     assert any(a.startswith("Megatron-DeepSpeed: no TP overlap") for a in ds.assumptions)
+    # sequence parallelism unprinted: off in Megatron-DeepSpeed (BLOOM's fork never had it),
+    # on in a Megatron-Core recipe; printed, as printed -- each said in the row
+    assert ds.config["sp"] is False
+    assert any(a.startswith("sequence parallelism not printed: off assumed (Megatron-DeepSpeed")
+               for a in ds.assumptions)
+    assert runs["lab_ds_sp"].config["sp"] is True
+    assert not any(a.startswith("sequence parallelism") for a in runs["lab_ds_sp"].assumptions)
+    assert runs["lab_mcore"].config["sp"] is True
+    assert any(a.startswith("sequence parallelism not printed: on assumed")
+               for a in runs["lab_mcore"].assumptions)
 
 
 @pytest.mark.parametrize("framework, version, legacy", [

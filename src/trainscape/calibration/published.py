@@ -359,6 +359,12 @@ def is_llm_foundry(row: dict[str, str]) -> bool:
     return row["source"] == "llm_foundry_mpt" or "llm-foundry" in f or "llm_foundry" in f
 
 
+def is_megatron_deepspeed(row: dict[str, str]) -> bool:
+    """A run of a Megatron-DeepSpeed fork (Megatron's layers in DeepSpeed's engine: BLOOM's,
+    MT-NLG's), which its ``framework`` names."""
+    return "deepspeed" in row["framework"].lower()
+
+
 def stack_of(framework: str, notes: list[str] | None = None) -> str:
     """The software-stack profile a framework string belongs to (``notes``, when given, says
     so when the string names no stack the reader knows)."""
@@ -536,6 +542,15 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
     sp_text = row["sp"].lower()
     if sp_text in ("true", "false", "yes", "no"):
         sp = sp_text in ("true", "yes")
+    elif tp > 1 and is_megatron_deepspeed(row):
+        # Megatron-DeepSpeed's forks of 2021-22 (BLOOM's, MT-NLG's) predate Megatron-LM's
+        # sequence parallelism (Korthikanti et al. 2022): the bigscience fork has none at its
+        # last commit (bigscience-workshop/Megatron-DeepSpeed 8387ae17, 2023-12: no
+        # sequence_parallel under megatron/), and forks that took it later take Megatron-LM's
+        # --sequence-parallel, a flag that is off unless given
+        sp = False
+        notes.append("sequence parallelism not printed: off assumed (Megatron-DeepSpeed: "
+                     "Megatron-LM's sequence parallelism absent or off by default)")
     else:
         sp = tp > 1 and stack != "jax-xla"
         if tp > 1:
@@ -1226,7 +1241,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if source == "bloom_176b":
         # Jean Zay: 4 Omni-Path 100 Gb/s links per 8-GPU node = 6.25 GB/s per GPU
         overrides["tier1_bandwidth_GBps"] = 6.25
-    if "deepspeed" in row["framework"].lower() and (config["tp_overlap"] or config["dp_overlap"]):
+    if is_megatron_deepspeed(row) and (config["tp_overlap"] or config["dp_overlap"]):
         # Megatron-DeepSpeed: Megatron's tensor slicing without Transformer Engine's overlap,
         # and DeepSpeed's engine reducing the gradients once the batch is done (the pipeline
         # engine's TrainSchedule runs ReduceGrads after the last microbatch,
