@@ -131,7 +131,7 @@ BAD_CELLS = [
     ({"tp": "1.5"}, "'tp'", "an integer"),
     ({"layers": "0"}, "'layers'", "from 1"),
     ({"gpus": "1e300"}, "'gpus'", "an integer"),
-    ({"gpu": "h100"}, "'gpu'", "h100-sxm-80gb"),
+    ({"gpu": "a100"}, "'gpu'", "h100-sxm-80gb"),  # 40 or 80 GB: names no one preset
     ({"dtype": "fp4"}, "'dtype'", "bf16"),
     ({"mlp": "relu"}, "'mlp'", "swiglu"),
     ({"metric": "mfu_pct"}, "'metric'", "step_time_s"),

@@ -190,6 +190,19 @@ def zero_stage(text: str) -> int | None:
     return None
 
 
+#: columns whose values are names compared without case (``dtype`` ``BF16``, ``mlp``
+#: ``SwiGLU`` / ``squared_relu``): lower case, ``_`` and spaces as ``-``
+CASELESS = ("dtype", "mlp")
+
+
+def caseless_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its :data:`CASELESS` cells in the form the reader compares (a row with more
+    cells than its header, which :func:`check_row` refuses, as it is)."""
+    if None in row:
+        return row
+    return {**row, **{c: re.sub(r"[_ ]+", "-", row[c].strip().lower()) for c in CASELESS}}
+
+
 def check_row(row: dict[str, Any], where: str) -> None:
     """Raise :class:`RunsFileError` at the first cell of ``row`` that is not what its column
     allows (``where`` locates the row: file, line and case)."""
@@ -209,9 +222,10 @@ def check_row(row: dict[str, Any], where: str) -> None:
         low = 1 if column in POSITIVE_INTS else 0
         if value is None or not low <= value <= MAX_INT:
             raise bad(column, f"an integer from {low} to {MAX_INT}")
-    gpus = presets.names("gpu")
-    if row["gpu"] not in gpus:
-        raise bad("gpu", "a GPU preset: " + ", ".join(gpus))
+    try:
+        presets.preset_id("gpu", row["gpu"])
+    except presets.UnknownPreset:
+        raise bad("gpu", presets.gpu_names_allowed()) from None
     if row["dtype"] not in DTYPES:
         raise bad("dtype", "one of " + ", ".join(DTYPES))
     if row["mlp"] not in MLPS:
@@ -308,13 +322,15 @@ def read_runs(paths: list[str],
         for line, row in enumerate(rows, start=2):
             where = f"{shown(path)}: line {line}" + (f" (case {row.get('case')!r})"
                                                if row.get("case") else "")
+            row = caseless_cells(row)
             check_row(row, where)
             if row["case"] in seen:
                 raise RunsFileError(f"{where}: column 'case': {row['case']!r} repeats "
                                     f"{seen[row['case']]}; every case id must be unique")
             seen[row["case"]] = f"{shown(path)}: line {line}"
             source = row["source"] or path.stem
-            filled = {**row, "source": source}
+            gpu = presets.preset_id("gpu", row["gpu"])
+            filled = {**row, "source": source, "gpu": gpu}
             if filled["zero"] and not filled["zero"].lstrip()[:1].isdigit():
                 # the reader takes a stage from the cell's leading digit (the layout's form)
                 filled["zero"] = f"{zero_stage(filled['zero'])} ({filled['zero']})"
@@ -331,6 +347,9 @@ def read_runs(paths: list[str],
                        f"{filled['metric']} = {filled['value']}")
             run.shipped = False
             run.origin = where
+            if gpu != row["gpu"]:
+                run.assumptions.append(f"gpu {row['gpu']!r} read as the {gpu} preset (another "
+                                       "name of it: presets/aliases.toml)")
             if filled["peak_memory_gib"]:
                 run.published_memory_gib = float(filled["peak_memory_gib"])
                 run.memory_measure = filled["memory_measure"].lower()

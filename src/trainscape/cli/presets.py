@@ -60,9 +60,11 @@ def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
     """One preset, field by field with its source (exit 2 for a missing KIND or unknown NAME)."""
     if kind is None:
         raise click.UsageError("--show needs KIND: one of " + ", ".join(P.KINDS))
-    if name not in P.names(kind):
+    try:
+        name = P.preset_id(kind, name)  # an id, or another name of one (a GPU's "NVIDIA H200")
+    except P.UnknownPreset:
         raise click.BadParameter(f"{name!r} is not a {kind} preset; one of "
-                                 + ", ".join(P.names(kind)), param_hint="--show")
+                                 + ", ".join(P.names(kind)), param_hint="--show") from None
     if kind == "gpu":
         table = P.resolve_gpu(name, dtype=dtype, stack=stack, calibrated=not stock)
         title = (f"{name} for {dtype} jobs on the {stack} stack profile"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 import tomllib
 from importlib import resources
 
@@ -33,10 +34,13 @@ __all__ = [
     "resolve_gpu",
     "stack_profile",
     "get",
+    "gpu_names_allowed",
     "llm_param_counts",
     "gpu",
     "model",
     "names",
+    "normalized_name",
+    "preset_id",
     "summary_rows",
 ]
 
@@ -52,6 +56,9 @@ _FILES = {
 }
 #: Key in models.toml that holds the DLRM presets (so it is not an LLM preset id).
 _DLRM_KEY = "dlrm"
+#: Other names of presets, per kind: ``aliases.toml`` (GPUs: how tables and nvidia-smi spell
+#: them)
+_ALIASES_FILE = "aliases.toml"
 
 
 class UnknownPreset(KeyError):
@@ -100,12 +107,55 @@ def names(kind: str) -> list[str]:
     return list(_table(kind))
 
 
-def get(kind: str, name: str) -> dict:
-    """A deep copy of preset ``name`` of ``kind``; ``UnknownPreset`` if there is none."""
+def normalized_name(text: str) -> str:
+    """``text`` as names are compared: lower case, every run of characters other than letters
+    and digits one ``-``, none at either end, and a leading ``nvidia-`` dropped ("NVIDIA H100
+    80GB HBM3" -> ``h100-80gb-hbm3``)."""
+    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return name[len("nvidia-"):] if name.startswith("nvidia-") else name
+
+
+@functools.lru_cache(maxsize=None)
+def _names_of(kind: str) -> dict[str, str]:
+    """Every normalized name of every preset of ``kind`` -> its id: the ids, the GPUs'
+    ``name`` fields, and the other names of ``aliases.toml``."""
     table = _table(kind)
-    if not isinstance(name, str) or name not in table:
-        raise UnknownPreset(kind, name, list(table))
-    return copy.deepcopy(table[name])
+    found: dict[str, str] = {}
+    for pid in table:
+        found[normalized_name(pid)] = pid
+    if kind == "gpu":
+        for pid, preset in table.items():
+            found.setdefault(normalized_name(str(preset.get("name", pid))), pid)
+    for alias, pid in _parse(_ALIASES_FILE).get(kind, {}).items():
+        found.setdefault(normalized_name(alias), pid)
+    return found
+
+
+def preset_id(kind: str, name: object) -> str:
+    """The id of the preset of ``kind`` that ``name`` names: the id itself, or another name of
+    it -- a GPU's datasheet ``name`` or an ``aliases.toml`` entry -- compared as
+    :func:`normalized_name`. ``UnknownPreset`` (listing the ids) for a name of none."""
+    table = _table(kind)
+    if isinstance(name, str):
+        if name in table:
+            return name
+        pid = _names_of(kind).get(normalized_name(name))
+        if pid is not None:
+            return pid
+    raise UnknownPreset(kind, name, list(table))
+
+
+def gpu_names_allowed() -> str:
+    """What a GPU name may be, for an error message: the ids, or another name of one."""
+    return (", ".join(names("gpu")) + ", or another name of one of them (a datasheet name such "
+            "as 'H100 SXM5 80GB', an nvidia-smi name such as 'NVIDIA A100-SXM4-40GB': "
+            "presets/aliases.toml)")
+
+
+def get(kind: str, name: str) -> dict:
+    """A deep copy of preset ``name`` of ``kind`` (an id or another name of one:
+    :func:`preset_id`); ``UnknownPreset`` if there is none."""
+    return copy.deepcopy(_table(kind)[preset_id(kind, name)])
 
 
 #: Job dtypes a ``calibrated.toml`` GPU table may hold a sub-table for (``[<gpu>.fp8]``).
@@ -178,6 +228,7 @@ def resolve_gpu(name: str, dtype: str | None = None, stack: str | None = None,
     ``dtype`` or ``stack`` resolves as if none were given (the scenario's validation reports
     it with its field path). The result's ``sources`` say where each replaced value came from.
     """
+    name = preset_id("gpu", name)
     preset = get("gpu", name)
     sources = preset.setdefault("sources", {})
     for key in _RESOLUTION_KEYS:

@@ -697,6 +697,8 @@ class SpaceSpec(_Spec):
 
 
 def _preset(kind: str, name: Any, path: str) -> dict:
+    """Preset ``name`` of ``kind`` (an id, or another name of one: compared as
+    :func:`trainscape.presets.normalized_name`), with ``preset`` set to its id."""
     from .. import presets
 
     try:
@@ -706,7 +708,17 @@ def _preset(kind: str, name: Any, path: str) -> dict:
                                ", ".join(presets.names(kind))) from None
     for key in PRESET_META_KEYS:
         table.pop(key, None)
+    table["preset"] = presets.preset_id(kind, name)
     return table
+
+
+def _gpu_preset_id(name: str) -> str:
+    """The id of the GPU preset ``name`` names (another name of it, e.g. "H100 SXM5 80GB",
+    becomes its id: :func:`trainscape.presets.preset_id`), so that what is shown and looked
+    up later is the id."""
+    from .. import presets
+
+    return presets.preset_id("gpu", name)
 
 
 def _gpu_preset(name: Any, path: str, dtype: Any, stack: Any, calibrated: Any) -> dict:
@@ -719,7 +731,7 @@ def _gpu_preset(name: Any, path: str, dtype: Any, stack: Any, calibrated: Any) -
                                     calibrated=calibrated is not False)
     except presets.UnknownPreset:
         raise ScenarioError.at(path, "unknown gpu preset", name,
-                               ", ".join(presets.names("gpu"))) from None
+                               presets.gpu_names_allowed()) from None
     for key in PRESET_META_KEYS:
         table.pop(key, None)
     return table
@@ -742,21 +754,24 @@ def expand_presets(raw: dict, resolve_gpu: bool = True, calibrated: bool = True)
     out = copy.deepcopy(raw)
     model = out.get("model")
     if isinstance(model, dict) and model.get("preset") is not None:
-        out["model"] = {**_preset("model", model["preset"], "model.preset"), **model}
+        table = _preset("model", model["preset"], "model.preset")
+        out["model"] = {**table, **model, "preset": table["preset"]}
     job = out.get("job")
     dtype = job.get("dtype", "bf16") if isinstance(job, dict) else None
     stack = job.get("stack") if isinstance(job, dict) else None
     cluster = out.get("cluster")
     if isinstance(cluster, dict):
         if cluster.get("preset") is not None:
-            cluster = {**_preset("cluster", cluster["preset"], "cluster.preset"), **cluster}
+            table = _preset("cluster", cluster["preset"], "cluster.preset")
+            cluster = {**table, **cluster, "preset": table["preset"]}
         gpu = cluster.get("gpu")
         if isinstance(gpu, str) and (resolve_gpu or "gpu" not in raw["cluster"]):
             gpu = {"preset": gpu}  # (a name the user wrote stays one until it resolves)
         if resolve_gpu and isinstance(gpu, dict) and gpu.get("preset") is not None:
             path = "cluster.gpu.preset" if isinstance(cluster.get("gpu"), dict) else "cluster.gpu"
             fitted = gpu.get("calibrated", calibrated)
-            gpu = {**_gpu_preset(gpu["preset"], path, dtype, stack, fitted), **gpu}
+            gpu = {**_gpu_preset(gpu["preset"], path, dtype, stack, fitted), **gpu,
+                   "preset": _gpu_preset_id(gpu["preset"])}
             if isinstance(fitted, bool):  # (a non-bool is reported by validation)
                 gpu["calibrated"] = fitted
         if gpu is not None:

@@ -228,9 +228,11 @@ def check_site_gpus(scenario: Scenario) -> None:
     for i, s in enumerate(scenario.cluster.sites or []):
         if s.gpu is None:
             continue
-        if s.gpu not in presets.names("gpu"):
+        try:
+            presets.preset_id("gpu", s.gpu)
+        except presets.UnknownPreset:
             raise fail(f"cluster.sites[{i}].gpu", "unknown gpu preset", s.gpu,
-                       ", ".join(presets.names("gpu")))
+                       presets.gpu_names_allowed()) from None
     for i, g in enumerate(resolve_site_gpus(scenario)):
         for dtype in {scenario.job.dtype, "bf16"} if scenario.job.dtype == "fp8" \
                 else {scenario.job.dtype}:

@@ -1,0 +1,158 @@
+"""Other names of the GPU presets (presets/aliases.toml, ``presets.preset_id``): a published
+table, a datasheet or nvidia-smi spells a part its own way, and every entry point -- a runs file
+for ``validate --runs``, a scenario, ``--set``, the Python API -- reads it as the preset it
+names, costs it exactly as the id, and says so where it read a row that way. A name that
+names no part, or more than one, stays an error that lists the ids."""
+
+from __future__ import annotations
+
+import csv
+import json
+import tomllib
+from importlib import resources
+
+import pytest
+from click.testing import CliRunner
+
+import trainscape
+from trainscape import presets
+from trainscape.cli import main
+
+TIERS = [{"name": "node", "size": 8, "bandwidth_GBps": 450.0, "latency_us": 3.0},
+         {"name": "fabric", "size": 64, "bandwidth_GBps": 50.0, "latency_us": 10.0}]
+
+
+def _aliases() -> dict[str, str]:
+    with resources.files("trainscape.presets").joinpath("aliases.toml").open("rb") as fh:
+        return tomllib.load(fh)["gpu"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+    ("  H100_SXM5__80GB ", "h100-sxm5-80gb"),
+    ("nvidia-a100-sxm4-40gb", "a100-sxm4-40gb"),
+    ("NVIDIA", "nvidia"),  # only a leading "nvidia-" is dropped
+    ("b200", "b200"),
+])
+def test_names_are_compared_without_case_or_separators(text, expected):
+    assert presets.normalized_name(text) == expected
+
+
+def test_every_alias_names_one_existing_preset_and_shadows_no_id():
+    ids = presets.names("gpu")
+    by_normal = {presets.normalized_name(pid): pid for pid in ids}
+    assert len(by_normal) == len(ids)  # no two ids read alike
+    for alias, pid in _aliases().items():
+        assert pid in ids, alias
+        assert alias == presets.normalized_name(alias), alias  # written as it is compared
+        # an alias never reads as another preset's id
+        assert by_normal.get(alias, pid) == pid, alias
+        assert presets.preset_id("gpu", alias) == pid
+
+
+@pytest.mark.parametrize("name, pid", [
+    ("h100-sxm-80gb", "h100-sxm-80gb"),          # the id itself
+    ("NVIDIA H100 SXM5 80GB", "h100-sxm-80gb"),  # gpus.toml's datasheet name
+    ("NVIDIA H100 80GB HBM3", "h100-sxm-80gb"),  # nvidia-smi
+    ("H100", "h100-sxm-80gb"),
+    ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
+    ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
+    ("A100 80GB", "a100-sxm-80gb"),
+    ("h200-sxm-141gb", "h200-141gb"),            # the calibration layout's pattern
+    ("NVIDIA H200", "h200-141gb"),
+    ("NVIDIA B200", "b200"),
+    ("H800", "h800-sxm-80gb"),
+    ("H100 96GB HBM2e", "h100-hbm2e-96gb"),
+])
+def test_a_gpu_is_found_by_its_other_names(name, pid):
+    assert presets.preset_id("gpu", name) == pid
+    assert presets.resolve_gpu(name, dtype="bf16") == presets.resolve_gpu(pid, dtype="bf16")
+
+
+@pytest.mark.parametrize("name", ["a100", "A100 SXM4", "h100 pcie", "H100 NVL", "gb200",
+                                  "", "nvidia", 7, None])
+def test_a_name_of_no_part_or_of_two_is_refused_with_the_ids(name):
+    with pytest.raises(presets.UnknownPreset) as info:
+        presets.preset_id("gpu", name)
+    assert "a100-sxm-40gb" in str(info.value) and "h200-141gb" in str(info.value)
+
+
+def _scenario(gpu):
+    return {"model": {"preset": "llama3-8b"},
+            "job": {"seq_len": 4096, "global_batch": 512, "dtype": "bf16"},
+            "cluster": {"gpu": gpu, "gpus": 64, "tiers": TIERS},
+            "config": {"tp": 2, "pp": 1, "mbs": 1}}
+
+
+def test_a_scenario_reads_another_name_as_the_preset_and_costs_it_the_same():
+    by_id = trainscape.load(_scenario("h100-sxm-80gb"))
+    by_name = trainscape.load(_scenario("NVIDIA H100 80GB HBM3"))
+    assert by_name.cluster.gpu.preset == "h100-sxm-80gb"  # what is shown and looked up
+    assert by_name.cluster.gpu == by_id.cluster.gpu
+    assert trainscape.evaluate(by_name).step_time_s == trainscape.evaluate(by_id).step_time_s
+    table = trainscape.load(_scenario({"preset": "H100 SXM5 80GB", "hbm_gb": 64.0}))
+    assert table.cluster.gpu.preset == "h100-sxm-80gb" and table.cluster.gpu.hbm_gb == 64.0
+
+
+def test_set_takes_another_name_and_an_unknown_one_is_exit_2(tmp_path):
+    from tests.test_gpu_constants import write_toml
+
+    path = write_toml(tmp_path / "s.toml", _scenario("h100-sxm-80gb"))
+    runner = CliRunner()
+    plain = runner.invoke(main, ["evaluate", str(path), "--json"])
+    named = runner.invoke(main, ["evaluate", str(path), "--json", "--set",
+                                 "cluster.gpu=NVIDIA H100 80GB HBM3"])
+    assert plain.exit_code == 0 and named.exit_code == 0, named.output
+    assert json.loads(named.output)["step_time_s"] == json.loads(plain.output)["step_time_s"]
+    bad = runner.invoke(main, ["evaluate", str(path), "--set", "cluster.gpu=a100"])
+    assert bad.exit_code == 2
+    assert "cluster.gpu" in bad.output and "a100-sxm-80gb" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def _runs_file(path, rows):
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _row(**changes):
+    row = {"case": "mine", "gpu": "h100-sxm-80gb", "framework": "NeMo 25.04", "dtype": "bf16",
+           "model": "llama3-8b", "layers": "32", "hidden": "4096", "heads": "32",
+           "kv_heads": "8", "vocab": "128256", "mlp": "swiglu", "ffn_hidden": "14336",
+           "gpus": "8", "tp": "1", "seq_len": "8192", "global_batch": "128",
+           "metric": "tokens_per_s_per_gpu", "value": "15000"}
+    row.update(changes)
+    return row
+
+
+def test_a_runs_file_reads_other_names_and_says_so_in_the_row(tmp_path):
+    rows = [_row(case="by_id"),
+            _row(case="by_smi", gpu="NVIDIA H100 80GB HBM3"),
+            _row(case="by_case", gpu="H100", dtype="BF16", mlp="SwiGLU"),
+            _row(case="h200", gpu="h200-sxm-141gb")]
+    result = CliRunner().invoke(main, ["validate", "--backend", "c", "--runs",
+                                       str(_runs_file(tmp_path / "r.csv", rows)), "--json"])
+    assert result.exit_code == 0, result.output
+    got = {r["case"]: r for r in json.loads(result.output)["rows"] if not r["case"][0].isdigit()}
+    base = got["by_id"]
+    assert not any(a.startswith("gpu ") for a in base["assumptions"])
+    for case, written in (("by_smi", "NVIDIA H100 80GB HBM3"), ("by_case", "H100")):
+        r = got[case]
+        assert r["gpu"] == "h100-sxm-80gb" and r["dtype"] == "bf16"
+        assert r["predicted_step_s"] == base["predicted_step_s"]
+        assert f"gpu {written!r} read as the h100-sxm-80gb preset" in " ".join(r["assumptions"])
+    assert got["h200"]["gpu"] == "h200-141gb" and got["h200"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("column, value", [("gpu", "a100"), ("gpu", "H100 PCIe"),
+                                           ("dtype", "tf32"), ("mlp", "relu")])
+def test_a_runs_file_cell_of_no_known_name_is_exit_2_naming_it(tmp_path, column, value):
+    path = _runs_file(tmp_path / "r.csv", [_row(**{column: value})])
+    result = CliRunner().invoke(main, ["validate", "--runs", str(path)])
+    assert result.exit_code == 2
+    assert f"column {column!r}" in result.output and repr(value) in result.output
+    assert "Traceback" not in result.output
