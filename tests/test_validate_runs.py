@@ -139,6 +139,7 @@ BAD_CELLS = [
     ({"value": "-3"}, "'value'", "finite number above 0"),
     ({"step_time_s": "inf"}, "'step_time_s'", "finite number above 0"),
     ({"recompute": "sometimes"}, "'recompute'", "full, selective, none"),
+    ({"layers": "-"}, "'layers'", "an integer"),  # a required cell is never "not stated"
     ({"sp": "maybe"}, "'sp'", "true, false"),
     ({"zero": "4 (ZeRO++)"}, "'zero'", "0, 1, 2, 3"),
     ({"gpus": "12", "tp": "4"}, "'gpus'", "a multiple of tp x cp x pp = 8"),
@@ -457,3 +458,20 @@ def test_a_dated_megatron_lm_run_before_its_overlaps_is_read_without_them(tmp_pa
     assert (run.stack == "megatron-lm") is legacy
     assert run.config["dp_overlap"] is not legacy
     assert any(a.startswith("Megatron-LM of 20") for a in run.assumptions) is legacy
+
+
+def test_cells_a_table_prints_for_not_stated_and_other_words_read_as_the_layout_writes(tmp_path):
+    # published tables print "-" or "n/a" where the layout leaves a cell empty, "on" / "1" for
+    # sequence parallelism, "none" for no ZeRO sharding: each row costs as its plain twin
+    plain = _minimal_row(case="plain", tp="2", sp="true", zero="0", vpp="", mbs="", ep="")
+    marked = _minimal_row(case="marked", tp="2", sp="on", zero="none", vpp="n/a", mbs="-",
+                          ep="\u2014")
+    other = _minimal_row(case="other", tp="2", sp="1", zero="No", vpp="?", mbs="unknown",
+                         ep="N/A")
+    path = _write(tmp_path / "runs.csv", [plain, marked, other])
+    rows = {r["case"]: r for r in _json("--runs", str(path))["rows"]}
+    for case in ("marked", "other"):
+        assert rows[case]["predicted_step_s"] == rows["plain"]["predicted_step_s"]
+        assert rows[case]["config"] == rows["plain"]["config"]
+        assert any(a.startswith("mbs not printed") for a in rows[case]["assumptions"])
+    assert rows["plain"]["config"]["sp"] is True and rows["plain"]["config"]["zero"] == 0

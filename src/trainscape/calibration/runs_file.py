@@ -55,6 +55,14 @@ RECOMPUTE_PREFIXES = ("full", "selective", "none")
 RECOMPUTE_NONE = ("no", "off", "false", "disabled", "0")
 #: ``sp`` texts (case-insensitive)
 SP_VALUES = ("true", "false", "yes", "no")
+#: other ``sp`` texts, read as the first of SP_VALUES they mean
+SP_WORDS = {"on": "true", "1": "true", "enabled": "true",
+            "off": "false", "0": "false", "disabled": "false"}
+#: ``zero`` texts that say no sharding, read as stage 0
+ZERO_NONE = ("none", "no", "off", "false")
+#: what published tables print in a cell the source does not state (compared without case):
+#: an optional column's cell holding one is read as empty
+NOT_STATED = ("-", "\u2013", "\u2014", "n/a", "na", "?", "unknown", "not stated")
 #: the published step times a row may imply (seconds): a measurement outside them is a typo
 #: (and an error against it would not be a finite number)
 STEP_RANGE_S = (1e-6, 1e7)
@@ -195,12 +203,22 @@ def zero_stage(text: str) -> int | None:
 CASELESS = ("dtype", "mlp")
 
 
-def caseless_cells(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` with its :data:`CASELESS` cells in the form the reader compares (a row with more
-    cells than its header, which :func:`check_row` refuses, as it is)."""
+def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its cells in the forms the reader compares: an optional column's
+    :data:`NOT_STATED` mark empty, the :data:`CASELESS` names lower case, ``sp``'s other words
+    (:data:`SP_WORDS`) and ``zero``'s words for no sharding (:data:`ZERO_NONE`) as the layout
+    writes them. A row with more cells than its header, which :func:`check_row` refuses, is
+    returned as it is."""
     if None in row:
         return row
-    return {**row, **{c: re.sub(r"[_ ]+", "-", row[c].strip().lower()) for c in CASELESS}}
+    out = {k: ("" if k in OPTIONAL and v.strip().lower() in NOT_STATED else v)
+           for k, v in row.items()}
+    out.update({c: re.sub(r"[_ ]+", "-", out[c].strip().lower()) for c in CASELESS})
+    sp = out["sp"].strip().lower()
+    out["sp"] = SP_WORDS.get(sp, out["sp"])
+    if out["zero"].strip().lower() in ZERO_NONE:
+        out["zero"] = f"0 ({out['zero'].strip()})"
+    return out
 
 
 def check_row(row: dict[str, Any], where: str) -> None:
@@ -248,7 +266,7 @@ def check_row(row: dict[str, Any], where: str) -> None:
                   + ", ".join(RECOMPUTE_PREFIXES) + ", or one of " + ", ".join(RECOMPUTE_NONE)
                   + " (none)")
     if row["sp"] and row["sp"].lower() not in SP_VALUES:
-        raise bad("sp", "empty (not stated) or one of " + ", ".join(SP_VALUES))
+        raise bad("sp", "empty (not stated) or one of " + ", ".join(SP_VALUES + tuple(SP_WORDS)))
     if row["zero"] and zero_stage(row["zero"]) not in ZERO_STAGES:
         raise bad("zero", "empty (not stated), text starting with a ZeRO stage ("
                   + ", ".join(map(str, ZERO_STAGES)) + "), or one naming it: ZeRO-N, FSDP (3), "
@@ -322,7 +340,7 @@ def read_runs(paths: list[str],
         for line, row in enumerate(rows, start=2):
             where = f"{shown(path)}: line {line}" + (f" (case {row.get('case')!r})"
                                                if row.get("case") else "")
-            row = caseless_cells(row)
+            row = normalized_cells(row)
             check_row(row, where)
             if row["case"] in seen:
                 raise RunsFileError(f"{where}: column 'case': {row['case']!r} repeats "
