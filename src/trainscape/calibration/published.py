@@ -396,9 +396,24 @@ def layout_key(row: dict[str, str]) -> tuple:
                                   "global_batch", "seq_len"))
 
 
+def architecture_key(name: str) -> str:
+    """The name the architecture tables above (``HEAD_DIM`` .. ``SLIDING_WINDOW``) know model
+    ``name`` by, compared without case or separators (:func:`trainscape.presets.normalized_name`:
+    "DeepSeek-V3" is ``deepseek-v3``, "GPT-OSS 120B" ``gpt-oss-120b``); ``name`` itself when
+    they know none."""
+    from .. import presets
+
+    known = {presets.normalized_name(k): k
+             for table in (HEAD_DIM, KV_HEADS, MOE_EVERY, SHARED_EXPERTS, MAX_ROUTE_NODES,
+                           SLIDING_WINDOW) for k in table}
+    return known.get(presets.normalized_name(name), name)
+
+
 def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
     """The transformer shape of a row (``notes`` collects what was assumed)."""
-    name = row["model"]
+    name = architecture_key(row["model"])
+    if name != row["model"]:
+        notes.append(f"model {row['model']!r} read as {name} (its attention and expert layout)")
     experts = _int(row, "experts", 0)
     ffn = _int(row, "ffn_hidden", 0)
     expert_ffn = _int(row, "expert_ffn", 0)
@@ -411,7 +426,7 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
                      "one gated element-wise product")
         mlp = "swiglu"
     model: dict[str, Any] = {
-        "name": name, "layers": _int(row, "layers"), "hidden": _int(row, "hidden"),
+        "name": row["model"], "layers": _int(row, "layers"), "hidden": _int(row, "hidden"),
         "ffn_hidden": ffn if ffn > 0 else expert_ffn, "heads": _int(row, "heads"),
         "kv_heads": _int(row, "kv_heads", _int(row, "heads")), "vocab": _int(row, "vocab"),
         "mlp": mlp,

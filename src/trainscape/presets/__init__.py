@@ -108,11 +108,11 @@ def names(kind: str) -> list[str]:
 
 
 def normalized_name(text: str) -> str:
-    """``text`` as names are compared: lower case, every run of characters other than letters
-    and digits one ``-``, none at either end, and a leading ``nvidia-`` dropped ("NVIDIA H100
-    80GB HBM3" -> ``h100-80gb-hbm3``)."""
-    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return name[len("nvidia-"):] if name.startswith("nvidia-") else name
+    """``text`` as names are compared: its letters and digits alone, lower case, a leading
+    ``nvidia`` dropped ("NVIDIA H100 80GB HBM3" and ``h100-80gb-hbm3`` -> ``h10080gbhbm3``;
+    "Llama 3.1 405B" and ``llama3.1-405b`` -> ``llama31405b``)."""
+    name = re.sub(r"[^a-z0-9]+", "", text.lower())
+    return name[len("nvidia"):] if name.startswith("nvidia") else name
 
 
 @functools.lru_cache(maxsize=None)
