@@ -10,6 +10,7 @@ import csv
 import json
 import tomllib
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -184,3 +185,14 @@ def test_a_model_is_known_by_its_name_in_any_case(tmp_path):
     assert "model 'Qwen3 30B-A3B' read as qwen3-30b-a3b" in " ".join(
         got["as_written"]["assumptions"])
     assert not any(a.startswith("model ") for a in got["as_id"]["assumptions"])
+
+
+def test_a_site_gpu_may_be_named_otherwise_and_keeps_the_id():
+    path = Path(__file__).resolve().parents[1] / "examples" / "three-region.toml"
+    text = path.read_text().replace('gpu = "a100-sxm-80gb"', 'gpu = "NVIDIA A100-SXM4-80GB"')
+    assert "NVIDIA A100-SXM4-80GB" in text
+    raw = tomllib.loads(text)
+    by_id = trainscape.load(tomllib.loads(path.read_text()))
+    by_name = trainscape.load(raw)
+    assert [s.gpu for s in by_name.cluster.sites] == [s.gpu for s in by_id.cluster.sites]
+    assert trainscape.evaluate(by_name).step_time_s == trainscape.evaluate(by_id).step_time_s

@@ -502,6 +502,18 @@ class SiteSpec(_Spec):
     tiers: list[TierSpec] | None = Field(default=None, min_length=1,
                                          max_length=layout.MAX_TIERS - 1)
 
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_id(cls, name: str | None) -> str | None:
+        """Another name of a GPU preset ("NVIDIA H200") becomes its id; a name of none stays,
+        for :func:`trainscape.spec.sites.check_site_gpus` to report with its path."""
+        from .. import presets
+
+        try:
+            return name if name is None else presets.preset_id("gpu", name)
+        except presets.UnknownPreset:
+            return name
+
 
 class LinkSpec(_Spec):
     """A link between two sites: per-GPU line rate (GB/s, per direction), one-way latency,
