@@ -102,14 +102,12 @@ def test_a_scenario_reads_another_name_as_the_preset_and_costs_it_the_same():
     assert table.cluster.gpu.preset == "h100-sxm-80gb" and table.cluster.gpu.hbm_gb == 64.0
 
 
-def test_set_takes_another_name_and_an_unknown_one_is_exit_2(tmp_path):
-    from tests.test_gpu_constants import write_toml
-
-    path = write_toml(tmp_path / "s.toml", _scenario("h100-sxm-80gb"))
+def test_set_takes_another_name_and_an_unknown_one_is_exit_2():
+    path = Path(__file__).resolve().parents[1] / "examples" / "gpt3-175b-a100.toml"
     runner = CliRunner()
     plain = runner.invoke(main, ["evaluate", str(path), "--json"])
     named = runner.invoke(main, ["evaluate", str(path), "--json", "--set",
-                                 "cluster.gpu=NVIDIA H100 80GB HBM3"])
+                                 "cluster.gpu=NVIDIA A100-SXM4-80GB"])
     assert plain.exit_code == 0 and named.exit_code == 0, named.output
     assert json.loads(named.output)["step_time_s"] == json.loads(plain.output)["step_time_s"]
     bad = runner.invoke(main, ["evaluate", str(path), "--set", "cluster.gpu=a100"])
