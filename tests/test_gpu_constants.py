@@ -351,6 +351,9 @@ def test_2021_22_megatron_runs_use_their_own_stack_profile():
     from trainscape.calibration.published import stack_of
     assert stack_of("Megatron-DeepSpeed (bigscience fork) + DeepSpeed, PyTorch 1.11") == "megatron-lm"
     assert stack_of("Megatron-LM / Megatron-Core r0.8.0") == "megatron-core"
+    assert stack_of("EleutherAI GPT-NeoX (Megatron + DeepSpeed)") == "megatron-lm"
+    # DeepSpeed's ZeRO engine without Megatron's layers gathers per module, as FSDP does
+    assert stack_of("DeepSpeed ZeRO-3 + Hugging Face Transformers") == "pytorch-fsdp"
     g = presets.gpu("a100-sxm-80gb")
     lm = presets.gpu("a100-sxm-80gb", stack="megatron-lm")
     for key, factor in presets.stack_profile("megatron-lm")["scale"].items():

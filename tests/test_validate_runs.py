@@ -416,7 +416,9 @@ def test_a_stack_is_read_from_the_framework_not_from_the_source_id(tmp_path):
     ds_sp = dict(deepspeed, case="lab_ds_sp", sp="true")
     megatron = _minimal_row(case="lab_mcore", framework="NeMo 25.02 (Megatron-Core)", cp="1",
                             tp="2")
-    rows = [foundry, deepspeed, plain, ds_sp, megatron]
+    zero3 = _minimal_row(case="lab_zero3", framework="DeepSpeed ZeRO-3 + HF Transformers",
+                         cp="1")
+    rows = [foundry, deepspeed, plain, ds_sp, megatron, zero3]
     columns = list(dict.fromkeys(k for r in rows for k in r))
     runs = {r.case: r for r in runner_for([str(_write(tmp_path / "runs.csv", rows,
                                                        columns))]).runs}
@@ -436,6 +438,11 @@ def test_a_stack_is_read_from_the_framework_not_from_the_source_id(tmp_path):
                for a in ds.assumptions)
     assert runs["lab_ds_sp"].config["sp"] is True
     assert not any(a.startswith("sequence parallelism") for a in runs["lab_ds_sp"].assumptions)
+    # DeepSpeed's ZeRO engine without Megatron: the FSDP profile, its overlaps kept
+    z3 = runs["lab_zero3"]
+    assert z3.stack == "pytorch-fsdp" and z3.config["dp_overlap"]
+    assert any("DeepSpeed's ZeRO engine" in a for a in z3.assumptions)
+    assert not any(a.startswith("Megatron-DeepSpeed") for a in z3.assumptions)
     assert runs["lab_mcore"].config["sp"] is True
     assert any(a.startswith("sequence parallelism not printed: on assumed")
                for a in runs["lab_mcore"].assumptions)

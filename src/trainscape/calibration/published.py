@@ -361,19 +361,27 @@ def is_llm_foundry(row: dict[str, str]) -> bool:
 
 def is_megatron_deepspeed(row: dict[str, str]) -> bool:
     """A run of a Megatron-DeepSpeed fork (Megatron's layers in DeepSpeed's engine: BLOOM's,
-    MT-NLG's), which its ``framework`` names."""
-    return "deepspeed" in row["framework"].lower()
+    MT-NLG's, EleutherAI's GPT-NeoX), which its ``framework`` names."""
+    f = row["framework"].lower()
+    return "deepspeed" in f and ("megatron" in f or "neox" in f)
 
 
 def stack_of(framework: str, notes: list[str] | None = None) -> str:
     """The software-stack profile a framework string belongs to (``notes``, when given, says
     so when the string names no stack the reader knows)."""
     f = framework.lower()
-    if "megatron-deepspeed" in f:
+    if "megatron-deepspeed" in f or "gpt-neox" in f:
         return "megatron-lm"
     if "jax" in f or "maxtext" in f or "paxml" in f:
         return "jax-xla"
     if "fsdp" in f or "composer" in f or "meta internal" in f:
+        return "pytorch-fsdp"
+    if "deepspeed" in f and "megatron" not in f:
+        # DeepSpeed's ZeRO engine without Megatron's layers: PyTorch modules whose parameters
+        # its per-module hooks gather and release (ZeRO-3, Rajbhandari et al. SC'20), as FSDP's
+        if notes is not None:
+            notes.append(f"framework {framework!r}: DeepSpeed's ZeRO engine on PyTorch modules, "
+                         "the PyTorch FSDP profile")
         return "pytorch-fsdp"
     if notes is not None and not any(w in f for w in MEGATRON_CORE_WORDS):
         notes.append(f"framework {framework!r} names no known stack (NeMo / Megatron, PyTorch "
