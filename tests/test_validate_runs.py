@@ -482,3 +482,16 @@ def test_cells_a_table_prints_for_not_stated_and_other_words_read_as_the_layout_
         assert rows[case]["config"] == rows["plain"]["config"]
         assert any(a.startswith("mbs not printed") for a in rows[case]["assumptions"])
     assert rows["plain"]["config"]["sp"] is True and rows["plain"]["config"]["zero"] == 0
+
+
+@pytest.mark.parametrize("written", ["activation checkpointing", "yes", "AC", "True",
+                                     "checkpoint-activations", "gradient checkpointing (all)"])
+def test_activation_checkpointing_switched_on_is_full_recompute_and_says_so(tmp_path, written):
+    rows = [_minimal_row(case="full", recompute="full"),
+            _minimal_row(case="switch", recompute=written)]
+    got = {r["case"]: r for r in _json("--runs", str(_write(tmp_path / "r.csv", rows)))["rows"]}
+    assert got["switch"]["config"]["recompute"] == "full"
+    assert got["switch"]["predicted_step_s"] == got["full"]["predicted_step_s"]
+    assert any(a.startswith(f"recompute {written!r}: activation checkpointing switched on")
+               for a in got["switch"]["assumptions"])
+    assert not any("switched on" in a for a in got["full"]["assumptions"])

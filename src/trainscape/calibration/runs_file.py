@@ -60,6 +60,13 @@ SP_WORDS = {"on": "true", "1": "true", "enabled": "true",
             "off": "false", "0": "false", "disabled": "false"}
 #: ``zero`` texts that say no sharding, read as stage 0
 ZERO_NONE = ("none", "no", "off", "false")
+#: ``recompute`` texts that only switch activation checkpointing on, read as full recompute:
+#: every stack's plain switch checkpoints whole layers -- torch.utils.checkpoint per block
+#: (FSDP stacks' ``activation_checkpointing: true``), Megatron-LM's ``--checkpoint-activations``
+#: before ``--recompute-granularity`` -- and selective recompute is always named
+RECOMPUTE_ON = re.compile(r"(yes|true|on|enabled|1|ac|activation[ _-]*checkpoint(ing)?|"
+                          r"checkpoint[ _-]*activations?|grad(ient)?[ _-]*checkpoint(ing)?)"
+                          r"(\s*\(.*\))?")
 #: what published tables print in a cell the source does not state (compared without case):
 #: an optional column's cell holding one is read as empty
 NOT_STATED = ("-", "\u2013", "\u2014", "n/a", "na", "?", "unknown", "not stated")
@@ -218,6 +225,8 @@ def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
     out["sp"] = SP_WORDS.get(sp, out["sp"])
     if out["zero"].strip().lower() in ZERO_NONE:
         out["zero"] = f"0 ({out['zero'].strip()})"
+    if RECOMPUTE_ON.fullmatch(out["recompute"].strip().lower()):
+        out["recompute"] = f"full ({out['recompute'].strip()})"
     return out
 
 
@@ -340,6 +349,7 @@ def read_runs(paths: list[str],
         for line, row in enumerate(rows, start=2):
             where = f"{shown(path)}: line {line}" + (f" (case {row.get('case')!r})"
                                                if row.get("case") else "")
+            written = row
             row = normalized_cells(row)
             check_row(row, where)
             if row["case"] in seen:
@@ -365,6 +375,10 @@ def read_runs(paths: list[str],
                        f"{filled['metric']} = {filled['value']}")
             run.shipped = False
             run.origin = where
+            if row["recompute"] != written.get("recompute", "") and row["recompute"]:
+                run.assumptions.append(f"recompute {written['recompute']!r}: activation "
+                                       "checkpointing switched on, read as full recompute "
+                                       "(whole layers; selective recompute is named)")
             if gpu != row["gpu"]:
                 run.assumptions.append(f"gpu {row['gpu']!r} read as the {gpu} preset (another "
                                        "name of it: presets/aliases.toml)")
