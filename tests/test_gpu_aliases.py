@@ -194,3 +194,18 @@ def test_a_site_gpu_may_be_named_otherwise_and_keeps_the_id():
     by_name = trainscape.load(raw)
     assert [s.gpu for s in by_name.cluster.sites] == [s.gpu for s in by_id.cluster.sites]
     assert trainscape.evaluate(by_name).step_time_s == trainscape.evaluate(by_id).step_time_s
+
+
+@pytest.mark.parametrize("model, hidden, heads, head_dim", [
+    ("Qwen3-32B", 5120, 64, 128), ("gpt-oss-20b", 2880, 64, 64), ("gemma-2-9b", 3584, 16, 256),
+    ("Gemma 3 27B", 5376, 32, 128), ("mistral-nemo-12b", 5120, 32, 128)])
+def test_a_known_model_keeps_its_head_width_however_written(model, hidden, heads, head_dim):
+    # hidden / heads is not the head width of these models (their public configs)
+    from trainscape.calibration.published import model_of
+
+    row = {"model": model, "layers": "8", "hidden": str(hidden), "heads": str(heads),
+           "kv_heads": "8", "vocab": "32000", "mlp": "swiglu", "ffn_hidden": "4096",
+           "experts": "", "top_k": "", "expert_ffn": ""}
+    notes: list[str] = []
+    assert model_of(row, notes)["head_dim"] == head_dim
+    assert hidden // heads != head_dim

@@ -186,14 +186,27 @@ DEFAULT_CLUSTER = "dgx-h100-superpod"
 
 #: Attention head width of models whose ``hidden / heads`` is not it (public model configs:
 #: Hugging Face ``config.json`` ``head_dim`` of Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B,
-#: openai/gpt-oss-120b, meta-llama/Llama-4-Maverick-17B-128E).
+#: Qwen/Qwen3-32B (hidden 5120, 64 heads), Qwen/Qwen3-4B (2560, 32), Qwen/Qwen3-0.6B (1024,
+#: 16), openai/gpt-oss-120b and gpt-oss-20b (2880, 64), meta-llama/Llama-4-Maverick-17B-128E,
+#: google/gemma-2-9b (3584, 16: 256) and gemma-2-27b (4608, 32: 128), google/gemma-3-12b-pt
+#: (3840, 16: 256) and gemma-3-27b-pt (5376, 32: 128), mistralai/Mistral-Nemo-Base-2407
+#: (5120, 32: 128)). A row's model is matched as :func:`architecture_key` reads it.
 HEAD_DIM = {
     "qwen3-30b-a3b": 128,
     "qwen3-235b-a22b": 128,
+    "qwen3-32b": 128,
+    "qwen3-4b": 128,
+    "qwen3-0.6b": 128,
     "gpt-oss-120b": 64,
+    "gpt-oss-20b": 64,
     "llama4-maverick-400b": 128,
     "deepseek-v3": 128,
     "kimi-k2": 128,
+    "gemma-2-9b": 256,
+    "gemma-2-27b": 128,
+    "gemma-3-12b": 256,
+    "gemma-3-27b": 128,
+    "mistral-nemo-12b": 128,
 }
 #: Multi-head latent attention (DeepSeek-V3, Kimi K2: ``kv_lora_rank`` 512, ``qk_nope_head_dim``
 #: and ``v_head_dim`` 128, ``qk_rope_head_dim`` 64) is not modelled; these models are costed
@@ -218,7 +231,13 @@ MAX_ROUTE_NODES = {"deepseek-v3": 4}
 #: windows with full attention (openai/gpt-oss-120b and -20b ``config.json``: ``sliding_window
 #: 128``, ``layer_types`` alternating; Megatron-Bridge v0.2.0 ``GPTOSSProvider``: ``window_size
 #: (128, 0)``, ``window_attn_skip_freq 2``, fused sink attention with TE >= 2.8)
-SLIDING_WINDOW = {"gpt-oss-120b": (128, 2), "gpt-oss-20b": (128, 2)}
+#: Gemma 2 alternates 4,096-token windows with global layers (Gemma Team 2024, arXiv
+#: 2408.00118 §2; config ``sliding_window 4096``), Gemma 3 keeps one global layer in six with
+#: 1,024-token windows (arXiv 2503.19786 §2; config ``sliding_window 1024``,
+#: ``sliding_window_pattern 6``).
+SLIDING_WINDOW = {"gpt-oss-120b": (128, 2), "gpt-oss-20b": (128, 2),
+                  "gemma-2-9b": (4096, 2), "gemma-2-27b": (4096, 2),
+                  "gemma-3-12b": (1024, 6), "gemma-3-27b": (1024, 6)}
 #: Pipeline splits a recipe states layer by layer: (source, model, newest release) -> {(pp,
 #: vpp): (first device's transformer layers, last device's)}, read as
 #: ``job.pipeline_first_stage_layers`` / ``pipeline_last_stage_layers``; the first entry whose
