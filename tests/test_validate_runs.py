@@ -495,3 +495,16 @@ def test_activation_checkpointing_switched_on_is_full_recompute_and_says_so(tmp_
     assert any(a.startswith(f"recompute {written!r}: activation checkpointing switched on")
                for a in got["switch"]["assumptions"])
     assert not any("switched on" in a for a in got["full"]["assumptions"])
+
+
+@pytest.mark.parametrize("recipe, note", [
+    ("blockwise (1x128 / 128x128)", "FP8 recipe printed as 'blockwise (1x128 / 128x128)', not "
+                                    "one the reader tells apart"),
+    ("tensorwise", "FP8 recipe printed: per-tensor current scaling"),
+    ("not stated in the table", "FP8 recipe not printed"),
+    ("", "FP8 recipe not printed")])
+def test_an_fp8_recipe_is_said_as_printed(tmp_path, recipe, note):
+    row = _minimal_row(case="fp8", dtype="fp8", fp8_recipe=recipe)
+    (got,) = [r for r in _json("--runs", str(_write(tmp_path / "r.csv", [row])))["rows"]
+              if r["case"] == "fp8"]
+    assert any(a.startswith(note) for a in got["assumptions"]), got["assumptions"]

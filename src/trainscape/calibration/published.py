@@ -851,10 +851,15 @@ def te_fp8_recipe_note(row: dict[str, str], stack: str, release: tuple[int, ...]
     costed = "costed as delayed scaling, one cast pass (docs/accuracy.md)"
     if "mxfp8" in text or "microscaling" in text:
         notes.append(f"FP8 recipe printed: MXFP8 block scaling; {costed}")
-    elif "current scaling" in text or "fp8-cs" in text:
+    elif any(w in text for w in ("current scaling", "fp8-cs", "tensorwise")):
         notes.append(f"FP8 recipe printed: per-tensor current scaling; {costed}")
     elif "delayed" in text:
         return
+    elif text.strip() and not re.search(r"not (?:stated|printed|given)|unknown", text):
+        # printed, in words the reader does not tell apart (a format such as E4M3 / hybrid, a
+        # block recipe): said as printed, not as "not printed"
+        notes.append(f"FP8 recipe printed as {row['fp8_recipe']!r}, not one the reader tells "
+                     f"apart; {costed}")
     elif row["source"].startswith("nemo_perf_summary") and release >= (25, 11):
         notes.append("FP8 recipe not printed: per-tensor current scaling, the Megatron-Bridge "
                      f"performance configs' bf16_with_fp8_current_scaling_mixed; {costed}")
