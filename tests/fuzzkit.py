@@ -368,10 +368,11 @@ def strategies():
         "explore": ([gpt3], ["--time-budget", "--seed", "--top", "--objective", "--set"],
                     ["--time-budget", "0.5", "--out-dir", "report"]),
         # a user's runs file (the shipped example), with fuzzed options beside it
-        "validate": ([], ["--runs", "--source", "--backend", "--plot", "--json"],
+        "validate": ([], ["--runs", "--source", "--backend", "--plot", "--json",
+                          "--keep-going"],
                      ["--runs", str(EXAMPLES / "published-runs.csv"), "--json"]),
     }
-    flags = {"--json", "--multi-objective"}
+    flags = {"--json", "--multi-objective", "--keep-going"}
 
     @st.composite
     def cli(draw):
@@ -422,7 +423,8 @@ def runs_strategy():
                          "1.5", "x", "2147483648", "18446744073709551616", "true", "yes",
                          "full", "selective", "3 (FSDP)", "fp8", "gelu", "b200",
                          "h200-141gb", "interleaved", "step_time_s", "model_tflops_per_gpu", "hw_tflops_per_gpu", "max_reserved",
-                         '"', ",", "\n"]),
+                         '"', ",", "\n", "-", "n/a", "H100", "NVIDIA H200", "a100", "BF16",
+                         "SwiGLU", "on", "AC", "none", "DeepSeek-V3"]),
         st.text(max_size=5), st.just(DELETE))
 
     @st.composite
@@ -445,7 +447,8 @@ def runs_strategy():
         writer = _csv.DictWriter(out, fieldnames=header, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-        return {"command": list(RUNS_COMMAND), "scenario": None, "runs": out.getvalue()}
+        command = list(RUNS_COMMAND) + (["--keep-going"] if draw(st.booleans()) else [])
+        return {"command": command, "scenario": None, "runs": out.getvalue()}
 
     return build()
 

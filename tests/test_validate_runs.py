@@ -508,3 +508,37 @@ def test_an_fp8_recipe_is_said_as_printed(tmp_path, recipe, note):
     (got,) = [r for r in _json("--runs", str(_write(tmp_path / "r.csv", [row])))["rows"]
               if r["case"] == "fp8"]
     assert any(a.startswith(note) for a in got["assumptions"]), got["assumptions"]
+
+
+def test_keep_going_costs_the_readable_rows_and_lists_the_others(tmp_path):
+    rows = [_minimal_row(case="first"), _minimal_row(case="no_gpu", gpu="gb200"),
+            _minimal_row(case="no_tp", tp="two"), _minimal_row(case="second", tp="2", cp="1"),
+            _minimal_row(case="too_long", seq_len="100000000")]
+    path = _write(tmp_path / "runs.csv", rows)
+    strict = _validate("--runs", str(path))
+    assert strict.exit_code == 2 and "line 3" in strict.output  # the contract: first bad cell
+    result = _validate("--runs", str(path), "--keep-going", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [r["case"] for r in data["rows"]] == ["first", "second"]
+    lines = data["unreadable_rows"]
+    assert len(lines) == 3
+    assert "line 3 (case 'no_gpu'): column 'gpu'" in lines[0]
+    assert "line 4 (case 'no_tp'): column 'tp'" in lines[1]
+    assert "line 6 (case 'too_long'): not a costable run" in lines[2]
+    # the readable rows cost as they do alone
+    alone = _json("--runs", str(_write(tmp_path / "alone.csv", [rows[0], rows[3]])))
+    assert [r["predicted_step_s"] for r in alone["rows"]] == \
+        [r["predicted_step_s"] for r in data["rows"]]
+    text = _validate("--runs", str(path), "--keep-going")
+    assert text.exit_code == 0 and "3 row(s) could not be read" in text.output
+
+
+def test_keep_going_with_no_readable_row_or_without_runs_is_exit_2(tmp_path):
+    path = _write(tmp_path / "runs.csv", [_minimal_row(case="a", gpu="gb200"),
+                                          _minimal_row(case="b", tp="two")])
+    result = _validate("--runs", str(path), "--keep-going")
+    assert result.exit_code == 2 and "no readable row" in result.output
+    assert "(and 1 more)" in result.output and "Traceback" not in result.output
+    alone = _validate("--keep-going")
+    assert alone.exit_code == 2 and "--runs" in alone.output

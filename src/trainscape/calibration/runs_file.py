@@ -320,14 +320,64 @@ def place(run: PublishedRun) -> None:
                            f"400 Gb/s per node) with {nvlink:g} GB/s NVLink assumed")
 
 
-def read_runs(paths: list[str],
-              skipped: list[tuple[str, str]] | None = None) -> list[PublishedRun]:
+def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
+              seen: dict[str, str]) -> tuple[dict[str, str], PublishedRun]:
+    """Row ``line`` of runs file ``path`` (``where`` locates it) as ``(its cells as read, its
+    published run)``; :class:`RunsFileError` at the first thing that is not what the layout
+    allows. ``seen`` (case id -> file and line) holds the case ids read so far."""
+    written = row
+    row = normalized_cells(row)
+    check_row(row, where)
+    if row["case"] in seen:
+        raise RunsFileError(f"{where}: column 'case': {row['case']!r} repeats "
+                            f"{seen[row['case']]}; every case id must be unique")
+    seen[row["case"]] = f"{shown(path)}: line {line}"
+    source = row["source"] or path.stem
+    gpu = presets.preset_id("gpu", row["gpu"])
+    filled = {**row, "source": source, "gpu": gpu}
+    if filled["zero"] and not filled["zero"].lstrip()[:1].isdigit():
+        # the reader takes a stage from the cell's leading digit (the layout's form)
+        filled["zero"] = f"{zero_stage(filled['zero'])} ({filled['zero']})"
+    if not filled[filled["metric"]]:
+        filled[filled["metric"]] = filled["value"]
+    hardware = not any(filled[c] for c in measured_columns())
+    if hardware:  # read as model TFLOP/s until runner_for converts it
+        filled["model_tflops_per_gpu"] = filled[HW_METRIC]
+    try:
+        run = run_of(source, filled)
+    except (KeyError, ValueError, ArithmeticError) as exc:
+        raise RunsFileError(f"{where}: not a costable run: {reason(exc)}")
+    check_step(run.published_step_s, where,
+               f"{filled['metric']} = {filled['value']}")
+    run.shipped = False
+    run.origin = where
+    if row["recompute"] != written.get("recompute", "") and row["recompute"]:
+        run.assumptions.append(f"recompute {written['recompute']!r}: activation "
+                               "checkpointing switched on, read as full recompute "
+                               "(whole layers; selective recompute is named)")
+    if gpu != row["gpu"]:
+        run.assumptions.append(f"gpu {row['gpu']!r} read as the {gpu} preset (another "
+                               "name of it: presets/aliases.toml)")
+    if filled["peak_memory_gib"]:
+        run.published_memory_gib = float(filled["peak_memory_gib"])
+        run.memory_measure = filled["memory_measure"].lower()
+    if hardware:
+        run.hardware_tflops = float(filled[HW_METRIC])
+    place(run)
+    return filled, run
+
+
+def read_runs(paths: list[str], skipped: list[tuple[str, str]] | None = None,
+              unreadable: list[str] | None = None) -> list[PublishedRun]:
     """Every row of the CSV files (or directories of them) in ``paths`` as a published run,
     with the shipped set's counting rule: where a source repeats a layout across NeMo releases
     only the newest counts. A row's ``source`` (its file's name when empty) is its summary
     group. With ``skipped`` (a list), a CSV found in a directory whose header lacks a required
     column is passed over and listed there as ``(file, why)``, not refused (a file named
-    itself always must be in the layout); a directory with no file in it is refused."""
+    itself always must be in the layout); a directory with no file in it is refused. With
+    ``unreadable`` (a list), a row that is not what the layout allows is passed over and its
+    located message listed there (``validate --keep-going``), not refused; a file with no
+    readable row still is."""
     runs: list[PublishedRun] = []
     seen: dict[str, str] = {}
     files = csv_paths(paths)
@@ -349,71 +399,55 @@ def read_runs(paths: list[str],
         for line, row in enumerate(rows, start=2):
             where = f"{shown(path)}: line {line}" + (f" (case {row.get('case')!r})"
                                                if row.get("case") else "")
-            written = row
-            row = normalized_cells(row)
-            check_row(row, where)
-            if row["case"] in seen:
-                raise RunsFileError(f"{where}: column 'case': {row['case']!r} repeats "
-                                    f"{seen[row['case']]}; every case id must be unique")
-            seen[row["case"]] = f"{shown(path)}: line {line}"
-            source = row["source"] or path.stem
-            gpu = presets.preset_id("gpu", row["gpu"])
-            filled = {**row, "source": source, "gpu": gpu}
-            if filled["zero"] and not filled["zero"].lstrip()[:1].isdigit():
-                # the reader takes a stage from the cell's leading digit (the layout's form)
-                filled["zero"] = f"{zero_stage(filled['zero'])} ({filled['zero']})"
-            if not filled[filled["metric"]]:
-                filled[filled["metric"]] = filled["value"]
-            hardware = not any(filled[c] for c in measured_columns())
-            if hardware:  # read as model TFLOP/s until runner_for converts it
-                filled["model_tflops_per_gpu"] = filled[HW_METRIC]
             try:
-                run = run_of(source, filled)
-            except (KeyError, ValueError, ArithmeticError) as exc:
-                raise RunsFileError(f"{where}: not a costable run: {reason(exc)}")
-            check_step(run.published_step_s, where,
-                       f"{filled['metric']} = {filled['value']}")
-            run.shipped = False
-            run.origin = where
-            if row["recompute"] != written.get("recompute", "") and row["recompute"]:
-                run.assumptions.append(f"recompute {written['recompute']!r}: activation "
-                                       "checkpointing switched on, read as full recompute "
-                                       "(whole layers; selective recompute is named)")
-            if gpu != row["gpu"]:
-                run.assumptions.append(f"gpu {row['gpu']!r} read as the {gpu} preset (another "
-                                       "name of it: presets/aliases.toml)")
-            if filled["peak_memory_gib"]:
-                run.published_memory_gib = float(filled["peak_memory_gib"])
-                run.memory_measure = filled["memory_measure"].lower()
-            if hardware:
-                run.hardware_tflops = float(filled[HW_METRIC])
-            place(run)
-            file_runs.append((filled, run))
+                file_runs.append(_read_row(row, where, path, line, seen))
+            except RunsFileError as exc:
+                if unreadable is None:
+                    raise
+                unreadable.append(str(exc))
         mark_older_releases(file_runs)
         runs += [run for _, run in file_runs]
+    if not runs and unreadable:
+        more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+        raise RunsFileError(f"no readable row: {unreadable[0]}{more}")
     if not runs:
         raise RunsFileError(", ".join(map(shown, paths)) + ": no CSV file in the published-runs layout "
                             "(every row needs " + ", ".join(REQUIRED) + ")")
     return runs
 
 
-def runner_for(paths: list[str], skipped: list[tuple[str, str]] | None = None) -> Runner:
+def runner_for(paths: list[str], skipped: list[tuple[str, str]] | None = None,
+               unreadable: list[str] | None = None) -> Runner:
     """A :class:`~trainscape.calibration.Runner` over the runs of ``paths``
-    (:func:`read_runs`, ``skipped`` as there), each run's scenario and layout validated now, so
-    a row the model's input ranges reject is a located :class:`RunsFileError` rather than an
-    error mid-report (a valid layout the model calls infeasible is a failed row of the report,
-    as in the shipped set)."""
+    (:func:`read_runs`, ``skipped`` and ``unreadable`` as there), each run's scenario and layout
+    validated now, so a row the model's input ranges reject is a located
+    :class:`RunsFileError` rather than an error mid-report (a valid layout the model calls
+    infeasible is a failed row of the report, as in the shipped set) -- or, with
+    ``unreadable``, listed there and left out."""
     from ..spec import ConfigSpec
 
-    runs = read_runs(paths, skipped)
+    runs = read_runs(paths, skipped, unreadable)
     runner = Runner(runs)
+    costable = []
     for run in runs:
         try:
             runner.scenario(run)
             ConfigSpec(**run.config)
         except ValueError as exc:
-            raise RunsFileError(f"{run.origin or repr(run.case)}: not a costable run: "
-                                f"{reason(exc)}")
+            message = (f"{run.origin or repr(run.case)}: not a costable run: "
+                       f"{reason(exc)}")
+            if unreadable is None:
+                raise RunsFileError(message) from None
+            unreadable.append(message)
+            continue
+        costable.append(run)
+    if len(costable) < len(runs):
+        if not costable:
+            raise RunsFileError(f"no readable row: {unreadable[0]}"
+                                + (f" (and {len(unreadable) - 1} more)"
+                                   if len(unreadable) > 1 else ""))
+        runner = Runner(costable)
+    for run in costable:
         if run.hardware_tflops is not None:
             hardware_step(runner, run)
     return runner

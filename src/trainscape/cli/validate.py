@@ -37,6 +37,11 @@ def within_target(s: dict) -> bool:
                    "directory that is in the layout (others are skipped and named on stderr), "
                    "instead of the shipped calibration set (repeatable). Columns: the "
                    "calibration set's layout (docs/validate-runs.md).")
+@click.option("--keep-going", is_flag=True,
+              help="With --runs: cost every row that can be read and list the others (on "
+                   "stderr, and as unreadable_rows with --json) instead of refusing the file "
+                   "at the first row that is not what the layout allows (exit 2 only when no "
+                   "row can be read).")
 @click.option("--backend", type=click.Choice(["c", "numba", "python"]), default="python",
               show_default=True, help="Backend that evaluates the rows.")
 @click.option("--progress/--no-progress", default=None,
@@ -46,7 +51,7 @@ def within_target(s: dict) -> bool:
               help="Also write the accuracy figure (.png, .svg or .pdf): predicted vs "
                    "published step time, and every row's error per source.")
 def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, ...],
-            runs_paths: tuple[str, ...], backend: str, progress: bool | None,
+            runs_paths: tuple[str, ...], keep_going: bool, backend: str, progress: bool | None,
             plot_path: str | None) -> None:
     """Predict every published training run in the calibration set (Megatron-LM, NeMo and
     DGX Cloud benchmarks, Megatron-Core, MosaicML FSDP, BLOOM, Llama 3; A100 and H100; BF16 and
@@ -62,17 +67,22 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     problem = None if plot_path is None else plot_path_problem(plot_path)
     if problem is not None:
         raise click.BadParameter(problem + ".", param_hint="'--plot'")
+    if keep_going and not runs_paths:
+        raise click.UsageError("--keep-going reads the rows of --runs files; give --runs")
     runner = None
     skipped_files: list[tuple[str, str]] = []
+    unreadable: list[str] | None = [] if keep_going else None
     if runs_paths:
         from ..calibration.runs_file import RunsFileError, runner_for
 
         try:
-            runner = runner_for(list(runs_paths), skipped_files)
+            runner = runner_for(list(runs_paths), skipped_files, unreadable)
         except RunsFileError as exc:
             raise click.BadParameter(str(exc), param_hint="'--runs'") from None
         for path, why in skipped_files:
             click.echo(f"validate: skipped {path}: {why}", err=True)
+        for message in unreadable or []:
+            click.echo(f"validate: unreadable row (--keep-going): {message}", err=True)
     seen = [0, 0]
 
     def count(done: int, total: int) -> None:
@@ -107,6 +117,8 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
                   "targets": {"median_abs_error": TARGET_MEDIAN, "worst_abs_error": TARGET_WORST}}
         if runs_paths:
             report["skipped_files"] = [{"file": f, "why": w} for f, w in skipped_files]
+        if unreadable is not None:
+            report["unreadable_rows"] = list(unreadable)
         click.echo(json.dumps(report, indent=2, allow_nan=False, default=float))
         return
     if markdown:
@@ -146,6 +158,9 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
     memory = [r for r in rows if r["memory_ratio"] is not None]
     if memory:
         console.print(memory_table(memory))
+    if unreadable:
+        console.print(f"[yellow]{len(unreadable)} row(s) could not be read and are not in the "
+                      "report (--keep-going; each listed on stderr)[/]")
 
 
 def memory_table(rows: list[dict]):
