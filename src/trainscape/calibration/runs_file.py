@@ -367,6 +367,13 @@ def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
     return filled, run
 
 
+def no_readable_row(unreadable: list[str]) -> RunsFileError:
+    """The error of a ``--keep-going`` read that found no row it could take: the first
+    row's located message, and how many more there were."""
+    more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+    return RunsFileError(f"no readable row: {unreadable[0]}{more}")
+
+
 def read_runs(paths: list[str], skipped: list[tuple[str, str]] | None = None,
               unreadable: list[str] | None = None) -> list[PublishedRun]:
     """Every row of the CSV files (or directories of them) in ``paths`` as a published run,
@@ -408,8 +415,7 @@ def read_runs(paths: list[str], skipped: list[tuple[str, str]] | None = None,
         mark_older_releases(file_runs)
         runs += [run for _, run in file_runs]
     if not runs and unreadable:
-        more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
-        raise RunsFileError(f"no readable row: {unreadable[0]}{more}")
+        raise no_readable_row(unreadable)
     if not runs:
         raise RunsFileError(", ".join(map(shown, paths)) + ": no CSV file in the published-runs layout "
                             "(every row needs " + ", ".join(REQUIRED) + ")")
@@ -443,9 +449,7 @@ def runner_for(paths: list[str], skipped: list[tuple[str, str]] | None = None,
         costable.append(run)
     if len(costable) < len(runs):
         if not costable:
-            raise RunsFileError(f"no readable row: {unreadable[0]}"
-                                + (f" (and {len(unreadable) - 1} more)"
-                                   if len(unreadable) > 1 else ""))
+            raise no_readable_row(unreadable)
         runner = Runner(costable)
     for run in costable:
         if run.hardware_tflops is not None:
