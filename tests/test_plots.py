@@ -97,6 +97,12 @@ def test_breakdown_legend_beside_bars_and_readable_ticks(swept, tmp_path, monkey
     assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
     assert min(t.get_fontsize() for t in ax.get_xticklabels()) >= 8
     assert "seconds" in ax.get_ylabel() and sc.name in ax.get_title()
+    # the legend names the terms as the terminal report does, in their short form
+    from trainscape.report import TERM_LABELS
+
+    short = {pair[1] for pair in TERM_LABELS.values()}
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels and set(labels) <= short
     close(fig)
 
 

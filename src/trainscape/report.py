@@ -15,17 +15,19 @@ GIB = float(1 << 30)
 
 _STATUS_STYLE = {"ok": "bold green", "out_of_memory": "bold red",
                  "invalid_config": "bold yellow"}
-_TERM_LABELS = {
-    "compute_s": "compute",
-    "tp_comm_s": "tensor-parallel comm",
-    "cp_comm_s": "context-parallel comm",
-    "ep_comm_s": "expert-parallel comm",
-    "pp_comm_s": "pipeline p2p",
-    "bubble_s": "pipeline bubble",
-    "dp_comm_s": "data-parallel comm",
-    "optimizer_s": "optimizer step",
-    "offload_s": "activation offload (exposed)",
-    "overhead_s": "step overhead (host)",
+#: Each step-time breakdown column (``layout.BREAKDOWN_FIELDS``) as the terminal report names
+#: it, and as a plot legend does, shorter (:mod:`trainscape.explore.plots`)
+TERM_LABELS = {
+    "compute_s": ("compute", "compute"),
+    "tp_comm_s": ("tensor-parallel comm", "TP comm"),
+    "cp_comm_s": ("context-parallel comm", "CP comm"),
+    "ep_comm_s": ("expert-parallel comm", "EP comm"),
+    "pp_comm_s": ("pipeline p2p", "PP p2p"),
+    "bubble_s": ("pipeline bubble", "pipeline bubble"),
+    "dp_comm_s": ("data-parallel comm", "DP comm (exposed)"),
+    "optimizer_s": ("optimizer step", "optimizer"),
+    "offload_s": ("activation offload (exposed)", "act. offload"),
+    "overhead_s": ("step overhead (host)", "step overhead"),
 }
 _MEM_LABELS = {
     "mem_weights_gib": "weights",
@@ -117,7 +119,7 @@ def breakdown_table(result) -> Table:
     for name in L.BREAKDOWN_FIELDS:
         value = getattr(result, name)
         share = value / step if step > 0 else 0.0
-        t.add_row(_TERM_LABELS.get(name, name), format_seconds(value), f"{share * 100:.1f} %",
+        t.add_row(TERM_LABELS.get(name, (name,))[0], format_seconds(value), f"{share * 100:.1f} %",
                   Text(_bar(share), style="cyan"))
     t.add_section()
     t.add_row("step", format_seconds(step), "100.0 %", "", style="bold")

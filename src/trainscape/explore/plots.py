@@ -20,14 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import layout as L
+from ..report import TERM_LABELS
 
 #: Colors of the breakdown terms (as before: one per ``layout.BREAKDOWN_FIELDS``).
 BREAKDOWN_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860",
                     "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")
-_TERM = {"compute_s": "compute", "tp_comm_s": "TP comm", "cp_comm_s": "CP comm",
-         "ep_comm_s": "EP comm", "pp_comm_s": "PP p2p", "bubble_s": "pipeline bubble",
-         "dp_comm_s": "DP comm (exposed)", "optimizer_s": "optimizer",
-         "offload_s": "act. offload", "overhead_s": "step overhead"}
 #: Largest number of configurations drawn in the Pareto plot's cloud (a uniform sample above).
 CLOUD_MAX = 20_000
 
@@ -149,7 +146,8 @@ def plot_breakdown(res, path: Path, limit: int = 10) -> Path:
         vals = np.array([r[name] for r in recs])
         if not (vals > 0).any():
             continue  # a term no configuration pays: no empty legend entry
-        ax.bar(x, vals, bottom=bottom, color=color, label=_TERM.get(name, name), width=0.7)
+        ax.bar(x, vals, bottom=bottom, color=color, label=TERM_LABELS.get(name, ("", name))[1],
+               width=0.7)
         bottom += vals
     ax.set_xticks(x)
     ax.set_xticklabels([f"#{i + 1}\n{_short_cfg(r)}" for i, r in enumerate(recs)], fontsize=8)
