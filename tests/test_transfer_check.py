@@ -329,7 +329,11 @@ OUTSIDE_RATCHET = {
     # grouped_gemm ops.gmm) instead of a GEMM per local expert: GPT-OSS 20B +66 -> -3 % (+7 %
     # read at its yaml's EP 8), Qwen3 30B-A3B +71 -> +40 %, Kimi K2 +67 -> +57 %, DeepSeek-V3
     # +47 / +22 -> +45 / +20 %
-    "automodel_perf_summary": (0.370, 1),
+    # stop 41: tightened 0.370 -> 0.330 when layers that do not split over the chunks were
+    # read with lighter edge stages (AutoModel's split counts the embedding and the output
+    # layer as a layer each, first/last_stage_less_layers = 1): DeepSeek-V3 +17.6 / +42.1 ->
+    # +10.5 / +33.6 %, Kimi K2 +54.6 -> +36.8 %
+    "automodel_perf_summary": (0.330, 1),
     "torchtitan_benchmarks": (0.030, 0),
     # MLPerf Training logs: NVIDIA's, Azure's, CoreWeave's and Oracle's GPT-3 175B FP8 runs
     # (v3.0's June 2023 release ran 9 % slower than v3.1's on the same layout: release drift)
@@ -464,9 +468,14 @@ def test_printed_recompute_modules_are_read_only_from_a_module_list():
 #: 0.080, b200 0.205 -> 0.152; h100-hbm2e-96gb 0.080 -> 0.086 and h200-141gb 0.010 -> 0.014
 #: loosened as in TRANSFER_RATCHET
 #: stop 41: a100-sxm-80gb 0.080 -> 0.085 (8.0 -> 8.5 %), MegaScale's and MT-NLG's rows after the
-#: refit that followed reading BLOOM without sequence parallelism (OUTSIDE_RATCHET)
-BLIND_RATCHET = {"h100-sxm-80gb": (0.062, 4), "a100-sxm-80gb": (0.085, 0),
-                 "h100-hbm2e-96gb": (0.086, 0), "h200-141gb": (0.014, 0), "b200": (0.152, 4)}
+#: refit that followed reading BLOOM without sequence parallelism (OUTSIDE_RATCHET); then
+#: layers that do not split over the pipeline chunks read with lighter edge stages
+#: (published.run_of, pipeline_edge_layers): h100-sxm-80gb infeasible 4 -> 3 (DGX Cloud's
+#: DeepSeek-V3 on 512 fits, 83.0 -> 75.4 GiB), b200 0.152 -> 0.157 (15.1 -> 15.6 %: the blind
+#: reading knows no MTP block, so NeMo's DeepSeek-V3 rows, their last stage now lighter, come
+#: out faster still)
+BLIND_RATCHET = {"h100-sxm-80gb": (0.062, 3), "a100-sxm-80gb": (0.085, 0),
+                 "h100-hbm2e-96gb": (0.086, 0), "h200-141gb": (0.014, 0), "b200": (0.157, 4)}
 
 
 def test_a_blind_reading_uses_no_source_knowledge_and_does_not_regress(capsys, monkeypatch):

@@ -542,3 +542,22 @@ def test_keep_going_with_no_readable_row_or_without_runs_is_exit_2(tmp_path):
     assert "(and 1 more)" in result.output and "Traceback" not in result.output
     alone = _validate("--keep-going")
     assert alone.exit_code == 2 and "--runs" in alone.output
+
+
+def test_layers_that_do_not_split_over_the_pipeline_lighten_the_edge_stages(tmp_path):
+    # 61 layers on 4 stages: every stack must be told such a split, and the published ones
+    # count the embedding and the loss as a layer each (63 slots: 15 layers on the first and
+    # last stage, 16 on the middle ones); 64 layers split evenly, as printed
+    rows = [_minimal_row(case="uneven", layers="61", pp="4", cp="1", gpus="8", tp="1"),
+            _minimal_row(case="even", layers="64", pp="4", cp="1", gpus="8", tp="1")]
+    runs = {r.case: r for r in runner_for_rows(tmp_path, rows)}
+    assert runs["uneven"].scenario["job"]["pipeline_edge_layers"] == 1
+    assert any(a.startswith("61 layers on 4 pipeline chunks: embedding and loss counted")
+               for a in runs["uneven"].assumptions)
+    assert "pipeline_edge_layers" not in runs["even"].scenario["job"]
+
+
+def runner_for_rows(tmp_path, rows):
+    from trainscape.calibration.runs_file import runner_for
+
+    return runner_for([str(_write(tmp_path / "runs.csv", rows))]).runs

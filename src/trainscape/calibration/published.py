@@ -1244,7 +1244,6 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     chunks = config["pp"] * config["vpp"]
     stated = (recipe_rule(RECIPE_STAGE_LAYERS, row, release) or {}).get(
         (config["pp"], config["vpp"]))
-    slots = model["layers"] + 2 + model.get("mtp_layers", 0)
     if isinstance(stated, str):
         from ..spec.pipeline_layout import split
 
@@ -1256,10 +1255,14 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         job["pipeline_first_stage_layers"], job["pipeline_last_stage_layers"] = stated
         notes.append(f"pipeline split of the release's recipe: {stated[0]} layers on the "
                      f"first device, {stated[1]} on the last, the others splitting the rest")
-    elif chunks > 1 and model["layers"] % chunks and slots % chunks == 0:
-        # NeMo 2.0's 405B recipe (account_for_embedding/loss_in_pipeline_split) and Llama 3
-        # §3.3.2 (one layer fewer on the first and last stage); an MTP block takes a slot of
-        # the last stage too (pipeline.pipeline_stage_layers)
+    elif chunks > 1 and model["layers"] % chunks:
+        # layers that do not split evenly over the chunks: a split every stack must be told,
+        # and the ones they are told lighten the edge stages -- NeMo 2.0's 405B recipe
+        # (account_for_embedding/loss_in_pipeline_split), Llama 3 §3.3.2 (one layer fewer on
+        # the first and last stage), NeMo's DeepSeek-V3 script (first 64/p - 1, last 64/p - 2),
+        # torchtitan's and NeMo AutoModel's splits (pipeline_parallel_first/last_stage_less_
+        # layers, default 1: the embedding and the output layer each counted as a layer). An
+        # MTP block takes a slot of the last stage too (pipeline.pipeline_stage_layers)
         job["pipeline_edge_layers"] = 1
         if model.get("mtp_layers", 0):
             notes.append(f"{model['layers']} layers on {chunks} pipeline chunks: embedding, "
