@@ -119,7 +119,7 @@ def breakdown_table(result) -> Table:
     for name in L.BREAKDOWN_FIELDS:
         value = getattr(result, name)
         share = value / step if step > 0 else 0.0
-        t.add_row(TERM_LABELS.get(name, (name,))[0], format_seconds(value), f"{share * 100:.1f} %",
+        t.add_row(TERM_LABELS[name][0], format_seconds(value), f"{share * 100:.1f} %",
                   Text(_bar(share), style="cyan"))
     t.add_section()
     t.add_row("step", format_seconds(step), "100.0 %", "", style="bold")

@@ -25,6 +25,7 @@ Published metric -> step time (the model is compared on step time, never on raw 
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -430,10 +431,17 @@ def architecture_key(name: str) -> str:
     they know none."""
     from .. import presets
 
-    known = {presets.normalized_name(k): k
-             for table in (HEAD_DIM, KV_HEADS, MOE_EVERY, SHARED_EXPERTS, MAX_ROUTE_NODES,
-                           SLIDING_WINDOW) for k in table}
-    return known.get(presets.normalized_name(name), name)
+    return _architecture_names().get(presets.normalized_name(name), name)
+
+
+@functools.lru_cache(maxsize=None)
+def _architecture_names() -> dict[str, str]:
+    """Every model the architecture tables know, by its normalized name (built once)."""
+    from .. import presets
+
+    return {presets.normalized_name(k): k
+            for table in (HEAD_DIM, KV_HEADS, MOE_EVERY, SHARED_EXPERTS, MAX_ROUTE_NODES,
+                          SLIDING_WINDOW) for k in table}
 
 
 def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:

@@ -58,8 +58,6 @@ SP_VALUES = ("true", "false", "yes", "no")
 #: other ``sp`` texts, read as the first of SP_VALUES they mean
 SP_WORDS = {"on": "true", "1": "true", "enabled": "true",
             "off": "false", "0": "false", "disabled": "false"}
-#: ``zero`` texts that say no sharding, read as stage 0
-ZERO_NONE = ("none", "no", "off", "false")
 #: ``recompute`` texts that only switch activation checkpointing on, read as full recompute:
 #: every stack's plain switch checkpoints whole layers -- torch.utils.checkpoint per block
 #: (FSDP stacks' ``activation_checkpointing: true``), Megatron-LM's ``--checkpoint-activations``
@@ -188,7 +186,8 @@ def _positive_number(text: str) -> float | None:
 #: ``zero`` texts that name a stage without starting with its digit (lower-cased, searched in
 #: order): the calibration layout writes ``3 (FSDP ...)``, ``1 (distributed optimizer)``
 ZERO_WORDS = ((r"zero[-_ ]?(?:stage[-_ ]?)?([0-3])", None), (r"fsdp|fully[-_ ]shard", 3),
-              (r"distributed[-_ ]?optimi[sz]er|dist[-_]?opt", 1), (r"\bddp\b", 0))
+              (r"distributed[-_ ]?optimi[sz]er|dist[-_]?opt", 1), (r"\bddp\b", 0),
+              (r"^\s*(?:none|no|off|false)\s*$", 0))  # a cell saying no sharding at all
 
 
 def zero_stage(text: str) -> int | None:
@@ -213,9 +212,9 @@ CASELESS = ("dtype", "mlp")
 def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with its cells in the forms the reader compares: an optional column's
     :data:`NOT_STATED` mark empty, the :data:`CASELESS` names lower case, ``sp``'s other words
-    (:data:`SP_WORDS`) and ``zero``'s words for no sharding (:data:`ZERO_NONE`) as the layout
-    writes them. A row with more cells than its header, which :func:`check_row` refuses, is
-    returned as it is."""
+    (:data:`SP_WORDS`) and ``recompute``'s plain on-switches (:data:`RECOMPUTE_ON`) as the
+    layout writes them (``zero``'s words are :func:`zero_stage`'s). A row with more cells than
+    its header, which :func:`check_row` refuses, is returned as it is."""
     if None in row:
         return row
     out = {k: ("" if k in OPTIONAL and v.strip().lower() in NOT_STATED else v)
@@ -223,8 +222,6 @@ def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
     out.update({c: re.sub(r"[_ ]+", "-", out[c].strip().lower()) for c in CASELESS})
     sp = out["sp"].strip().lower()
     out["sp"] = SP_WORDS.get(sp, out["sp"])
-    if out["zero"].strip().lower() in ZERO_NONE:
-        out["zero"] = f"0 ({out['zero'].strip()})"
     if RECOMPUTE_ON.fullmatch(out["recompute"].strip().lower()):
         out["recompute"] = f"full ({out['recompute'].strip()})"
     return out

@@ -146,8 +146,7 @@ def plot_breakdown(res, path: Path, limit: int = 10) -> Path:
         vals = np.array([r[name] for r in recs])
         if not (vals > 0).any():
             continue  # a term no configuration pays: no empty legend entry
-        ax.bar(x, vals, bottom=bottom, color=color, label=TERM_LABELS.get(name, ("", name))[1],
-               width=0.7)
+        ax.bar(x, vals, bottom=bottom, color=color, label=TERM_LABELS[name][1], width=0.7)
         bottom += vals
     ax.set_xticks(x)
     ax.set_xticklabels([f"#{i + 1}\n{_short_cfg(r)}" for i, r in enumerate(recs)], fontsize=8)

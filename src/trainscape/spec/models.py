@@ -724,18 +724,10 @@ def _preset(kind: str, name: Any, path: str) -> dict:
     return table
 
 
-def _gpu_preset_id(name: str) -> str:
-    """The id of the GPU preset ``name`` names (another name of it, e.g. "H100 SXM5 80GB",
-    becomes its id: :func:`trainscape.presets.preset_id`), so that what is shown and looked
-    up later is the id."""
-    from .. import presets
-
-    return presets.preset_id("gpu", name)
-
-
 def _gpu_preset(name: Any, path: str, dtype: Any, stack: Any, calibrated: Any) -> dict:
     """GPU preset ``name`` resolved for the job (:func:`trainscape.presets.resolve_gpu`, the
-    one path for GPU constants), without its ``sources``."""
+    one path for GPU constants), without its ``sources``, with ``preset`` set to its id (as
+    :func:`_preset` does)."""
     from .. import presets
 
     try:
@@ -746,6 +738,7 @@ def _gpu_preset(name: Any, path: str, dtype: Any, stack: Any, calibrated: Any) -
                                presets.gpu_names_allowed()) from None
     for key in PRESET_META_KEYS:
         table.pop(key, None)
+    table["preset"] = presets.preset_id("gpu", name)
     return table
 
 
@@ -782,8 +775,8 @@ def expand_presets(raw: dict, resolve_gpu: bool = True, calibrated: bool = True)
         if resolve_gpu and isinstance(gpu, dict) and gpu.get("preset") is not None:
             path = "cluster.gpu.preset" if isinstance(cluster.get("gpu"), dict) else "cluster.gpu"
             fitted = gpu.get("calibrated", calibrated)
-            gpu = {**_gpu_preset(gpu["preset"], path, dtype, stack, fitted), **gpu,
-                   "preset": _gpu_preset_id(gpu["preset"])}
+            table = _gpu_preset(gpu["preset"], path, dtype, stack, fitted)
+            gpu = {**table, **gpu, "preset": table["preset"]}
             if isinstance(fitted, bool):  # (a non-bool is reported by validation)
                 gpu["calibrated"] = fitted
         if gpu is not None:

@@ -228,11 +228,9 @@ def check_site_gpus(scenario: Scenario) -> None:
     for i, s in enumerate(scenario.cluster.sites or []):
         if s.gpu is None:
             continue
-        try:
-            presets.preset_id("gpu", s.gpu)
-        except presets.UnknownPreset:
+        if s.gpu not in presets.names("gpu"):  # (SiteSpec made any other name of one its id)
             raise fail(f"cluster.sites[{i}].gpu", "unknown gpu preset", s.gpu,
-                       presets.gpu_names_allowed()) from None
+                       presets.gpu_names_allowed())
     for i, g in enumerate(resolve_site_gpus(scenario)):
         for dtype in {scenario.job.dtype, "bf16"} if scenario.job.dtype == "fp8" \
                 else {scenario.job.dtype}:
