@@ -496,6 +496,10 @@ def hybrid_replicas_of(row: dict[str, str], config: dict[str, Any],
     return dp
 
 
+#: ``sp`` cells that state sequence parallelism, compared lower-cased (``true`` / ``yes``: on)
+SP_VALUES = ("true", "false", "yes", "no")
+
+
 def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, Any]:
     """The parallel layout of a row, as printed; unstated settings get the stack's default and
     a note."""
@@ -590,7 +594,7 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         notes.append("NeMo <= 24.07 distributed optimizer assumed to be Apex "
                      "DistributedFusedAdam (ZeRO-2: optimizer states and gradients sharded)")
     sp_text = row["sp"].lower()
-    if sp_text in ("true", "false", "yes", "no"):
+    if sp_text in SP_VALUES:
         sp = sp_text in ("true", "yes")
     elif tp > 1 and is_megatron_deepspeed(row):
         # Megatron-DeepSpeed's forks of 2021-22 (BLOOM's, MT-NLG's) predate Megatron-LM's

@@ -28,7 +28,7 @@ from ..spec.errors import ScenarioError
 from ..spec.models import DTYPES
 from ..spec.readers import MAX_CSV_BYTES, read_text
 from . import Runner
-from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, PublishedRun, _leading_int,
+from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, SP_VALUES, PublishedRun, _leading_int,
                         mark_older_releases, measured_columns, run_of)
 
 #: columns every row must fill
@@ -53,9 +53,7 @@ MLPS = ("swiglu", "gelu", "squared-relu", "geglu")
 RECOMPUTE_PREFIXES = ("full", "selective", "none")
 #: ``recompute`` cells that state "no recomputation" in other words
 RECOMPUTE_NONE = ("no", "off", "false", "disabled", "0")
-#: ``sp`` texts (case-insensitive)
-SP_VALUES = ("true", "false", "yes", "no")
-#: other ``sp`` texts, read as the first of SP_VALUES they mean
+#: other ``sp`` texts, read as the SP_VALUES word they mean
 SP_WORDS = {"on": "true", "1": "true", "enabled": "true",
             "off": "false", "0": "false", "disabled": "false"}
 #: ``recompute`` texts that only switch activation checkpointing on, read as full recompute:
