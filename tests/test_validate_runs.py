@@ -134,7 +134,11 @@ BAD_CELLS = [
     ({"gpu": "a100"}, "'gpu'", "h100-sxm-80gb"),  # 40 or 80 GB: names no one preset
     ({"dtype": "fp4"}, "'dtype'", "bf16"),
     ({"mlp": "relu"}, "'mlp'", "swiglu"),
-    ({"metric": "mfu_pct"}, "'metric'", "step_time_s"),
+    ({"metric": "tflops"}, "'metric'", "mfu_pct"),
+    ({"metric": "mfu_pct", "value": "130"}, "'mfu_pct'", "at most 100"),
+    ({"hfu_pct": "0.0"}, "'hfu_pct'", "finite number above 0"),
+    ({"metric": "mfu_pct", "value": "40", "dtype": "fp8"}, "'peak_tflops'", "BF16 or by the FP8"),
+    ({"metric": "mfu_pct", "value": "40", "peak_tflops": "1e9"}, "'peak_tflops'", "1 to 1e+06"),
     ({"value": "nan"}, "'value'", "finite number above 0"),
     ({"value": "-3"}, "'value'", "finite number above 0"),
     ({"step_time_s": "inf"}, "'step_time_s'", "finite number above 0"),
@@ -224,6 +228,53 @@ def test_hardware_tflops_alone_are_converted_with_the_models_hardware_flops(tmp_
     assert any("hardware TFLOP/s converted" in a for a in converted.assumptions)
     data = _json("--runs", str(hw))
     assert data["rows"][0]["published_step_s"] == pytest.approx(2.0, rel=1e-9)
+
+
+def test_mfu_alone_is_model_tflops_of_the_dense_peak_and_says_which(tmp_path):
+    from trainscape import presets
+    from trainscape.calibration.runs_file import runner_for
+
+    peak = presets.gpu("h100-sxm-80gb")["peak_tflops"]["bf16"]
+    rate = _write(tmp_path / "rate.csv", [_minimal_row(metric="model_tflops_per_gpu",
+                                                       value=repr(0.41 * peak))])
+    mfu = _write(tmp_path / "mfu.csv", [_minimal_row(metric="mfu_pct", value="41")])
+    (by_rate,), (by_mfu,) = runner_for([str(rate)]).runs, runner_for([str(mfu)]).runs
+    assert by_mfu.published_step_s == pytest.approx(by_rate.published_step_s, rel=1e-12)
+    assert any("mfu_pct 41 read against the h100-sxm-80gb preset's dense bf16 peak" in a
+               for a in by_mfu.assumptions)
+    # a stated peak wins, and an FP8 row may be read once it states one
+    fp8 = _write(tmp_path / "fp8.csv", [_minimal_row(metric="mfu_pct", value="41",
+                                                     dtype="fp8", peak_tflops=repr(peak))])
+    (stated,) = runner_for([str(fp8)]).runs
+    assert stated.published_step_s == pytest.approx(by_rate.published_step_s, rel=1e-12)
+    assert any("the row's peak_tflops" in a for a in stated.assumptions)
+    # a direct measurement beside the utilization sets the step; the utilization is not read
+    both = _write(tmp_path / "both.csv", [_minimal_row(mfu_pct="99")])
+    (direct,) = runner_for([str(both)]).runs
+    assert direct.published_step_s == pytest.approx(8192 * 128 / (15000 * 8), rel=1e-12)
+    assert not any("mfu_pct" in a for a in direct.assumptions)
+
+
+def test_hfu_alone_is_hardware_tflops_of_the_dense_peak(tmp_path):
+    from trainscape import presets
+    from trainscape.calibration.runs_file import runner_for
+
+    peak = presets.gpu("a100-sxm-80gb")["peak_tflops"]["bf16"]
+    common = dict(gpu="a100-sxm-80gb", recompute="full")
+    hw = _write(tmp_path / "hw.csv", [_minimal_row(metric="hw_tflops_per_gpu",
+                                                   value=repr(0.5 * peak), **common)])
+    hfu = _write(tmp_path / "hfu.csv", [_minimal_row(metric="mfu_pct", value="1",
+                                                     hfu_pct="50", **common)])
+    (by_hw,) = runner_for([str(hw)]).runs
+    # mfu_pct is read before hfu_pct: the row above is an MFU row
+    (by_mfu,) = runner_for([str(hfu)]).runs
+    assert by_mfu.published_step_s > 10 * by_hw.published_step_s
+    only_hfu = _write(tmp_path / "only.csv", [_minimal_row(metric="hfu_pct", value="50",
+                                                           **common)])
+    (by_hfu,) = runner_for([str(only_hfu)]).runs
+    assert by_hfu.published_step_s == pytest.approx(by_hw.published_step_s, rel=1e-12)
+    assert any("hfu_pct 50 read against" in a for a in by_hfu.assumptions)
+    assert any("hardware TFLOP/s converted" in a for a in by_hfu.assumptions)
 
 
 def test_the_transfer_files_costable_rows_read_as_the_transfer_check_reads_them(tmp_path,

@@ -39,7 +39,7 @@ OPTIONAL = ("source", "version", "ref", "system", "fp8_recipe", "ffn_hidden", "k
             "experts", "top_k", "expert_ffn", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule",
             "mbs", "grad_accum", "sp", "zero", "fsdp", "recompute", "step_time_s", "tokens_per_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hw_tflops_per_gpu", "mfu_pct",
-            "hfu_pct", "notes", "peak_memory_gib", "memory_measure")
+            "hfu_pct", "peak_tflops", "notes", "peak_memory_gib", "memory_measure")
 #: integer columns that must be at least 1 where filled (``REQUIRED`` ones always are)
 POSITIVE_INTS = ("layers", "hidden", "heads", "vocab", "gpus", "tp", "seq_len", "global_batch",
                  "kv_heads", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "grad_accum", "fsdp")
@@ -72,6 +72,13 @@ STEP_RANGE_S = (1e-6, 1e7)
 #: hardware TFLOP/s per GPU (recompute counted): the measurement a row may give last, converted
 #: with the model's hardware FLOPs of the row's layout (:func:`runner_for`)
 HW_METRIC = "hw_tflops_per_gpu"
+#: utilization a row may give instead of a rate, read against a dense peak (:func:`utilization_
+#: rate`): ``mfu_pct`` (model FLOPs, taken as model TFLOP/s after every direct measurement) and
+#: ``hfu_pct`` (hardware FLOPs, taken as hardware TFLOP/s, the last of all)
+MFU_METRIC, HFU_METRIC = "mfu_pct", "hfu_pct"
+#: the dense peaks (TFLOP/s per GPU) a ``peak_tflops`` cell may hold: from a GPU of a hundredth
+#: of an A100 to a hundred times a B200 (a figure outside is a typo or a unit slip)
+PEAK_TFLOPS_RANGE = (1.0, 1e6)
 #: the per-GPU peak memory a row may state (GiB): a MiB to 4 TiB
 MEMORY_RANGE_GIB = (2.0**-10, 4096.0)
 #: ZeRO stages (the leading integer of the ``zero`` cell)
@@ -252,12 +259,23 @@ def check_row(row: dict[str, Any], where: str) -> None:
         raise bad("dtype", "one of " + ", ".join(DTYPES))
     if row["mlp"] not in MLPS:
         raise bad("mlp", "one of " + ", ".join(MLPS))
-    metrics = measured_columns() + (HW_METRIC,)
+    metrics = measured_columns() + (HW_METRIC, MFU_METRIC, HFU_METRIC)
     if row["metric"] not in metrics:
         raise bad("metric", "one of " + ", ".join(metrics))
     for column in ("value",) + metrics:
         if row[column] and _positive_number(row[column]) is None:
             raise bad(column, "a finite number above 0")
+    for column in (MFU_METRIC, HFU_METRIC):
+        # the value cell holds a utilization when the metric names one
+        cell = row["value"] if row["metric"] == column and not row[column] else row[column]
+        if cell and not _positive_number(cell) <= 100.0:
+            raise bad(column, "a percentage above 0 and at most 100")
+    if row["peak_tflops"]:
+        peak = _positive_number(row["peak_tflops"])
+        low, high = PEAK_TFLOPS_RANGE
+        if peak is None or not low <= peak <= high:
+            raise bad("peak_tflops", f"a number from {low:g} to {high:g} (dense TFLOP/s per "
+                      "GPU: the peak the row's mfu_pct / hfu_pct divides by)")
     if row["peak_memory_gib"]:
         peak = _positive_number(row["peak_memory_gib"])
         low, high = MEMORY_RANGE_GIB
@@ -335,15 +353,25 @@ def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
         filled["zero"] = f"{zero_stage(filled['zero'])} ({filled['zero']})"
     if not filled[filled["metric"]]:
         filled[filled["metric"]] = filled["value"]
-    hardware = not any(filled[c] for c in measured_columns())
-    if hardware:  # read as model TFLOP/s until runner_for converts it
-        filled["model_tflops_per_gpu"] = filled[HW_METRIC]
+    utilization_notes: list[str] = []
+    direct = any(filled[c] for c in measured_columns())
+    if not direct and filled[MFU_METRIC]:
+        rate = utilization_rate(filled, MFU_METRIC, where, utilization_notes)
+        filled["model_tflops_per_gpu"] = repr(rate)
+        direct = True
+    hardware_rate = None
+    if not direct:
+        hardware_rate = float(filled[HW_METRIC]) if filled[HW_METRIC] else \
+            utilization_rate(filled, HFU_METRIC, where, utilization_notes)
+        # read as model TFLOP/s until runner_for converts it
+        filled["model_tflops_per_gpu"] = repr(hardware_rate)
     try:
         run = run_of(source, filled)
     except (KeyError, ValueError, ArithmeticError) as exc:
         raise RunsFileError(f"{where}: not a costable run: {reason(exc)}")
     check_step(run.published_step_s, where,
                f"{filled['metric']} = {filled['value']}")
+    run.assumptions += utilization_notes
     run.shipped = False
     run.origin = where
     if row["recompute"] != written.get("recompute", "") and row["recompute"]:
@@ -356,10 +384,40 @@ def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
     if filled["peak_memory_gib"]:
         run.published_memory_gib = float(filled["peak_memory_gib"])
         run.memory_measure = filled["memory_measure"].lower()
-    if hardware:
-        run.hardware_tflops = float(filled[HW_METRIC])
+    if hardware_rate is not None:
+        run.hardware_tflops = hardware_rate
     place(run)
     return filled, run
+
+
+def utilization_rate(row: dict[str, str], column: str, where: str, notes: list[str]) -> float:
+    """TFLOP/s per GPU of a row measured as a utilization (``column``: ``mfu_pct`` or
+    ``hfu_pct``, percent of a dense peak), the sentence saying how it was read appended to
+    ``notes``; :class:`RunsFileError` where the peak it divides by cannot be known.
+
+    The peak is the row's ``peak_tflops`` where it states one; else, for a 16-bit row, the GPU
+    preset's dense peak in the row's dtype at its rated power -- the datasheet figure MFU is
+    quoted against (PaLM, Chowdhery et al. 2022, Appendix B: observed throughput over the
+    theoretical peak). An FP8 row must state it: sources divide FP8 runs by the BF16 peak
+    (torchtitan ``tools/utils.py`` ``get_peak_flops``: the dense BF16 datasheet figure for any
+    dtype) or by the FP8 one (llm-foundry's ``collect_results.py``), a factor of two apart."""
+    percent = float(row[column])
+    if row["peak_tflops"]:
+        peak = float(row["peak_tflops"])
+        whose = "the row's peak_tflops"
+    elif row["dtype"] == "fp8":
+        raise RunsFileError(
+            f"{where}: column 'peak_tflops' is empty; an fp8 row measured in {column} needs "
+            "the dense peak (TFLOP/s per GPU) its utilization divides by: sources divide FP8 "
+            "runs by the BF16 or by the FP8 peak")
+    else:
+        peak = float(presets.gpu(row["gpu"])["peak_tflops"][row["dtype"]])
+        whose = f"the {row['gpu']} preset's dense {row['dtype']} peak"
+    rate = percent / 100.0 * peak
+    kind = "model" if column == MFU_METRIC else "hardware"
+    notes.append(f"{column} {percent:g} read against {whose}, {peak:g} TFLOP/s: {rate:.4g} "
+                 f"{kind} TFLOP/s per GPU")
+    return rate
 
 
 def no_readable_row(unreadable: list[str]) -> RunsFileError:
