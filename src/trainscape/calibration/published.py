@@ -752,7 +752,8 @@ def grad_dtype_of(row: dict[str, str], stack: str, release: tuple[int, ...],
 
 #: how a row's ``fp8_recipe`` says the run kept FP8 parameters (Transformer Engine's FP8 weights,
 #: Megatron-Core ``--fp8-param-gather``, NeMo ``fp8_params``, MLPerf's ``FP8_PARAMS=True``) ...
-FP8_PARAMS_ON = re.compile(r"fp8[ _-]?param|fp8 weights only|weights? (?:kept |stored )?in fp8 only")
+FP8_PARAMS_ON = re.compile(r"fp8[ _-]?param|fp8 weights only"
+                           r"|weights? (?:kept |stored )?in fp8 only")
 #: ... and that it did not
 FP8_PARAMS_OFF = re.compile(r"(?:no|without)\s+fp8[ _-]?param|fp8[ _-]?params?\w*\s*[:=]\s*false")
 

@@ -470,8 +470,8 @@ def read_runs(paths: list[str], skipped: list[tuple[str, str]] | None = None,
     if not runs and unreadable:
         raise no_readable_row(unreadable)
     if not runs:
-        raise RunsFileError(", ".join(map(shown, paths)) + ": no CSV file in the published-runs layout "
-                            "(every row needs " + ", ".join(REQUIRED) + ")")
+        raise RunsFileError(", ".join(map(shown, paths)) + ": no CSV file in the published-"
+                            "runs layout (every row needs " + ", ".join(REQUIRED) + ")")
     return runs
 
 
