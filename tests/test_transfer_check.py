@@ -474,8 +474,12 @@ def test_printed_recompute_modules_are_read_only_from_a_module_list():
 #: DeepSeek-V3 on 512 fits, 83.0 -> 75.4 GiB), b200 0.152 -> 0.157 (15.1 -> 15.6 %: the blind
 #: reading knows no MTP block, so NeMo's DeepSeek-V3 rows, their last stage now lighter, come
 #: out faster still)
-BLIND_RATCHET = {"h100-sxm-80gb": (0.062, 3), "a100-sxm-80gb": (0.085, 0),
-                 "h100-hbm2e-96gb": (0.086, 0), "h200-141gb": (0.014, 0), "b200": (0.157, 4)}
+#: stop 42: a recompute the row does not print, where none does not fit, is the lightest mode
+#: of the stack that does (calibration.Runner.settle_recompute): NeMo's GPT-OSS 120B rows fit
+#: with full recompute -- h100-sxm-80gb 0.062 -> 0.057 and infeasible 3 -> 2, b200 0.157 ->
+#: 0.152 and infeasible 4 -> 2
+BLIND_RATCHET = {"h100-sxm-80gb": (0.057, 2), "a100-sxm-80gb": (0.085, 0),
+                 "h100-hbm2e-96gb": (0.086, 0), "h200-141gb": (0.014, 0), "b200": (0.152, 2)}
 
 
 def test_a_blind_reading_uses_no_source_knowledge_and_does_not_regress(capsys, monkeypatch):

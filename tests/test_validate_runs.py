@@ -277,6 +277,52 @@ def test_hfu_alone_is_hardware_tflops_of_the_dense_peak(tmp_path):
     assert any("hardware TFLOP/s converted" in a for a in by_hfu.assumptions)
 
 
+def _llama70b_on_64(**changes):
+    return _minimal_row(**{"model": "llama3-70b", "layers": "80", "hidden": "8192",
+                           "heads": "64", "kv_heads": "8", "ffn_hidden": "28672", "gpus": "64",
+                           "tp": "8", "cp": "1", "global_batch": "512", **changes})
+
+
+@pytest.mark.parametrize("framework, mbs, mode", [
+    ("NeMo 25.04", "1", "none"),               # fits as read: nothing to settle
+    ("NeMo 25.04", "2", "full"),               # Megatron's selective is not enough
+    ("torchtitan (PyTorch FSDP2)", "2", "op_selective"),
+    ("torchtitan (PyTorch FSDP2)", "4", "full"),
+])
+def test_an_unprinted_recompute_is_the_lightest_that_fits_where_none_does_not(
+        tmp_path, framework, mbs, mode):
+    path = _write(tmp_path / "runs.csv", [_llama70b_on_64(framework=framework, mbs=mbs)])
+    (row,) = _json("--runs", str(path))["rows"]
+    assert row["status"] == "ok" and row["config"]["recompute"] == mode
+    settled = [a for a in row["assumptions"] if "so the published run recomputed" in a]
+    if mode == "none":
+        assert not settled
+        assert any(a.startswith("recompute not printed: none assumed") for a in row["assumptions"])
+    else:
+        (note,) = settled
+        assert f"{mode} assumed" in note and "does not fit" in note
+        assert not any(a.startswith("recompute not printed: none assumed")
+                       for a in row["assumptions"])
+
+
+def test_a_printed_recompute_is_never_changed_to_fit(tmp_path):
+    path = _write(tmp_path / "runs.csv", [_llama70b_on_64(mbs="2", recompute="none")])
+    (row,) = _json("--runs", str(path))["rows"]
+    assert row["status"] == "out_of_memory" and row["config"]["recompute"] == "none"
+    # and a layout that fits with no mode of its stack stays a failed row, said in the row
+    path = _write(tmp_path / "tp4.csv", [_llama70b_on_64(tp="4")])
+    (row,) = _json("--runs", str(path))["rows"]
+    assert row["status"] == "out_of_memory" and row["config"]["recompute"] == "none"
+    assert any("nor with selective or full recompute" in a for a in row["assumptions"])
+
+
+def test_llama3_at_8k_tokens_is_read_without_recompute_as_the_paper_says(shipped_json):
+    rows = {r["case"]: r for r in shipped_json["rows"]}
+    for case in ("l3t4_8k", "l3t4_16k"):
+        assert rows[case]["config"]["recompute"] == "none"
+        assert any("without activation checkpointing" in a for a in rows[case]["assumptions"])
+
+
 def test_the_transfer_files_costable_rows_read_as_the_transfer_check_reads_them(tmp_path,
                                                                                   monkeypatch):
     """``--runs`` and ``scripts/transfer_check.py`` are one reader: the same layout, settings,

@@ -27,7 +27,7 @@ from .. import layout as L
 from . import legacy
 from .constants_file import format_calibrated, update_calibrated
 from .legacy import preset_cluster
-from .published import PUBLISHED_FILES, PublishedRun, published_runs
+from .published import PUBLISHED_FILES, UNSTATED_RECOMPUTE_NOTE, PublishedRun, published_runs
 
 #: every calibration source id -> citation (legacy ids are their file names)
 SOURCES = {**{k: v[1] for k, v in legacy.SOURCES.items()},
@@ -158,11 +158,46 @@ class Runner:
         sys_, mdl, job = pack(sc)
         return sys_, mdl, job, pack_configs([ConfigSpec(**run.config)], gpus=sc.cluster.gpus)
 
+    def settle_recompute(self, run: PublishedRun, backend: str | None = "python") -> None:
+        """Settle the recompute of a run whose row prints none (``run.recompute_fallbacks``):
+        where none does not fit the GPU, the published run -- which did -- recomputed, and the
+        lightest of its stack's modes that fits is taken, said in the run's assumptions; where
+        none of them fits, none stays (a failed row). Once per run: memory does not depend on
+        the fitted constants, and the backends agree on it."""
+        from ..backends import evaluate_blocks
+
+        if not run.recompute_fallbacks:
+            return
+        fallbacks, run.recompute_fallbacks = run.recompute_fallbacks, ()
+
+        def memory(recompute: str) -> tuple[bool, float]:
+            run.config["recompute"] = recompute
+            out = evaluate_blocks(*self.packed(run), backend=backend)[:, 0]
+            return (L.STATUS[int(out[L.OUT_STATUS])] == "out_of_memory",
+                    float(out[L.OUT_MEMORY_GIB]))
+
+        short, first = memory("none")
+        if not short:
+            return
+        for mode in fallbacks:
+            short, gib = memory(mode)
+            if not short:
+                run.assumptions = [a for a in run.assumptions if a != UNSTATED_RECOMPUTE_NOTE]
+                run.assumptions.append(
+                    f"recompute not printed: without it the layout needs {first:.1f} GiB and "
+                    f"does not fit, so the published run recomputed; {mode} assumed, the "
+                    f"lightest of the stack's modes that fits ({gib:.1f} GiB)")
+                return
+        run.config["recompute"] = "none"
+        run.assumptions.append("recompute not printed: the layout does not fit without it, nor "
+                               "with " + " or ".join(fallbacks) + " recompute")
+
     def cost(self, run: PublishedRun, gpu_overrides: dict[str, Any] | None = None,
              backend: str | None = "python") -> Result:
         from ..backends import evaluate_blocks
         from ..model.llm import config_error_message
 
+        self.settle_recompute(run, backend)
         sys_, mdl, job, cfg = self.packed(run, gpu_overrides)
         out = evaluate_blocks(sys_, mdl, job, cfg, backend=backend)[:, 0]
         status = L.STATUS[int(out[L.OUT_STATUS])]
@@ -279,8 +314,9 @@ def summarize(results: list[Result],
     return summary
 
 
-__all__ = ["SOURCES", "format_calibrated", "update_calibrated", "Result", "Runner", "legacy", "legacy_results", "published_runs",
-           "summarize", "validate", "validate_runner", "is_holdout", "case_fold"]
+__all__ = ["SOURCES", "format_calibrated", "update_calibrated", "Result", "Runner", "legacy",
+           "legacy_results", "published_runs", "summarize", "validate", "validate_runner",
+           "is_holdout", "case_fold"]
 
 
 #: dtype classes fitted separately, and the dtypes of each

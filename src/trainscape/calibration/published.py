@@ -311,6 +311,9 @@ class PublishedRun:
     release: tuple[int, ...] = ()
     shipped: bool = True  # False: a user's file (trainscape validate --runs), not in the fit
     hardware_tflops: float | None = None  # a user's run measured in hardware TFLOP/s alone
+    # recompute modes to try where the row prints none and none does not fit (settled once by
+    # Runner.settle_recompute; empty: the recompute is the row's, or already settled)
+    recompute_fallbacks: tuple[str, ...] = ()
     published_memory_gib: float | None = None  # a peak memory per GPU the source printed
     memory_measure: str = ""  # what that peak measures (calibration.ALLOCATOR_MEASURES)
     origin: str = ""  # where a user's run was read (file, line and case), for its messages
@@ -563,8 +566,11 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         recompute = "selective"
     else:
         recompute = "none"
-        if not recompute_text:
-            notes.append("recompute not printed: none assumed (the recipes run without)")
+        if not recompute_text and row["source"] == "llama3_table4" and row["seq_len"] == "8192":
+            notes.append("recompute none: Llama 3 §3.3.2 pre-trained on 8K-token sequences "
+                         "without activation checkpointing")
+        elif not recompute_text:
+            notes.append(UNSTATED_RECOMPUTE_NOTE)
     zero_text = row["zero"]
     zero = _leading_int(zero_text)
     fsdp = _int(row, "fsdp", 0) or 0
@@ -1068,6 +1074,24 @@ RECIPE_LAYOUT = {
 #: The note :func:`config_of` writes when it assumes a field's value the row does not print
 ASSUMED_NOTE_PREFIX = {"recompute": "recompute not printed", "zero": "ZeRO stage not printed",
                        "mbs": "mbs not printed"}
+#: the note of a row whose recompute is not printed and was read as none
+UNSTATED_RECOMPUTE_NOTE = "recompute not printed: none assumed (the recipes run without)"
+
+
+def unstated_recompute_fallbacks(row: dict[str, str], stack: str) -> tuple[str, ...]:
+    """The recompute modes to try, lightest first, for a row that prints none where none does
+    not fit: the run did fit, so it recomputed something, and the lightest mode of its stack
+    that fits is the likeliest (``Runner.settle_recompute``). Megatron's selective recompute
+    (the core attention, Korthikanti et al. 2022 §4.2, Megatron-LM
+    ``--recompute-granularity selective``) then full; torchtitan's per-op selective
+    checkpointing then full (its ``activation_checkpoint.mode`` choices); other FSDP stacks
+    (llm-foundry, DeepSpeed ZeRO) and MaxText checkpoint whole layers
+    (``activation_checkpointing: true``; MaxText's default ``remat_policy: full``)."""
+    if stack in ("megatron-core", "megatron-lm"):
+        return ("selective", "full")
+    if stack == "pytorch-fsdp" and is_torchtitan(row):
+        return ("op_selective", "full")
+    return ("full",)
 
 
 def recipe_layout_of(row: dict[str, str], release: tuple[int, ...], config: dict[str, Any],
@@ -1322,12 +1346,15 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     group = source
     if stack == "jax-xla":
         group += " (JAX)"
+    fallbacks = ()
+    if UNSTATED_RECOMPUTE_NOTE in notes and config["recompute"] == "none":
+        fallbacks = unstated_recompute_fallbacks(row, stack)
     return PublishedRun(
         source=source, group=group, case=row["case"], gpu=gpu, dtype=dtype,
         stack=stack, scenario=scenario, config=config, metric=row["metric"],
         value=float(row["value"]), published_step_s=published_step(row, model_flops, notes),
         model_flops=model_flops, cluster_preset=preset, cluster_overrides=overrides,
-        assumptions=notes, release=release)
+        assumptions=notes, release=release, recompute_fallbacks=fallbacks)
 
 
 def published_runs(sources: tuple[str, ...] | None = None) -> list[PublishedRun]:
