@@ -323,6 +323,16 @@ def test_llama3_at_8k_tokens_is_read_without_recompute_as_the_paper_says(shipped
         assert any("without activation checkpointing" in a for a in rows[case]["assumptions"])
 
 
+@pytest.mark.parametrize("pp, stage", [("1", 3), ("2", 2)])
+def test_an_unprinted_fsdp_stage_is_full_sharding_but_under_a_pipeline(tmp_path, pp, stage):
+    path = _write(tmp_path / "runs.csv", [_minimal_row(framework="torchtitan (FSDP2)", cp="1",
+                                                       pp=pp)])
+    (row,) = _json("--runs", str(path))["rows"]
+    assert row["config"]["zero"] == stage
+    assert any(a.startswith("ZeRO stage not printed: FSDP") and f"ZeRO-{stage}" in a
+               for a in row["assumptions"])
+
+
 def test_the_transfer_files_costable_rows_read_as_the_transfer_check_reads_them(tmp_path,
                                                                                   monkeypatch):
     """``--runs`` and ``scripts/transfer_check.py`` are one reader: the same layout, settings,

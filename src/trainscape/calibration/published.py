@@ -582,10 +582,20 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         notes.append(f"ZeRO stage not printed: FSDP degree {fsdp} printed, fully sharded "
                      "(ZeRO-3) assumed")
     if zero is None:
-        if stack == "pytorch-fsdp":
+        if stack == "pytorch-fsdp" and pp > 1:
+            # torchtitan's default reshard_after_forward policy: not under a pipeline, whose
+            # stage would re-gather per microbatch (torchtitan/distributed/fsdp.py
+            # get_fsdp_reshard_after_forward_policy); Llama 3's PP runs did the same (§3.3.2)
             zero = 2
             notes.append("ZeRO stage not printed: FSDP without resharding after forward "
-                         "(ZeRO-2) assumed (Llama 3 paper §3.3.2)")
+                         "(ZeRO-2) assumed under a pipeline (torchtitan's default policy; "
+                         "Llama 3 paper §3.3.2)")
+        elif stack == "pytorch-fsdp":
+            # FSDP's default everywhere else: PyTorch FSDP's FULL_SHARD, FSDP2 fully_shard's
+            # reshard_after_forward=True, torchtitan's policy without a pipeline
+            zero = 3
+            notes.append("ZeRO stage not printed: FSDP fully sharded (ZeRO-3, resharding "
+                         "after forward) assumed (PyTorch FSDP's default without a pipeline)")
         else:
             zero = 1
             notes.append("ZeRO stage not printed: Megatron distributed optimizer (ZeRO-1) "
