@@ -283,15 +283,16 @@ def _llama70b_on_64(**changes):
                            "tp": "8", "cp": "1", "global_batch": "512", **changes})
 
 
-@pytest.mark.parametrize("framework, mbs, mode", [
-    ("NeMo 25.04", "1", "none"),               # fits as read: nothing to settle
-    ("NeMo 25.04", "2", "full"),               # Megatron's selective is not enough
-    ("torchtitan (PyTorch FSDP2)", "2", "op_selective"),
-    ("torchtitan (PyTorch FSDP2)", "4", "full"),
+@pytest.mark.parametrize("framework, tp, mbs, mode", [
+    ("NeMo 25.04", "8", "1", "none"),               # fits as read: nothing to settle
+    ("NeMo 25.04", "8", "2", "full"),               # Megatron's selective is not enough
+    ("torchtitan (PyTorch FSDP2)", "8", "4", "op_selective"),
+    ("torchtitan (PyTorch FSDP2)", "4", "4", "full"),
 ])
 def test_an_unprinted_recompute_is_the_lightest_that_fits_where_none_does_not(
-        tmp_path, framework, mbs, mode):
-    path = _write(tmp_path / "runs.csv", [_llama70b_on_64(framework=framework, mbs=mbs)])
+        tmp_path, framework, tp, mbs, mode):
+    path = _write(tmp_path / "runs.csv", [_llama70b_on_64(framework=framework, tp=tp,
+                                                          mbs=mbs)])
     (row,) = _json("--runs", str(path))["rows"]
     assert row["status"] == "ok" and row["config"]["recompute"] == mode
     settled = [a for a in row["assumptions"] if "so the published run recomputed" in a]
