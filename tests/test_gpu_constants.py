@@ -354,6 +354,15 @@ def test_2021_22_megatron_runs_use_their_own_stack_profile():
     assert stack_of("EleutherAI GPT-NeoX (Megatron + DeepSpeed)") == "megatron-lm"
     # DeepSpeed's ZeRO engine without Megatron's layers gathers per module, as FSDP does
     assert stack_of("DeepSpeed ZeRO-3 + Hugging Face Transformers") == "pytorch-fsdp"
+    # frameworks named without their parallelism: read by the family they belong to
+    for name in ("torchtitan", "llm-foundry", "OLMo-core", "torchtune", "metaseq (OPT)"):
+        notes = []
+        assert stack_of(name, notes) == "pytorch-fsdp" and not notes, name
+    for name in ("T5X", "Levanter", "AXLearn", "Praxis", "Flax", "Pax"):
+        notes = []
+        assert stack_of(name, notes) == "jax-xla" and not notes, name
+    notes = []
+    assert stack_of("Nanotron", notes) == "megatron-core" and "names no known stack" in notes[0]
     g = presets.gpu("a100-sxm-80gb")
     lm = presets.gpu("a100-sxm-80gb", stack="megatron-lm")
     for key, factor in presets.stack_profile("megatron-lm")["scale"].items():

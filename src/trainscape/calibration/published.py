@@ -351,6 +351,17 @@ def gpu_is_ampere(gpu: str) -> bool:
 #: Megatron-LM with Megatron-Core); a cell naming no known stack is read as Megatron-Core too,
 #: and its row says so (:func:`stack_of`)
 MEGATRON_CORE_WORDS = ("megatron", "nemo")
+#: frameworks (lower case, found anywhere in ``framework``) run on JAX / XLA: Google's MaxText,
+#: PaxML / Praxis and T5X, Apple's AXLearn, Stanford CRFM's Levanter, EasyLM
+JAX_FRAMEWORKS = ("jax", "maxtext", "paxml", "praxis", "t5x", "axlearn", "levanter", "easylm")
+#: ... and as whole words only (short names that occur inside other words)
+JAX_FRAMEWORK_WORDS = frozenset({"flax", "pax"})
+#: frameworks whose data parallelism shards parameters per module as PyTorch FSDP does:
+#: FSDP itself, MosaicML's Composer / llm-foundry (FSDP), Meta's internal stack (Llama 3's),
+#: torchtitan and torchtune (FSDP2), AI2's OLMo / OLMo-core (FSDP), metaseq (OPT: FSDP with
+#: Megatron TP layers), FairScale (FSDP's origin)
+FSDP_FRAMEWORKS = ("fsdp", "composer", "llm-foundry", "llm_foundry", "meta internal",
+                   "torchtitan", "torchtune", "olmo", "metaseq", "fairscale")
 
 
 #: Megatron-LM's first commit with ``--overlap-grad-reduce`` (2d5220a424, 2023-08-16); its
@@ -393,11 +404,12 @@ def stack_of(framework: str, notes: list[str] | None = None) -> str:
     """The software-stack profile a framework string belongs to (``notes``, when given, says
     so when the string names no stack the reader knows)."""
     f = framework.lower()
+    words = set(re.findall(r"[a-z0-9]+", f))
     if "megatron-deepspeed" in f or "gpt-neox" in f:
         return "megatron-lm"
-    if "jax" in f or "maxtext" in f or "paxml" in f:
+    if any(w in f for w in JAX_FRAMEWORKS) or words & JAX_FRAMEWORK_WORDS:
         return "jax-xla"
-    if "fsdp" in f or "composer" in f or "meta internal" in f:
+    if any(w in f for w in FSDP_FRAMEWORKS):
         return "pytorch-fsdp"
     if "deepspeed" in f and "megatron" not in f:
         # DeepSpeed's ZeRO engine without Megatron's layers: PyTorch modules whose parameters
