@@ -59,7 +59,7 @@ READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_bench
                     "mlperf_training_v5.0", "mlperf_training_v5.1")
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
-GPUS = ("b200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",
+GPUS = ("b200", "gb200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",
         "a100-sxm-80gb")
 #: GPUs that have a fit of their own (their rows check the fit, not a transfer)
 FITTED = ("h100-sxm-80gb", "a100-sxm-80gb")

@@ -69,6 +69,8 @@ def test_every_alias_names_one_existing_preset_and_shadows_no_id():
     ("h200-sxm-141gb", "h200-141gb"),            # the calibration layout's pattern
     ("NVIDIA H200", "h200-141gb"),
     ("NVIDIA B200", "b200"),
+    ("NVIDIA GB200", "gb200"),                   # nvidia-smi on a GB200 NVL72 tray
+    ("GB200 NVL72", "gb200"),
     ("H800", "h800-sxm-80gb"),
     ("H100 96GB HBM2e", "h100-hbm2e-96gb"),
 ])
@@ -77,7 +79,7 @@ def test_a_gpu_is_found_by_its_other_names(name, pid):
     assert presets.resolve_gpu(name, dtype="bf16") == presets.resolve_gpu(pid, dtype="bf16")
 
 
-@pytest.mark.parametrize("name", ["a100", "A100 SXM4", "h100 pcie", "H100 NVL", "gb200",
+@pytest.mark.parametrize("name", ["a100", "A100 SXM4", "h100 pcie", "H100 NVL", "gb300",
                                   "", "nvidia", 7, None])
 def test_a_name_of_no_part_or_of_two_is_refused_with_the_ids(name):
     with pytest.raises(presets.UnknownPreset) as info:

@@ -413,17 +413,18 @@ def test_a_part_of_the_same_die_copies_the_fit(name):
     assert "calibrated_from" not in presets.gpu(name)
 
 
-def test_another_generation_carries_the_fitted_share_of_its_stock_values():
-    stock = presets.gpu("b200", calibrated=False)
+@pytest.mark.parametrize("name", ["b200", "gb200"])
+def test_another_generation_carries_the_fitted_share_of_its_stock_values(name):
+    stock = presets.gpu(name, calibrated=False)
     donor_stock = presets.gpu("h100-sxm-80gb", calibrated=False)
     donor = presets.gpu("h100-sxm-80gb")
-    mine = presets.gpu("b200")
+    mine = presets.gpu(name)
     for key in FITTED_FRACTIONS + ("gemm_half_flops",):
         assert mine[key] == pytest.approx(stock[key] * donor[key] / donor_stock[key],
                                           rel=1e-12), key
     # a time is not a share of a microbenchmark figure: copied
     assert mine["layer_overhead_us"] == donor["layer_overhead_us"] > 0.0
-    fp8 = presets.gpu("b200", dtype="fp8")
+    fp8 = presets.gpu(name, dtype="fp8")
     assert fp8["fp8_gemm_efficiency_max"] == pytest.approx(
         stock["fp8_gemm_efficiency_max"] * presets.gpu("h100-sxm-80gb", dtype="fp8")[
             "fp8_gemm_efficiency_max"] / donor_stock["fp8_gemm_efficiency_max"], rel=1e-12)
@@ -482,6 +483,6 @@ def test_the_presets_table_says_where_each_gpus_fit_comes_from():
     origin = {r["id"]: r["fit"] for r in presets.summary_rows("gpu")}
     assert origin["h100-sxm-80gb"] == "own" and origin["a100-sxm-40gb"] == "own"
     assert origin["h200-141gb"] == "h100-sxm-80gb (copy)"
-    assert origin["b200"] == "h100-sxm-80gb (ratio)"
+    assert origin["b200"] == origin["gb200"] == "h100-sxm-80gb (ratio)"
     out = CliRunner().invoke(main, ["presets", "gpu"], env={"COLUMNS": "250"})
     assert out.exit_code == 0 and "h100-sxm-80gb (ratio)" in out.output

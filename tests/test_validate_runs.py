@@ -103,6 +103,21 @@ def test_the_measurement_may_be_given_as_metric_and_value_alone(tmp_path):
     assert any("recompute not printed" in a for a in row["assumptions"])
 
 
+def test_a_gb200_row_runs_on_its_nvl72_racks(tmp_path):
+    from trainscape.calibration.runs_file import runner_for
+
+    path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="GB200 NVL72", gpus="144", tp="4",
+                                                       global_batch="144")])
+    runner = runner_for([str(path)])
+    (run,) = runner.runs
+    tiers = runner.scenario(run).cluster.tiers
+    assert run.gpu == "gb200" and run.cluster_preset == "gb200-nvl72"
+    assert tiers[0].size == 72 and tiers[0].bandwidth_GBps == 900.0
+    assert tiers[0].size * tiers[1].size >= 144
+    assert not any("no cluster preset" in a for a in run.assumptions)
+    assert runner.cost(run, backend="c").status == "ok"
+
+
 def test_a_gpu_without_a_cluster_preset_runs_on_the_dgx_fabric_and_says_so(tmp_path):
     path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="h200-141gb")])
     (row,) = _json("--runs", str(path))["rows"]
@@ -619,7 +634,7 @@ def test_an_fp8_recipe_is_said_as_printed(tmp_path, recipe, note):
 
 
 def test_keep_going_costs_the_readable_rows_and_lists_the_others(tmp_path):
-    rows = [_minimal_row(case="first"), _minimal_row(case="no_gpu", gpu="gb200"),
+    rows = [_minimal_row(case="first"), _minimal_row(case="no_gpu", gpu="gb300"),
             _minimal_row(case="no_tp", tp="two"), _minimal_row(case="second", tp="2", cp="1"),
             _minimal_row(case="too_long", seq_len="100000000")]
     path = _write(tmp_path / "runs.csv", rows)
@@ -643,7 +658,7 @@ def test_keep_going_costs_the_readable_rows_and_lists_the_others(tmp_path):
 
 
 def test_keep_going_with_no_readable_row_or_without_runs_is_exit_2(tmp_path):
-    path = _write(tmp_path / "runs.csv", [_minimal_row(case="a", gpu="gb200"),
+    path = _write(tmp_path / "runs.csv", [_minimal_row(case="a", gpu="gb300"),
                                           _minimal_row(case="b", tp="two")])
     result = _validate("--runs", str(path), "--keep-going")
     assert result.exit_code == 2 and "no readable row" in result.output

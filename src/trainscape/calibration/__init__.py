@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import layout as L
+from .. import presets
 from . import legacy
 from .constants_file import format_calibrated, update_calibrated
 from .legacy import preset_cluster
@@ -135,8 +136,10 @@ class Runner:
 
         sc = self._scenarios.get(run.case)
         if sc is None:
+            # the outer tier as large as the run needs, in domains of the first tier
+            domain = presets.cluster(run.cluster_preset)["tiers"][0]["size"]
             cluster = preset_cluster(run.cluster_preset, run.config_gpus(), None, True,
-                                     run.config_gpus() // 8 + 1)
+                                     run.config_gpus() // domain + 1)
             for k, tier in enumerate(cluster["tiers"]):  # tier<k>_bandwidth_GBps overrides
                 bw = run.cluster_overrides.get(f"tier{k}_bandwidth_GBps")
                 if bw is not None:

@@ -76,6 +76,7 @@ GPU_CLUSTER = {
     "a100-sxm-80gb": "dgx-a100-superpod",
     "a100-sxm-40gb": "dgx-a100-superpod",
     "h100-sxm-80gb": "dgx-h100-superpod",
+    "gb200": "gb200-nvl72",
 }
 
 
