@@ -434,9 +434,10 @@ def release_of(row: dict[str, str]) -> tuple[int, ...]:
 
 
 def layout_key(row: dict[str, str]) -> tuple:
-    """Same model, dtype, GPU count and parallel settings (the README's counting rule)."""
-    return tuple(row[k] for k in ("source", "framework_kind", "model", "layers", "dtype", "gpus",
-                                  "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs",
+    """Same GPU, model, dtype, GPU count and parallel settings (the README's counting rule;
+    the GPU too, since one source's table may print the same layout on two systems)."""
+    return tuple(row[k] for k in ("source", "framework_kind", "gpu", "model", "layers", "dtype",
+                                  "gpus", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs",
                                   "global_batch", "seq_len"))
 
 
@@ -444,10 +445,14 @@ def architecture_key(name: str) -> str:
     """The name the architecture tables above (``HEAD_DIM`` .. ``SLIDING_WINDOW``) know model
     ``name`` by, compared without case or separators (:func:`trainscape.presets.normalized_name`:
     "DeepSeek-V3" is ``deepseek-v3``, "GPT-OSS 120B" ``gpt-oss-120b``); ``name`` itself when
-    they know none."""
+    they know none. A remark in parentheses ("DeepSeekV3 (w/o MTP)", "Llama 3.1 405B (FP8)") is
+    not part of the name."""
     from .. import presets
 
-    return _architecture_names().get(presets.normalized_name(name), name)
+    names = _architecture_names()
+    bare = re.sub(r"\([^)]*\)", " ", name)
+    return names.get(presets.normalized_name(name)) or names.get(
+        presets.normalized_name(bare), name)
 
 
 @functools.lru_cache(maxsize=None)
@@ -998,6 +1003,18 @@ RECIPE_NO_TP_OVERLAP = {
 }
 
 
+#: how a row's ``model`` or ``notes`` says a run trained without its multi-token prediction
+#: block (the NeMo performance summary prints "DeepSeekV3 (w/o MTP)" beside "(w/ MTP)" rows)
+MTP_OFF = re.compile(r"\b(?:w/o|without|no)\s+mtp\b|\bmtp\s*(?:off|disabled|=\s*0)\b")
+
+
+def printed_mtp(row: dict[str, str]) -> bool | None:
+    """False where the row's ``model`` or ``notes`` say the run had no MTP block
+    (:data:`MTP_OFF`), None where they do not say."""
+    text = f"{row['model']} {row.get('notes', '')}".lower()
+    return False if MTP_OFF.search(text) else None
+
+
 def recipe_rule(table: dict, row: dict[str, str], release: tuple[int, ...]) -> Any:
     """The entry of a recipe table keyed ``(source, model, newest release)`` that holds for
     ``row``: its source and model, a known release no newer than the key's; None else."""
@@ -1227,7 +1244,10 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     release = release_of(row)
     model = model_of(row, notes)
     mtp = recipe_rule(RECIPE_MTP, row, release)
-    if mtp is not None:
+    if mtp is not None and printed_mtp(row) is False:
+        notes.append("multi-token prediction printed off (w/o MTP): no MTP block, whatever the "
+                     "release's recipe sets")
+    elif mtp is not None:
         model["mtp_layers"] = mtp[0]
         notes.append(mtp[1])
     config = config_of(row, stack, notes)
@@ -1307,6 +1327,11 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if isinstance(stated, str):
         from ..spec.pipeline_layout import split
 
+        if "m" in stated and not model.get("mtp_layers", 0):
+            # a run printed without its MTP block ran the layout without the block's slot
+            # (Megatron-Core accepts an 'm' stage only with MTP, validate_layer_layout)
+            notes.append(f"the recipe's layout {stated!r} without its MTP slot: no MTP block")
+            stated = stated.replace("m", "")
         lay = split(stated, config["pp"], model["layers"], model.get("mtp_layers", 0))
         job["pipeline_first_stage_layers"], job["pipeline_last_stage_layers"] = (lay.first,
                                                                                  lay.last)
