@@ -423,7 +423,8 @@ def runs_strategy():
                          "1.5", "x", "2147483648", "18446744073709551616", "true", "yes",
                          "full", "selective", "3 (FSDP)", "fp8", "gelu", "b200",
                          "h200-141gb", "interleaved", "step_time_s", "model_tflops_per_gpu", "hw_tflops_per_gpu", "mfu_pct",
-                         "hfu_pct", "100", "100.5", "max_reserved",
+                         "hfu_pct", "100", "100.5", "MXFP8", "bf16-mixed", "NVFP4",
+                         "max_reserved",
                          '"', ",", "\n", "-", "n/a", "H100", "NVIDIA H200", "a100", "BF16",
                          "SwiGLU", "on", "AC", "none", "DeepSeek-V3"]),
         st.text(max_size=5), st.just(DELETE))

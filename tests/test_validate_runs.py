@@ -148,6 +148,8 @@ BAD_CELLS = [
     ({"gpus": "1e300"}, "'gpus'", "an integer"),
     ({"gpu": "a100"}, "'gpu'", "h100-sxm-80gb"),  # 40 or 80 GB: names no one preset
     ({"dtype": "fp4"}, "'dtype'", "bf16"),
+    ({"dtype": "NVFP4"}, "'dtype'", "FP4 training is not modelled"),
+    ({"dtype": "int8"}, "'dtype'", "bf16-mixed"),
     ({"mlp": "relu"}, "'mlp'", "swiglu"),
     ({"metric": "tflops"}, "'metric'", "mfu_pct"),
     ({"metric": "mfu_pct", "value": "130"}, "'mfu_pct'", "at most 100"),
@@ -243,6 +245,22 @@ def test_hardware_tflops_alone_are_converted_with_the_models_hardware_flops(tmp_
     assert any("hardware TFLOP/s converted" in a for a in converted.assumptions)
     data = _json("--runs", str(hw))
     assert data["rows"][0]["published_step_s"] == pytest.approx(2.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("written, dtype, recipe", [
+    ("BF16-mixed", "bf16", ""), ("amp_bf16", "bf16", ""), ("bfloat16", "bf16", ""),
+    ("FP16 mixed", "fp16", ""), ("MXFP8", "fp8", "MXFP8"), ("FP8-CS", "fp8", "FP8-CS"),
+])
+def test_a_dtype_in_a_tables_words_is_read_as_the_layouts(tmp_path, written, dtype, recipe):
+    from trainscape.calibration.runs_file import runner_for
+
+    path = _write(tmp_path / "w.csv", [_minimal_row(dtype=written)])
+    plain = _write(tmp_path / "p.csv", [_minimal_row(dtype=dtype, fp8_recipe=recipe)])
+    (run,), (twin,) = runner_for([str(path)]).runs, runner_for([str(plain)]).runs
+    assert run.dtype == dtype and run.scenario == twin.scenario
+    assert any(a.startswith(f"dtype {written!r} read as {dtype}") for a in run.assumptions)
+    if recipe:  # the recipe is read from the name: MXFP8 / current scaling said in the row
+        assert any("FP8 recipe printed" in a for a in run.assumptions), run.assumptions
 
 
 def test_mfu_alone_is_model_tflops_of_the_dense_peak_and_says_which(tmp_path):

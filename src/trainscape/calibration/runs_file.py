@@ -212,6 +212,14 @@ def zero_stage(text: str) -> int | None:
 #: columns whose values are names compared without case (``dtype`` ``BF16``, ``mlp``
 #: ``SwiGLU`` / ``squared_relu``): lower case, ``_`` and spaces as ``-``
 CASELESS = ("dtype", "mlp")
+#: ``dtype`` cells naming a training precision in a table's words (after :data:`CASELESS`
+#: normalization), read as the layout's dtype: mixed-precision spellings of the 16-bit types
+#: (PyTorch Lightning's ``bf16-mixed``, Composer's ``amp_bf16``), and FP8 named with its
+#: recipe (``MXFP8``, ``FP8-CS``, ``fp8_delayed``), whose text then stands for an empty
+#: ``fp8_recipe`` (the reader takes MXFP8, current or delayed scaling from it)
+DTYPE_WORDS = ((re.compile(r"(?:amp-)?(?:bf16|bfloat16)(?:-mixed(?:-precision)?)?"), "bf16"),
+               (re.compile(r"(?:amp-)?(?:fp16|float16|half)(?:-mixed(?:-precision)?)?"), "fp16"),
+               (re.compile(r"(?:mx)?fp8(?:-[a-z0-9()-]+)?"), "fp8"))
 
 
 def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
@@ -225,6 +233,12 @@ def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
     out = {k: ("" if k in OPTIONAL and v.strip().lower() in NOT_STATED else v)
            for k, v in row.items()}
     out.update({c: re.sub(r"[_ ]+", "-", out[c].strip().lower()) for c in CASELESS})
+    for pattern, dtype in DTYPE_WORDS:
+        if out["dtype"] != dtype and pattern.fullmatch(out["dtype"]):
+            if dtype == "fp8" and not out.get("fp8_recipe", "").strip():
+                out["fp8_recipe"] = row["dtype"].strip()
+            out["dtype"] = dtype
+            break
     sp = out["sp"].strip().lower()
     out["sp"] = SP_WORDS.get(sp, out["sp"])
     if RECOMPUTE_ON.fullmatch(out["recompute"].strip().lower()):
@@ -256,7 +270,9 @@ def check_row(row: dict[str, Any], where: str) -> None:
     except presets.UnknownPreset:
         raise bad("gpu", presets.gpu_names_allowed()) from None
     if row["dtype"] not in DTYPES:
-        raise bad("dtype", "one of " + ", ".join(DTYPES))
+        fp4 = " (FP4 training is not modelled)" if "fp4" in row["dtype"] else ""
+        raise bad("dtype", "one of " + ", ".join(DTYPES) + ", or a table's spelling of one "
+                  "(bf16-mixed, amp_bf16, MXFP8, FP8-CS)" + fp4)
     if row["mlp"] not in MLPS:
         raise bad("mlp", "one of " + ", ".join(MLPS))
     metrics = measured_columns() + (HW_METRIC, MFU_METRIC, HFU_METRIC)
@@ -378,6 +394,10 @@ def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
         run.assumptions.append(f"recompute {written['recompute']!r}: activation "
                                "checkpointing switched on, read as full recompute "
                                "(whole layers; selective recompute is named)")
+    if row["dtype"] != written["dtype"].strip().lower():
+        recipe = " (its recipe from the name)" if row["fp8_recipe"] and not written.get(
+            "fp8_recipe", "").strip() else ""
+        run.assumptions.append(f"dtype {written['dtype']!r} read as {row['dtype']}{recipe}")
     if gpu != row["gpu"]:
         run.assumptions.append(f"gpu {row['gpu']!r} read as the {gpu} preset (another "
                                "name of it: presets/aliases.toml)")
