@@ -328,15 +328,43 @@ def test_an_unprinted_recompute_is_the_lightest_that_fits_where_none_does_not(
                                                           mbs=mbs)])
     (row,) = _json("--runs", str(path))["rows"]
     assert row["status"] == "ok" and row["config"]["recompute"] == mode
-    settled = [a for a in row["assumptions"] if "so the published run recomputed" in a]
+    settled = [a for a in row["assumptions"] if "so the published run did otherwise" in a]
     if mode == "none":
         assert not settled
         assert any(a.startswith("recompute not printed: none assumed") for a in row["assumptions"])
     else:
         (note,) = settled
-        assert f"{mode} assumed" in note and "does not fit" in note
+        assert f"{mode} recompute (the lightest" in note and "does not fit" in note
         assert not any(a.startswith("recompute not printed: none assumed")
                        for a in row["assumptions"])
+
+
+def test_an_unprinted_expert_parallelism_is_the_fastest_that_fits_where_ep_1_does_not(tmp_path):
+    from trainscape.calibration.runs_file import runner_for
+
+    transfer = Path(__file__).resolve().parents[1] / "docs" / "data" / "transfer_check_runs.csv"
+    with open(transfer, newline="") as f:
+        (row,) = [r for r in csv.DictReader(f) if r["case"] == "automodel_gpt-oss-120b_bf16_64"]
+    assert row["ep"] in ("", "-")  # the table prints no EP
+    row = dict(row, source="a_lab")
+    path = _write(tmp_path / "runs.csv", [row])
+    runner = runner_for([str(path)])
+    (run,) = runner.runs
+    assert run.config["ep"] == 1 and run.ep_fallbacks
+    result = runner.cost(run, backend="c")
+    assert result.status == "ok" and run.config["ep"] > 1 and run.config["recompute"] == "none"
+    assert any(f"EP {run.config['ep']} (of the expert-parallel degrees that fit, the fastest"
+               in a for a in run.assumptions)
+    # the fastest of the degrees that fit, each costed as a row printing it
+    steps = {}
+    for ep in (1,) + tuple(2 ** k for k in range(1, 7)):
+        printed = _write(tmp_path / f"ep{ep}.csv", [dict(row, ep=str(ep))])
+        (r,) = runner_for([str(printed)]).runs
+        res = runner_for([str(printed)]).cost(r, backend="c")
+        if res.status == "ok":
+            steps[ep] = res.predicted_step_s
+    assert 1 not in steps and min(steps, key=steps.get) == run.config["ep"]
+    assert result.predicted_step_s == pytest.approx(steps[run.config["ep"]], rel=1e-12)
 
 
 def test_a_printed_recompute_is_never_changed_to_fit(tmp_path):
@@ -347,7 +375,8 @@ def test_a_printed_recompute_is_never_changed_to_fit(tmp_path):
     path = _write(tmp_path / "tp4.csv", [_llama70b_on_64(tp="4")])
     (row,) = _json("--runs", str(path))["rows"]
     assert row["status"] == "out_of_memory" and row["config"]["recompute"] == "none"
-    assert any("nor with selective or full recompute" in a for a in row["assumptions"])
+    assert any("nor with selective recompute or full recompute" in a
+               for a in row["assumptions"])
 
 
 def test_llama3_at_8k_tokens_is_read_without_recompute_as_the_paper_says(shipped_json):

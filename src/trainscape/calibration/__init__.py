@@ -28,7 +28,8 @@ from .. import presets
 from . import legacy
 from .constants_file import format_calibrated, update_calibrated
 from .legacy import preset_cluster
-from .published import PUBLISHED_FILES, UNSTATED_RECOMPUTE_NOTE, PublishedRun, published_runs
+from .published import (PUBLISHED_FILES, UNSTATED_EP_NOTE, UNSTATED_RECOMPUTE_NOTE, PublishedRun,
+                        published_runs)
 
 #: every calibration source id -> citation (legacy ids are their file names)
 SOURCES = {**{k: v[1] for k, v in legacy.SOURCES.items()},
@@ -161,46 +162,68 @@ class Runner:
         sys_, mdl, job = pack(sc)
         return sys_, mdl, job, pack_configs([ConfigSpec(**run.config)], gpus=sc.cluster.gpus)
 
-    def settle_recompute(self, run: PublishedRun, backend: str | None = "python") -> None:
-        """Settle the recompute of a run whose row prints none (``run.recompute_fallbacks``):
-        where none does not fit the GPU, the published run -- which did -- recomputed, and the
-        lightest of its stack's modes that fits is taken, said in the run's assumptions; where
-        none of them fits, none stays (a failed row). Once per run: memory does not depend on
-        the fitted constants, and the backends agree on it."""
+    def settle_layout(self, run: PublishedRun, backend: str | None = "python") -> None:
+        """Settle what a run's row does not print where its reading does not fit the GPU: the
+        recompute (``run.recompute_fallbacks``) and an MoE row's expert parallelism
+        (``run.ep_fallbacks``). The published run did fit, so it recomputed or sharded its
+        experts: the lightest recompute of the stack at which some expert-parallel degree
+        fits, and of those degrees the fastest (a published benchmark ran its tuned layout),
+        said in the run's assumptions; where nothing fits, the reading stays (a failed row). Once per run: memory
+        does not depend on the fitted constants, and the backends agree on it."""
         from ..backends import evaluate_blocks
 
-        if not run.recompute_fallbacks:
+        if not (run.recompute_fallbacks or run.ep_fallbacks):
             return
-        fallbacks, run.recompute_fallbacks = run.recompute_fallbacks, ()
-
-        def memory(recompute: str) -> tuple[bool, float]:
-            run.config["recompute"] = recompute
+        recomputes = (run.config["recompute"],) + run.recompute_fallbacks
+        eps = (run.config["ep"],) + run.ep_fallbacks
+        run.recompute_fallbacks, run.ep_fallbacks = (), ()
+        def cost(recompute: str, ep: int) -> tuple[str, float, float]:
+            run.config.update(recompute=recompute, ep=ep)
             out = evaluate_blocks(*self.packed(run), backend=backend)[:, 0]
-            return (L.STATUS[int(out[L.OUT_STATUS])] == "out_of_memory",
+            return (L.STATUS[int(out[L.OUT_STATUS])], float(out[L.OUT_STEP_TIME_S]),
                     float(out[L.OUT_MEMORY_GIB]))
 
-        short, first = memory("none")
-        if not short:
-            return
-        for mode in fallbacks:
-            short, gib = memory(mode)
-            if not short:
-                run.assumptions = [a for a in run.assumptions if a != UNSTATED_RECOMPUTE_NOTE]
-                run.assumptions.append(
-                    f"recompute not printed: without it the layout needs {first:.1f} GiB and "
-                    f"does not fit, so the published run recomputed; {mode} assumed, the "
-                    f"lightest of the stack's modes that fits ({gib:.1f} GiB)")
+        status, _, first = cost(recomputes[0], eps[0])
+        if status != "out_of_memory":
+            run.config.update(recompute=recomputes[0], ep=eps[0])
+            return  # fits (or fails otherwise) as read
+        for recompute in recomputes:
+            # at the lightest recompute that lets any degree fit, the fastest degree that
+            # fits: a published benchmark ran its tuned layout
+            fits = [(step, gib, ep) for ep in eps for status, step, gib in [cost(recompute, ep)]
+                    if status == "ok"]
+            if fits:
+                step, gib, ep = min(fits)
+                run.config.update(recompute=recompute, ep=ep)
+                self._settled(run, recomputes[0], eps[0], first, gib)
                 return
-        run.config["recompute"] = "none"
-        run.assumptions.append("recompute not printed: the layout does not fit without it, nor "
-                               "with " + " or ".join(fallbacks) + " recompute")
+        run.config.update(recompute=recomputes[0], ep=eps[0])
+        tried = [f"{r} recompute" for r in recomputes[1:]] + [f"EP {e}" for e in eps[1:]]
+        run.assumptions.append(f"not printed, and the layout as read does not fit ({first:.1f} "
+                               f"GiB), nor with {' or '.join(tried)}")
+
+    @staticmethod
+    def _settled(run: PublishedRun, recompute: str, ep: int, first: float, gib: float) -> None:
+        """The notes of :meth:`settle_layout` once a reading fits."""
+        changed = []
+        if run.config["recompute"] != recompute:
+            run.assumptions = [a for a in run.assumptions if a != UNSTATED_RECOMPUTE_NOTE]
+            changed.append(f"{run.config['recompute']} recompute (the lightest of the stack's "
+                           "modes that fits)")
+        if run.config["ep"] != ep:
+            run.assumptions = [a for a in run.assumptions if a != UNSTATED_EP_NOTE]
+            changed.append(f"EP {run.config['ep']} (of the expert-parallel degrees that fit, "
+                           "the fastest: a published benchmark ran its tuned layout)")
+        run.assumptions.append(f"not printed, and as read the layout needs {first:.1f} GiB and "
+                               f"does not fit, so the published run did otherwise: "
+                               f"{' and '.join(changed)} assumed ({gib:.1f} GiB)")
 
     def cost(self, run: PublishedRun, gpu_overrides: dict[str, Any] | None = None,
              backend: str | None = "python") -> Result:
         from ..backends import evaluate_blocks
         from ..model.llm import config_error_message
 
-        self.settle_recompute(run, backend)
+        self.settle_layout(run, backend)
         sys_, mdl, job, cfg = self.packed(run, gpu_overrides)
         out = evaluate_blocks(sys_, mdl, job, cfg, backend=backend)[:, 0]
         status = L.STATUS[int(out[L.OUT_STATUS])]

@@ -312,9 +312,11 @@ class PublishedRun:
     release: tuple[int, ...] = ()
     shipped: bool = True  # False: a user's file (trainscape validate --runs), not in the fit
     hardware_tflops: float | None = None  # a user's run measured in hardware TFLOP/s alone
-    # recompute modes to try where the row prints none and none does not fit (settled once by
-    # Runner.settle_recompute; empty: the recompute is the row's, or already settled)
+    # recompute modes and expert-parallel degrees to try where the row prints none and its
+    # reading does not fit (settled once by Runner.settle_layout; empty: the row's own, or
+    # already settled)
     recompute_fallbacks: tuple[str, ...] = ()
+    ep_fallbacks: tuple[int, ...] = ()
     published_memory_gib: float | None = None  # a peak memory per GPU the source printed
     memory_measure: str = ""  # what that peak measures (calibration.ALLOCATOR_MEASURES)
     origin: str = ""  # where a user's run was read (file, line and case), for its messages
@@ -535,6 +537,8 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
         # model's sense is both (hybrid_replicas_of reads the split)
         dp = gpus // (tp * cp * pp)
         notes.append(f"printed dp x fsdp: data-parallel degree = gpus / (tp*cp*pp) = {dp}")
+    if experts_of(row) and _int(row, "ep") is None:
+        notes.append(UNSTATED_EP_NOTE)
     etp = _int(row, "etp")
     # EP beyond DP folds the experts over the TP x DP ranks at expert TP 1
     # (model.llm.moe_folded): only an unfolded layout runs its experts at the attention's TP
@@ -1116,12 +1120,29 @@ ASSUMED_NOTE_PREFIX = {"recompute": "recompute not printed", "zero": "ZeRO stage
                        "mbs": "mbs not printed"}
 #: the note of a row whose recompute is not printed and was read as none
 UNSTATED_RECOMPUTE_NOTE = "recompute not printed: none assumed (the recipes run without)"
+#: the note of an MoE row whose expert parallelism is not printed and was read as 1
+UNSTATED_EP_NOTE = "ep not printed: 1 assumed (every expert on every data-parallel rank)"
+
+
+def unstated_ep_fallbacks(experts: int, dp: int) -> tuple[int, ...]:
+    """The expert-parallel degrees to try for an MoE row that prints none where EP 1 does not
+    fit (``Runner.settle_layout``, which takes the fastest that fits): the powers of two above 1 that divide both the
+    routed experts and the data-parallel degree, so each rank of an EP group holds whole experts
+    and the groups tile the data-parallel ranks (Megatron-Core's and torchtitan's EP both take
+    its ranks from the data-parallel dimension)."""
+    out = []
+    ep = 2
+    while ep <= dp:
+        if experts % ep == 0 and dp % ep == 0:
+            out.append(ep)
+        ep *= 2
+    return tuple(out)
 
 
 def unstated_recompute_fallbacks(row: dict[str, str], stack: str) -> tuple[str, ...]:
     """The recompute modes to try, lightest first, for a row that prints none where none does
     not fit: the run did fit, so it recomputed something, and the lightest mode of its stack
-    that fits is the likeliest (``Runner.settle_recompute``). Megatron's selective recompute
+    that fits is the likeliest (``Runner.settle_layout``). Megatron's selective recompute
     (the core attention, Korthikanti et al. 2022 §4.2, Megatron-LM
     ``--recompute-granularity selective``) then full; torchtitan's per-op selective
     checkpointing then full (its ``activation_checkpoint.mode`` choices); other FSDP stacks
@@ -1397,12 +1418,16 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     fallbacks = ()
     if UNSTATED_RECOMPUTE_NOTE in notes and config["recompute"] == "none":
         fallbacks = unstated_recompute_fallbacks(row, stack)
+    ep_fallbacks = ()
+    if UNSTATED_EP_NOTE in notes and config["ep"] == 1:
+        ep_fallbacks = unstated_ep_fallbacks(experts_of(row), config["dp"])
     return PublishedRun(
         source=source, group=group, case=row["case"], gpu=gpu, dtype=dtype,
         stack=stack, scenario=scenario, config=config, metric=row["metric"],
         value=float(row["value"]), published_step_s=published_step(row, model_flops, notes),
         model_flops=model_flops, cluster_preset=preset, cluster_overrides=overrides,
-        assumptions=notes, release=release, recompute_fallbacks=fallbacks)
+        assumptions=notes, release=release, recompute_fallbacks=fallbacks,
+        ep_fallbacks=ep_fallbacks)
 
 
 def published_runs(sources: tuple[str, ...] | None = None) -> list[PublishedRun]:

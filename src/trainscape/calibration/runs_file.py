@@ -538,7 +538,7 @@ def hardware_step(runner: Runner, run: PublishedRun) -> None:
     from .. import layout as L
     from ..backends import evaluate_blocks
 
-    runner.settle_recompute(run)  # the hardware FLOPs count the recompute the run ran
+    runner.settle_layout(run)  # the hardware FLOPs count the recompute the run ran
     out = evaluate_blocks(*runner.packed(run), backend="python")[:, 0]
     if L.STATUS[int(out[L.OUT_STATUS])] == "invalid_config":
         run.assumptions.append("hardware TFLOP/s read as model TFLOP/s: the layout is not one "
