@@ -352,6 +352,11 @@ def test_2021_22_megatron_runs_use_their_own_stack_profile():
     assert stack_of("Megatron-DeepSpeed (bigscience fork) + DeepSpeed, PyTorch 1.11") == "megatron-lm"
     assert stack_of("Megatron-LM / Megatron-Core r0.8.0") == "megatron-core"
     assert stack_of("EleutherAI GPT-NeoX (Megatron + DeepSpeed)") == "megatron-lm"
+    # the stack and the Megatron-DeepSpeed rules (no TP overlap, gradients after the batch,
+    # no SP) read one test of the framework text
+    from trainscape.calibration.published import is_megatron_deepspeed
+    for name in ("Megatron-LM + DeepSpeed (MT-NLG)", "GPT-NeoX", "Megatron-DeepSpeed"):
+        assert stack_of(name) == "megatron-lm" and is_megatron_deepspeed({"framework": name})
     # DeepSpeed's ZeRO engine without Megatron's layers gathers per module, as FSDP does
     assert stack_of("DeepSpeed ZeRO-3 + Hugging Face Transformers") == "pytorch-fsdp"
     # frameworks named without their parallelism: read by the family they belong to

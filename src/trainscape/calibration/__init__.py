@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import layout as L
-from .. import presets
 from . import legacy
 from .constants_file import format_calibrated, update_calibrated
 from .legacy import preset_cluster
@@ -137,10 +136,7 @@ class Runner:
 
         sc = self._scenarios.get(run.case)
         if sc is None:
-            # the outer tier as large as the run needs, in domains of the first tier
-            domain = presets.cluster(run.cluster_preset)["tiers"][0]["size"]
-            cluster = preset_cluster(run.cluster_preset, run.config_gpus(), None, True,
-                                     run.config_gpus() // domain + 1)
+            cluster = preset_cluster(run.cluster_preset, run.config_gpus(), None, True)
             for k, tier in enumerate(cluster["tiers"]):  # tier<k>_bandwidth_GBps overrides
                 bw = run.cluster_overrides.get(f"tier{k}_bandwidth_GBps")
                 if bw is not None:
@@ -168,8 +164,9 @@ class Runner:
         (``run.ep_fallbacks``). The published run did fit, so it recomputed or sharded its
         experts: the lightest recompute of the stack at which some expert-parallel degree
         fits, and of those degrees the fastest (a published benchmark ran its tuned layout),
-        said in the run's assumptions; where nothing fits, the reading stays (a failed row). Once per run: memory
-        does not depend on the fitted constants, and the backends agree on it."""
+        said in the run's assumptions; where nothing fits, the reading stays (a failed row).
+        Once per run: memory does not depend on the fitted constants, and the backends agree
+        on it."""
         from ..backends import evaluate_blocks
 
         if not (run.recompute_fallbacks or run.ep_fallbacks):
@@ -177,6 +174,7 @@ class Runner:
         recomputes = (run.config["recompute"],) + run.recompute_fallbacks
         eps = (run.config["ep"],) + run.ep_fallbacks
         run.recompute_fallbacks, run.ep_fallbacks = (), ()
+
         def cost(recompute: str, ep: int) -> tuple[str, float, float]:
             run.config.update(recompute=recompute, ep=ep)
             out = evaluate_blocks(*self.packed(run), backend=backend)[:, 0]
@@ -190,8 +188,13 @@ class Runner:
         for recompute in recomputes:
             # at the lightest recompute that lets any degree fit, the fastest degree that
             # fits: a published benchmark ran its tuned layout
-            fits = [(step, gib, ep) for ep in eps for status, step, gib in [cost(recompute, ep)]
-                    if status == "ok"]
+            fits = []
+            for ep in eps:
+                if (recompute, ep) == (recomputes[0], eps[0]):
+                    continue  # the reading as printed, costed above: it does not fit
+                status, step, gib = cost(recompute, ep)
+                if status == "ok":
+                    fits.append((step, gib, ep))
             if fits:
                 step, gib, ep = min(fits)
                 run.config.update(recompute=recompute, ep=ep)

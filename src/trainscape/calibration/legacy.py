@@ -99,12 +99,14 @@ def gpt_model(layers: int, hidden: int, heads: int) -> dict[str, Any]:
 
 
 def preset_cluster(preset: str, gpus: int, gpu_overrides: dict[str, Any] | None = None,
-                   calibrated: bool = True, min_outer_size: int = 0) -> dict[str, Any]:
+                   calibrated: bool = True, min_outer_size: int | None = None) -> dict[str, Any]:
     """A cluster preset as a scenario's ``[cluster]``: its tiers, its GPU's constants
     (calibrated or microbenchmark) with ``gpu_overrides`` on top, and the second tier at least
-    ``min_outer_size`` domains large."""
+    ``min_outer_size`` domains large (default: enough domains of the first tier for ``gpus``)."""
     cluster = presets.cluster(preset)
     tiers = [{k: v for k, v in t.items() if k != "source"} for t in cluster["tiers"]]
+    if min_outer_size is None:
+        min_outer_size = gpus // tiers[0]["size"] + 1
     tiers[1]["size"] = max(tiers[1]["size"], min_outer_size)
     # the GPU by name: the scenario resolves its constants for the job's dtype and stack
     # (presets.resolve_gpu, the same path as a scenario file's), overrides on top

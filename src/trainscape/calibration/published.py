@@ -396,11 +396,17 @@ def is_llm_foundry(row: dict[str, str]) -> bool:
     return row["source"] == "llm_foundry_mpt" or "llm-foundry" in f or "llm_foundry" in f
 
 
+def names_megatron_deepspeed(framework: str) -> bool:
+    """Whether a ``framework`` text names a Megatron-DeepSpeed fork (Megatron's layers in
+    DeepSpeed's engine: BLOOM's, MT-NLG's, EleutherAI's GPT-NeoX, which is built on it)."""
+    f = framework.lower()
+    return "neox" in f or ("deepspeed" in f and "megatron" in f)
+
+
 def is_megatron_deepspeed(row: dict[str, str]) -> bool:
-    """A run of a Megatron-DeepSpeed fork (Megatron's layers in DeepSpeed's engine: BLOOM's,
-    MT-NLG's, EleutherAI's GPT-NeoX), which its ``framework`` names."""
-    f = row["framework"].lower()
-    return "deepspeed" in f and ("megatron" in f or "neox" in f)
+    """A run of a Megatron-DeepSpeed fork, which its ``framework`` names
+    (:func:`names_megatron_deepspeed`)."""
+    return names_megatron_deepspeed(row["framework"])
 
 
 def stack_of(framework: str, notes: list[str] | None = None) -> str:
@@ -408,7 +414,7 @@ def stack_of(framework: str, notes: list[str] | None = None) -> str:
     so when the string names no stack the reader knows)."""
     f = framework.lower()
     words = set(re.findall(r"[a-z0-9]+", f))
-    if "megatron-deepspeed" in f or "gpt-neox" in f:
+    if names_megatron_deepspeed(framework):
         return "megatron-lm"
     if any(w in f for w in JAX_FRAMEWORKS) or words & JAX_FRAMEWORK_WORDS:
         return "jax-xla"
@@ -1126,10 +1132,10 @@ UNSTATED_EP_NOTE = "ep not printed: 1 assumed (every expert on every data-parall
 
 def unstated_ep_fallbacks(experts: int, dp: int) -> tuple[int, ...]:
     """The expert-parallel degrees to try for an MoE row that prints none where EP 1 does not
-    fit (``Runner.settle_layout``, which takes the fastest that fits): the powers of two above 1 that divide both the
-    routed experts and the data-parallel degree, so each rank of an EP group holds whole experts
-    and the groups tile the data-parallel ranks (Megatron-Core's and torchtitan's EP both take
-    its ranks from the data-parallel dimension)."""
+    fit (``Runner.settle_layout``, which takes the fastest that fits): the powers of two above
+    1 that divide both the routed experts and the data-parallel degree, so each rank of an EP
+    group holds whole experts and the groups tile the data-parallel ranks (Megatron-Core's and
+    torchtitan's EP both take its ranks from the data-parallel dimension)."""
     out = []
     ep = 2
     while ep <= dp:
