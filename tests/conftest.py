@@ -16,6 +16,9 @@ from hypothesis import settings
 settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True)
 settings.register_profile("thorough", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# command output follows COLUMNS where it is set (report.make_console); tests read the piped
+# default, whatever terminal they are started from
+os.environ.pop("COLUMNS", None)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"

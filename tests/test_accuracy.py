@@ -331,6 +331,14 @@ def test_validate_text_has_a_per_source_summary():
     assert "Per source" in result.output and "llm_foundry_mpt" in result.output
 
 
+def test_validate_text_keeps_every_value_whole_on_a_narrow_terminal():
+    result = CliRunner().invoke(main, ["validate", "--backend", "c", "--rows"],
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output  # cells fold onto a second line, never cut to "..."
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+
+
 def test_validate_rejects_an_unknown_source():
     result = CliRunner().invoke(main, ["validate", "--source", "nope"])
     assert result.exit_code == 2

@@ -491,3 +491,32 @@ def test_the_presets_table_says_where_each_gpus_fit_comes_from():
     assert origin["b200"] == origin["gb200"] == "h100-sxm-80gb (ratio)"
     out = CliRunner().invoke(main, ["presets", "gpu"], env={"COLUMNS": "250"})
     assert out.exit_code == 0 and "h100-sxm-80gb (ratio)" in out.output
+
+
+@pytest.mark.parametrize("kind", ["gpu", "model", "stack"])
+def test_a_narrow_terminal_shows_whole_values_and_names_the_columns_left_out(kind):
+    every = [c for c in presets.summary_rows(kind)[0] if c != "name"]
+    narrow = CliRunner().invoke(main, ["presets", kind], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    assert "…" not in narrow.output  # no value or header cut to an ellipsis
+    assert max(len(line) for line in narrow.output.splitlines()) <= 80
+    header = next(line for line in narrow.output.splitlines() if line.startswith("┃"))
+    shown = [cell.strip() for cell in header.strip("┃").split("┃")]
+    assert shown == every[:len(shown)] and "id" in shown
+    left_out = every[len(shown):]
+    if left_out:  # the caption names each column not shown, in order
+        assert ("more columns at a wider terminal, or with --json or --show ID: "
+                + ", ".join(left_out)) in " ".join(narrow.output.split())
+    wide = CliRunner().invoke(main, ["presets", kind], env={"COLUMNS": "400"})
+    assert "more columns" not in wide.output
+    assert all(col in wide.output for col in every)
+
+
+def test_the_id_column_is_kept_however_narrow_the_terminal():
+    from trainscape.cli.presets import _columns_that_fit
+
+    widths = {"id": 15, "a": 5, "b": 5}
+    assert _columns_that_fit(["id", "a", "b"], widths, 10) == ["id"]
+    # "│ id │ a │ b │": 15 + 5 + 5 and 10 frame characters
+    assert _columns_that_fit(["id", "a", "b"], widths, 35) == ["id", "a", "b"]
+    assert _columns_that_fit(["id", "a", "b"], widths, 34) == ["id", "a"]

@@ -166,13 +166,14 @@ def hbm_capacity_gib(scenario) -> float:
 
 
 def make_console(**kwargs):
-    """A rich Console for command output: the terminal's width on a terminal; piped, wide
-    enough (160 columns) that tables do not wrap inside values."""
+    """A rich Console for command output: the terminal's width on a terminal, ``COLUMNS`` where
+    the user sets it; piped, wide enough (160 columns) that tables do not wrap inside values."""
+    import os
     import sys
 
     from rich.console import Console
 
-    if "width" not in kwargs and not sys.stdout.isatty():
+    if "width" not in kwargs and not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
         kwargs["width"] = 160
     return Console(**kwargs)
 

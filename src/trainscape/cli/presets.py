@@ -36,23 +36,46 @@ def command(kind: str | None, as_json: bool, show: str | None, dtype: str, stack
     if as_json:
         click.echo(json.dumps({k: P.summary_rows(k) for k in kinds}, indent=2, default=str))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from ..report import make_console
+
+    console = make_console()
     for k in kinds:
         rows = P.summary_rows(k)
-        table = Table(title=f"{k} presets", title_justify="left")
-        for col in rows[0]:
-            if col == "name":  # the id names it; the long name is in --json and the docs
-                continue
-            # the columns that say which row is which never shrink on a narrow terminal
-            key = col in ("id", "dtype")
-            table.add_column(col, justify="left" if col == "id" else "right", no_wrap=key,
-                             min_width=max(len(_fmt(r[col])) for r in rows) if key else None)
+        cols = [c for c in rows[0] if c != "name"]  # the id names it; the long name is in --json
+        widths = {c: max(len(c), *(len(_fmt(r[c])) for r in rows)) for c in cols}
+        shown = _columns_that_fit(cols, widths, console.width)
+        hidden = [c for c in cols if c not in shown]
+        caption = (f"{len(hidden)} more columns at a wider terminal, or with --json or "
+                   f"--show ID: {', '.join(hidden)}" if hidden else None)
+        table = Table(title=f"{k} presets", title_justify="left", caption=caption,
+                      caption_justify="left")
+        for col in shown:
+            table.add_column(col, justify="left" if col == "id" else "right", no_wrap=True,
+                             min_width=widths[col])
         for row in rows:
-            table.add_row(*[_fmt(v) for c, v in row.items() if c != "name"])
+            table.add_row(*[_fmt(row[c]) for c in shown])
         console.print(table)
+
+
+#: a rich table's frame: "│ " before the first column, " │ " between two, " │" after the last
+TABLE_EDGE_CHARS = 4
+TABLE_SEPARATOR_CHARS = 3
+
+
+def _columns_that_fit(cols: list[str], widths: dict[str, int], width: int) -> list[str]:
+    """The leading columns whose full width fits ``width`` characters: a summary's columns come
+    most telling first, so a narrow terminal keeps whole values (never "..." cells) and the
+    caption names the columns left out. The id column is always kept."""
+    shown: list[str] = []
+    used = TABLE_EDGE_CHARS - TABLE_SEPARATOR_CHARS
+    for col in cols:
+        used += widths[col] + TABLE_SEPARATOR_CHARS
+        if used > width and shown:
+            break
+        shown.append(col)
+    return shown
 
 
 def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
@@ -94,6 +117,8 @@ def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
 
 
 def _fmt(value) -> str:
+    if value is None:  # a figure the preset does not have (an A100's FP8 rate)
+        return "-"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

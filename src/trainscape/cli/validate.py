@@ -140,8 +140,7 @@ def command(as_json: bool, markdown: bool, show_rows: bool, sources: tuple[str, 
                         "releases of a repeated layout are not counted), failed = infeasible "
                         "published layouts", title_justify="left")
     for col in ("source", "rows", "cnt", "fail", "med |e|", "max |e|", "med e", "target"):
-        table.add_column(col, justify="left" if col == "source" else "right",
-                         no_wrap=col == "source")
+        table.add_column(col, justify="left" if col == "source" else "right", overflow="fold")
     for group, s in summary.items():
         def pct(v):
             return "-" if v is None else f"{v:.1%}"
@@ -178,7 +177,7 @@ def memory_table(rows: list[dict]):
                           f"range {min(ratios):.2f} - {max(ratios):.2f}", caption_justify="left")
     for col in ("source", "case", "measure", "published GiB", "model GiB", "ratio"):
         table.add_column(col, justify="right" if col in ("published GiB", "model GiB", "ratio")
-                         else "left", no_wrap=col == "case")
+                         else "left", overflow="fold")
     for r in rows:
         published = r["published_memory_gib"]
         table.add_row(r["group"], r["case"], r["memory_measure"] or "-", f"{published:.1f}",
@@ -207,13 +206,15 @@ def _fmt_err(r: dict) -> str:
 
 
 def row_table(rows: list[dict], title: str):
+    # every column folds on a narrow terminal: a case name or status cut to "..." would hide
+    # which run it is
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
     for col in ("source", "case", "published s", "predicted s", "error", "status", "counted",
                 "assumed"):
         table.add_column(col, justify="right" if col in ("published s", "predicted s", "error")
-                         else "left", no_wrap=col == "case")
+                         else "left", overflow="fold")
     for r in rows:
         err = r["error_pct"]
         colour = "red" if err is None or abs(err) > 100 * TARGET_WORST else (
