@@ -396,6 +396,10 @@ RUNS_BASE_ROW = {"case": "fuzz_llama3-8b_8", "gpu": "h100-sxm-80gb", "framework"
                  "cp": "2", "seq_len": "8192", "global_batch": "128",
                  "metric": "tokens_per_s_per_gpu", "value": "15000", "kv_heads": "8",
                  "ffn_hidden": "14336"}
+#: :data:`RUNS_BASE_ROW` with its shape left to the model preset its ``model`` names
+RUNS_PRESET_ROW = {**RUNS_BASE_ROW, "case": "fuzz_preset_8", "model": "Meta-Llama-3.1-8B",
+                   **{c: "" for c in ("layers", "hidden", "heads", "vocab", "mlp", "kv_heads",
+                                      "ffn_hidden")}}
 #: shipped calibration rows that seed the runs strategy beside :data:`RUNS_BASE_ROW` (MoE FP8
 #: NeMo, MaxText, FSDP)
 RUNS_SEED_CASES = ("nemo2606_qwen3-30b-a3b_fp8_16", "dgxc_v2502_maxtext_llama3-70b_fp8_512",
@@ -416,7 +420,7 @@ def runs_strategy():
     from trainscape.calibration.runs_file import OPTIONAL, REQUIRED
 
     shipped = {r["case"]: r for f, _ in PUBLISHED_FILES.values() for r in read_rows(f)}
-    bases = [RUNS_BASE_ROW] + [shipped[c] for c in RUNS_SEED_CASES]
+    bases = [RUNS_BASE_ROW, RUNS_PRESET_ROW] + [shipped[c] for c in RUNS_SEED_CASES]
     columns = list(REQUIRED + OPTIONAL)
     cell = st.one_of(
         st.sampled_from(["", "0", "-1", "1", "2", "nan", "inf", "-inf", "1e308", "1e-320",
@@ -426,7 +430,8 @@ def runs_strategy():
                          "hfu_pct", "100", "100.5", "MXFP8", "bf16-mixed", "NVFP4",
                          "max_reserved",
                          '"', ",", "\n", "-", "n/a", "H100", "NVIDIA H200", "a100", "BF16",
-                         "SwiGLU", "on", "AC", "none", "DeepSeek-V3"]),
+                         "SwiGLU", "on", "AC", "none", "DeepSeek-V3", "Mixtral 8x7B",
+                         "meta-llama/Llama-3.1-70B (FP8)", "llama3-405b", "/"]),
         st.text(max_size=5), st.just(DELETE))
 
     @st.composite

@@ -23,9 +23,9 @@ TIERS = [{"name": "node", "size": 8, "bandwidth_GBps": 450.0, "latency_us": 3.0}
          {"name": "fabric", "size": 64, "bandwidth_GBps": 50.0, "latency_us": 10.0}]
 
 
-def _aliases() -> dict[str, str]:
+def _aliases(kind: str = "gpu") -> dict[str, str]:
     with resources.files("trainscape.presets").joinpath("aliases.toml").open("rb") as fh:
-        return tomllib.load(fh)["gpu"]
+        return tomllib.load(fh)[kind]
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -47,15 +47,16 @@ def test_no_two_presets_of_a_kind_read_alike(kind):
         assert presets.preset_id(kind, pid.upper()) == pid
 
 
-def test_every_alias_names_one_existing_preset_and_shadows_no_id():
-    ids = presets.names("gpu")
+@pytest.mark.parametrize("kind", ["gpu", "model"])
+def test_every_alias_names_one_existing_preset_and_shadows_no_id(kind):
+    ids = presets.names(kind)
     by_normal = {presets.normalized_name(pid): pid for pid in ids}
     assert len(by_normal) == len(ids)  # no two ids read alike
-    for alias, pid in _aliases().items():
+    for alias, pid in _aliases(kind).items():
         assert pid in ids, alias
         # an alias never reads as another preset's id
         assert by_normal.get(presets.normalized_name(alias), pid) == pid, alias
-        assert presets.preset_id("gpu", alias) == pid
+        assert presets.preset_id(kind, alias) == pid
 
 
 @pytest.mark.parametrize("name, pid", [
@@ -214,3 +215,65 @@ def test_a_known_model_keeps_its_head_width_however_written(model, hidden, heads
     notes: list[str] = []
     assert model_of(row, notes)["head_dim"] == head_dim
     assert hidden // heads != head_dim
+
+
+@pytest.mark.parametrize("name, pid", [
+    ("llama3-70b", "llama3-70b"),            # the id itself
+    ("Llama 3 70B", "llama3-70b"),           # models.toml's name
+    ("llama3.1-70b", "llama3-70b"),          # Llama 3.1 / 3.3 keep Llama 3's shapes
+    ("Llama 3.3 70B", "llama3-70b"),
+    ("Meta-Llama-3.1-8B", "llama3-8b"),
+    ("Llama 3.1 405B", "llama3-405b"),
+    ("Mixtral 8x7B", "mixtral-8x7b"),
+    ("DeepSeek-V3-Base", "deepseek-v3"),
+])
+def test_a_model_preset_is_found_by_its_other_names(name, pid):
+    assert presets.preset_id("model", name) == pid
+
+
+def test_a_runs_row_naming_a_model_preset_takes_the_architecture_it_leaves_empty(tmp_path):
+    shape = ("layers", "hidden", "heads", "kv_heads", "vocab", "mlp", "ffn_hidden")
+    bare = {c: "" for c in shape}
+    rows = [_row(case="printed"),
+            _row(case="by_name", model="Llama 3.1 8B", **bare),
+            _row(case="hf_repo", model="meta-llama/Llama-3.1-8B (BF16)", **bare),
+            _row(case="half", model="llama3-8b", **{**bare, "layers": "16"})]
+    result = CliRunner().invoke(main, ["validate", "--backend", "c", "--runs",
+                                       str(_runs_file(tmp_path / "r.csv", rows)), "--json"])
+    assert result.exit_code == 0, result.output
+    got = {r["case"]: r for r in json.loads(result.output)["rows"]}
+    assert not any(a.startswith("architecture") for a in got["printed"]["assumptions"])
+    for case in ("by_name", "hf_repo"):
+        assert got[case]["predicted_step_s"] == got["printed"]["predicted_step_s"]
+        said = [a for a in got[case]["assumptions"] if a.startswith("architecture")]
+        assert said == ["architecture not printed: layers 32, hidden 4096, ffn_hidden 14336, "
+                        "heads 32, kv_heads 8, vocab 128256, mlp swiglu from the llama3-8b "
+                        "model preset (Llama 3 8B; its sources in presets/models.toml)"]
+    # a printed cell is the run's own: 16 layers stay 16 (half the model, about half the step)
+    half = got["half"]
+    assert "layers 32" not in " ".join(half["assumptions"]) and "hidden 4096" in " ".join(
+        half["assumptions"])
+    assert 0.4 < half["predicted_step_s"] / got["printed"]["predicted_step_s"] < 0.6
+
+
+def test_a_runs_row_takes_an_moe_presets_experts(tmp_path):
+    bare = {c: "" for c in ("layers", "hidden", "heads", "kv_heads", "vocab", "mlp",
+                            "ffn_hidden")}
+    row = _row(case="moe", model="Mixtral 8x7B", gpus="16", ep="8", **bare)
+    result = CliRunner().invoke(main, ["validate", "--backend", "c", "--runs",
+                                       str(_runs_file(tmp_path / "r.csv", [row])), "--json"])
+    assert result.exit_code == 0, result.output
+    (r,) = json.loads(result.output)["rows"]
+    assert r["status"] == "ok" and r["config"]["ep"] == 8
+    assert "experts 8, top_k 2, expert_ffn 14336 from the mixtral-8x7b model preset" in " ".join(
+        r["assumptions"])
+
+
+def test_an_empty_architecture_of_a_model_no_preset_holds_is_exit_2_with_the_presets(tmp_path):
+    row = _row(model="my-own-7b", layers="")
+    result = CliRunner().invoke(main, ["validate", "--runs",
+                                       str(_runs_file(tmp_path / "r.csv", [row]))])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    assert "column 'layers' is empty; it is required (or name a model preset in 'model'" in text
+    assert "llama3-8b" in text and "deepseek-v3" in text

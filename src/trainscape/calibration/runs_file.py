@@ -31,9 +31,15 @@ from . import Runner
 from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, SP_VALUES, PublishedRun, _leading_int,
                         mark_older_releases, measured_columns, run_of)
 
-#: columns every row must fill
+#: columns every row must fill (the transformer's may come from a model preset instead:
+#: :data:`ARCHITECTURE_COLUMNS`)
 REQUIRED = ("case", "gpu", "framework", "dtype", "model", "layers", "hidden", "heads", "vocab",
             "mlp", "gpus", "tp", "seq_len", "global_batch", "metric", "value")
+#: the transformer's columns (-> the model preset's field) that a row naming a model preset in
+#: ``model`` may leave empty: :func:`preset_architecture` fills each from the preset
+ARCHITECTURE_COLUMNS = {"layers": "layers", "hidden": "hidden", "ffn_hidden": "ffn_hidden",
+                        "heads": "heads", "kv_heads": "kv_heads", "vocab": "vocab", "mlp": "mlp",
+                        "experts": "experts", "top_k": "top_k", "expert_ffn": "expert_ffn_hidden"}
 #: the other columns of the shared layout (empty or absent: not stated by the source)
 OPTIONAL = ("source", "version", "ref", "system", "fp8_recipe", "ffn_hidden", "kv_heads",
             "experts", "top_k", "expert_ffn", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule",
@@ -246,6 +252,46 @@ def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def model_preset_of(name: str) -> str | None:
+    """The model preset a ``model`` cell names (:func:`trainscape.presets.preset_id`: an id,
+    a preset's name, an ``aliases.toml`` name), read as a whole, without a remark in
+    parentheses ("Llama 3.1 70B (FP8)"), or by the part after a Hugging Face organization
+    ("meta-llama/Llama-3.1-70B"); None for a model no preset holds."""
+    bare = re.sub(r"\([^)]*\)", " ", name).strip()
+    for text in (name, bare, bare.rsplit("/", 1)[-1]):
+        try:
+            return presets.preset_id("model", text)
+        except presets.UnknownPreset:
+            continue
+    return None
+
+
+def preset_architecture(row: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """``row`` with its empty transformer cells (:data:`ARCHITECTURE_COLUMNS`) taken from the
+    model preset its ``model`` names, and the sentence saying which (None, and ``row`` as it
+    is, when it leaves none empty or names no preset). A printed cell is kept: the row is the
+    run's own account of the model."""
+    if None in row:  # more cells than columns: check_row refuses it
+        return row, None
+    empty = [c for c in ARCHITECTURE_COLUMNS if not row[c]]
+    pid = model_preset_of(row["model"]) if empty else None
+    if pid is None:
+        return row, None
+    preset = presets.get("model", pid)
+    # a dense preset's zero experts say what an empty MoE cell says already
+    empty = [c for c in empty
+             if not (c in NON_NEGATIVE_INTS and c != "ffn_hidden"
+                     and preset[ARCHITECTURE_COLUMNS[c]] == 0)]
+    if not empty:
+        return row, None
+    filled = dict(row)
+    for column in empty:
+        filled[column] = str(preset[ARCHITECTURE_COLUMNS[column]])
+    taken = ", ".join(f"{c} {filled[c]}" for c in empty)
+    return filled, (f"architecture not printed: {taken} from the {pid} model preset "
+                    f"({preset['name']}; its sources in presets/models.toml)")
+
+
 def check_row(row: dict[str, Any], where: str) -> None:
     """Raise :class:`RunsFileError` at the first cell of ``row`` that is not what its column
     allows (``where`` locates the row: file, line and case)."""
@@ -257,7 +303,10 @@ def check_row(row: dict[str, Any], where: str) -> None:
 
     for column in REQUIRED:
         if not row[column]:
-            raise RunsFileError(f"{where}: column {column!r} is empty; it is required")
+            hint = (" (or name a model preset in 'model' to take the architecture from it: "
+                    + ", ".join(presets.names("model")) + ")"
+                    if column in ARCHITECTURE_COLUMNS else "")
+            raise RunsFileError(f"{where}: column {column!r} is empty; it is required{hint}")
     for column in POSITIVE_INTS + NON_NEGATIVE_INTS:
         if not row[column]:
             continue
@@ -355,7 +404,7 @@ def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
     published run)``; :class:`RunsFileError` at the first thing that is not what the layout
     allows. ``seen`` (case id -> file and line) holds the case ids read so far."""
     written = row
-    row = normalized_cells(row)
+    row, architecture = preset_architecture(normalized_cells(row))
     check_row(row, where)
     if row["case"] in seen:
         raise RunsFileError(f"{where}: column 'case': {row['case']!r} repeats "
@@ -388,6 +437,8 @@ def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
     check_step(run.published_step_s, where,
                f"{filled['metric']} = {filled['value']}")
     run.assumptions += utilization_notes
+    if architecture:
+        run.assumptions.append(architecture)
     run.shipped = False
     run.origin = where
     if row["recompute"] != written.get("recompute", "") and row["recompute"]:

@@ -117,13 +117,14 @@ def normalized_name(text: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _names_of(kind: str) -> dict[str, str]:
-    """Every normalized name of every preset of ``kind`` -> its id: the ids, the GPUs'
-    ``name`` fields, and the other names of ``aliases.toml``."""
+    """Every normalized name of every preset of ``kind`` -> its id: the ids, the GPUs' and the
+    models' ``name`` fields ("NVIDIA H200", "Llama 3 70B"), and the other names of
+    ``aliases.toml``."""
     table = _table(kind)
     found: dict[str, str] = {}
     for pid in table:
         found[normalized_name(pid)] = pid
-    if kind == "gpu":
+    if kind in ("gpu", "model"):
         for pid, preset in table.items():
             found.setdefault(normalized_name(str(preset.get("name", pid))), pid)
     for alias, pid in _parse(_ALIASES_FILE).get(kind, {}).items():
