@@ -32,7 +32,7 @@ LLM_FIELDS = (
 )
 LLM_NUMERIC = tuple(f for f in LLM_FIELDS if f != "mlp")
 #: fields a model preset states only where the model has them (each with its source then)
-LLM_OPTIONAL = ("mtp_layers",)
+LLM_OPTIONAL = ("mtp_layers", "max_route_nodes", "attention_window", "full_attention_every")
 DLRM_NUMERIC = (
     "dense_in_features", "dense_arch", "over_arch", "dcn_layers", "dcn_low_rank",
     "embedding_dim", "global_batch", "tables",
@@ -235,12 +235,10 @@ def test_cluster_sizes_match_the_papers():
 def test_model_dims_consistent(name, m):
     assert m["mlp"] in ("swiglu", "gelu")
     assert m["heads"] % m["kv_heads"] == 0
-    # heads * head_dim == hidden for all but DeepSeek-V3, whose MLA heads are 128 x 128 = 16384
-    # wide on a 7168 hidden (documented in models.toml)
-    if name == "deepseek-v3":
-        assert m["heads"] * m["head_dim"] == 16384
-    else:
-        assert m["heads"] * m["head_dim"] == m["hidden"]
+    # heads * head_dim == hidden but where a model's heads are wider or narrower than its
+    # hidden: DeepSeek-V3's MLA heads (128 x 128 on 7168), Qwen3's 128-wide heads, GPT-OSS's
+    # 64 heads of 64 on 2880 (models.toml documents each)
+    assert m["heads"] * m["head_dim"] == QUERY_WIDTH.get(name, m["hidden"])
     for f in ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "head_dim", "vocab"):
         assert m[f] >= 1
     moe = m["experts"] > 0
@@ -249,6 +247,12 @@ def test_model_dims_consistent(name, m):
         assert 1 <= m["top_k"] <= m["experts"] and m["moe_every"] <= m["layers"]
     else:
         assert m["shared_experts"] == 0
+
+
+#: the query projection's width (heads x head_dim) of the models whose heads do not tile their
+#: hidden (their configs: DeepSeek-V3 qk_nope_head_dim 128, Qwen3 head_dim 128, GPT-OSS 64)
+QUERY_WIDTH = {"deepseek-v3": 16384, "qwen3-30b-a3b": 4096, "qwen3-235b-a22b": 8192,
+               "gpt-oss-20b": 4096, "gpt-oss-120b": 4096}
 
 
 def _param_count(m, tied_embeddings):
@@ -287,6 +291,14 @@ PUBLISHED = {
     "llama3-405b": (405e9, None, False, "Llama 3 paper Table 3: 405B"),
     "mixtral-8x7b": (46.7e9, 12.9e9, False, "Mixtral (arXiv 2401.04088) / Mistral: 46.7B total, 12.9B active"),
     "deepseek-v3": (671e9, 37e9, False, "DeepSeek-V3 (arXiv 2412.19437) abstract: 671B total, 37B active"),
+    "qwen3-30b-a3b": (30.5e9, 3.3e9, False, "Qwen/Qwen3-30B-A3B model card: 30.5B total, 3.3B activated"),
+    "qwen3-235b-a22b": (235e9, 22e9, False, "Qwen/Qwen3-235B-A22B model card: 235B total, 22B activated"),
+    # active counts one embedding matrix there (models.toml): total only
+    "gpt-oss-20b": (20.91e9, None, False, "gpt-oss model card (arXiv 2508.10925): 20.91B total"),
+    "gpt-oss-120b": (116.83e9, None, False, "gpt-oss model card (arXiv 2508.10925): 116.83B total"),
+    "nemotron4-15b": (15.7e9, None, False, "Nemotron-4 15B (arXiv 2402.16819) Sec. 2: 3.2B embedding + 12.5B non-embedding"),
+    "nemotron4-340b": (341.0e9, None, False, "Nemotron-4 340B (arXiv 2406.11704) Sec. 2: 9.4B embedding + 331.6B non-embedding"),
+    "llama4-maverick": (400e9, 17e9, False, "Meta Llama 4 model card: Maverick 400B total, 17B active"),
 }
 
 
@@ -343,3 +355,26 @@ def test_dlrm_mlperf():
     assert sum(t["pooling"] for t in tables) == 214
     # the dense arch output feeds the interaction at the embedding width
     assert d["dense_arch"][-1] == d["embedding_dim"]
+
+
+@pytest.mark.parametrize("pid", presets.names("model"))
+def test_the_run_readers_architecture_facts_agree_with_the_model_presets(pid):
+    # the published-run reader keeps facts a CSV row cannot carry (head width, routing, sliding
+    # windows, MoE spacing) per model name; a model it knows and a preset both hold must agree
+    from trainscape.calibration import published as pub
+
+    m = presets.model(pid)
+    key = next((k for k in (pub.architecture_key(m["name"]), pub.architecture_key(pid))
+                if k in pub._architecture_names().values()), None)
+    if key is None:
+        return  # no fact of the reader's about this model
+    if key in pub.HEAD_DIM:
+        assert pub.HEAD_DIM[key] == m["head_dim"]
+    if key in pub.KV_HEADS:
+        assert pub.KV_HEADS[key] == m["kv_heads"]
+    if m["experts"]:
+        assert pub.MOE_EVERY.get(key, 1) == m["moe_every"]
+        assert pub.SHARED_EXPERTS.get(key, 0) == m["shared_experts"]
+    assert pub.MAX_ROUTE_NODES.get(key, 0) == m.get("max_route_nodes", 0)
+    assert pub.SLIDING_WINDOW.get(key, (0, 0)) == (m.get("attention_window", 0),
+                                                   m.get("full_attention_every", 0))
