@@ -520,3 +520,13 @@ def test_the_id_column_is_kept_however_narrow_the_terminal():
     # "│ id │ a │ b │": 15 + 5 + 5 and 10 frame characters
     assert _columns_that_fit(["id", "a", "b"], widths, 35) == ["id", "a", "b"]
     assert _columns_that_fit(["id", "a", "b"], widths, 34) == ["id", "a"]
+
+
+@pytest.mark.parametrize("columns", ["0", "1", "39", "abc", "-80"])
+def test_a_columns_value_no_table_fits_in_is_ignored(columns):
+    # COLUMNS=0 used to print nothing (exit 0) and COLUMNS=1 a letter a line: a width under
+    # report.MIN_COLUMNS, or not a number, leaves the piped default
+    piped = CliRunner().invoke(main, ["presets", "stack"])
+    odd = CliRunner().invoke(main, ["presets", "stack"], env={"COLUMNS": columns})
+    assert odd.exit_code == 0 and odd.output == piped.output
+    assert "pytorch-fsdp" in odd.output

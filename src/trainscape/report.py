@@ -165,16 +165,34 @@ def hbm_capacity_gib(scenario) -> float:
     return hbm_capacity_bytes(effective_gpu(scenario).hbm_gb) / GIB
 
 
+#: the narrowest output width a command lays its tables out for (a smaller ``COLUMNS`` is
+#: ignored: at a few characters a table prints a letter a line, at 0 nothing)
+MIN_COLUMNS = 40
+#: the width of piped output when ``COLUMNS`` does not set one
+PIPED_COLUMNS = 160
+
+
 def make_console(**kwargs):
-    """A rich Console for command output: the terminal's width on a terminal, ``COLUMNS`` where
-    the user sets it; piped, wide enough (160 columns) that tables do not wrap inside values."""
+    """A rich Console for command output: ``COLUMNS`` wide where the user sets it (at least
+    :data:`MIN_COLUMNS`); else the terminal's width, or piped, wide enough
+    (:data:`PIPED_COLUMNS`) that tables do not wrap inside values."""
     import os
     import sys
 
     from rich.console import Console
 
-    if "width" not in kwargs and not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
-        kwargs["width"] = 160
+    if "width" not in kwargs:
+        env = os.environ.get("COLUMNS", "").strip()
+        if env.isdigit() and int(env) >= MIN_COLUMNS:
+            kwargs["width"] = int(env)
+        elif not sys.stdout.isatty():
+            kwargs["width"] = PIPED_COLUMNS
+        elif env:  # a terminal, and a COLUMNS rich would take as is: the terminal's own width
+            try:
+                columns = os.get_terminal_size(sys.stdout.fileno()).columns
+                kwargs["width"] = max(MIN_COLUMNS, columns)
+            except OSError:
+                kwargs["width"] = 80
     return Console(**kwargs)
 
 
