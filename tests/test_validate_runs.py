@@ -626,6 +626,8 @@ def test_a_stack_is_read_from_the_framework_not_from_the_source_id(tmp_path):
     ("Megatron-LM / Megatron-Core r0.8.0", "2021", False),
     ("NeMo 24.07 (Megatron-LM)", "2022", False),
     ("Megatron-LM", "", False),                      # undated: today's defaults
+    # an FSDP stack with Megatron-LM's TP layers (OPT's metaseq) stays an FSDP stack
+    ("metaseq (PyTorch FSDP + Megatron-LM tensor parallelism)", "2022", False),
 ])
 def test_a_dated_megatron_lm_run_before_its_overlaps_is_read_without_them(tmp_path, framework,
                                                                           version, legacy):

@@ -1265,7 +1265,10 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     source = row["source"] or source_id
     stack = stack_of(row["framework"], notes)
     dated = megatron_lm_date(row)
-    legacy_megatron = dated is not None and dated < MEGATRON_LM_DP_OVERLAP_DATE
+    # a stack of Megatron's own (not FSDP or JAX that borrows Megatron-LM's TP layers, as
+    # metaseq does) dated before its overlaps existed
+    legacy_megatron = (dated is not None and dated < MEGATRON_LM_DP_OVERLAP_DATE
+                       and stack in ("megatron-core", "megatron-lm"))
     if legacy_megatron:
         stack = "megatron-lm"
     release = release_of(row)
