@@ -170,6 +170,9 @@ BAD_CELLS = [
     # a model no preset holds (a preset's name would fill the shape: test_gpu_aliases)
     ({"ffn_hidden": "", "model": "in-house-8b"}, "'ffn_hidden'", "dense row"),
     ({"hidden": "", "model": "in-house-8b"}, "'hidden'", "name a model preset in 'model'"),
+    ({"inter_node_GBps": "0"}, "'inter_node_GBps'", "GB/s per GPU between nodes"),
+    ({"inter_node_GBps": "fast"}, "'inter_node_GBps'", "a number from 0.001 to 10000"),
+    ({"inter_node_GBps": "1e9"}, "'inter_node_GBps'", "a number from 0.001 to 10000"),
     ({"seq_len": "100000000"}, "seq_len", "not a costable run"),
     ({"heads": "30"}, "kv_heads", "must divide heads"),
     ({"value": "1e300"}, "tokens_per_s_per_gpu", "1e-06 to 1e+07 s"),
@@ -734,3 +737,22 @@ def runner_for_rows(tmp_path, rows):
     from trainscape.calibration.runs_file import runner_for
 
     return runner_for([str(_write(tmp_path / "runs.csv", rows))]).runs
+
+
+def test_a_stated_inter_node_bandwidth_sets_the_fabric_and_says_so(tmp_path):
+    # AWS p4d: 4 x 100 Gb/s EFA per 8-GPU node = 6.25 GB/s per GPU, a quarter of the DGX A100
+    # SuperPOD preset's fabric: a multi-node data-parallel run takes longer, a one-node run not
+    base = dict(gpu="a100-sxm-80gb", framework="PyTorch FSDP", tp="1", cp="1", zero="3",
+                gpus="64")
+    rows = [_minimal_row(case="preset", **base),
+            _minimal_row(case="p4d", inter_node_GBps="6.25", **base),
+            _minimal_row(case="one_node", **dict(base, gpus="8")),
+            _minimal_row(case="one_node_p4d", inter_node_GBps="6.25", **dict(base, gpus="8"))]
+    path = _write(tmp_path / "runs.csv", rows, list(rows[1]))
+    got = {r["case"]: r for r in _json("--runs", str(path))["rows"]}
+    assert got["p4d"]["predicted_step_s"] > got["preset"]["predicted_step_s"]
+    assert got["p4d"]["breakdown"]["dp_comm_s"] > got["preset"]["breakdown"]["dp_comm_s"]
+    assert got["one_node_p4d"]["predicted_step_s"] == got["one_node"]["predicted_step_s"]
+    assert ("inter-node bandwidth stated: 6.25 GB/s per GPU between nodes"
+            in " ".join(got["p4d"]["assumptions"]))
+    assert not any("inter-node" in a for a in got["preset"]["assumptions"])

@@ -1406,6 +1406,13 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     if source == "bloom_176b":
         # Jean Zay: 4 Omni-Path 100 Gb/s links per 8-GPU node = 6.25 GB/s per GPU
         overrides["tier1_bandwidth_GBps"] = 6.25
+    stated_network = row.get("inter_node_GBps", "")
+    if stated_network:
+        # a machine the source describes: its NICs' line rate per GPU between nodes replaces
+        # the cluster preset's second tier (the first tier outside a GPU's NVLink domain)
+        overrides["tier1_bandwidth_GBps"] = float(stated_network)
+        notes.append(f"inter-node bandwidth stated: {float(stated_network):g} GB/s per GPU "
+                     "between nodes (the cluster preset's fabric tier at that rate)")
     if is_megatron_deepspeed(row) and (config["tp_overlap"] or config["dp_overlap"]):
         # Megatron-DeepSpeed: Megatron's tensor slicing without Transformer Engine's overlap,
         # and DeepSpeed's engine reducing the gradients once the batch is done (the pipeline

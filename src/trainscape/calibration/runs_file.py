@@ -45,7 +45,8 @@ OPTIONAL = ("source", "version", "ref", "system", "fp8_recipe", "ffn_hidden", "k
             "experts", "top_k", "expert_ffn", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule",
             "mbs", "grad_accum", "sp", "zero", "fsdp", "recompute", "step_time_s", "tokens_per_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hw_tflops_per_gpu", "mfu_pct",
-            "hfu_pct", "peak_tflops", "notes", "peak_memory_gib", "memory_measure")
+            "hfu_pct", "peak_tflops", "notes", "peak_memory_gib", "memory_measure",
+            "inter_node_GBps")
 #: integer columns that must be at least 1 where filled (``REQUIRED`` ones always are)
 POSITIVE_INTS = ("layers", "hidden", "heads", "vocab", "gpus", "tp", "seq_len", "global_batch",
                  "kv_heads", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "grad_accum", "fsdp")
@@ -87,6 +88,9 @@ MFU_METRIC, HFU_METRIC = "mfu_pct", "hfu_pct"
 PEAK_TFLOPS_RANGE = (1.0, 1e6)
 #: the per-GPU peak memory a row may state (GiB): a MiB to 4 TiB
 MEMORY_RANGE_GIB = (2.0**-10, 4096.0)
+#: the per-GPU bandwidth between nodes a row may state (GB/s, one direction): 10 Mb/s to
+#: 80 Tb/s per GPU (a figure outside is a unit slip: Gb/s for GB/s is 8x, still inside)
+INTER_NODE_RANGE_GBPS = (1e-3, 1e4)
 #: ZeRO stages (the leading integer of the ``zero`` cell)
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -346,6 +350,12 @@ def check_row(row: dict[str, Any], where: str) -> None:
         low, high = MEMORY_RANGE_GIB
         if peak is None or not low <= peak <= high:
             raise bad("peak_memory_gib", f"a number from {low:g} to {high:g} (GiB per GPU)")
+    if row["inter_node_GBps"]:
+        rate = _positive_number(row["inter_node_GBps"])
+        low, high = INTER_NODE_RANGE_GBPS
+        if rate is None or not low <= rate <= high:
+            raise bad("inter_node_GBps", f"a number from {low:g} to {high:g} (GB/s per GPU "
+                      "between nodes, one direction: a node's NIC line rate over its GPUs)")
     recompute = row["recompute"].lower()
     if recompute and not (recompute.startswith(RECOMPUTE_PREFIXES)
                           or recompute.strip() in RECOMPUTE_NONE):
