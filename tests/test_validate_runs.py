@@ -170,6 +170,8 @@ BAD_CELLS = [
     # a model no preset holds (a preset's name would fill the shape: test_gpu_aliases)
     ({"ffn_hidden": "", "model": "in-house-8b"}, "'ffn_hidden'", "dense row"),
     ({"hidden": "", "model": "in-house-8b"}, "'hidden'", "name a model preset in 'model'"),
+    ({"tp_overlap": "partly"}, "'tp_overlap'", "true, false"),
+    ({"dp_overlap": "2"}, "'dp_overlap'", "true, false"),
     ({"inter_node_GBps": "0"}, "'inter_node_GBps'", "GB/s per GPU between nodes"),
     ({"inter_node_GBps": "fast"}, "'inter_node_GBps'", "a number from 0.001 to 10000"),
     ({"inter_node_GBps": "1e9"}, "'inter_node_GBps'", "a number from 0.001 to 10000"),
@@ -756,3 +758,22 @@ def test_a_stated_inter_node_bandwidth_sets_the_fabric_and_says_so(tmp_path):
     assert ("inter-node bandwidth stated: 6.25 GB/s per GPU between nodes"
             in " ".join(got["p4d"]["assumptions"]))
     assert not any("inter-node" in a for a in got["preset"]["assumptions"])
+
+
+def test_stated_overlaps_replace_the_stacks_and_say_so(tmp_path):
+    # a plain Megatron-LM launch without --tp-comm-overlap / --overlap-grad-reduce: both off,
+    # over the Megatron-Core profile's NeMo-style defaults; stated as the default: no note
+    base = dict(tp="2", cp="1", gpus="16", framework="Megatron-LM core_v0.6.0")
+    rows = [_minimal_row(case="default", **base),
+            _minimal_row(case="off", tp_overlap="false", dp_overlap="off", **base),
+            _minimal_row(case="same", tp_overlap="yes", dp_overlap="1", **base)]
+    path = _write(tmp_path / "runs.csv", rows, list(rows[1]))
+    got = {r["case"]: r for r in _json("--runs", str(path))["rows"]}
+    assert got["default"]["config"]["tp_overlap"] and got["default"]["config"]["dp_overlap"]
+    off = got["off"]
+    assert not off["config"]["tp_overlap"] and not off["config"]["dp_overlap"]
+    assert off["predicted_step_s"] > got["default"]["predicted_step_s"]
+    said = [a for a in off["assumptions"] if "_overlap printed off" in a]
+    assert len(said) == 2 and said[0].startswith("tp_overlap printed off")
+    assert got["same"]["predicted_step_s"] == got["default"]["predicted_step_s"]
+    assert not any("_overlap printed" in a for a in got["same"]["assumptions"])

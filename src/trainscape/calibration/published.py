@@ -667,6 +667,29 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
                 tp_overlap=stack == "megatron-core" or async_tp, dp_overlap=True)
 
 
+#: the overlap switches a row may state, as ``sp`` is stated (:data:`SP_VALUES`): TP
+#: communication under the GEMMs (Transformer Engine userbuffers, AsyncTP) and the data-parallel
+#: collectives under the backward / forward (``--overlap-grad-reduce`` / ``--overlap-param-
+#: gather``, FSDP's prefetch)
+OVERLAP_COLUMNS = ("tp_overlap", "dp_overlap")
+
+
+def stated_overlaps(row: dict[str, str], config: dict[str, Any], notes: list[str]) -> None:
+    """Set ``config``'s overlaps a row states over what its stack, release and framework rules
+    assumed (Megatron-LM's own flags are off unless passed, NeMo's recipes turn them on), each
+    change said in the row."""
+    for column in OVERLAP_COLUMNS:
+        text = row.get(column, "").strip().lower()
+        if text not in SP_VALUES:
+            continue
+        on = text in ("true", "yes")
+        if config[column] != on:
+            notes.append(f"{column} printed {'on' if on else 'off'}: the "
+                         f"{'overlap' if on else 'collectives'} as the row states (the rules "
+                         f"above assumed {'off' if on else 'on'})")
+        config[column] = on
+
+
 #: why a JAX remat policy maps to a recompute mode of the model
 JAX_REMAT_REASON = {
     "dots": "every matmul output saved; element-wise ops and the attention core recomputed",
@@ -1422,6 +1445,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         config["dp_overlap"] = False
         notes.append("Megatron-DeepSpeed: no TP overlap, gradient all-reduce after the last "
                      "microbatch (not overlapped)")
+    stated_overlaps(row, config, notes)
     if is_llm_foundry(row) and gpu.startswith("h100"):
         notes.append("H100 interconnect not stated: DGX H100 fabric (8 x 400 Gb/s per node) "
                      "assumed")

@@ -28,8 +28,8 @@ from ..spec.errors import ScenarioError
 from ..spec.models import DTYPES
 from ..spec.readers import MAX_CSV_BYTES, read_text
 from . import Runner
-from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, SP_VALUES, PublishedRun, _leading_int,
-                        mark_older_releases, measured_columns, run_of)
+from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, OVERLAP_COLUMNS, SP_VALUES, PublishedRun,
+                        _leading_int, mark_older_releases, measured_columns, run_of)
 
 #: columns every row must fill (the transformer's may come from a model preset instead:
 #: :data:`ARCHITECTURE_COLUMNS`)
@@ -46,7 +46,7 @@ OPTIONAL = ("source", "version", "ref", "system", "fp8_recipe", "ffn_hidden", "k
             "mbs", "grad_accum", "sp", "zero", "fsdp", "recompute", "step_time_s", "tokens_per_s",
             "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hw_tflops_per_gpu", "mfu_pct",
             "hfu_pct", "peak_tflops", "notes", "peak_memory_gib", "memory_measure",
-            "inter_node_GBps")
+            "inter_node_GBps", "tp_overlap", "dp_overlap")
 #: integer columns that must be at least 1 where filled (``REQUIRED`` ones always are)
 POSITIVE_INTS = ("layers", "hidden", "heads", "vocab", "gpus", "tp", "seq_len", "global_batch",
                  "kv_heads", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "grad_accum", "fsdp")
@@ -234,8 +234,8 @@ DTYPE_WORDS = ((re.compile(r"(?:amp-)?(?:bf16|bfloat16)(?:-mixed(?:-precision)?)
 
 def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with its cells in the forms the reader compares: an optional column's
-    :data:`NOT_STATED` mark empty, the :data:`CASELESS` names lower case, ``sp``'s other words
-    (:data:`SP_WORDS`) and ``recompute``'s plain on-switches (:data:`RECOMPUTE_ON`) as the
+    :data:`NOT_STATED` mark empty, the :data:`CASELESS` names lower case, the other words of
+    ``sp`` and the overlap switches (:data:`SP_WORDS`) and ``recompute``'s plain on-switches (:data:`RECOMPUTE_ON`) as the
     layout writes them (``zero``'s words are :func:`zero_stage`'s). A row with more cells than
     its header, which :func:`check_row` refuses, is returned as it is."""
     if None in row:
@@ -249,8 +249,8 @@ def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
                 out["fp8_recipe"] = row["dtype"].strip()
             out["dtype"] = dtype
             break
-    sp = out["sp"].strip().lower()
-    out["sp"] = SP_WORDS.get(sp, out["sp"])
+    for column in ("sp",) + OVERLAP_COLUMNS:
+        out[column] = SP_WORDS.get(out[column].strip().lower(), out[column])
     if RECOMPUTE_ON.fullmatch(out["recompute"].strip().lower()):
         out["recompute"] = f"full ({out['recompute'].strip()})"
     return out
@@ -362,8 +362,10 @@ def check_row(row: dict[str, Any], where: str) -> None:
         raise bad("recompute", "empty (not stated), text starting with "
                   + ", ".join(RECOMPUTE_PREFIXES) + ", or one of " + ", ".join(RECOMPUTE_NONE)
                   + " (none)")
-    if row["sp"] and row["sp"].lower() not in SP_VALUES:
-        raise bad("sp", "empty (not stated) or one of " + ", ".join(SP_VALUES + tuple(SP_WORDS)))
+    for column in ("sp",) + OVERLAP_COLUMNS:
+        if row[column] and row[column].lower() not in SP_VALUES:
+            raise bad(column, "empty (not stated) or one of "
+                      + ", ".join(SP_VALUES + tuple(SP_WORDS)))
     if row["zero"] and zero_stage(row["zero"]) not in ZERO_STAGES:
         raise bad("zero", "empty (not stated), text starting with a ZeRO stage ("
                   + ", ".join(map(str, ZERO_STAGES)) + "), or one naming it: ZeRO-N, FSDP (3), "
