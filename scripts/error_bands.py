@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from trainscape import calibration as cal  # noqa: E402
 from trainscape.backends import available_backends  # noqa: E402
+from trainscape.calibration import published as P  # noqa: E402
 from trainscape.calibration.bands import MIN_ROWS, band_stats  # noqa: E402
 
 OUT = ROOT / "src" / "trainscape" / "data" / "calibration" / "error_bands.json"
@@ -45,11 +46,16 @@ def never_fitted_results(backend: str) -> list:
     calibration_cases = {r.case for r in results}
     held_out = [r for r in results if r.counted and r.holdout and r.error is not None]
     with open(transfer_check.DEFAULT, newline="") as f:
-        runs, _ = transfer_check.runs_of(list(csv.DictReader(f)))
-    runner = cal.Runner(runs)
+        rows = list(csv.DictReader(f))
+    runs, _ = transfer_check.runs_of(rows)
+    runner = transfer_check.runner_of(runs)
     fitted = calibration_cases | transfer_check.ASYNC_TP_FIT_CASES
+    # a band describes runs of its stack: a row whose framework names none (read as
+    # Megatron-Core, and said) is checked by transfer_check.py, not banded
+    frameworks = {row["case"]: row["framework"] for row in rows}
     outside = [res for res in (runner.cost(run, backend=backend) for run in runs
-                               if run.case not in fitted and run.counted)
+                               if run.case not in fitted and run.counted
+                               and P.names_known_stack(frameworks[run.case]))
                if res.error is not None]
     return held_out + outside
 

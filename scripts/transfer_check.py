@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from trainscape.calibration import Runner  # noqa: E402
 from trainscape.calibration import published as P  # noqa: E402
-from trainscape.calibration.runs_file import place  # noqa: E402
+from trainscape.calibration.runs_file import (OPTIONAL, hardware_step, place,  # noqa: E402
+                                              read_row)
 
 DEFAULT = ROOT / "docs" / "data" / "transfer_check_runs.csv"
 #: peak memory the sources printed for some of those runs (torchtitan's ``memory:`` log line,
@@ -56,13 +57,15 @@ READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_bench
                     "nemotron4_340b_report", "dgxc_benchmarking", "automodel_perf_summary",
                     "nemo_perf_summary_2407", "nemo_perf_summary_2502", "mlperf_training_v3.0",
                     "mlperf_training_v3.1", "mlperf_training_v4.0", "mlperf_training_v4.1",
-                    "mlperf_training_v5.0", "mlperf_training_v5.1")
+                    "mlperf_training_v5.0", "mlperf_training_v5.1", "opt_paper",
+                    "bloomberggpt_paper", "gpt_neox_20b_paper", "flagperf",
+                    "nanotron_ultrascale_playbook")
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
 GPUS = ("b200", "gb200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",
-        "a100-sxm-80gb")
+        "a100-sxm-80gb", "a100-sxm-40gb")
 #: GPUs that have a fit of their own (their rows check the fit, not a transfer)
-FITTED = ("h100-sxm-80gb", "a100-sxm-80gb")
+FITTED = ("h100-sxm-80gb", "a100-sxm-80gb", "a100-sxm-40gb")
 #: the published A/B of PyTorch's AsyncTP that sets its exposed fraction (``scripts/calibrate.py``
 #: fits ``stacks.toml [pytorch-fsdp.tp_overlap] tp_overlap_exposed`` so that the model's vanilla
 #: over AsyncTP step matches these runs' speed-ups): torchtitan
@@ -89,7 +92,7 @@ def _async_tp_runner(path: Path) -> tuple[Runner, dict]:
     runs, skipped = runs_of([rows[c] for pair in ASYNC_TP_FIT_PAIRS for c in pair])
     if skipped:
         raise ValueError(f"AsyncTP fit rows not costable: {skipped}")
-    return Runner(runs), {run.case: run for run in runs}
+    return runner_of(runs), {run.case: run for run in runs}
 
 
 def async_tp_speedups(exposed: float | None = None, backend: str = "c",
@@ -134,16 +137,29 @@ def runs_of(rows: list[dict[str, str]], blind: bool = False
         if blind:
             row = dict(row, source=BLIND_PREFIX + row["source"])
         try:
-            run = P.run_of(row["source"], row)
-        except (KeyError, ValueError) as exc:
+            if any(row[c] for c in P.measured_columns()):
+                run = P.run_of(row["source"], row)
+                place(run)
+            else:  # a utilization or a hardware rate: read as a runs file reads it
+                run = read_row({**{c: "" for c in OPTIONAL}, **row}, row["case"])
+        except (KeyError, ValueError) as exc:  # (RunsFileError is a ValueError)
             skipped.append((row["case"], f"not costable: {exc}"))
             continue
-        place(run)
         runs.append(run)
         rows_runs.append((row, run))
     # as `trainscape validate` counts: of a layout repeated across releases, the newest
     P.mark_older_releases(rows_runs)
     return runs, skipped
+
+
+def runner_of(runs: list) -> Runner:
+    """A runner over ``runs``, each measured in hardware TFLOP/s alone given its published step
+    (``runs_file.hardware_step``: the model's hardware FLOPs of its layout)."""
+    runner = Runner(runs)
+    for run in runs:
+        if run.hardware_tflops is not None:
+            hardware_step(runner, run)
+    return runner
 
 
 def summary_line(label: str, results: list) -> None:
@@ -207,7 +223,7 @@ def main() -> int:
         print(f"error: {args.csv}: {exc.strerror}", file=sys.stderr)
         return 2
     runs, skipped = runs_of(rows, blind=args.blind)
-    runner = Runner(runs)
+    runner = runner_of(runs)
     results = [runner.cost(run, backend=args.backend) for run in runs]
     memory = memory_rows(results) if args.csv == str(DEFAULT) and not args.blind else []
     checks = [r for r in results if r.case not in ASYNC_TP_FIT_CASES]

@@ -358,6 +358,16 @@ OUTSIDE_RATCHET = {
     # 128 GPUs (TP 1 -8.9 %, TP 2 -27.1 %: its TP-2 step is 0.67 of the TP-1 one, the model's
     # 0.54)
     "mlperf_training_v5.1": (0.135, 0),
+    # stop 43: runs of other stacks and machines, each read with what its source states
+    # (docs/data/transfer_check_runs.md): OPT-175B (metaseq, 992 A100 80GB; hardware TFLOP/s),
+    # BloombergGPT (SageMaker ZeRO-3 on 64 p4d, inter_node_GBps 6.25), GPT-NeoX-20B (96 A100
+    # 40GB, four HDR HCAs a node), FlagPerf's Megatron-LM core_v0.6.0 H100 runs (no overlap
+    # flags) and nanotron's Ultra-Scale Playbook sweep (best of each cell, cluster not described)
+    "opt_paper": (0.232, 0),
+    "bloomberggpt_paper": (0.370, 0),
+    "gpt_neox_20b_paper": (0.139, 0),
+    "flagperf": (0.115, 0),
+    "nanotron_ultrascale_playbook": (0.216, 0),
 }
 #: ... and per GPU without a fit of its own (the calibrated_from transfer). h100-hbm2e-96gb was
 #: loosened 0.135 -> 0.145 when sequence-parallel all-gathers started moving the FP8 copy in FP8
@@ -492,7 +502,11 @@ def test_printed_recompute_modules_are_read_only_from_a_module_list():
 #: with full recompute -- h100-sxm-80gb 0.062 -> 0.057 and infeasible 3 -> 2, b200 0.157 ->
 #: 0.152 and infeasible 4 -> 2; then an MoE row's unprinted EP likewise (AutoModel's GPT-OSS
 #: 120B fits at EP 16): h100-sxm-80gb infeasible 2 -> 1
-BLIND_RATCHET = {"h100-sxm-80gb": (0.057, 1), "a100-sxm-80gb": (0.085, 0),
+#: stop 43: the new sources' rows (OUTSIDE_RATCHET) join the blind reading too, none of whose
+#: old rows moved: h100-sxm-80gb 0.057 -> 0.090 (71 -> 91 rows: nanotron's 15 at 21.6 %,
+#: FlagPerf's 5 at 11.5 %), a100-sxm-80gb 0.085 -> 0.093 (OPT-175B, -23 %), a100-sxm-40gb new
+BLIND_RATCHET = {"h100-sxm-80gb": (0.090, 1), "a100-sxm-80gb": (0.093, 0),
+                 "a100-sxm-40gb": (0.255, 0),
                  "h100-hbm2e-96gb": (0.086, 0), "h200-141gb": (0.014, 0), "b200": (0.152, 2),
                  "gb200": (0.193, 0)}
 

@@ -427,10 +427,20 @@ def stack_of(framework: str, notes: list[str] | None = None) -> str:
             notes.append(f"framework {framework!r}: DeepSpeed's ZeRO engine on PyTorch modules, "
                          "the PyTorch FSDP profile")
         return "pytorch-fsdp"
-    if notes is not None and not any(w in f for w in MEGATRON_CORE_WORDS):
+    if notes is not None and not names_known_stack(framework):
         notes.append(f"framework {framework!r} names no known stack (NeMo / Megatron, PyTorch "
                      "FSDP, JAX, Megatron-DeepSpeed): the Megatron-Core profile assumed")
     return "megatron-core"
+
+
+def names_known_stack(framework: str) -> bool:
+    """Whether a framework string names a stack the reader knows (:func:`stack_of` reads any
+    other as Megatron-Core, and says so)."""
+    f = framework.lower()
+    words = set(re.findall(r"[a-z0-9]+", f))
+    return (names_megatron_deepspeed(framework) or any(w in f for w in JAX_FRAMEWORKS)
+            or bool(words & JAX_FRAMEWORK_WORDS) or any(w in f for w in FSDP_FRAMEWORKS)
+            or "deepspeed" in f or any(w in f for w in MEGATRON_CORE_WORDS))
 
 
 def release_of(row: dict[str, str]) -> tuple[int, ...]:

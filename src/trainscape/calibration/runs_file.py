@@ -473,6 +473,15 @@ def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
     return filled, run
 
 
+def read_row(row: dict[str, str], where: str) -> PublishedRun:
+    """One row of the layout (every column present) as a published run, read as a runs file's
+    row is (:func:`read_runs`: utilization and hardware-rate measurements converted, the GPU's
+    cluster placed); ``where`` locates it in a :class:`RunsFileError`. A run measured in
+    hardware TFLOP/s alone gets its published step from :func:`hardware_step` once a runner
+    holds it (:func:`runner_for` does both)."""
+    return _read_row(row, where, Path(where), 0, {})[1]
+
+
 def utilization_rate(row: dict[str, str], column: str, where: str, notes: list[str]) -> float:
     """TFLOP/s per GPU of a row measured as a utilization (``column``: ``mfu_pct`` or
     ``hfu_pct``, percent of a dense peak), the sentence saying how it was read appended to
