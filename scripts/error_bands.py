@@ -10,9 +10,10 @@ The runs: the calibration set's held-out rows (``calibration.is_holdout``; count
 not older releases of a repeated layout) and every costed row of
 ``docs/data/transfer_check_runs.csv`` that counts there (an older release of a layout a newer
 release repeats does not, as in ``trainscape validate``) and is not a calibration row itself
-(the H100 NeMo rows riding along there as the B200 baseline are) nor one of the four that set
-the PyTorch stack's AsyncTP constant (``transfer_check.ASYNC_TP_FIT_CASES``). Each is costed as ``trainscape
-validate`` and ``scripts/transfer_check.py`` cost it (C backend when built, else the
+(the H100 NeMo rows riding along there as the B200 baseline are), nor one of the four that
+set the PyTorch stack's AsyncTP constant (``transfer_check.ASYNC_TP_FIT_CASES``), nor one whose
+framework names no stack the reader knows (a band describes its stack's runs). Each is costed
+as ``trainscape validate`` and ``scripts/transfer_check.py`` cost it (C backend when built, else the
 reference), its error ``predicted / published - 1`` counted whether or not the model calls the
 layout feasible.
 """

@@ -235,9 +235,10 @@ DTYPE_WORDS = ((re.compile(r"(?:amp-)?(?:bf16|bfloat16)(?:-mixed(?:-precision)?)
 def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with its cells in the forms the reader compares: an optional column's
     :data:`NOT_STATED` mark empty, the :data:`CASELESS` names lower case, the other words of
-    ``sp`` and the overlap switches (:data:`SP_WORDS`) and ``recompute``'s plain on-switches (:data:`RECOMPUTE_ON`) as the
-    layout writes them (``zero``'s words are :func:`zero_stage`'s). A row with more cells than
-    its header, which :func:`check_row` refuses, is returned as it is."""
+    ``sp`` and the overlap switches (:data:`SP_WORDS`) and ``recompute``'s plain on-switches
+    (:data:`RECOMPUTE_ON`) as the layout writes them (``zero``'s words are
+    :func:`zero_stage`'s). A row with more cells than its header, which :func:`check_row`
+    refuses, is returned as it is."""
     if None in row:
         return row
     out = {k: ("" if k in OPTIONAL and v.strip().lower() in NOT_STATED else v)
