@@ -412,6 +412,30 @@ def is_megatron_deepspeed(row: dict[str, str]) -> bool:
 def stack_of(framework: str, notes: list[str] | None = None) -> str:
     """The software-stack profile a framework string belongs to (``notes``, when given, says
     so when the string names no stack the reader knows)."""
+    stack = named_stack(framework)
+    if stack is None:
+        if notes is not None:
+            notes.append(f"framework {framework!r} names no known stack (NeMo / Megatron, "
+                         "PyTorch FSDP, JAX, Megatron-DeepSpeed): the Megatron-Core profile "
+                         "assumed")
+        return "megatron-core"
+    if notes is not None and stack == "pytorch-fsdp" and is_deepspeed_zero(framework):
+        notes.append(f"framework {framework!r}: DeepSpeed's ZeRO engine on PyTorch modules, "
+                     "the PyTorch FSDP profile")
+    return stack
+
+
+def is_deepspeed_zero(framework: str) -> bool:
+    """DeepSpeed's ZeRO engine without Megatron's layers: PyTorch modules whose parameters its
+    per-module hooks gather and release (ZeRO-3, Rajbhandari et al. SC'20), as FSDP's do."""
+    f = framework.lower()
+    return ("deepspeed" in f and "megatron" not in f and not names_megatron_deepspeed(framework)
+            and not any(w in f for w in FSDP_FRAMEWORKS))
+
+
+def named_stack(framework: str) -> str | None:
+    """The stack profile a framework string names, None when it names none the reader knows
+    (:func:`stack_of` then takes Megatron-Core, and says so)."""
     f = framework.lower()
     words = set(re.findall(r"[a-z0-9]+", f))
     if names_megatron_deepspeed(framework):
@@ -421,26 +445,15 @@ def stack_of(framework: str, notes: list[str] | None = None) -> str:
     if any(w in f for w in FSDP_FRAMEWORKS):
         return "pytorch-fsdp"
     if "deepspeed" in f and "megatron" not in f:
-        # DeepSpeed's ZeRO engine without Megatron's layers: PyTorch modules whose parameters
-        # its per-module hooks gather and release (ZeRO-3, Rajbhandari et al. SC'20), as FSDP's
-        if notes is not None:
-            notes.append(f"framework {framework!r}: DeepSpeed's ZeRO engine on PyTorch modules, "
-                         "the PyTorch FSDP profile")
         return "pytorch-fsdp"
-    if notes is not None and not names_known_stack(framework):
-        notes.append(f"framework {framework!r} names no known stack (NeMo / Megatron, PyTorch "
-                     "FSDP, JAX, Megatron-DeepSpeed): the Megatron-Core profile assumed")
-    return "megatron-core"
+    if any(w in f for w in MEGATRON_CORE_WORDS):
+        return "megatron-core"
+    return None
 
 
 def names_known_stack(framework: str) -> bool:
-    """Whether a framework string names a stack the reader knows (:func:`stack_of` reads any
-    other as Megatron-Core, and says so)."""
-    f = framework.lower()
-    words = set(re.findall(r"[a-z0-9]+", f))
-    return (names_megatron_deepspeed(framework) or any(w in f for w in JAX_FRAMEWORKS)
-            or bool(words & JAX_FRAMEWORK_WORDS) or any(w in f for w in FSDP_FRAMEWORKS)
-            or "deepspeed" in f or any(w in f for w in MEGATRON_CORE_WORDS))
+    """Whether a framework string names a stack the reader knows (:func:`named_stack`)."""
+    return named_stack(framework) is not None
 
 
 def release_of(row: dict[str, str]) -> tuple[int, ...]:
