@@ -340,23 +340,16 @@ def check_row(row: dict[str, Any], where: str) -> None:
         cell = row["value"] if row["metric"] == column and not row[column] else row[column]
         if cell and not _positive_number(cell) <= 100.0:
             raise bad(column, "a percentage above 0 and at most 100")
-    if row["peak_tflops"]:
-        peak = _positive_number(row["peak_tflops"])
-        low, high = PEAK_TFLOPS_RANGE
-        if peak is None or not low <= peak <= high:
-            raise bad("peak_tflops", f"a number from {low:g} to {high:g} (dense TFLOP/s per "
-                      "GPU: the peak the row's mfu_pct / hfu_pct divides by)")
-    if row["peak_memory_gib"]:
-        peak = _positive_number(row["peak_memory_gib"])
-        low, high = MEMORY_RANGE_GIB
-        if peak is None or not low <= peak <= high:
-            raise bad("peak_memory_gib", f"a number from {low:g} to {high:g} (GiB per GPU)")
-    if row["inter_node_GBps"]:
-        rate = _positive_number(row["inter_node_GBps"])
-        low, high = INTER_NODE_RANGE_GBPS
-        if rate is None or not low <= rate <= high:
-            raise bad("inter_node_GBps", f"a number from {low:g} to {high:g} (GB/s per GPU "
-                      "between nodes, one direction: a node's NIC line rate over its GPUs)")
+    # the number columns with a range: (range, what the number is)
+    for column, (low, high), what in (
+            ("peak_tflops", PEAK_TFLOPS_RANGE,
+             "dense TFLOP/s per GPU: the peak the row's mfu_pct / hfu_pct divides by"),
+            ("peak_memory_gib", MEMORY_RANGE_GIB, "GiB per GPU"),
+            ("inter_node_GBps", INTER_NODE_RANGE_GBPS,
+             "GB/s per GPU between nodes, one direction: a node's NIC line rate over its GPUs")):
+        number = _positive_number(row[column]) if row[column] else low
+        if number is None or not low <= number <= high:
+            raise bad(column, f"a number from {low:g} to {high:g} ({what})")
     recompute = row["recompute"].lower()
     if recompute and not (recompute.startswith(RECOMPUTE_PREFIXES)
                           or recompute.strip() in RECOMPUTE_NONE):
