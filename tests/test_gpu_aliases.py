@@ -177,15 +177,17 @@ def test_a_model_is_known_by_its_name_in_any_case(tmp_path):
               if r["case"] == "nemo2606_qwen3-30b-a3b_fp8_16"]
     rows = [dict(row, source="a_lab", case="as_id"),
             dict(row, source="a_lab", case="as_written", model="Qwen3 30B-A3B"),
-            dict(row, source="a_lab", case="remarked", model="Qwen3-30B-A3B (FP8)")]
+            dict(row, source="a_lab", case="remarked", model="Qwen3-30B-A3B (FP8)"),
+            dict(row, source="a_lab", case="hf_repo", model="Qwen/Qwen3-30B-A3B")]
     path = _runs_file(tmp_path / "r.csv", rows)
     result = CliRunner().invoke(main, ["validate", "--backend", "c", "--runs", str(path),
                                        "--json"])
     assert result.exit_code == 0, result.output
     got = {r["case"]: r for r in json.loads(result.output)["rows"] if r["source"] == "a_lab"}
     assert got["as_written"]["predicted_step_s"] == got["as_id"]["predicted_step_s"]
-    # a remark in parentheses is not part of the name
+    # a remark in parentheses is not part of the name, nor a Hugging Face organization
     assert got["remarked"]["predicted_step_s"] == got["as_id"]["predicted_step_s"]
+    assert got["hf_repo"]["predicted_step_s"] == got["as_id"]["predicted_step_s"]
     assert "model 'Qwen3 30B-A3B' read as qwen3-30b-a3b" in " ".join(
         got["as_written"]["assumptions"])
     assert not any(a.startswith("model ") for a in got["as_id"]["assumptions"])

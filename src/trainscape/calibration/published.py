@@ -477,13 +477,23 @@ def architecture_key(name: str) -> str:
     ``name`` by, compared without case or separators (:func:`trainscape.presets.normalized_name`:
     "DeepSeek-V3" is ``deepseek-v3``, "GPT-OSS 120B" ``gpt-oss-120b``); ``name`` itself when
     they know none. A remark in parentheses ("DeepSeekV3 (w/o MTP)", "Llama 3.1 405B (FP8)") is
-    not part of the name."""
+    not part of the name, nor a Hugging Face organization (:func:`model_name_forms`)."""
     from .. import presets
 
     names = _architecture_names()
-    bare = re.sub(r"\([^)]*\)", " ", name)
-    return names.get(presets.normalized_name(name)) or names.get(
-        presets.normalized_name(bare), name)
+    for text in model_name_forms(name):
+        found = names.get(presets.normalized_name(text))
+        if found:
+            return found
+    return name
+
+
+def model_name_forms(name: str) -> tuple[str, ...]:
+    """The forms a ``model`` cell is looked up by, in order: as written, without a remark in
+    parentheses ("Llama 3.1 405B (FP8)"), and by the part after a Hugging Face organization
+    ("deepseek-ai/DeepSeek-V3")."""
+    bare = re.sub(r"\([^)]*\)", " ", name).strip()
+    return (name, bare, bare.rsplit("/", 1)[-1])
 
 
 @functools.lru_cache(maxsize=None)

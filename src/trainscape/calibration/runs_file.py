@@ -29,7 +29,8 @@ from ..spec.models import DTYPES
 from ..spec.readers import MAX_CSV_BYTES, read_text
 from . import Runner
 from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, OVERLAP_COLUMNS, SP_VALUES, PublishedRun,
-                        _leading_int, mark_older_releases, measured_columns, run_of)
+                        _leading_int, mark_older_releases, measured_columns, model_name_forms,
+                        run_of)
 
 #: columns every row must fill (the transformer's may come from a model preset instead:
 #: :data:`ARCHITECTURE_COLUMNS`)
@@ -262,8 +263,7 @@ def model_preset_of(name: str) -> str | None:
     a preset's name, an ``aliases.toml`` name), read as a whole, without a remark in
     parentheses ("Llama 3.1 70B (FP8)"), or by the part after a Hugging Face organization
     ("meta-llama/Llama-3.1-70B"); None for a model no preset holds."""
-    bare = re.sub(r"\([^)]*\)", " ", name).strip()
-    for text in (name, bare, bare.rsplit("/", 1)[-1]):
+    for text in model_name_forms(name):
         try:
             return presets.preset_id("model", text)
         except presets.UnknownPreset:
