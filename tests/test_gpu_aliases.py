@@ -279,3 +279,22 @@ def test_an_empty_architecture_of_a_model_no_preset_holds_is_exit_2_with_the_pre
     text = " ".join(result.output.split())
     assert "column 'layers' is empty; it is required (or name a model preset in 'model'" in text
     assert "llama3-8b" in text and "deepseek-v3" in text
+
+
+def test_a_model_known_to_a_preset_only_gets_the_presets_facts(tmp_path):
+    # Llama 4 Maverick's MoE every other layer and its shared expert are facts no column holds:
+    # the reader's table knows the transfer file's "llama4-maverick-400b", the preset knows
+    # "Llama 4 Maverick" too; both readings cost the same
+    shape = {"layers": "48", "hidden": "5120", "heads": "40", "kv_heads": "8", "vocab": "202048",
+             "mlp": "swiglu", "ffn_hidden": "16384", "experts": "128", "top_k": "1",
+             "expert_ffn": "8192", "gpus": "64", "tp": "8", "pp": "1", "ep": "8"}
+    rows = [_row(case="table", model="llama4-maverick-400b", **shape),
+            _row(case="preset", model="Llama 4 Maverick", **shape),
+            _row(case="unknown", model="an-unknown-moe", **shape)]
+    result = CliRunner().invoke(main, ["validate", "--backend", "c", "--runs",
+                                       str(_runs_file(tmp_path / "r.csv", rows)), "--json"])
+    assert result.exit_code == 0, result.output
+    got = {r["case"]: r for r in json.loads(result.output)["rows"]}
+    assert got["preset"]["predicted_step_s"] == got["table"]["predicted_step_s"]
+    # without the facts every layer is MoE with no shared expert: another model
+    assert got["unknown"]["predicted_step_s"] != got["table"]["predicted_step_s"]

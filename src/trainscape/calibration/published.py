@@ -528,20 +528,55 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
         "kv_heads": _int(row, "kv_heads", _int(row, "heads")), "vocab": _int(row, "vocab"),
         "mlp": mlp,
     }
+    # facts a row cannot carry: the reader's tables, else the model preset the name resolves to
+    # (the two agree where both know a model: tests/test_presets.py)
+    facts = model_preset_facts(row["model"])
     if name in HEAD_DIM:
         model["head_dim"] = HEAD_DIM[name]
+    elif "head_dim" in facts and model["heads"] and facts["head_dim"] * model["heads"] != \
+            model["hidden"]:
+        model["head_dim"] = facts["head_dim"]
     if name in KV_HEADS:
         model["kv_heads"] = KV_HEADS[name]
         notes.append("multi-head latent attention not modelled: costed as GQA with 128-wide heads "
                      f"and {KV_HEADS[name]} KV heads (the deepseek-v3 preset's approximation)")
     if name in SLIDING_WINDOW:
         model["attention_window"], model["full_attention_every"] = SLIDING_WINDOW[name]
+    elif facts.get("attention_window"):
+        model["attention_window"] = facts["attention_window"]
+        model["full_attention_every"] = facts.get("full_attention_every", 0)
     if experts:
         model.update(experts=experts, top_k=_int(row, "top_k"), expert_ffn_hidden=expert_ffn,
-                     moe_every=MOE_EVERY.get(name, 1), shared_experts=SHARED_EXPERTS.get(name, 0))
-        if name in MAX_ROUTE_NODES:
-            model["max_route_nodes"] = MAX_ROUTE_NODES[name]
+                     moe_every=MOE_EVERY.get(name, facts.get("moe_every", 1)),
+                     shared_experts=SHARED_EXPERTS.get(name, facts.get("shared_experts", 0)))
+        route = MAX_ROUTE_NODES.get(name, facts.get("max_route_nodes", 0))
+        if route:
+            model["max_route_nodes"] = route
     return model
+
+
+#: the model preset fields a published row's columns cannot state
+PRESET_FACTS = ("head_dim", "moe_every", "shared_experts", "max_route_nodes",
+                "attention_window", "full_attention_every")
+
+
+def model_preset_facts(model_cell: str) -> dict[str, Any]:
+    """:data:`PRESET_FACTS` of the model preset a ``model`` cell names (in any of
+    :func:`model_name_forms`), {} for a model no preset holds. A dense preset's MoE spacing
+    says nothing of a row's own experts and is left out."""
+    from .. import presets
+
+    for text in model_name_forms(model_cell):
+        try:
+            preset = presets.get("model", text)
+        except presets.UnknownPreset:
+            continue
+        facts = {k: preset[k] for k in PRESET_FACTS if k in preset}
+        if not preset.get("experts"):
+            for k in ("moe_every", "shared_experts"):
+                facts.pop(k, None)
+        return facts
+    return {}
 
 
 def hybrid_replicas_of(row: dict[str, str], config: dict[str, Any],
