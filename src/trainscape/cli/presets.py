@@ -103,8 +103,9 @@ def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
         click.echo(json.dumps({"preset": name, "kind": kind, "values": table,
                                "sources": sources}, indent=2, default=str))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from ..report import make_console
 
     out = Table(title=title, title_justify="left", show_lines=False)
     out.add_column("field", no_wrap=True)
@@ -113,7 +114,7 @@ def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
     for key, value in table.items():
         shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else _fmt(value)
         out.add_row(key, shown, str(sources.get(key, "")))
-    Console().print(out)
+    make_console().print(out)
 
 
 def _fmt(value) -> str:
