@@ -59,7 +59,8 @@ READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_bench
                     "mlperf_training_v3.1", "mlperf_training_v4.0", "mlperf_training_v4.1",
                     "mlperf_training_v5.0", "mlperf_training_v5.1", "opt_paper",
                     "bloomberggpt_paper", "gpt_neox_20b_paper", "flagperf",
-                    "nanotron_ultrascale_playbook")
+                    "nanotron_ultrascale_playbook", "tinyllama_paper", "megatron_lm_readme",
+                    "maxtext_gpu")
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
 GPUS = ("b200", "gb200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",

@@ -78,12 +78,15 @@ def test_evaluate_shows_the_band_of_the_gpu_and_stack(moe_example):
 def test_a_band_follows_the_stack(moe_example):
     fsdp = trainscape.load(moe_example, ["job.stack=pytorch-fsdp"])
     assert error_band(fsdp)["band"]["stack"] == "pytorch-fsdp"
+    # JAX on H100: DGX Cloud's held-out MaxText rows and MaxText's own A3 table (stop 43)
+    jax = trainscape.load(moe_example, ["job.stack=jax-xla"])
+    assert error_band(jax)["band"]["stack"] == "jax-xla"
 
 
 @pytest.mark.parametrize("overrides, why", [
     (["cluster.gpu.gemm_efficiency_max=0.7"], "cluster.gpu.gemm_efficiency_max differs"),
     (["cluster.gpu.calibrated=false"], "calibrated = false"),
-    (["job.stack=jax-xla"], "fewer than 8 published runs on h100-sxm-80gb with jax-xla"),
+    (["job.stack=megatron-lm"], "fewer than 8 published runs on h100-sxm-80gb with megatron-lm"),
 ])
 def test_no_band_where_no_published_runs_checked_the_model(moe_example, overrides, why):
     out = error_band(trainscape.load(moe_example, overrides))
