@@ -43,8 +43,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from trainscape.calibration import Runner  # noqa: E402
 from trainscape.calibration import published as P  # noqa: E402
-from trainscape.calibration.runs_file import (OPTIONAL, hardware_step, place,  # noqa: E402
-                                              read_row)
+from trainscape.calibration.runs_file import OPTIONAL, hardware_step, read_row  # noqa: E402
 
 DEFAULT = ROOT / "docs" / "data" / "transfer_check_runs.csv"
 #: peak memory the sources printed for some of those runs (torchtitan's ``memory:`` log line,
@@ -137,12 +136,8 @@ def runs_of(rows: list[dict[str, str]], blind: bool = False
             continue
         if blind:
             row = dict(row, source=BLIND_PREFIX + row["source"])
-        try:
-            if any(row[c] for c in P.measured_columns()):
-                run = P.run_of(row["source"], row)
-                place(run)
-            else:  # a utilization or a hardware rate: read as a runs file reads it
-                run = read_row({**{c: "" for c in OPTIONAL}, **row}, row["case"])
+        try:  # read as `validate --runs` reads a row (runs_file.read_row)
+            run = read_row({**{c: "" for c in OPTIONAL}, **row}, row["case"])
         except (KeyError, ValueError) as exc:  # (RunsFileError is a ValueError)
             skipped.append((row["case"], f"not costable: {exc}"))
             continue
