@@ -367,7 +367,9 @@ OUTSIDE_RATCHET = {
     "bloomberggpt_paper": (0.370, 0),
     "gpt_neox_20b_paper": (0.139, 0),
     "flagperf": (0.115, 0),
-    "nanotron_ultrascale_playbook": (0.216, 0),
+    # (nanotron's framework names no stack the reader knows: read without Transformer Engine's
+    # TP overlap an unknown framework's TP, 21.6 -> 14.3 %)
+    "nanotron_ultrascale_playbook": (0.143, 0),
     # ... and TinyLlama's 16 A100 40GB (FSDP), Megatron-LM's own README tables (Mixtral 8x7B,
     # Llama 3 FP8, the Qwen3 MoE recipes) and MaxText's A3 Llama 2 7B scaling (JAX, 8-128 GPUs)
     "tinyllama_paper": (0.033, 0),
@@ -508,10 +510,10 @@ def test_printed_recompute_modules_are_read_only_from_a_module_list():
 #: 0.152 and infeasible 4 -> 2; then an MoE row's unprinted EP likewise (AutoModel's GPT-OSS
 #: 120B fits at EP 16): h100-sxm-80gb infeasible 2 -> 1
 #: stop 43: the new sources' rows (OUTSIDE_RATCHET) join the blind reading too, none of whose
-#: old rows moved: h100-sxm-80gb 0.057 -> 0.094 (71 -> 103 rows: nanotron's 15 at 21.6 %,
+#: old rows moved: h100-sxm-80gb 0.057 -> 0.093 (71 -> 103 rows: nanotron's 15 at 14.3 %,
 #: Megatron-LM's README 7 at 19.3 %, MaxText's A3 5 at 16.7 %, FlagPerf's 5 at 11.5 %),
 #: a100-sxm-80gb 0.085 -> 0.093 (OPT-175B, -23 %), a100-sxm-40gb new (3 rows)
-BLIND_RATCHET = {"h100-sxm-80gb": (0.094, 1), "a100-sxm-80gb": (0.093, 0),
+BLIND_RATCHET = {"h100-sxm-80gb": (0.093, 1), "a100-sxm-80gb": (0.093, 0),
                  "a100-sxm-40gb": (0.139, 0),
                  "h100-hbm2e-96gb": (0.086, 0), "h200-141gb": (0.014, 0), "b200": (0.152, 2),
                  "gb200": (0.193, 0)}

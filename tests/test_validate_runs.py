@@ -778,3 +778,22 @@ def test_stated_overlaps_replace_the_stacks_and_say_so(tmp_path):
     assert len(said) == 2 and said[0].startswith("tp_overlap printed off")
     assert got["same"]["predicted_step_s"] == got["default"]["predicted_step_s"]
     assert not any("_overlap printed" in a for a in got["same"]["assumptions"])
+
+
+def test_an_unknown_framework_is_not_given_transformer_engines_tp_overlap(tmp_path):
+    # the TP overlap is an implementation's (TE userbuffers, AsyncTP): a framework the reader
+    # does not know gets Megatron-Core's costs without it, said; a stated overlap still wins
+    base = dict(tp="2", cp="1", gpus="16")
+    rows = [_minimal_row(case="nemo", framework="NeMo 25.04", **base),
+            _minimal_row(case="unknown", framework="in-house trainer v3", **base),
+            _minimal_row(case="unknown_stated", framework="in-house trainer v3",
+                         tp_overlap="true", **base)]
+    path = _write(tmp_path / "runs.csv", rows, list(rows[2]))
+    got = {r["case"]: r for r in _json("--runs", str(path))["rows"]}
+    assert got["nemo"]["config"]["tp_overlap"] is True
+    unknown = got["unknown"]
+    assert unknown["stack"] == "megatron-core" and unknown["config"]["tp_overlap"] is False
+    assert any(a.startswith("TP communication not overlapped assumed")
+               for a in unknown["assumptions"])
+    assert unknown["predicted_step_s"] > got["nemo"]["predicted_step_s"]
+    assert got["unknown_stated"]["config"]["tp_overlap"] is True

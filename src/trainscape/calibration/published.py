@@ -730,9 +730,16 @@ def config_of(row: dict[str, str], stack: str, notes: list[str]) -> dict[str, An
     async_tp = "asynctp" in row["framework"].lower().replace(" ", "")
     if async_tp and tp > 1:
         notes.append("AsyncTP printed: TP communication overlapped (micro-pipelined TP)")
+    # the overlap is an implementation's (Transformer Engine's userbuffers, AsyncTP): a
+    # framework the reader does not know is read with Megatron-Core's costs, not its overlap
+    known = names_known_stack(row["framework"])
+    if stack == "megatron-core" and not known and tp > 1 and not async_tp:
+        notes.append("TP communication not overlapped assumed: the overlap is Transformer "
+                     "Engine's (userbuffers) or PyTorch's (AsyncTP), and the framework names "
+                     "neither")
     return dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, mbs=mbs, vpp=vpp, schedule=schedule,
                 recompute=recompute, zero=zero, sp=sp, order=order,
-                tp_overlap=stack == "megatron-core" or async_tp, dp_overlap=True)
+                tp_overlap=(stack == "megatron-core" and known) or async_tp, dp_overlap=True)
 
 
 #: the overlap switches a row may state, as ``sp`` is stated (:data:`SP_VALUES`): TP
