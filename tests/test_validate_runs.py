@@ -797,3 +797,22 @@ def test_an_unknown_framework_is_not_given_transformer_engines_tp_overlap(tmp_pa
                for a in unknown["assumptions"])
     assert unknown["predicted_step_s"] > got["nemo"]["predicted_step_s"]
     assert got["unknown_stated"]["config"]["tp_overlap"] is True
+
+
+def test_the_smallest_file_of_the_docs_reads_as_they_say(tmp_path):
+    # docs/validate-runs.md, "The smallest file": its CSV block, verbatim, costs both rows and
+    # says what the text says it does
+    text = (Path(__file__).resolve().parents[1] / "docs" / "validate-runs.md").read_text()
+    block = text.split("## The smallest file", 1)[1].split("```csv\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "smallest.csv"
+    path.write_text(block)
+    rows = {r["case"]: r for r in _json("--runs", str(path))["rows"]}
+    assert set(rows) == {"llama70b_512", "llama8b_p4d_64"}
+    for case, preset, gpu in (("llama70b_512", "llama3-70b", "h100-sxm-80gb"),
+                              ("llama8b_p4d_64", "llama3-8b", "a100-sxm-40gb")):
+        said = " ".join(rows[case]["assumptions"])
+        assert rows[case]["gpu"] == gpu and rows[case]["error_pct"] is not None
+        assert f"from the {preset} model preset" in said and f"as the {gpu} preset" in said
+    p4d = rows["llama8b_p4d_64"]
+    assert "inter-node bandwidth stated: 6.25 GB/s" in " ".join(p4d["assumptions"])
+    assert not p4d["config"]["tp_overlap"] and not p4d["config"]["dp_overlap"]

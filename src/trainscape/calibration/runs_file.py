@@ -41,6 +41,11 @@ REQUIRED = ("case", "gpu", "framework", "dtype", "model", "layers", "hidden", "h
 ARCHITECTURE_COLUMNS = {"layers": "layers", "hidden": "hidden", "ffn_hidden": "ffn_hidden",
                         "heads": "heads", "kv_heads": "kv_heads", "vocab": "vocab", "mlp": "mlp",
                         "experts": "experts", "top_k": "top_k", "expert_ffn": "expert_ffn_hidden"}
+#: what every row needs, for a message
+REQUIRED_TEXT = (", ".join(c for c in REQUIRED if c not in ARCHITECTURE_COLUMNS)
+                 + ", and the transformer's " + ", ".join(c for c in REQUIRED
+                                                          if c in ARCHITECTURE_COLUMNS)
+                 + " unless 'model' names a model preset")
 #: the other columns of the shared layout (empty or absent: not stated by the source)
 OPTIONAL = ("source", "version", "ref", "system", "fp8_recipe", "ffn_hidden", "kv_heads",
             "experts", "top_k", "expert_ffn", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule",
@@ -159,8 +164,9 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def missing_columns(header: list[str]) -> list[str]:
-    """The required columns a header lacks."""
-    return [c for c in REQUIRED if c not in header]
+    """The required columns a header lacks (the transformer's may be absent: rows naming a
+    model preset take them from it, and :func:`check_row` asks the others for them)."""
+    return [c for c in REQUIRED if c not in header and c not in ARCHITECTURE_COLUMNS]
 
 
 def layout_rows(path: Path, header: list[str], rows: list[dict]) -> list[dict[str, str]]:
@@ -169,7 +175,7 @@ def layout_rows(path: Path, header: list[str], rows: list[dict]) -> list[dict[st
     missing = missing_columns(header)
     if missing:
         raise RunsFileError(f"{shown(path)}: column {missing[0]!r} missing; every row needs "
-                            + ", ".join(REQUIRED))
+                            + REQUIRED_TEXT)
     if not rows:
         raise RunsFileError(f"{shown(path)}: no rows")
     out = []
@@ -177,7 +183,8 @@ def layout_rows(path: Path, header: list[str], rows: list[dict]) -> list[dict[st
         if None in row:  # more cells than the header has columns
             out.append(row)  # located by check_row
             continue
-        out.append({**{c: "" for c in OPTIONAL}, **{k: (v or "").strip() for k, v in row.items()}})
+        out.append({**{c: "" for c in OPTIONAL + tuple(ARCHITECTURE_COLUMNS)},
+                    **{k: (v or "").strip() for k, v in row.items()}})
     return out
 
 
@@ -557,7 +564,7 @@ def read_runs(paths: list[str], skipped: list[tuple[str, str]] | None = None,
         raise no_readable_row(unreadable)
     if not runs:
         raise RunsFileError(", ".join(map(shown, paths)) + ": no CSV file in the published-"
-                            "runs layout (every row needs " + ", ".join(REQUIRED) + ")")
+                            "runs layout (every row needs " + REQUIRED_TEXT + ")")
     return runs
 
 
