@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from trainscape.calibration import Runner  # noqa: E402
 from trainscape.calibration import published as P  # noqa: E402
-from trainscape.calibration.runs_file import OPTIONAL, hardware_step, read_row  # noqa: E402
+from trainscape.calibration.runs_file import OPTIONAL, hardware_steps, read_row  # noqa: E402
 
 DEFAULT = ROOT / "docs" / "data" / "transfer_check_runs.csv"
 #: peak memory the sources printed for some of those runs (torchtitan's ``memory:`` log line,
@@ -149,13 +149,9 @@ def runs_of(rows: list[dict[str, str]], blind: bool = False
 
 
 def runner_of(runs: list) -> Runner:
-    """A runner over ``runs``, each measured in hardware TFLOP/s alone given its published step
-    (``runs_file.hardware_step``: the model's hardware FLOPs of its layout)."""
-    runner = Runner(runs)
-    for run in runs:
-        if run.hardware_tflops is not None:
-            hardware_step(runner, run)
-    return runner
+    """A runner over ``runs``, as ``validate --runs`` builds one (``runs_file.hardware_steps``:
+    a run measured in hardware TFLOP/s alone gets its published step)."""
+    return hardware_steps(Runner(runs))
 
 
 def summary_line(label: str, results: list) -> None:

@@ -412,43 +412,42 @@ def is_megatron_deepspeed(row: dict[str, str]) -> bool:
 def stack_of(framework: str, notes: list[str] | None = None) -> str:
     """The software-stack profile a framework string belongs to (``notes``, when given, says
     so when the string names no stack the reader knows)."""
-    stack = named_stack(framework)
+    stack, deepspeed_zero = _named_stack(framework)
     if stack is None:
         if notes is not None:
             notes.append(f"framework {framework!r} names no known stack (NeMo / Megatron, "
                          "PyTorch FSDP, JAX, Megatron-DeepSpeed): the Megatron-Core profile "
                          "assumed")
         return "megatron-core"
-    if notes is not None and stack == "pytorch-fsdp" and is_deepspeed_zero(framework):
+    if notes is not None and deepspeed_zero:
         notes.append(f"framework {framework!r}: DeepSpeed's ZeRO engine on PyTorch modules, "
                      "the PyTorch FSDP profile")
     return stack
 
 
-def is_deepspeed_zero(framework: str) -> bool:
-    """DeepSpeed's ZeRO engine without Megatron's layers: PyTorch modules whose parameters its
-    per-module hooks gather and release (ZeRO-3, Rajbhandari et al. SC'20), as FSDP's do."""
-    f = framework.lower()
-    return ("deepspeed" in f and "megatron" not in f and not names_megatron_deepspeed(framework)
-            and not any(w in f for w in FSDP_FRAMEWORKS))
-
-
 def named_stack(framework: str) -> str | None:
     """The stack profile a framework string names, None when it names none the reader knows
     (:func:`stack_of` then takes Megatron-Core, and says so)."""
+    return _named_stack(framework)[0]
+
+
+def _named_stack(framework: str) -> tuple[str | None, bool]:
+    """:func:`named_stack`, and whether the string was read as DeepSpeed's ZeRO engine without
+    Megatron's layers: PyTorch modules whose parameters its per-module hooks gather and
+    release (ZeRO-3, Rajbhandari et al. SC'20), as FSDP's do."""
     f = framework.lower()
     words = set(re.findall(r"[a-z0-9]+", f))
     if names_megatron_deepspeed(framework):
-        return "megatron-lm"
+        return "megatron-lm", False
     if any(w in f for w in JAX_FRAMEWORKS) or words & JAX_FRAMEWORK_WORDS:
-        return "jax-xla"
+        return "jax-xla", False
     if any(w in f for w in FSDP_FRAMEWORKS):
-        return "pytorch-fsdp"
+        return "pytorch-fsdp", False
     if "deepspeed" in f and "megatron" not in f:
-        return "pytorch-fsdp"
+        return "pytorch-fsdp", True
     if any(w in f for w in MEGATRON_CORE_WORDS):
-        return "megatron-core"
-    return None
+        return "megatron-core", False
+    return None, False
 
 
 def names_known_stack(framework: str) -> bool:
@@ -560,23 +559,35 @@ PRESET_FACTS = ("head_dim", "moe_every", "shared_experts", "max_route_nodes",
                 "attention_window", "full_attention_every")
 
 
-def model_preset_facts(model_cell: str) -> dict[str, Any]:
-    """:data:`PRESET_FACTS` of the model preset a ``model`` cell names (in any of
-    :func:`model_name_forms`), {} for a model no preset holds. A dense preset's MoE spacing
-    says nothing of a row's own experts and is left out."""
+def model_preset_id(model_cell: str) -> str | None:
+    """The model preset a ``model`` cell names (:func:`trainscape.presets.preset_id`: an id,
+    a preset's name, an ``aliases.toml`` name) in any of :func:`model_name_forms`; None for a
+    model no preset holds."""
     from .. import presets
 
     for text in model_name_forms(model_cell):
         try:
-            preset = presets.get("model", text)
+            return presets.preset_id("model", text)
         except presets.UnknownPreset:
             continue
-        facts = {k: preset[k] for k in PRESET_FACTS if k in preset}
-        if not preset.get("experts"):
-            for k in ("moe_every", "shared_experts"):
-                facts.pop(k, None)
-        return facts
-    return {}
+    return None
+
+
+def model_preset_facts(model_cell: str) -> dict[str, Any]:
+    """:data:`PRESET_FACTS` of the model preset a ``model`` cell names
+    (:func:`model_preset_id`), {} for a model no preset holds. A dense preset's MoE spacing
+    says nothing of a row's own experts and is left out."""
+    from .. import presets
+
+    pid = model_preset_id(model_cell)
+    if pid is None:
+        return {}
+    preset = presets.get("model", pid)
+    facts = {k: preset[k] for k in PRESET_FACTS if k in preset}
+    if not preset.get("experts"):
+        for k in ("moe_every", "shared_experts"):
+            facts.pop(k, None)
+    return facts
 
 
 def hybrid_replicas_of(row: dict[str, str], config: dict[str, Any],

@@ -29,7 +29,7 @@ from ..spec.models import DTYPES
 from ..spec.readers import MAX_CSV_BYTES, read_text
 from . import Runner
 from .published import (DEFAULT_CLUSTER, GPU_CLUSTER, OVERLAP_COLUMNS, SP_VALUES, PublishedRun,
-                        _leading_int, mark_older_releases, measured_columns, model_name_forms,
+                        _leading_int, mark_older_releases, measured_columns, model_preset_id,
                         run_of)
 
 #: columns every row must fill (the transformer's may come from a model preset instead:
@@ -265,19 +265,6 @@ def normalized_cells(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def model_preset_of(name: str) -> str | None:
-    """The model preset a ``model`` cell names (:func:`trainscape.presets.preset_id`: an id,
-    a preset's name, an ``aliases.toml`` name), read as a whole, without a remark in
-    parentheses ("Llama 3.1 70B (FP8)"), or by the part after a Hugging Face organization
-    ("meta-llama/Llama-3.1-70B"); None for a model no preset holds."""
-    for text in model_name_forms(name):
-        try:
-            return presets.preset_id("model", text)
-        except presets.UnknownPreset:
-            continue
-    return None
-
-
 def preset_architecture(row: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """``row`` with its empty transformer cells (:data:`ARCHITECTURE_COLUMNS`) taken from the
     model preset its ``model`` names, and the sentence saying which (None, and ``row`` as it
@@ -286,7 +273,7 @@ def preset_architecture(row: dict[str, Any]) -> tuple[dict[str, Any], str | None
     if None in row:  # more cells than columns: check_row refuses it
         return row, None
     empty = [c for c in ARCHITECTURE_COLUMNS if not row[c]]
-    pid = model_preset_of(row["model"]) if empty else None
+    pid = model_preset_id(row["model"]) if empty else None
     if pid is None:
         return row, None
     preset = presets.get("model", pid)
@@ -597,7 +584,13 @@ def runner_for(paths: list[str], skipped: list[tuple[str, str]] | None = None,
         if not costable:
             raise no_readable_row(unreadable)
         runner = Runner(costable)
-    for run in costable:
+    return hardware_steps(runner)
+
+
+def hardware_steps(runner: Runner) -> Runner:
+    """``runner``, each of its runs measured in hardware TFLOP/s alone given its published step
+    (:func:`hardware_step`)."""
+    for run in runner.runs:
         if run.hardware_tflops is not None:
             hardware_step(runner, run)
     return runner
