@@ -74,8 +74,11 @@ class Problem:
     """Every fitted row, and how to cost it under a trial vector of constants."""
 
     def __init__(self, runner: cal.Runner, gpus: list[str], backend: str,
-                 held_out: Callable[[str], bool] | None = None):
+                 held_out: Callable[[str], bool] | None = None,
+                 fitted_fields: dict[str, dict[str, tuple[float, float]]] | None = None):
         self.runner, self.backend = runner, backend
+        # which GPU fields are fitted per dtype class, within which bounds (--bound changes them)
+        fields = cal.FITTED_FIELDS if fitted_fields is None else fitted_fields
         # which counted rows the fit leaves out (default: calibration.is_holdout's split)
         self.held_out = held_out
         self.runs = [r for r in runner.runs if r.gpu in gpus]
@@ -88,7 +91,7 @@ class Problem:
                     self.legacy and gpu == cal.legacy.GPU and dclass == "bf16")
                 if not has_rows:
                     continue
-                for name, (lo, hi) in cal.FITTED_FIELDS[dclass].items():
+                for name, (lo, hi) in fields[dclass].items():
                     start = stock.get(name, START.get(name, (lo + hi) / 2))
                     self.params.append(Param("gpu", f"{gpu}:{dclass}", name, lo, hi, start))
         for gpu in gpus:
@@ -140,14 +143,16 @@ class Problem:
 
 
 def cross_validate(runner: cal.Runner, gpus: list[str], backend: str, folds: int,
-                   robust_scale: float) -> tuple[list[cal.Result], list[dict]]:
+                   robust_scale: float, fitted_fields: dict | None = None
+                   ) -> tuple[list[cal.Result], list[dict]]:
     """Every counted row's result from the fit that held its fold out, and each fold's fitted
     constants (``{"gpu:dclass" or stack: {field: value}}``)."""
     out_of_fold: list[cal.Result] = []
     constants: list[dict] = []
     for k in range(folds):
         problem = Problem(runner, gpus, backend,
-                          held_out=lambda case, k=k: cal.case_fold(case, folds) == k)
+                          held_out=lambda case, k=k: cal.case_fold(case, folds) == k,
+                          fitted_fields=fitted_fields)
         x = fit(problem, robust_scale)
         out_of_fold += [r for r in problem.results(x) if r.holdout]
         gpu_c, stack_c = problem.constants(x)
@@ -308,6 +313,48 @@ def write_async_tp(exposed: float) -> None:
     print(f"wrote {path}")
 
 
+#: GPU fields a --bound may fit: the curve and overhead constants of the preset schema
+#: (spec.models.GpuSpec), not the datasheet figures (peak FLOP/s, bandwidths, memory)
+BOUNDABLE_FIELDS = ("gemm_efficiency_max", "gemm_half_flops", "attention_efficiency",
+                    "memory_efficiency", "layer_overhead_us", "step_overhead_ms",
+                    "fp8_gemm_efficiency_max", "fp8_gemm_half_flops")
+
+
+def parse_bound(text: str) -> tuple[str, str, float, float]:
+    """``CLASS.FIELD=LO:HI`` (``--bound``) as ``(class, field, lo, hi)``; ValueError naming
+    what is allowed otherwise."""
+    where, sep, span = text.partition("=")
+    dclass, dot, name = where.strip().partition(".")
+    if not sep or not dot:
+        raise ValueError(f"{text!r}: expected CLASS.FIELD=LO:HI, e.g. "
+                         "bf16.gemm_half_flops=1e7:1.5e10")
+    if dclass not in cal.FITTED_FIELDS:
+        raise ValueError(f"{text!r}: CLASS must be one of {', '.join(cal.FITTED_FIELDS)}")
+    if name not in BOUNDABLE_FIELDS:
+        raise ValueError(f"{text!r}: FIELD must be one of {', '.join(BOUNDABLE_FIELDS)}")
+    lo_text, colon, hi_text = span.partition(":")
+    try:
+        lo, hi = float(lo_text), float(hi_text)
+    except ValueError:
+        lo = hi = math.nan
+    if not colon or not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+        raise ValueError(f"{text!r}: LO:HI must be two finite numbers, LO < HI")
+    if name.startswith("fp8_") and dclass != "fp8":
+        raise ValueError(f"{text!r}: {name} costs only FP8 jobs: CLASS must be fp8")
+    if (name in cal.LOG_FIELDS or "efficiency" in name) and lo <= 0.0:
+        raise ValueError(f"{text!r}: {name} is fitted above 0: LO must be > 0")
+    return dclass, name, lo, hi
+
+
+def bounded_fields(bounds: list[tuple[str, str, float, float]]) -> dict:
+    """:data:`calibration.FITTED_FIELDS` with each ``--bound`` applied: a fitted field's bounds
+    replaced, a field not fitted by default added to its class."""
+    fields = {dclass: dict(f) for dclass, f in cal.FITTED_FIELDS.items()}
+    for dclass, name, lo, hi in bounds:
+        fields[dclass][name] = (lo, hi)
+    return fields
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true")
@@ -321,9 +368,24 @@ def main() -> int:
                         help="K fits, each holding one fold of the rows out; print every "
                              "source's out-of-fold error and the constants' spread (writes "
                              "nothing)")
+    parser.add_argument("--bound", action="append", default=[], metavar="CLASS.FIELD=LO:HI",
+                        help="what-if fit: fit FIELD of dtype class CLASS (bf16, fp8) within "
+                             "[LO, HI] instead of its documented bounds, or fit a field not "
+                             "fitted by default (e.g. fp8.fp8_gemm_half_flops=1e9:1e12); "
+                             "repeatable; only with --dry-run or --cross-validate")
     args = parser.parse_args()
     if args.cross_validate is not None and args.cross_validate < 2:
         parser.error("--cross-validate: K must be at least 2")
+    try:
+        bounds = [parse_bound(b) for b in args.bound]
+    except ValueError as exc:
+        parser.error(f"--bound {exc}")
+    if bounds and not (args.dry_run or args.cross_validate is not None):
+        parser.error("--bound is a what-if fit: add --dry-run or --cross-validate (the shipped "
+                     "constants are fitted within calibration.FITTED_FIELDS' bounds)")
+    if bounds and args.async_tp_only:
+        parser.error("--bound: --async-tp-only fits no GPU constant")
+    fields = bounded_fields(bounds)
 
     if args.async_tp_only:
         exposed = fit_async_tp(args.backend)
@@ -334,10 +396,10 @@ def main() -> int:
     gpus = sorted({r.gpu for r in runner.runs} | {cal.legacy.GPU})
     if args.cross_validate is not None:
         out_of_fold, constants = cross_validate(runner, gpus, args.backend,
-                                                args.cross_validate, args.robust_scale)
+                                                args.cross_validate, args.robust_scale, fields)
         report_cross_validation(out_of_fold, constants, args.cross_validate)
         return 0
-    problem = Problem(runner, gpus, args.backend)
+    problem = Problem(runner, gpus, args.backend, fitted_fields=fields)
     print(f"fitting {len(problem.params)} constants to "
           f"{len(fit_rows(problem.results(np.array([p.start for p in problem.params]))))} rows")
     x = fit(problem, args.robust_scale)

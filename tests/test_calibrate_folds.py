@@ -3,10 +3,15 @@ hold-out uses, and a fold's fit leaves out exactly that fold's counted rows."""
 
 from __future__ import annotations
 
+import re
+import sys
+
 import numpy as np
+import pytest
 
 import _scripts
 from trainscape import calibration as cal
+from trainscape import presets
 
 
 def test_fold_zero_of_five_is_the_shipped_hold_out():
@@ -31,3 +36,56 @@ def test_a_folds_fit_holds_out_exactly_its_counted_rows(monkeypatch):
     assert 0.25 < len(held) / sum(r.counted for r in results) < 0.42
     assert not {r.case for r in held} & {r.case for r in fitted}
     assert sum(r.error is not None for r in held) >= 0.95 * len(held)
+
+
+def test_a_bound_refits_a_field_within_it_and_can_add_the_fp8_per_gemm_cost(monkeypatch):
+    # calibrate.py --bound: the what-if fits docs/accuracy.md reports (the BF16 per-GEMM cost
+    # held to a microbenchmark's range, the FP8 one fitted instead of derived)
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    bounds = [calibrate.parse_bound("bf16.gemm_half_flops=1e7:1.5e10"),
+              calibrate.parse_bound("fp8.fp8_gemm_half_flops = 1e9:1e12")]
+    assert bounds == [("bf16", "gemm_half_flops", 1e7, 1.5e10),
+                      ("fp8", "fp8_gemm_half_flops", 1e9, 1e12)]
+    fields = calibrate.bounded_fields(bounds)
+    assert fields["bf16"]["gemm_half_flops"] == (1e7, 1.5e10)
+    assert fields["fp8"]["fp8_gemm_half_flops"] == (1e9, 1e12)
+    assert "fp8_gemm_half_flops" not in cal.FITTED_FIELDS["fp8"]  # the shipped fit unchanged
+    runner = cal.Runner()
+    problem = calibrate.Problem(runner, ["h100-sxm-80gb"], "c", fitted_fields=fields)
+    by_name = {(p.key, p.name): p for p in problem.params}
+    half = by_name[("h100-sxm-80gb:bf16", "gemm_half_flops")]
+    assert (half.dec(half.lo), half.dec(half.hi)) == pytest.approx((1e7, 1.5e10))
+    fp8_half = by_name[("h100-sxm-80gb:fp8", "fp8_gemm_half_flops")]
+    assert fp8_half.log and fp8_half.dec(fp8_half.start) == pytest.approx(8.8e9)
+    # the fitted FP8 per-GEMM cost reaches FP8 jobs only
+    gpu_c, stack_c = problem.constants(np.array([p.start for p in problem.params]))
+    stack = presets.DEFAULT_STACK
+    assert "fp8_gemm_half_flops" in problem.overrides(gpu_c, stack_c, "h100-sxm-80gb", "fp8",
+                                                      stack)
+    assert "fp8_gemm_half_flops" not in problem.overrides(gpu_c, stack_c, "h100-sxm-80gb",
+                                                          "bf16", stack)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("gemm_half_flops=1:2", "CLASS.FIELD=LO:HI"),
+    ("int8.gemm_half_flops=1:2", "CLASS must be one of bf16, fp8"),
+    ("bf16.peak_tflops=1:2", "FIELD must be one of"),
+    ("bf16.gemm_half_flops=2:1", "LO < HI"),
+    ("bf16.gemm_half_flops=1:inf", "two finite numbers"),
+    ("bf16.gemm_half_flops=1", "two finite numbers"),
+    ("bf16.attention_efficiency=0:0.5", "LO must be > 0"),
+    ("bf16.fp8_gemm_half_flops=1e9:1e12", "CLASS must be fp8"),
+])
+def test_a_bad_bound_is_refused_naming_what_is_allowed(monkeypatch, text, says):
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    with pytest.raises(ValueError, match=re.escape(says)):
+        calibrate.parse_bound(text)
+
+
+def test_a_bound_never_writes_the_shipped_constants(monkeypatch, capsys):
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    monkeypatch.setattr(sys, "argv", ["calibrate.py", "--bound", "bf16.gemm_half_flops=1e7:1e10"])
+    with pytest.raises(SystemExit) as exc:
+        calibrate.main()
+    assert exc.value.code == 2
+    assert "--dry-run or --cross-validate" in capsys.readouterr().err
