@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import fnmatch
 import math
 import statistics
 import sys
@@ -75,8 +76,11 @@ class Problem:
 
     def __init__(self, runner: cal.Runner, gpus: list[str], backend: str,
                  held_out: Callable[[str], bool] | None = None,
-                 fitted_fields: dict[str, dict[str, tuple[float, float]]] | None = None):
+                 fitted_fields: dict[str, dict[str, tuple[float, float]]] | None = None,
+                 left_out: Callable[[str], bool] | None = None):
         self.runner, self.backend = runner, backend
+        # counted rows a what-if fit leaves out (--leave-out): costed and reported, not fitted
+        self.left_out = left_out
         # which GPU fields are fitted per dtype class, within which bounds (--bound changes them)
         fields = cal.FITTED_FIELDS if fitted_fields is None else fitted_fields
         # which counted rows the fit leaves out (default: calibration.is_holdout's split)
@@ -143,7 +147,8 @@ class Problem:
 
 
 def cross_validate(runner: cal.Runner, gpus: list[str], backend: str, folds: int,
-                   robust_scale: float, fitted_fields: dict | None = None
+                   robust_scale: float, fitted_fields: dict | None = None,
+                   left_out: Callable[[str], bool] | None = None
                    ) -> tuple[list[cal.Result], list[dict]]:
     """Every counted row's result from the fit that held its fold out, and each fold's fitted
     constants (``{"gpu:dclass" or stack: {field: value}}``)."""
@@ -152,7 +157,7 @@ def cross_validate(runner: cal.Runner, gpus: list[str], backend: str, folds: int
     for k in range(folds):
         problem = Problem(runner, gpus, backend,
                           held_out=lambda case, k=k: cal.case_fold(case, folds) == k,
-                          fitted_fields=fitted_fields)
+                          fitted_fields=fitted_fields, left_out=left_out)
         x = fit(problem, robust_scale)
         out_of_fold += [r for r in problem.results(x) if r.holdout]
         gpu_c, stack_c = problem.constants(x)
@@ -187,8 +192,11 @@ def report_cross_validation(out_of_fold: list[cal.Result], constants: list[dict]
             print(f"  {key:24s} {name:26s} {min(values):.4g} .. {max(values):.4g}")
 
 
-def fit_rows(results: list[cal.Result]) -> list[cal.Result]:
-    return [r for r in results if r.counted and not r.holdout and r.error is not None]
+def fit_rows(results: list[cal.Result],
+             left_out: Callable[[str], bool] | None = None) -> list[cal.Result]:
+    """The rows the fit minimizes over: counted, not held out, costed, not left out."""
+    return [r for r in results if r.counted and not r.holdout and r.error is not None
+            and not (left_out is not None and left_out(r.case))]
 
 
 #: log step-time error beyond which a row weighs linearly, not quadratically (soft-L1)
@@ -242,7 +250,7 @@ def prior_residuals(problem: Problem, x: np.ndarray) -> list[float]:
 def residuals(problem: Problem, x: np.ndarray, robust_scale: float = ROBUST_SCALE) -> np.ndarray:
     """One residual per fitted row: its log step-time error through :func:`robust`, weighted
     ``1 / rows_of_its_group ** GROUP_WEIGHT_EXPONENT``; then :func:`prior_residuals`."""
-    rows = fit_rows(problem.results(x))
+    rows = fit_rows(problem.results(x), problem.left_out)
     sizes: dict[str, int] = {}
     for r in rows:
         sizes[r.group] = sizes.get(r.group, 0) + 1
@@ -264,11 +272,17 @@ def fit(problem: Problem, robust_scale: float = ROBUST_SCALE) -> np.ndarray:
     return sol.x
 
 
-def split_errors(results: list[cal.Result]) -> dict:
+def split_errors(results: list[cal.Result],
+                 left_out: Callable[[str], bool] | None = None) -> dict:
+    """``{split: (median |error|, worst |error|, rows)}`` over the counted rows the fit used
+    ("fit"), held out ("hold-out") and, in a what-if fit, left out ("left-out")."""
     counted = [r for r in results if r.counted and r.error is not None]
+    out_of_fit = [r for r in counted if left_out is not None and left_out(r.case)]
+    counted = [r for r in counted if r not in out_of_fit]
     out = {}
     for split, rows in (("fit", [r for r in counted if not r.holdout]),
-                        ("hold-out", [r for r in counted if r.holdout])):
+                        ("hold-out", [r for r in counted if r.holdout]),
+                        ("left-out", out_of_fit)):
         errs = [abs(r.error) for r in rows]
         if errs:
             out[split] = (statistics.median(errs), max(errs), len(errs))
@@ -355,6 +369,20 @@ def bounded_fields(bounds: list[tuple[str, str, float, float]]) -> dict:
     return fields
 
 
+def leave_out_rule(patterns: list[str], runner: cal.Runner) -> Callable[[str], bool] | None | str:
+    """The ``--leave-out`` predicate over case ids (None without patterns), or, where a pattern
+    matches no counted row, the message saying so (a mistyped case id must not silently fit
+    everything)."""
+    if not patterns:
+        return None
+    cases = [r.case for r in runner.runs if r.counted] + [c.label for c in cal.legacy.fitted_cases()]
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(case, pattern) for case in cases):
+            return (f"--leave-out {pattern!r}: no counted row's case id matches it "
+                    "(trainscape validate --json lists them)")
+    return lambda case: any(fnmatch.fnmatchcase(case, p) for p in patterns)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true")
@@ -373,6 +401,11 @@ def main() -> int:
                              "[LO, HI] instead of its documented bounds, or fit a field not "
                              "fitted by default (e.g. fp8.fp8_gemm_half_flops=1e9:1e12); "
                              "repeatable; only with --dry-run or --cross-validate")
+    parser.add_argument("--leave-out", action="append", default=[], metavar="GLOB",
+                        help="what-if fit: leave the counted rows whose case id matches GLOB "
+                             "(fnmatch, e.g. 'nemo2511_qwen3-30b*') out of the fit; they are "
+                             "still costed and printed; repeatable; only with --dry-run or "
+                             "--cross-validate")
     args = parser.parse_args()
     if args.cross_validate is not None and args.cross_validate < 2:
         parser.error("--cross-validate: K must be at least 2")
@@ -380,39 +413,48 @@ def main() -> int:
         bounds = [parse_bound(b) for b in args.bound]
     except ValueError as exc:
         parser.error(f"--bound {exc}")
-    if bounds and not (args.dry_run or args.cross_validate is not None):
-        parser.error("--bound is a what-if fit: add --dry-run or --cross-validate (the shipped "
-                     "constants are fitted within calibration.FITTED_FIELDS' bounds)")
-    if bounds and args.async_tp_only:
-        parser.error("--bound: --async-tp-only fits no GPU constant")
+    what_if = [flag for flag, used in (("--bound", bounds), ("--leave-out", args.leave_out))
+               if used]
+    if what_if and not (args.dry_run or args.cross_validate is not None):
+        parser.error(f"{what_if[0]} is a what-if fit: add --dry-run or --cross-validate (the "
+                     "shipped constants are fitted to every counted row, within "
+                     "calibration.FITTED_FIELDS' bounds)")
+    if what_if and args.async_tp_only:
+        parser.error(f"{what_if[0]}: --async-tp-only fits no GPU constant")
     fields = bounded_fields(bounds)
+    runner = cal.Runner()
+    left_out = leave_out_rule(args.leave_out, runner)
+    if isinstance(left_out, str):
+        parser.error(left_out)
 
     if args.async_tp_only:
         exposed = fit_async_tp(args.backend)
         if not args.dry_run:
             write_async_tp(exposed)
         return 0
-    runner = cal.Runner()
     gpus = sorted({r.gpu for r in runner.runs} | {cal.legacy.GPU})
     if args.cross_validate is not None:
         out_of_fold, constants = cross_validate(runner, gpus, args.backend,
-                                                args.cross_validate, args.robust_scale, fields)
+                                                args.cross_validate, args.robust_scale, fields,
+                                                left_out)
         report_cross_validation(out_of_fold, constants, args.cross_validate)
         return 0
-    problem = Problem(runner, gpus, args.backend, fitted_fields=fields)
-    print(f"fitting {len(problem.params)} constants to "
-          f"{len(fit_rows(problem.results(np.array([p.start for p in problem.params]))))} rows")
+    problem = Problem(runner, gpus, args.backend, fitted_fields=fields, left_out=left_out)
+    start = problem.results(np.array([p.start for p in problem.params]))
+    print(f"fitting {len(problem.params)} constants to {len(fit_rows(start, left_out))} rows")
     x = fit(problem, args.robust_scale)
     results = problem.results(x)
     for r in sorted(results, key=lambda r: (r.group, r.case)):
         err = "   -   " if r.error is None else f"{r.error:+7.1%}"
         flag = ("" if r.counted else " (older release)") + (" [hold-out]" if r.holdout else "")
+        if r.counted and left_out is not None and left_out(r.case):
+            flag += " [left out]"
         print(f"  {r.group:26s} {r.case:44s} {r.dtype:5s} {err} {r.status}{flag}")
     by_group: dict[str, list] = {}
     for r in results:
         by_group.setdefault(r.group, []).append(r)
     for group, rows in by_group.items():
-        for split, (med, worst, n) in split_errors(rows).items():
+        for split, (med, worst, n) in split_errors(rows, left_out).items():
             print(f"{group:26s} {split:8s}: median |error| {med:6.1%}, worst {worst:6.1%} "
                   f"over {n} rows")
     gpu_c, stack_c = problem.constants(x)

@@ -89,3 +89,38 @@ def test_a_bound_never_writes_the_shipped_constants(monkeypatch, capsys):
         calibrate.main()
     assert exc.value.code == 2
     assert "--dry-run or --cross-validate" in capsys.readouterr().err
+
+
+def test_a_left_out_row_is_costed_and_reported_but_not_fitted(monkeypatch):
+    # calibrate.py --leave-out: the what-if docs/accuracy.md reports for the publisher's
+    # acknowledged Qwen3-30B regression
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    runner = cal.Runner()
+    rule = calibrate.leave_out_rule(["nemo2511_qwen3-30b-a3b_*"], runner)
+    assert rule("nemo2511_qwen3-30b-a3b_fp8_16") and not rule("nemo2606_qwen3-30b-a3b_fp8_16")
+    problem = calibrate.Problem(runner, ["h100-sxm-80gb"], "c", left_out=rule)
+    results = problem.results(np.array([p.start for p in problem.params]))
+    fitted = {r.case for r in calibrate.fit_rows(results, problem.left_out)}
+    assert "nemo2511_qwen3-30b-a3b_fp8_16" not in fitted
+    assert "nemo2606_qwen3-30b-a3b_fp8_16" in fitted or cal.is_holdout(
+        "nemo2606_qwen3-30b-a3b_fp8_16")
+    left = [r for r in results if r.case == "nemo2511_qwen3-30b-a3b_fp8_16"]
+    assert left and left[0].error is not None  # still costed
+    splits = calibrate.split_errors([r for r in results if r.group == "nemo_perf_summary"], rule)
+    assert splits["left-out"][2] == 1
+    assert len(calibrate.fit_rows(results)) == len(fitted) + 1
+
+
+def test_a_leave_out_matching_nothing_or_without_dry_run_is_refused(monkeypatch, capsys):
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    assert "no counted row's case id matches" in calibrate.leave_out_rule(["no-such-case*"],
+                                                                         cal.Runner())
+    assert calibrate.leave_out_rule([], cal.Runner()) is None
+    for argv in (["--leave-out", "no-such-case*", "--dry-run"],
+                 ["--leave-out", "nemo2511_qwen3-30b-a3b_fp8_16"]):
+        monkeypatch.setattr(sys, "argv", ["calibrate.py", *argv])
+        with pytest.raises(SystemExit) as exc:
+            calibrate.main()
+        assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "no counted row's case id matches" in err and "--dry-run or --cross-validate" in err
