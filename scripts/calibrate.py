@@ -5,6 +5,8 @@
     python scripts/calibrate.py --dry-run    # fit and print only
     python scripts/calibrate.py --async-tp-only [--dry-run]   # only the AsyncTP constant
     python scripts/calibrate.py --cross-validate 5  # K fits, each row's error out of its fold
+    python scripts/calibrate.py --dry-run --bound bf16.gemm_half_flops=1e7:1.5e10  # what-if
+    python scripts/calibrate.py --dry-run --leave-out 'nemo2511_qwen3-30b*'        # what-if
 
 One set of constants per GPU type for 16-bit runs (``calibration.FITTED_FIELDS["bf16"]``), the
 FP8 linear-layer constants (``FITTED_FIELDS["fp8"]``) from the same GPU's FP8 runs, where runs
@@ -21,6 +23,10 @@ written, one more number: the fraction of TP traffic PyTorch's AsyncTP leaves ex
 (``stacks.toml [pytorch-fsdp.tp_overlap]``), from the speed-ups of torchtitan's published
 vanilla-TP / AsyncTP pairs (:func:`fit_async_tp`; no calibration row runs AsyncTP).
 Needs scipy (``pip install scipy``), which the package itself does not.
+
+``--bound`` and ``--leave-out`` are what-if fits, printed and never written (with ``--dry-run``
+or ``--cross-validate``): a GPU field fitted within other bounds, or fitted where the shipped
+fit derives it; the counted rows a pattern names left out of the fit, still costed and printed.
 
 ``--cross-validate K`` writes nothing: it splits the counted rows into K folds by the same hash
 (``calibration.case_fold``; fold 0 of 5 is the shipped hold-out), fits K times with one fold held out each time, and prints
@@ -375,7 +381,8 @@ def leave_out_rule(patterns: list[str], runner: cal.Runner) -> Callable[[str], b
     everything)."""
     if not patterns:
         return None
-    cases = [r.case for r in runner.runs if r.counted] + [c.label for c in cal.legacy.fitted_cases()]
+    cases = ([r.case for r in runner.runs if r.counted]
+             + [c.label for c in cal.legacy.fitted_cases()])
     for pattern in patterns:
         if not any(fnmatch.fnmatchcase(case, pattern) for case in cases):
             return (f"--leave-out {pattern!r}: no counted row's case id matches it "
