@@ -282,9 +282,10 @@ def split_errors(results: list[cal.Result],
                  left_out: Callable[[str], bool] | None = None) -> dict:
     """``{split: (median |error|, worst |error|, rows)}`` over the counted rows the fit used
     ("fit"), held out ("hold-out") and, in a what-if fit, left out ("left-out")."""
-    counted = [r for r in results if r.counted and r.error is not None]
-    out_of_fit = [r for r in counted if left_out is not None and left_out(r.case)]
-    counted = [r for r in counted if r not in out_of_fit]
+    counted, out_of_fit = [], []
+    for r in results:
+        if r.counted and r.error is not None:
+            (out_of_fit if left_out is not None and left_out(r.case) else counted).append(r)
     out = {}
     for split, rows in (("fit", [r for r in counted if not r.holdout]),
                         ("hold-out", [r for r in counted if r.holdout]),
@@ -428,17 +429,16 @@ def main() -> int:
                      "calibration.FITTED_FIELDS' bounds)")
     if what_if and args.async_tp_only:
         parser.error(f"{what_if[0]}: --async-tp-only fits no GPU constant")
-    fields = bounded_fields(bounds)
-    runner = cal.Runner()
-    left_out = leave_out_rule(args.leave_out, runner)
-    if isinstance(left_out, str):
-        parser.error(left_out)
-
     if args.async_tp_only:
         exposed = fit_async_tp(args.backend)
         if not args.dry_run:
             write_async_tp(exposed)
         return 0
+    fields = bounded_fields(bounds)
+    runner = cal.Runner()
+    left_out = leave_out_rule(args.leave_out, runner)
+    if isinstance(left_out, str):
+        parser.error(left_out)
     gpus = sorted({r.gpu for r in runner.runs} | {cal.legacy.GPU})
     if args.cross_validate is not None:
         out_of_fold, constants = cross_validate(runner, gpus, args.backend,
