@@ -362,8 +362,12 @@ def parse_bound(text: str) -> tuple[str, str, float, float]:
         raise ValueError(f"{text!r}: LO:HI must be two finite numbers, LO < HI")
     if name.startswith("fp8_") and dclass != "fp8":
         raise ValueError(f"{text!r}: {name} costs only FP8 jobs: CLASS must be fp8")
+    if lo < 0.0:
+        raise ValueError(f"{text!r}: {name} is not negative: LO must be >= 0")
     if (name in cal.LOG_FIELDS or "efficiency" in name) and lo <= 0.0:
         raise ValueError(f"{text!r}: {name} is fitted above 0: LO must be > 0")
+    if "efficiency" in name and hi > 1.0:
+        raise ValueError(f"{text!r}: {name} is a fraction of peak: HI must be <= 1")
     return dclass, name, lo, hi
 
 
