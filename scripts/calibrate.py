@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # transfer_check, for the AsyncTP fit
 
 from trainscape import calibration as cal  # noqa: E402
 from trainscape import presets  # noqa: E402
+from trainscape.spec.ranges import MAX_HALF_FLOPS, MAX_MS, MAX_US  # noqa: E402
 
 OUT = ROOT / "src" / "trainscape" / "presets" / "calibrated.toml"
 
@@ -334,11 +335,13 @@ def write_async_tp(exposed: float) -> None:
     print(f"wrote {path}")
 
 
-#: GPU fields a --bound may fit: the curve and overhead constants of the preset schema
-#: (spec.models.GpuSpec), not the datasheet figures (peak FLOP/s, bandwidths, memory)
-BOUNDABLE_FIELDS = ("gemm_efficiency_max", "gemm_half_flops", "attention_efficiency",
-                    "memory_efficiency", "layer_overhead_us", "step_overhead_ms",
-                    "fp8_gemm_efficiency_max", "fp8_gemm_half_flops")
+#: GPU fields a --bound may fit, with the largest value the preset schema accepts
+#: (spec.models.GpuSpec, spec.ranges): the curve and overhead constants, not the datasheet
+#: figures (peak FLOP/s, bandwidths, memory)
+BOUNDABLE_FIELDS = {"gemm_efficiency_max": 1.0, "gemm_half_flops": MAX_HALF_FLOPS,
+                    "attention_efficiency": 1.0, "memory_efficiency": 1.0,
+                    "layer_overhead_us": MAX_US, "step_overhead_ms": MAX_MS,
+                    "fp8_gemm_efficiency_max": 1.0, "fp8_gemm_half_flops": MAX_HALF_FLOPS}
 
 
 def parse_bound(text: str) -> tuple[str, str, float, float]:
@@ -366,8 +369,9 @@ def parse_bound(text: str) -> tuple[str, str, float, float]:
         raise ValueError(f"{text!r}: {name} is not negative: LO must be >= 0")
     if (name in cal.LOG_FIELDS or "efficiency" in name) and lo <= 0.0:
         raise ValueError(f"{text!r}: {name} is fitted above 0: LO must be > 0")
-    if "efficiency" in name and hi > 1.0:
-        raise ValueError(f"{text!r}: {name} is a fraction of peak: HI must be <= 1")
+    if hi > BOUNDABLE_FIELDS[name]:
+        raise ValueError(f"{text!r}: {name} is at most {BOUNDABLE_FIELDS[name]:g}: HI must be "
+                         "no more")
     return dclass, name, lo, hi
 
 

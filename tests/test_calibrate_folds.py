@@ -75,7 +75,8 @@ def test_a_bound_refits_a_field_within_it_and_can_add_the_fp8_per_gemm_cost(monk
     ("bf16.gemm_half_flops=1", "two finite numbers"),
     ("bf16.attention_efficiency=0:0.5", "LO must be > 0"),
     ("bf16.layer_overhead_us=-5:5", "LO must be >= 0"),
-    ("bf16.gemm_efficiency_max=0.5:1.2", "HI must be <= 1"),
+    ("bf16.gemm_efficiency_max=0.5:1.2", "gemm_efficiency_max is at most 1"),
+    ("bf16.step_overhead_ms=0:1e7", "step_overhead_ms is at most 1e+06"),
     ("bf16.fp8_gemm_half_flops=1e9:1e12", "CLASS must be fp8"),
 ])
 def test_a_bad_bound_is_refused_naming_what_is_allowed(monkeypatch, text, says):
