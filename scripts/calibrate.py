@@ -384,18 +384,17 @@ def bounded_fields(bounds: list[tuple[str, str, float, float]]) -> dict:
     return fields
 
 
-def leave_out_rule(patterns: list[str], runner: cal.Runner) -> Callable[[str], bool] | None | str:
-    """The ``--leave-out`` predicate over case ids (None without patterns), or, where a pattern
-    matches no counted row, the message saying so (a mistyped case id must not silently fit
-    everything)."""
+def leave_out_rule(patterns: list[str], runner: cal.Runner) -> Callable[[str], bool] | None:
+    """The ``--leave-out`` predicate over case ids (None without patterns); ValueError where a
+    pattern matches no counted row (a mistyped case id must not silently fit everything)."""
     if not patterns:
         return None
     cases = ([r.case for r in runner.runs if r.counted]
              + [c.label for c in cal.legacy.fitted_cases()])
     for pattern in patterns:
         if not any(fnmatch.fnmatchcase(case, pattern) for case in cases):
-            return (f"--leave-out {pattern!r}: no counted row's case id matches it "
-                    "(trainscape validate --json lists them)")
+            raise ValueError(f"{pattern!r}: no counted row's case id matches it "
+                             "(trainscape validate --json lists them)")
     return lambda case: any(fnmatch.fnmatchcase(case, p) for p in patterns)
 
 
@@ -444,9 +443,10 @@ def main() -> int:
         return 0
     fields = bounded_fields(bounds)
     runner = cal.Runner()
-    left_out = leave_out_rule(args.leave_out, runner)
-    if isinstance(left_out, str):
-        parser.error(left_out)
+    try:
+        left_out = leave_out_rule(args.leave_out, runner)
+    except ValueError as exc:
+        parser.error(f"--leave-out {exc}")
     gpus = sorted({r.gpu for r in runner.runs} | {cal.legacy.GPU})
     if args.cross_validate is not None:
         out_of_fold, constants = cross_validate(runner, gpus, args.backend,
