@@ -72,7 +72,8 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_SYS_LINEAR_HALF_FLOPS, TS_SYS_TP_OVERLAP_SLOWDOWN,
                                      TS_SYS_CP_OVERLAP_SLOWDOWN, TS_SYS_ATTENTION_HALF_SEQ,
                                      TS_SYS_STREAM_MEMORY_EFFICIENCY,
-                                     TS_SYS_ATTENTION_HEAD_DIM_HALF, TS_SYS_STEP_OVERHEAD_S};
+                                     TS_SYS_ATTENTION_HEAD_DIM_HALF, TS_SYS_STEP_OVERHEAD_S,
+                                     TS_SYS_HOST_OP_S};
     static const int mdl_count[] = {TS_MDL_LAYERS, TS_MDL_HIDDEN, TS_MDL_HEADS, TS_MDL_KV_HEADS,
                                     TS_MDL_HEAD_DIM, TS_MDL_VOCAB};
     static const int mdl_nonneg[] = {TS_MDL_FFN_HIDDEN, TS_MDL_SWIGLU, TS_MDL_EXPERTS,
@@ -95,7 +96,8 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_JOB_LINEAR_INPUT_BYTES, TS_JOB_LOGITS_EXTRA_BYTES,
                                      TS_JOB_LINEAR_PARAM_COMM_BYTES, TS_JOB_EAGER_ELEMENTWISE,
                                      TS_JOB_TP_GATHER_BYTES, TS_JOB_TP_SEQUENCE_COPY,
-                                     TS_JOB_FSDP_PP_UNSHARDED, TS_JOB_GROUPED_EXPERT_GEMM};
+                                     TS_JOB_FSDP_PP_UNSHARDED, TS_JOB_GROUPED_EXPERT_GEMM,
+                                     TS_JOB_EAGER_EXPERT_BIAS};
     double nt;
     int n;
     if (!sys || !mdl || !job)

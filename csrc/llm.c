@@ -706,6 +706,49 @@ TS_FN double ts_memory_bound_time(const double *sys, double nbytes)
     return nbytes / (sys[TS_SYS_HBM_BANDWIDTH] * sys[TS_SYS_MEMORY_EFFICIENCY]);
 }
 
+/* llm.py eager_op_time: one eager framework op's kernel streams its bytes, but the host
+ * spends host_op_s issuing it, and a GPU that finishes sooner waits (TE PR #1016, #2053). */
+static inline double ts_eager_op_time(const ts_ctx *ctx, double nbytes)
+{
+    double t = nbytes * ctx->inv.inv_stream_hbm, host = ctx->sys[TS_SYS_HOST_OP_S];
+    return t > host ? t : host;
+}
+
+/* llm.py eager_expert_bias_elements: routed elements one GPU's local experts output per MoE
+ * layer and microbatch. */
+static inline double ts_eager_expert_bias_elements(double b, double seq, double top_k, double h,
+                                                   double split)
+{
+    return b * seq * top_k * h / split;
+}
+
+/* llm.py eager_expert_bias_forward_time: Megatron-Core TEGroupedMLP._apply_bias, forward:
+ * b * p and t + b * p per local expert, then the cat and the cast (EXPERT_BIAS_*_BYTES). */
+static inline double ts_eager_expert_bias_forward_time(const ts_ctx *ctx, double elements,
+                                                       double local_experts)
+{
+    double per;
+    if (elements <= 0.0 || local_experts <= 0.0)
+        return 0.0;
+    per = elements / local_experts;
+    return local_experts * (ts_eager_op_time(ctx, 4.0 * per) + ts_eager_op_time(ctx, 10.0 * per))
+           + ts_eager_op_time(ctx, 8.0 * elements) + ts_eager_op_time(ctx, 6.0 * elements);
+}
+
+/* llm.py eager_expert_bias_backward_time: the same ops' gradients under autograd. */
+static inline double ts_eager_expert_bias_backward_time(const ts_ctx *ctx, double elements,
+                                                        double local_experts)
+{
+    double per, per_expert;
+    if (elements <= 0.0 || local_experts <= 0.0)
+        return 0.0;
+    per = elements / local_experts;
+    per_expert = ts_eager_op_time(ctx, 6.0 * per) + 2.0 * ts_eager_op_time(ctx, 8.0 * per)
+                 + 2.0 * ts_eager_op_time(ctx, 4.0 * per) + ts_eager_op_time(ctx, 0.0);
+    return ts_eager_op_time(ctx, 6.0 * elements) + local_experts * per_expert
+           + ts_eager_op_time(ctx, 4.0 * elements) + ts_eager_op_time(ctx, 0.0);
+}
+
 /* llm.py gpu_count. */
 TS_FN double ts_gpu_count(const double *sys)
 {
@@ -1341,7 +1384,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     double n_st[3], d_st[3], m_st[3], st_t[3][6], t_embed, t_ce, best_t, x;
     double dense_layer_p, moe_layer_p, expert_layer_p, emb_p;
     int loss_first, last_embed, sel, c;
-    double c_f_dense, c_f_moe, c_b_dense, c_b_moe;
+    double c_f_dense, c_f_moe, c_b_dense, c_b_moe, t_bias_f;
     double f_compute, b_compute, w_compute, copies, dense_params, expert_params, linear_params;
     double grad_comm, dp_dense, dp_expert, r_tp, r_split, r_dp_dense, r_dp_expert;
     double hw_per_layer_f, hw_fwd, hw_scale;
@@ -1474,6 +1517,14 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         c_b_moe = ts_linear_cast_elements_backward(b, s, h, q_dim, kv_dim, expert_ffn, swiglu,
                                                    copies_moe, tp, sp) * cb * ctx->inv.inv_hbm;
     }
+    /* llm.py row_terms: Megatron-Core's eager expert-bias add rides with the MoE casts */
+    t_bias_f = 0.0;
+    if (job[TS_JOB_EAGER_EXPERT_BIAS] > 0.0 && n_moe > 0.0) {
+        double routed_el = ts_eager_expert_bias_elements(b, seq, top_k, h, split);
+        t_bias_f = ts_eager_expert_bias_forward_time(ctx, routed_el, experts / ep);
+        c_f_moe += t_bias_f;
+        c_b_moe += ts_eager_expert_bias_backward_time(ctx, routed_el, experts / ep);
+    }
     /* ---- the pipeline's stages: first (embedding), busiest middle, last (output and loss) ---- */
     ts_pipeline_stage_layers(schedule, (int64_t)pp, (int64_t)vpp, ctx->inv.layers, ctx->inv.edge,
                              ctx->inv.mtp, ctx->inv.first_n, ctx->inv.last_n, &n_st[0],
@@ -1567,6 +1618,9 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                                                     + gemm
                                                     + cast * job[TS_JOB_LINEAR_CAST_BYTES]
                                                       * ctx->inv.inv_hbm;
+            /* the re-run MoE block adds its experts' bias again */
+            if (fl[3] && t_bias_f != 0.0)
+                R->b_compute[TS_RECOMPUTE_SELECTIVE] += moe_layers * t_bias_f;
             R->module_gemm_redo = gemm;
             /* recompute_module_tp_replay: 0 where nothing is re-run (a stage may hold no
              * transformer layer at all) */

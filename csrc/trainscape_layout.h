@@ -31,7 +31,8 @@ enum {
     TS_SYS_STREAM_MEMORY_EFFICIENCY = 24,
     TS_SYS_ATTENTION_HEAD_DIM_HALF = 25,
     TS_SYS_STEP_OVERHEAD_S = 26,
-    TS_SYS_COUNT = 27
+    TS_SYS_HOST_OP_S = 27,
+    TS_SYS_COUNT = 28
 };
 
 /* TIER_FIELDS */
@@ -114,7 +115,8 @@ enum {
     TS_JOB_PIPELINE_LAST_STAGE_LAYERS = 40,
     TS_JOB_GROUPED_EXPERT_GEMM = 41,
     TS_JOB_DP_REPLICAS = 42,
-    TS_JOB_COUNT = 43
+    TS_JOB_EAGER_EXPERT_BIAS = 43,
+    TS_JOB_COUNT = 44
 };
 
 /* CONFIG_FIELDS */
@@ -225,18 +227,18 @@ enum {
 
 #define TS_MAX_TIERS 6
 #define TS_MAX_SITES 8
-#define TS_N_SYS_SCALARS 27
+#define TS_N_SYS_SCALARS 28
 #define TS_N_TIER 8
-#define TS_SYS_TIER_BASE 27
-#define TS_SYS_SITE_LINK_BASE 75
-#define TS_N_SYS 587
+#define TS_SYS_TIER_BASE 28
+#define TS_SYS_SITE_LINK_BASE 76
+#define TS_N_SYS 588
 #define TS_N_MODEL 17
-#define TS_N_JOB 43
+#define TS_N_JOB 44
 #define TS_N_CFG 14
 #define TS_N_OUT 28
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0x28540A33
+#define TS_LAYOUT_HASH 0xAB5BF1ED
 
 #endif /* TRAINSCAPE_LAYOUT_H */

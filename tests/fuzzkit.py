@@ -38,7 +38,8 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: the two-building example also with the settings no example file carries (Streaming DiLoCo,
 #: activation offload, a compressed region tier, a legacy attention kernel, recompute modules,
 #: a board power limit), and the MoE example with the block-checkpointing recompute modules,
-#: PyTorch eager element-wise kernels on its H100s (and their head-dim attention constant)
+#: PyTorch eager element-wise kernels on its H100s (and their head-dim attention constant),
+#: biased experts added in an eager loop (and the host's time per op)
 #: and the PyTorch FSDP stack with its stage kept unsharded under PP and its grouped expert
 #: GEMMs, so their fields are mutated too, with a multi-token prediction block; GPT-OSS carries
 #: the sliding-window fields, DeepSeek-V3 the stated first / last pipeline stage layers, and the
@@ -64,7 +65,10 @@ def llm_base(i: int = 0) -> dict:
         # PyTorch eager element-wise kernels, streamed at a GPU's own stock efficiency
         raw["job"]["elementwise"] = "eager"
         raw["cluster"]["gpu"] = {"preset": "h100-sxm-80gb", "stream_memory_efficiency": 0.85,
-                                 "attention_head_dim_half": 36.2}
+                                 "attention_head_dim_half": 36.2, "host_op_us": 27.5}
+        # biased experts, their bias added per expert in eager PyTorch on a Grace-speed host
+        raw["model"]["expert_bias"] = True
+        raw["job"]["expert_bias"] = "eager"
         # the PyTorch stack (its TP collectives' copies) with FSDP2 kept unsharded under PP
         raw["job"]["stack"] = "pytorch-fsdp"
         raw["job"]["fsdp_pp_unsharded"] = True

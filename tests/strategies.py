@@ -107,6 +107,9 @@ def system_blocks(draw, gpus: int | None = None):
     # the streaming microbenchmark's efficiency, or 0 (falls back to memory_efficiency)
     sys[L.SYS_STREAM_MEMORY_EFFICIENCY] = draw(st.one_of(st.just(0.0), st.floats(0.5, 1.0)))
     sys[L.SYS_LAYER_OVERHEAD_S] = draw(st.one_of(st.just(0.0), st.floats(0.0, 5e-5)))
+    # the host's time to issue an eager op: none, an x86 host's, a Grace host's, or any
+    sys[L.SYS_HOST_OP_S] = draw(st.one_of(st.just(0.0), st.sampled_from([10e-6, 27.5e-6]),
+                                          st.floats(0.0, 1e-4)))
     # the linear layers' curve: the 16-bit one (a bf16 job) or its own (FP8)
     if draw(st.booleans()):
         sys[L.SYS_LINEAR_PEAK_FLOPS] = sys[L.SYS_PEAK_FLOPS]
@@ -275,6 +278,8 @@ def job_blocks(draw):
     job[L.JOB_FSDP_PP_UNSHARDED] = float(draw(st.sampled_from([0, 0, 1])))
     # MoE experts: one GEMM per local expert (Transformer Engine), or one grouped kernel
     job[L.JOB_GROUPED_EXPERT_GEMM] = float(draw(st.sampled_from([0, 0, 1])))
+    # the routed experts' bias fused (or none), or added per expert in eager PyTorch
+    job[L.JOB_EAGER_EXPERT_BIAS] = float(draw(st.sampled_from([0, 0, 1])))
     # full recompute of every layer, or of the first N of each model chunk (block method)
     job[L.JOB_RECOMPUTE_LAYERS] = float(draw(st.sampled_from([0, 0, 1, 2, 5, 64])))
     # hybrid sharding: ZeRO over all data-parallel ranks (most draws; 0 in a packed block

@@ -70,6 +70,8 @@ def test_set_option_overrides_fields(gpt_example):
     (["--config", "tp=8,pp=8,dp=7"], "config.dp"),
     (["--config", "tp"], "--config"),
     (["--set", "nope"], "--set"),
+    (["--set", 'job.expert_bias="loop"'], "job.expert_bias"),
+    (["--set", "model.expert_bias=true"], "model.expert_bias"),  # a dense model
 ])
 def test_bad_input_exits_2_with_one_line(gpt_example, args, path):
     res = run("evaluate", str(gpt_example), *args)

@@ -159,6 +159,10 @@ BAD_BLOCK_FIELDS = [
     ("job", L.JOB_RECOMPUTE_LAYERS, np.inf, r"job\.recompute_layers"),
     ("job", L.JOB_RECOMPUTE_LAYERS, -1.0, r"job\.recompute_layers"),
     ("sys", L.SYS_STREAM_MEMORY_EFFICIENCY, np.inf, r"system\.stream_memory_efficiency"),
+    ("sys", L.SYS_HOST_OP_S, -1e-6, r"system\.host_op_s: got -1e-06, expected a finite number"),
+    ("sys", L.SYS_HOST_OP_S, np.nan, r"system\.host_op_s"),
+    ("job", L.JOB_EAGER_EXPERT_BIAS, np.inf, r"job\.eager_expert_bias"),
+    ("job", L.JOB_EAGER_EXPERT_BIAS, -1.0, r"job\.eager_expert_bias"),
 ]
 
 

@@ -22,7 +22,7 @@ GPU_NUMERIC = (
     "attention_efficiency",
     "memory_efficiency",
     "hbm_reserve_gb",
-    "attention_head_dim_half",
+    "attention_head_dim_half", "host_op_us",
 )
 CLUSTER_NUMERIC = ("host_ddr_gb", "host_to_device_GBps")
 TIER_NUMERIC = ("size", "bandwidth_GBps", "latency_us", "efficiency", "oversubscription")
@@ -33,6 +33,8 @@ LLM_FIELDS = (
 LLM_NUMERIC = tuple(f for f in LLM_FIELDS if f != "mlp")
 #: fields a model preset states only where the model has them (each with its source then)
 LLM_OPTIONAL = ("mtp_layers", "max_route_nodes", "attention_window", "full_attention_every")
+#: flags a model preset states only where the model has them (true, with its source)
+LLM_OPTIONAL_FLAGS = ("expert_bias",)
 DLRM_NUMERIC = (
     "dense_in_features", "dense_arch", "over_arch", "dcn_layers", "dcn_low_rank",
     "embedding_dim", "global_batch", "tables",
@@ -167,10 +169,14 @@ def test_cluster_fields_and_sources(name, c):
 @pytest.mark.parametrize("name,m", _all("model"))
 def test_model_fields_and_sources(name, m):
     optional = {f for f in LLM_OPTIONAL if f in m}
-    assert set(m) == set(LLM_FIELDS) | optional | {"name", "sources"}, \
+    flags = {f for f in LLM_OPTIONAL_FLAGS if f in m}
+    assert set(m) == set(LLM_FIELDS) | optional | flags | {"name", "sources"}, \
         f"{name}: fields {sorted(m)}"
     for f in LLM_NUMERIC + tuple(optional):
         assert isinstance(m[f], int) and not isinstance(m[f], bool), f"{name}.{f}"
+        assert _has_source(m["sources"], f), f"{name}.sources.{f} missing"
+    for f in flags:
+        assert m[f] is True and m["experts"] > 0, f"{name}.{f}"
         assert _has_source(m["sources"], f), f"{name}.sources.{f} missing"
 
 

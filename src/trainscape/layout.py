@@ -92,6 +92,8 @@ SYSTEM_FIELDS = (
     # rate, the softmax exponentials' share (0: no dependence on the head dim)
     "step_overhead_s",  # fixed time per training step outside the GPU's queue of work: the
     # training loop's host-side synchronisations and data loading (model.llm.step_overhead)
+    "host_op_s",  # host time to issue one eager framework op (Python, dispatcher, launch): a
+    # kernel that runs shorter leaves the GPU waiting for the next (model.llm.eager_op_time)
 )
 #: Fields of one network tier; tier ``i`` field ``f`` lives at ``SYS_TIER_BASE + i*N_TIER + f``.
 TIER_FIELDS = (
@@ -197,6 +199,8 @@ JOB_FIELDS = (
     "dp_replicas",  # R >= 2: the data-parallel ranks form R replica groups, outermost, each
     # holding a whole ZeRO-sharded copy (hybrid sharding: PyTorch HSDP, MaxText dp x fsdp,
     # Megatron --num-distributed-optimizer-instances); 0 or 1: ZeRO shards over all of them
+    "eager_expert_bias",  # 1: each MoE layer adds its routed experts' output bias in an eager
+    # loop over the local experts (Megatron-Core TEGroupedMLP._apply_bias); 0: fused or no bias
 )
 
 #: job.sync.strategy codes (``JOB_SYNC_STRATEGY``); see model/collectives.py cross_site_time
@@ -305,6 +309,7 @@ SYS_HOST_LINK_BANDWIDTH = SYSTEM_FIELDS.index("host_link_bandwidth")
 SYS_HOST_MEMORY_BANDWIDTH = SYSTEM_FIELDS.index("host_memory_bandwidth")
 SYS_N_SITES = SYSTEM_FIELDS.index("n_sites")
 SYS_MFU_PEAK_FLOPS = SYSTEM_FIELDS.index("mfu_peak_flops")
+SYS_HOST_OP_S = SYSTEM_FIELDS.index("host_op_s")
 SYS_STREAM_MEMORY_EFFICIENCY = SYSTEM_FIELDS.index("stream_memory_efficiency")
 SYS_ATTENTION_HEAD_DIM_HALF = SYSTEM_FIELDS.index("attention_head_dim_half")
 SYS_STEP_OVERHEAD_S = SYSTEM_FIELDS.index("step_overhead_s")
@@ -337,6 +342,7 @@ JOB_RECOMPUTE_MOE = JOB_FIELDS.index("recompute_moe")
 JOB_RECOMPUTE_SHARED_EXPERTS = JOB_FIELDS.index("recompute_shared_experts")
 JOB_ZERO3_SHARD_PARAM_BYTES = JOB_FIELDS.index("zero3_shard_param_bytes")
 JOB_EAGER_ELEMENTWISE = JOB_FIELDS.index("eager_elementwise")
+JOB_EAGER_EXPERT_BIAS = JOB_FIELDS.index("eager_expert_bias")
 JOB_TP_GATHER_BYTES = JOB_FIELDS.index("tp_gather_bytes")
 JOB_TP_SEQUENCE_COPY = JOB_FIELDS.index("tp_sequence_copy")
 JOB_FSDP_PP_UNSHARDED = JOB_FIELDS.index("fsdp_pp_unsharded")

@@ -551,12 +551,15 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
         route = MAX_ROUTE_NODES.get(name, facts.get("max_route_nodes", 0))
         if route:
             model["max_route_nodes"] = route
+        if facts.get("expert_bias"):
+            # the stack decides what the bias costs (job.expert_bias: eager on Megatron-Core)
+            model["expert_bias"] = True
     return model
 
 
 #: the model preset fields a published row's columns cannot state
 PRESET_FACTS = ("head_dim", "moe_every", "shared_experts", "max_route_nodes",
-                "attention_window", "full_attention_every")
+                "attention_window", "full_attention_every", "expert_bias")
 
 
 def model_preset_id(model_cell: str) -> str | None:

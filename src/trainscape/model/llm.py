@@ -49,6 +49,7 @@ from ..layout import (
     JOB_DP_BUCKET_PARAMS_PER_RANK,
     JOB_DROPOUT,
     JOB_EAGER_ELEMENTWISE,
+    JOB_EAGER_EXPERT_BIAS,
     JOB_FLASH_ATTENTION,
     JOB_PIPELINE_EDGE_LAYERS,
     JOB_PIPELINE_FIRST_STAGE_LAYERS,
@@ -154,6 +155,7 @@ from ..layout import (
     SYS_MFU_PEAK_FLOPS,
     SYS_STEP_OVERHEAD_S,
     SYS_STREAM_MEMORY_EFFICIENCY,
+    SYS_HOST_OP_S,
     SYS_HOST_LINK_BANDWIDTH,
     SYS_HOST_MEMORY_BANDWIDTH,
     SYS_USD_PER_GPU_S,
@@ -1125,6 +1127,79 @@ def streaming_time(sys, nbytes):
     return nbytes / (sys[SYS_HBM_BANDWIDTH] * stream_memory_efficiency(sys))
 
 
+def eager_op_time(sys, nbytes):
+    """One eager framework op that moves ``nbytes``: its kernel streams them
+    (:func:`streaming_time`), but the host first spends ``host_op_s`` issuing it -- Python, the
+    PyTorch dispatcher, the launch -- and a GPU that finishes sooner waits for the next one:
+    ``max(bytes / bandwidth, host_op_s)``. Host figures: Transformer Engine PR #1016
+    (NVIDIA/TransformerEngine, 2024-07-15) measures ~10 us to launch a one-value kernel from
+    PyTorch and ~20 us for the two PyTorch ops it replaced; TE issue #2053 (2025-08-11) a
+    ``torch.nn.Linear`` forward at 13.5 us of host time on an H100 DGX (Xeon 8480C) and 37 us on
+    a GB200 (Grace)."""
+    return max(streaming_time(sys, nbytes), sys[SYS_HOST_OP_S])
+
+
+#: Megatron-Core's eager expert-bias add (``TEGroupedMLP._apply_bias``): HBM bytes per routed
+#: element (one element of an expert's ``[tokens, hidden]`` output) of each op, forward: per
+#: local expert ``b * p`` (the bias times the router probability, an fp32 result written) and
+#: ``t + b * p`` (bf16 and fp32 read, fp32 written); then ``torch.cat`` of the fp32 pieces and
+#: the cast back to bf16
+EXPERT_BIAS_MUL_BYTES = 4.0
+EXPERT_BIAS_ADD_BYTES = 10.0
+EXPERT_BIAS_CAT_BYTES = 8.0
+EXPERT_BIAS_CAST_BYTES = 6.0
+#: ... backward, by autograd: the cast's (a bf16 gradient to fp32); per local expert the add's
+#: gradient cast to its bf16 input, and for each of the bias and the router probability a
+#: product written then reduced (``sum_to_size``); the split's, a ``torch.cat`` of the bf16
+#: input gradients
+EXPERT_BIAS_GRAD_CAST_BYTES = 6.0
+EXPERT_BIAS_GRAD_MUL_BYTES = 8.0
+EXPERT_BIAS_GRAD_SUM_BYTES = 4.0
+EXPERT_BIAS_GRAD_CAT_BYTES = 4.0
+
+
+def eager_expert_bias_elements(b, seq, top_k, h, split):
+    """Routed elements one GPU's local experts output per MoE layer and microbatch: each of the
+    ``b x seq / split`` tokens of its attention ranks (``split = tp x cp``) copied to
+    ``top_k`` experts, ``h`` wide -- what the expert GEMMs of :func:`row_terms` produce."""
+    return b * seq * top_k * h / split
+
+
+def eager_expert_bias_forward_time(sys, elements, local_experts):
+    """Forward time of Megatron-Core's eager expert-bias add in one MoE layer
+    (``spec.pack.eager_expert_bias``: ``TEGroupedMLP._apply_bias``, ``torch.cat([t + b * p for
+    t, b, p in zip(...)])`` in fp32, then ``.to(bf16)``) over ``elements`` routed elements split
+    evenly over ``local_experts``: two ops per expert and two over all of them, 28 bytes per
+    element (``EXPERT_BIAS_*_BYTES``) in ``2 L + 2`` kernels, each :func:`eager_op_time` -- a
+    small expert's ops are host-bound."""
+    if elements <= 0.0 or local_experts <= 0.0:
+        return 0.0
+    per = elements / local_experts
+    return local_experts * (eager_op_time(sys, EXPERT_BIAS_MUL_BYTES * per)
+                            + eager_op_time(sys, EXPERT_BIAS_ADD_BYTES * per)) \
+        + eager_op_time(sys, EXPERT_BIAS_CAT_BYTES * elements) \
+        + eager_op_time(sys, EXPERT_BIAS_CAST_BYTES * elements)
+
+
+def eager_expert_bias_backward_time(sys, elements, local_experts):
+    """Backward time of :func:`eager_expert_bias_forward_time`'s ops under autograd: the cast's
+    gradient over all elements; per local expert the add's gradient cast to bf16, the bias's
+    and the router probabilities' gradients (a product and a reduction each) and the bias
+    gradient's own cast (an ``h``-wide tensor: its host cost only); then the split's gradient
+    (a ``torch.cat``) and the probabilities' (a few bytes): 40 bytes per element in ``6 L + 3``
+    kernels, each :func:`eager_op_time`."""
+    if elements <= 0.0 or local_experts <= 0.0:
+        return 0.0
+    per = elements / local_experts
+    per_expert = (eager_op_time(sys, EXPERT_BIAS_GRAD_CAST_BYTES * per)
+                  + 2.0 * eager_op_time(sys, EXPERT_BIAS_GRAD_MUL_BYTES * per)
+                  + 2.0 * eager_op_time(sys, EXPERT_BIAS_GRAD_SUM_BYTES * per)
+                  + eager_op_time(sys, 0.0))
+    return eager_op_time(sys, EXPERT_BIAS_GRAD_CAST_BYTES * elements) \
+        + local_experts * per_expert \
+        + eager_op_time(sys, EXPERT_BIAS_GRAD_CAT_BYTES * elements) + eager_op_time(sys, 0.0)
+
+
 def gpu_count(sys):
     """GPUs in the job."""
     return sys[SYS_GPUS]
@@ -2094,6 +2169,12 @@ def row_terms(sys, mdl, job, cfg, i):
     t_cast_b_moe = linear_cast_time(
         sys, job, linear_cast_elements_backward(b, s, h, q_dim, kv_dim, expert_ffn, swiglu,
                                                 copies_moe, tp, sp))
+    # Megatron-Core's eager expert-bias add rides with the MoE layer's casts: forward work a
+    # recomputed forward replays, and its gradient in the backward
+    if job[JOB_EAGER_EXPERT_BIAS] > 0.0 and n_moe > 0.0:
+        routed_el = eager_expert_bias_elements(b, seq, top_k, h, split)
+        t_cast_f_moe += eager_expert_bias_forward_time(sys, routed_el, experts / ep)
+        t_cast_b_moe += eager_expert_bias_backward_time(sys, routed_el, experts / ep)
     overhead = sys[SYS_LAYER_OVERHEAD_S]
     attn_bwd = attention_backward_factor(flash)
 
@@ -2409,10 +2490,17 @@ def recompute_modules_time(sys, mdl, job, row):
                                        mdl[MDL_SWIGLU] > 0.0, row[ROW_TP], row[ROW_SP] > 0.0,
                                        job[JOB_ACTIVATION_BYTES], job[JOB_DROPOUT] > 0.0,
                                        flags[0], flags[1], flags[2], flags[3], flags[4])
-    return memory_bound_time(sys, row[ROW_DENSE_LAYERS] * redo[0]
-                             + row[ROW_MOE_LAYERS] * redo[1]) \
+    t = memory_bound_time(sys, row[ROW_DENSE_LAYERS] * redo[0]
+                          + row[ROW_MOE_LAYERS] * redo[1]) \
         + recompute_module_gemm_time(sys, mdl, job, row) \
         + recompute_module_cast_time(sys, mdl, job, row)
+    if flags[3] and job[JOB_EAGER_EXPERT_BIAS] > 0.0:
+        # the re-run MoE block adds its experts' bias again (eager_expert_bias_forward_time)
+        t += row[ROW_MOE_LAYERS] * eager_expert_bias_forward_time(
+            sys, eager_expert_bias_elements(row[ROW_B], job[JOB_SEQ_LEN], mdl[MDL_TOP_K],
+                                            mdl[MDL_HIDDEN], row[ROW_TP] * row[ROW_CP]),
+            mdl[MDL_EXPERTS] / row[ROW_EP])
+    return t
 
 
 def recompute_module_tp_replay(job, row):

@@ -88,6 +88,9 @@ class ModelSpec(_Spec):
     # multi-token prediction (DeepSeek-V3 §2.2): depth D, one transformer block each after the
     # last layer, with its own projection and loss on the shared output head; 0: none
     mtp_layers: NonNegInt = 0
+    # the routed experts' linear layers carry biases (GPT-OSS: every linear layer has one);
+    # job.expert_bias says how a stack adds the second projection's
+    expert_bias: bool = False
 
     @model_validator(mode="after")
     def _derive_and_check(self) -> ModelSpec:
@@ -126,11 +129,12 @@ class ModelSpec(_Spec):
                            self.expert_ffn_hidden, "> 0")
         else:
             for field in ("top_k", "moe_every", "shared_experts", "expert_ffn_hidden",
-                          "max_route_nodes"):
+                          "max_route_nodes", "expert_bias"):
                 value = getattr(self, field)
                 if value:
                     raise fail(field, "only for MoE models (model.experts = 0)", value,
-                               "0, or set model.experts")
+                               ("false" if isinstance(value, bool) else "0")
+                               + ", or set model.experts")
             self.moe_every = 0
             self.expert_ffn_hidden = 0
         return self
@@ -251,6 +255,13 @@ class JobSpec(_Spec):
     # torch._grouped_mm, MaxText's megablox gmm / ragged dot). None (default): the stack's --
     # "grouped" on "pytorch-fsdp" and "jax-xla", "per_expert" on the Megatron stacks.
     expert_gemm: Literal["per_expert", "grouped"] | None = None
+    # How a model with expert biases (model.expert_bias) adds the routed experts' second
+    # projection's bias: "eager" -- a Python loop over the local experts, a few PyTorch ops
+    # each, forward and backward (Megatron-Core TEGroupedMLP._apply_bias, releases 0.15-0.19);
+    # "fused" -- in a grouped kernel's epilogue or a packed kernel (Megatron-Core's TE op-fuser
+    # path, grouped-GEMM stacks, XLA). None (default): the stack's -- "eager" on
+    # "megatron-core", "fused" elsewhere. No effect without model.expert_bias.
+    expert_bias: Literal["fused", "eager"] | None = None
     # ZeRO-3 / FSDP under a pipeline (pp > 1): true -- a stage's weights, once gathered in the
     # first microbatch's forward, stay unsharded until the step's last backward, and its
     # gradients accumulate unsharded (at grad_dtype) until then, one all-gather and one
@@ -361,6 +372,10 @@ class GpuSpec(_Spec):
     hbm_reserve_gb: R.HbmGbOrZero = 0.0
     layer_overhead_us: R.Micros = 0.0  # fixed cost per layer per microbatch pass
     step_overhead_ms: R.Millis = 0.0  # fixed cost per training step (host synchronisations)
+    # host time to issue one eager framework op -- Python, the PyTorch dispatcher and the
+    # kernel launch: an eager kernel shorter than it leaves the GPU waiting (model.llm
+    # eager_op_time). Default: 10 us, an x86 host's (presets/gpus.toml cites the figures).
+    host_op_us: R.Micros = 10.0
     # with ``preset``: apply the constants fitted for this GPU (presets/calibrated.toml)
     calibrated: bool = True
     # FP8 GEMMs of the linear layers on their own curve; left out: the BF16 curve's values

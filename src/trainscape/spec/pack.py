@@ -367,6 +367,32 @@ def grouped_expert_gemm(stack: str, setting: str | None = None) -> float:
     return 1.0 if stack in GROUPED_EXPERT_GEMM_STACKS else 0.0
 
 
+#: stacks that add the routed experts' output bias in an eager loop over the local experts
+#: (:func:`eager_expert_bias`)
+EAGER_EXPERT_BIAS_STACKS = ("megatron-core",)
+
+
+def eager_expert_bias(expert_bias: bool, stack: str, setting: str | None = None) -> float:
+    """1.0 where an MoE layer adds its routed experts' second-projection bias one local expert
+    at a time in eager PyTorch (``model.llm.eager_expert_bias_forward_time``), 0.0 where the
+    model has no expert bias or the stack fuses it: the job's ``expert_bias`` where it sets
+    one, else the stack's.
+
+    Megatron-Core's ``TEGroupedMLP`` (``megatron/core/transformer/moe/experts.py``) lets
+    ``linear_fc2`` return its bias and adds it in ``_apply_bias``: ``torch.split`` by tokens per
+    expert, ``t + b * p`` for each local expert in fp32, ``torch.cat``, then a cast back --
+    from the commit that gave the experts biases for GPT-OSS (a329dd6da5, 2025-09-22) through
+    every release to core_v0.19.0 (2026-08-19); 883533e049 (2026-08-14, not in a release yet)
+    replaces it by a packed kernel, and the opt-in TE op-fuser path (core_v0.18.0+,
+    ``use_transformer_engine_op_fuser``) scales the bias inside ``GroupedLinear``. The
+    grouped-GEMM stacks and XLA add it in one kernel per projection: fused."""
+    if not expert_bias:
+        return 0.0
+    if setting is not None:
+        return 1.0 if setting == "eager" else 0.0
+    return 1.0 if stack in EAGER_EXPERT_BIAS_STACKS else 0.0
+
+
 def saved_linear_input_bytes(recipe: str | None, activation_bytes_: float) -> float:
     """Bytes per element of a linear layer's input saved for its weight-gradient GEMM.
 
@@ -489,6 +515,7 @@ def pack_system(scenario: Scenario) -> np.ndarray:
                                            else g.memory_efficiency)
     sys[L.SYS_LAYER_OVERHEAD_S] = g.layer_overhead_us * US
     sys[L.SYS_STEP_OVERHEAD_S] = g.step_overhead_ms * MS
+    sys[L.SYS_HOST_OP_S] = g.host_op_us * US
     sys[L.SYS_USD_PER_GPU_S] = usd_per_gpu_second(scenario)
     sys[L.SYS_POWER_W] = g.drawn_power_w or 0.0
     sys[L.SYS_HOST_LINK_BANDWIDTH] = (c.host_to_device_GBps or 0.0) * GB
@@ -596,6 +623,8 @@ def pack_job(scenario: Scenario) -> np.ndarray:
     job[L.JOB_TP_SEQUENCE_COPY] = tp_sequence_copy(j.stack, j.tp_sequence_copy)
     job[L.JOB_FSDP_PP_UNSHARDED] = 1.0 if j.fsdp_pp_unsharded else 0.0
     job[L.JOB_GROUPED_EXPERT_GEMM] = grouped_expert_gemm(j.stack, j.expert_gemm)
+    job[L.JOB_EAGER_EXPERT_BIAS] = eager_expert_bias(scenario.model.expert_bias, j.stack,
+                                                     j.expert_bias)
     job[L.JOB_DP_REPLICAS] = float(j.dp_replicas)
     job[L.JOB_RECOMPUTE_LAYERS] = float(j.recompute_layers)
     job[L.JOB_PIPELINE_FIRST_STAGE_LAYERS] = float(j.pipeline_first_stage_layers)
