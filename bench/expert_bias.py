@@ -11,26 +11,16 @@ each, best of a few rounds.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import numpy as np
+from comm_dtype import rate  # the sibling bench's best-of-rounds one-thread C rate
 
-from trainscape import api
 from trainscape import layout as L
 from trainscape.space.design import design_space
 from trainscape.spec import load_scenario, pack
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gpt-oss-120b-sliding-window.toml"
-
-
-def rate(sys, mdl, job, cfg, repeat: int = 3) -> float:
-    best = 0.0
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        api.evaluate_columns(sys, mdl, job, cfg, backend="c", threads=1)
-        best = max(best, cfg.shape[1] / (time.perf_counter() - t0))
-    return best
 
 
 def main() -> None:
