@@ -1619,7 +1619,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                                                     + cast * job[TS_JOB_LINEAR_CAST_BYTES]
                                                       * ctx->inv.inv_hbm;
             /* the re-run MoE block adds its experts' bias again */
-            if (fl[3] && t_bias_f != 0.0)
+            if (fl[3])
                 R->b_compute[TS_RECOMPUTE_SELECTIVE] += moe_layers * t_bias_f;
             R->module_gemm_redo = gemm;
             /* recompute_module_tp_replay: 0 where nothing is re-run (a stage may hold no
