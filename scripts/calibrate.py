@@ -4,6 +4,7 @@
     python scripts/calibrate.py              # fit, print every row, write presets/calibrated.toml
     python scripts/calibrate.py --dry-run    # fit and print only
     python scripts/calibrate.py --async-tp-only [--dry-run]   # only the AsyncTP constant
+    python scripts/calibrate.py --blackwell-only [--dry-run]  # only B200 / GB200's two constants
     python scripts/calibrate.py --cross-validate 5  # K fits, each row's error out of its fold
     python scripts/calibrate.py --dry-run --bound bf16.gemm_half_flops=1e7:1.5e10  # what-if
     python scripts/calibrate.py --dry-run --leave-out 'nemo2511_qwen3-30b*'        # what-if
@@ -21,7 +22,11 @@ a hash of the case id), older releases of a repeated layout and layouts the mode
 are not fitted; the hold-out error is printed beside the fit error. Then, on the constants just
 written, one more number: the fraction of TP traffic PyTorch's AsyncTP leaves exposed
 (``stacks.toml [pytorch-fsdp.tp_overlap]``), from the speed-ups of torchtitan's published
-vanilla-TP / AsyncTP pairs (:func:`fit_async_tp`; no calibration row runs AsyncTP).
+vanilla-TP / AsyncTP pairs (:func:`fit_async_tp`; no calibration row runs AsyncTP). Last, on
+the transfer of the H100 fit just written, the Blackwell parts' two constants of their own
+(``calibrated.toml [b200]`` / ``[gb200]``): the FP8 GEMM ceiling and the attention share, one
+multiplier each over the carried values, fitted to their dense published runs outside the
+hold-out fold (:func:`fit_blackwell`; no calibration row runs on Blackwell).
 Needs scipy (``pip install scipy``), which the package itself does not.
 
 ``--bound`` and ``--leave-out`` are what-if fits, printed and never written (with ``--dry-run``
@@ -335,6 +340,94 @@ def write_async_tp(exposed: float) -> None:
     print(f"wrote {path}")
 
 
+#: bounds of the Blackwell fit's multipliers on the transferred constants (fit_blackwell)
+BLACKWELL_BOUNDS = (0.5, 2.0)
+
+
+def fit_blackwell(backend: str) -> dict[str, float]:
+    """The Blackwell parts' own fit (``transfer_check.BLACKWELL``, one die): a multiplier on
+    each of ``transfer_check.BLACKWELL_FIELDS`` -- the FP8 GEMM ceiling and the attention
+    kernel's share of peak -- over the values the H100 fit carries to them by ratio, shared by
+    B200 and GB200, fitted (the soft-L1 loss of the log step-time errors, :func:`robust`,
+    bounded by :data:`BLACKWELL_BOUNDS`) to their dense Megatron-Core runs outside the hold-out
+    fold (``transfer_check.is_blackwell_fit_run``). The carried shares are the H100 stacks'
+    shares of Hopper microbenchmarks; these runs show Blackwell's FP8 GEMMs reaching less of
+    theirs and NeMo's attention more, which no per-kernel figure at hand gives. Costed with the
+    shipped presets (after the main fit has written them)."""
+    from scipy.optimize import least_squares
+
+    import transfer_check
+
+    fields = transfer_check.BLACKWELL_FIELDS
+    lo, hi = (math.log(b) for b in BLACKWELL_BOUNDS)
+    sol = least_squares(lambda x: blackwell_residuals(dict(zip(fields, np.exp(x))), backend),
+                        np.zeros(len(fields)), bounds=(lo, hi), diff_step=1e-3)
+    multipliers = {k: float(v) for k, v in zip(fields, np.exp(sol.x))}
+    fit = transfer_check.blackwell_results(multipliers, backend)
+    held = transfer_check.blackwell_results(multipliers, backend, holdout=True)
+    for r in sorted(fit + held, key=lambda r: (r.gpu, r.case)):
+        err = "   -   " if r.error is None else f"{r.error:+7.1%}"
+        print(f"  Blackwell {r.gpu:6s} {r.case:48s} {err} {r.status}"
+              + (" [hold-out]" if r in held else ""))
+    for split, (med, worst, n) in blackwell_split(fit, held).items():
+        print(f"Blackwell {split:8s}: median |error| {med:6.1%}, worst {worst:6.1%} over {n} rows")
+    print(f"fitted Blackwell multipliers ({sol.nfev} evaluations, cost {sol.cost:.4g}): "
+          + ", ".join(f"{k} x {v:.4g}" for k, v in multipliers.items()))
+    return multipliers
+
+
+def blackwell_residuals(multipliers: dict[str, float], backend: str) -> np.ndarray:
+    """What :func:`fit_blackwell` minimizes the squares of: each fit run's log step-time error
+    through :func:`robust`, the Blackwell constants at ``multipliers`` times their carried
+    values."""
+    import transfer_check
+
+    return np.array([robust(math.log(r.predicted_step_s / r.published_step_s), ROBUST_SCALE)
+                     for r in transfer_check.blackwell_results(multipliers, backend)])
+
+
+def blackwell_split(fit: list, held: list) -> dict:
+    """``{split: (median |error|, worst |error|, rows)}`` of the Blackwell fit's costed runs."""
+    out = {}
+    for split, rows in (("fit", fit), ("hold-out", held)):
+        errs = [abs(r.error) for r in rows if r.error is not None]
+        if errs:
+            out[split] = (statistics.median(errs), max(errs), len(errs))
+    return out
+
+
+def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
+    """The Blackwell fit into calibrated.toml: for each part, its multiplied constants as a fit
+    of its own (``presets`` resolves them over the donor's transferred fit), the attention share
+    in the GPU table (every dtype), the FP8 ceiling in its fp8 sub-table."""
+    import transfer_check
+
+    presets._parse.cache_clear()  # the base values: the transfer of the fit just written
+    fit = transfer_check.blackwell_results(multipliers, backend)
+    held = transfer_check.blackwell_results(multipliers, backend, holdout=True)
+    provenance = {"script": "scripts/calibrate.py (fit_blackwell, on the runs of "
+                            "docs/data/transfer_check_runs.csv)",
+                  "date": datetime.date.today().isoformat(),
+                  "sources": sorted({r.source for r in fit}),
+                  "on_top_of": "the h100-sxm-80gb fit, transferred by ratio (gpus.toml)"}
+    for split, (med, worst, n) in blackwell_split(fit, held).items():
+        key = split.replace("-", "")
+        provenance[f"{key}_rows"] = n
+        provenance[f"{key}_median_abs_error"] = round(med, 4)
+        provenance[f"{key}_worst_abs_error"] = round(worst, 4)
+    doc = presets._parse("calibrated.toml")
+    for gpu in transfer_check.BLACKWELL:
+        base = transfer_check.blackwell_transferred(gpu, "fp8")
+        value = {k: round(base[k] * multipliers[k], 6) for k in multipliers}
+        doc = cal.update_calibrated(doc, gpu, {"attention_efficiency": value[
+            "attention_efficiency"]}, provenance)
+        doc = cal.update_calibrated(doc, gpu, {"fp8_gemm_efficiency_max": value[
+            "fp8_gemm_efficiency_max"]}, provenance, "fp8")
+    OUT.write_text(cal.format_calibrated(doc))
+    presets._parse.cache_clear()
+    print(f"wrote {OUT}")
+
+
 #: GPU fields a --bound may fit, with the largest value the preset schema accepts
 #: (spec.models.GpuSpec, spec.ranges): the curve and overhead constants, not the datasheet
 #: figures (peak FLOP/s, bandwidths, memory)
@@ -407,6 +500,9 @@ def main() -> int:
     parser.add_argument("--async-tp-only", action="store_true",
                         help="fit only the PyTorch stack's AsyncTP constant, on the shipped "
                              "GPU constants")
+    parser.add_argument("--blackwell-only", action="store_true",
+                        help="fit only the Blackwell parts' two constants (B200 and GB200), on "
+                             "the shipped H100 fit")
     parser.add_argument("--cross-validate", type=int, metavar="K", default=None,
                         help="K fits, each holding one fold of the rows out; print every "
                              "source's out-of-fold error and the constants' spread (writes "
@@ -436,6 +532,15 @@ def main() -> int:
                      "calibration.FITTED_FIELDS' bounds)")
     if what_if and args.async_tp_only:
         parser.error(f"{what_if[0]}: --async-tp-only fits no GPU constant")
+    if what_if and args.blackwell_only:
+        parser.error(f"{what_if[0]}: --blackwell-only fits no constant a what-if changes")
+    if args.async_tp_only and args.blackwell_only:
+        parser.error("--async-tp-only and --blackwell-only: one at a time")
+    if args.blackwell_only:
+        multipliers = fit_blackwell(args.backend)
+        if not args.dry_run:
+            write_blackwell(multipliers, args.backend)
+        return 0
     if args.async_tp_only:
         exposed = fit_async_tp(args.backend)
         if not args.dry_run:
@@ -491,6 +596,8 @@ def main() -> int:
     write_stacks(stack_c)
     presets._parse.cache_clear()  # the AsyncTP fit costs its runs on the constants just written
     write_async_tp(fit_async_tp(args.backend))
+    presets._parse.cache_clear()  # and the Blackwell fit its runs on the transfer of them
+    write_blackwell(fit_blackwell(args.backend), args.backend)
     return 0
 
 

@@ -4,8 +4,9 @@ own -- B200 (H100 fit carried as fitted/stock ratios), H200 / H800 and the 500 W
 (``h100-hbm2e-96gb``; H100 fit copied) -- and
 papers' and tables' runs on the fitted GPUs (A100, H100) that are not in the calibration set.
 The runs only check, but for one A/B pair per model in torchtitan's AsyncTP benchmark, which
-sets the PyTorch stack's AsyncTP constant (``ASYNC_TP_FIT_PAIRS``: marked, and left out of the
-summaries).
+sets the PyTorch stack's AsyncTP constant (``ASYNC_TP_FIT_PAIRS``), and the dense B200 / GB200
+runs outside the hold-out fold, which set the Blackwell parts' two constants of their own
+(``is_blackwell_fit_run``): both marked, and left out of the summaries.
 
     python scripts/transfer_check.py                       # docs/data/transfer_check_runs.csv
     python scripts/transfer_check.py FILE.csv [--json]
@@ -41,7 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from trainscape.calibration import Runner  # noqa: E402
+from trainscape import presets  # noqa: E402
+from trainscape.calibration import Runner, is_holdout  # noqa: E402
 from trainscape.calibration import published as P  # noqa: E402
 from trainscape.calibration.runs_file import OPTIONAL, hardware_steps, read_row  # noqa: E402
 
@@ -116,6 +118,77 @@ def async_tp_loss(exposed: float | None = None, backend: str = "c") -> float:
     the model's to the published speed-up over :data:`ASYNC_TP_FIT_PAIRS`."""
     return sum(math.log(model / published) ** 2
                for _, published, model in async_tp_speedups(exposed, backend))
+
+
+#: Blackwell parts with a fit of their own over the H100 fit they carry by ratio: two constants
+#: (:data:`BLACKWELL_FIELDS`), fitted by ``scripts/calibrate.py`` (``fit_blackwell``) on these
+#: GPUs' dense Megatron-Core rows outside the hold-out fold (``calibration.is_holdout``, the
+#: calibration set's rule). Those rows are marked and left out of the summaries; the hold-out
+#: fold's dense rows and every MoE row still only check.
+BLACKWELL = ("b200", "gb200")
+#: the constants the Blackwell fit sets, each a multiplier on the value the ratio transfer gives
+BLACKWELL_FIELDS = ("fp8_gemm_efficiency_max", "attention_efficiency")
+
+
+def _blackwell_dense(run) -> bool:
+    """A dense Megatron-Core run on a :data:`BLACKWELL` part, counted (the newest release of
+    its layout): the runs the Blackwell fit splits into its fit and hold-out."""
+    return (run.gpu in BLACKWELL and run.stack == "megatron-core"
+            and not run.scenario["model"].get("experts") and run.counted)
+
+
+def is_blackwell_fit_run(run) -> bool:
+    """Whether ``run`` is one the Blackwell fit is fitted on: :func:`_blackwell_dense`, outside
+    the hold-out fold."""
+    return _blackwell_dense(run) and not is_holdout(run.case)
+
+
+def is_blackwell_check_run(run) -> bool:
+    """The Blackwell fit's hold-out: a run :func:`is_blackwell_fit_run` would take but for its
+    fold."""
+    return _blackwell_dense(run) and is_holdout(run.case)
+
+
+def blackwell_transferred(gpu: str, dtype: str) -> dict[str, float]:
+    """:data:`BLACKWELL_FIELDS` of ``gpu`` for a ``dtype`` job as the ratio transfer of its
+    donor's fit gives them, before the Blackwell fit's own values."""
+    donor = presets.calibration_donor(gpu)
+    values = presets.gpu(gpu, calibrated=False)
+    if donor is not None:
+        values.update({k: v for k, v, _ in presets._transferred_items(gpu, donor, dtype)})
+    return {k: float(values[k]) for k in BLACKWELL_FIELDS}
+
+
+@functools.lru_cache(maxsize=None)
+def _blackwell_runner(path: Path) -> tuple[Runner, tuple, tuple]:
+    """A runner over ``path``'s :data:`BLACKWELL` rows, their fit runs and their hold-out runs
+    (read once: a fit costs them at every trial value)."""
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["gpu"] in BLACKWELL]
+    runs, _ = runs_of(rows)
+    return (runner_of(runs), tuple(r for r in runs if is_blackwell_fit_run(r)),
+            tuple(r for r in runs if is_blackwell_check_run(r)))
+
+
+def blackwell_fit_cases(path: Path = DEFAULT) -> frozenset[str]:
+    """The case ids of the Blackwell fit's runs in ``path`` (read as the shipped file is)."""
+    return frozenset(run.case for run in _blackwell_runner(path)[1])
+
+
+def blackwell_results(multipliers: dict[str, float] | None = None, backend: str = "c",
+                      path: Path = DEFAULT, holdout: bool = False) -> list:
+    """The Blackwell fit's runs (``holdout``: its hold-out runs) costed with each of
+    :data:`BLACKWELL_FIELDS` at ``multipliers`` times its transferred value
+    (:func:`blackwell_transferred`); ``None``: the shipped presets."""
+    runner, fit, check = _blackwell_runner(path)
+    out = []
+    for run in (check if holdout else fit):
+        overrides = None
+        if multipliers is not None:
+            base = blackwell_transferred(run.gpu, run.dtype)
+            overrides = {k: base[k] * multipliers[k] for k in BLACKWELL_FIELDS}
+        out.append(runner.cost(run, overrides, backend=backend))
+    return out
 
 
 #: ``--blind`` reads each row under this prefix of its source id: a source the reader has no
@@ -218,7 +291,9 @@ def main() -> int:
     runner = runner_of(runs)
     results = [runner.cost(run, backend=args.backend) for run in runs]
     memory = memory_rows(results) if args.csv == str(DEFAULT) and not args.blind else []
-    checks = [r for r in results if r.case not in ASYNC_TP_FIT_CASES]
+    fitted = ASYNC_TP_FIT_CASES | blackwell_fit_cases()
+    held_out = frozenset(run.case for run in _blackwell_runner(DEFAULT)[2])
+    checks = [r for r in results if r.case not in fitted]
     if args.plot is not None and checks:
         from trainscape.calibration.plots import plot_accuracy
 
@@ -228,7 +303,7 @@ def main() -> int:
                       group_of=lambda r: f"{r.source} · {r.gpu}", fitted=False)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"rows": [{**r.as_dict(), "fitted": r.case in ASYNC_TP_FIT_CASES}
+        print(json.dumps({"rows": [{**r.as_dict(), "fitted": r.case in fitted}
                                    for r in results],
                           "skipped": [{"case": c, "why": w} for c, w in skipped],
                           "memory": memory}, indent=2))
@@ -236,18 +311,26 @@ def main() -> int:
     for r in results:
         err = "   -  " if r.error is None else f"{100 * r.error:+6.1f}%"
         fit = ("  (sets the AsyncTP constant)" if r.case in ASYNC_TP_FIT_CASES
+               else "  (sets the Blackwell constants)" if r.case in fitted
                else "" if r.counted else "  (older release of a repeated layout: not counted)")
         print(f"{r.case:46} {r.gpu:14} {r.dtype:5} {r.status:15} {err}{fit}")
     for gpu in GPUS:
         summary_line(gpu, [r for r in checks if r.gpu == gpu])
+        if gpu in BLACKWELL:  # the Blackwell fit's hold-out: its dense rows no fit saw
+            summary_line(f"  {gpu} dense (held out)",
+                         [r for r in checks if r.gpu == gpu and r.case in held_out])
     # the fitted GPUs' rows by source: each paper or table is one stack, era and scale range
     sources = dict.fromkeys(r.source for r in checks if r.gpu in FITTED)
     for source in sources:
         summary_line(f"  {source}", [r for r in checks if r.gpu in FITTED
                                      and r.source == source])
-    if any(r.case in ASYNC_TP_FIT_CASES for r in results):
-        print(f"{len(results) - len(checks)} rows (marked) set the AsyncTP constant and are not "
-              "in the summaries")
+    n_async = sum(1 for r in results if r.case in ASYNC_TP_FIT_CASES)
+    n_blackwell = len(results) - len(checks) - n_async
+    if n_async:
+        print(f"{n_async} rows (marked) set the AsyncTP constant and are not in the summaries")
+    if n_blackwell:
+        print(f"{n_blackwell} rows (marked) set the Blackwell constants and are not in the "
+              "summaries")
     for case, why in skipped:
         print(f"skipped {case}: {why}")
     if memory:

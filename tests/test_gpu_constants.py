@@ -424,16 +424,36 @@ def test_another_generation_carries_the_fitted_share_of_its_stock_values(name):
     donor_stock = presets.gpu("h100-sxm-80gb", calibrated=False)
     donor = presets.gpu("h100-sxm-80gb")
     mine = presets.gpu(name)
-    for key in FITTED_FRACTIONS + ("gemm_half_flops",):
+    own = {k for k, *_ in presets._own_calibrated_items(name, "fp8")}
+    carried = [k for k in FITTED_FRACTIONS + ("gemm_half_flops",) if k not in own]
+    assert "gemm_efficiency_max" in carried and "memory_efficiency" in carried
+    for key in carried:
         assert mine[key] == pytest.approx(stock[key] * donor[key] / donor_stock[key],
                                           rel=1e-12), key
     # a time is not a share of a microbenchmark figure: copied
     assert mine["layer_overhead_us"] == donor["layer_overhead_us"] > 0.0
-    fp8 = presets.gpu(name, dtype="fp8")
-    assert fp8["fp8_gemm_efficiency_max"] == pytest.approx(
-        stock["fp8_gemm_efficiency_max"] * presets.gpu("h100-sxm-80gb", dtype="fp8")[
-            "fp8_gemm_efficiency_max"] / donor_stock["fp8_gemm_efficiency_max"], rel=1e-12)
     assert "ASSUMPTION" in mine["sources"]["gemm_efficiency_max"]
+
+
+@pytest.mark.parametrize("name", ["b200", "gb200"])
+def test_a_blackwell_fit_of_its_own_overrides_the_carried_values(name):
+    # scripts/calibrate.py fits the FP8 GEMM ceiling and the attention share on Blackwell runs
+    # over the ratio transfer; the other constants stay carried from the H100 fit
+    assert presets.calibration_donor(name) == "h100-sxm-80gb"
+    assert presets.fit_origin(name) == "h100-sxm-80gb (ratio) + own"
+    table = presets.calibrated_constants(name)
+    mine, fp8 = presets.gpu(name), presets.gpu(name, dtype="fp8")
+    assert mine["attention_efficiency"] == table["attention_efficiency"]
+    assert fp8["fp8_gemm_efficiency_max"] == table["fp8"]["fp8_gemm_efficiency_max"]
+    assert "fit_blackwell" in mine["sources"]["attention_efficiency"]
+    assert "fit_blackwell" in fp8["sources"]["fp8_gemm_efficiency_max"]
+    assert "transferred from h100-sxm-80gb" in mine["sources"]["gemm_efficiency_max"]
+    # the fit moves them off the carried values, and the FP8 dtype table is found
+    carried_fp8 = (presets.gpu(name, calibrated=False)["fp8_gemm_efficiency_max"]
+                   * presets.gpu("h100-sxm-80gb", dtype="fp8")["fp8_gemm_efficiency_max"]
+                   / presets.gpu("h100-sxm-80gb", calibrated=False)["fp8_gemm_efficiency_max"])
+    assert fp8["fp8_gemm_efficiency_max"] != pytest.approx(carried_fp8, rel=1e-3)
+    assert "fp8" in presets.calibrated_dtypes(name)
 
 
 def test_a_gpu_with_its_own_fit_or_stock_constants_takes_no_donor():
@@ -488,7 +508,7 @@ def test_the_presets_table_says_where_each_gpus_fit_comes_from():
     origin = {r["id"]: r["fit"] for r in presets.summary_rows("gpu")}
     assert origin["h100-sxm-80gb"] == "own" and origin["a100-sxm-40gb"] == "own"
     assert origin["h200-141gb"] == "h100-sxm-80gb (copy)"
-    assert origin["b200"] == origin["gb200"] == "h100-sxm-80gb (ratio)"
+    assert origin["b200"] == origin["gb200"] == "h100-sxm-80gb (ratio) + own"
     out = CliRunner().invoke(main, ["presets", "gpu"], env={"COLUMNS": "250"})
     assert out.exit_code == 0 and "h100-sxm-80gb (ratio)" in out.output
 

@@ -287,10 +287,10 @@ def _own_calibrated_items(name: str, dtype: str | None) -> list[tuple[str, objec
 
 
 def calibration_donor(name: str) -> str | None:
-    """The calibrated GPU whose fit GPU ``name`` takes (``calibrated_from`` in ``gpus.toml``)
-    when it has no fit of its own; None when it has one, or no donor."""
-    if calibrated_constants(name):
-        return None
+    """The calibrated GPU whose fit GPU ``name`` takes (``calibrated_from`` in ``gpus.toml``),
+    or None: no donor named, or the donor has no fit. A GPU with a donor may also have a fit of
+    its own for the fields its own runs pin (B200 and GB200: ``scripts/calibrate.py``'s
+    Blackwell fit); those override the transferred values (:func:`_calibrated_items`)."""
     donor = get("gpu", name).get("calibrated_from")
     return donor if isinstance(donor, str) and calibrated_constants(donor) else None
 
@@ -325,12 +325,14 @@ def _transferred_items(name: str, donor: str, dtype: str | None) -> list[tuple[s
 
 def _calibrated_items(name: str, dtype: str | None) -> list[tuple[str, object, str]]:
     """(field, value, source note) of the fitted constants for ``name`` in resolution order:
-    its own fit's (the GPU table's, then its ``dtype`` sub-table's), or, without one, its
-    donor's (:func:`calibration_donor`, :func:`_transferred_items`)."""
+    its donor's, transferred (:func:`calibration_donor`, :func:`_transferred_items`), where it
+    names one; then its own fit's (the GPU table's, then its ``dtype`` sub-table's), which
+    override them field by field."""
     donor = calibration_donor(name)
+    own = _own_calibrated_items(name, dtype)
     if donor is not None:
-        return _transferred_items(name, donor, dtype)
-    return _own_calibrated_items(name, dtype)
+        return _transferred_items(name, donor, dtype) + own
+    return own
 
 
 def calibrated_constants(name: str) -> dict:
@@ -345,11 +347,13 @@ def calibrated_constants(name: str) -> dict:
 
 
 def calibrated_dtypes(name: str) -> list[str]:
-    """The dtypes with a fitted sub-table for GPU ``name``, or for its donor
-    (:func:`calibration_donor`) when it takes another GPU's fit (file order)."""
+    """The dtypes with a fitted sub-table for GPU ``name`` or for its donor
+    (:func:`calibration_donor`) when it takes another GPU's fit (file order, the donor's
+    first)."""
     donor = calibration_donor(name)
-    return [k for k, v in calibrated_constants(donor or name).items()
-            if k in CALIBRATED_DTYPES and isinstance(v, dict)]
+    tables = ([calibrated_constants(donor)] if donor else []) + [calibrated_constants(name)]
+    return list(dict.fromkeys(k for t in tables for k, v in t.items()
+                              if k in CALIBRATED_DTYPES and isinstance(v, dict)))
 
 
 def stack_profile(stack: str) -> dict:
@@ -441,13 +445,14 @@ def _gpu_row(pid: str, g: dict) -> dict:
 def fit_origin(name: str) -> str:
     """Where GPU ``name``'s calibrated constants come from, in a word or three: ``"own"`` (its
     ``calibrated.toml`` table), ``"<donor> (copy)"`` / ``"<donor> (ratio)"`` (a donor's fit,
-    :func:`calibration_donor`), or ``"stock"`` (microbenchmark values only)."""
-    if calibrated_constants(name):
-        return "own"
+    :func:`calibration_donor`), ``"<donor> (ratio) + own"`` (a donor's fit with fields of
+    its own fitted over it), or ``"stock"`` (microbenchmark values only)."""
     donor = calibration_donor(name)
+    own = bool(calibrated_constants(name))
     if donor is not None:
-        return f"{donor} ({get('gpu', name).get('calibration_transfer', 'copy')})"
-    return "stock"
+        how = f"{donor} ({get('gpu', name).get('calibration_transfer', 'copy')})"
+        return how + " + own" if own else how
+    return "own" if own else "stock"
 
 
 def _stack_row(pid: str, s: dict) -> dict:
