@@ -363,13 +363,12 @@ def fit_blackwell(backend: str) -> dict[str, float]:
     sol = least_squares(lambda x: blackwell_residuals(dict(zip(fields, np.exp(x))), backend),
                         np.zeros(len(fields)), bounds=(lo, hi), diff_step=1e-3)
     multipliers = {k: float(v) for k, v in zip(fields, np.exp(sol.x))}
-    fit = transfer_check.blackwell_results(multipliers, backend)
-    held = transfer_check.blackwell_results(multipliers, backend, holdout=True)
-    for r in sorted(fit + held, key=lambda r: (r.gpu, r.case)):
+    results = blackwell_costed(multipliers, backend)
+    for r in sorted(results, key=lambda r: (r.gpu, r.case)):
         err = "   -   " if r.error is None else f"{r.error:+7.1%}"
         print(f"  Blackwell {r.gpu:6s} {r.case:48s} {err} {r.status}"
-              + (" [hold-out]" if r in held else ""))
-    for split, (med, worst, n) in blackwell_split(fit, held).items():
+              + (" [hold-out]" if r.holdout else ""))
+    for split, (med, worst, n) in split_errors(results).items():
         print(f"Blackwell {split:8s}: median |error| {med:6.1%}, worst {worst:6.1%} over {n} rows")
     print(f"fitted Blackwell multipliers ({sol.nfev} evaluations, cost {sol.cost:.4g}): "
           + ", ".join(f"{k} x {v:.4g}" for k, v in multipliers.items()))
@@ -386,14 +385,16 @@ def blackwell_residuals(multipliers: dict[str, float], backend: str) -> np.ndarr
                      for r in transfer_check.blackwell_results(multipliers, backend)])
 
 
-def blackwell_split(fit: list, held: list) -> dict:
-    """``{split: (median |error|, worst |error|, rows)}`` of the Blackwell fit's costed runs."""
-    out = {}
-    for split, rows in (("fit", fit), ("hold-out", held)):
-        errs = [abs(r.error) for r in rows if r.error is not None]
-        if errs:
-            out[split] = (statistics.median(errs), max(errs), len(errs))
-    return out
+def blackwell_costed(multipliers: dict[str, float], backend: str) -> list[cal.Result]:
+    """The Blackwell fit's runs and its hold-out's, costed at ``multipliers``, the hold-out's
+    marked ``holdout`` (as :meth:`Problem.results` marks the calibration rows), so that
+    :func:`split_errors` splits them."""
+    import transfer_check
+
+    held = transfer_check.blackwell_results(multipliers, backend, holdout=True)
+    for r in held:
+        r.holdout = True
+    return transfer_check.blackwell_results(multipliers, backend) + held
 
 
 def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
@@ -403,14 +404,13 @@ def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
     import transfer_check
 
     presets._parse.cache_clear()  # the base values: the transfer of the fit just written
-    fit = transfer_check.blackwell_results(multipliers, backend)
-    held = transfer_check.blackwell_results(multipliers, backend, holdout=True)
+    results = blackwell_costed(multipliers, backend)
     provenance = {"script": "scripts/calibrate.py (fit_blackwell, on the runs of "
                             "docs/data/transfer_check_runs.csv)",
                   "date": datetime.date.today().isoformat(),
-                  "sources": sorted({r.source for r in fit}),
+                  "sources": sorted({r.source for r in results if not r.holdout}),
                   "on_top_of": "the h100-sxm-80gb fit, transferred by ratio (gpus.toml)"}
-    for split, (med, worst, n) in blackwell_split(fit, held).items():
+    for split, (med, worst, n) in split_errors(results).items():
         key = split.replace("-", "")
         provenance[f"{key}_rows"] = n
         provenance[f"{key}_median_abs_error"] = round(med, 4)
