@@ -497,16 +497,19 @@ def main() -> int:
     parser.add_argument("--backend", default="c", choices=("c", "numba", "python"))
     parser.add_argument("--robust-scale", type=float, default=ROBUST_SCALE,
                         help="soft-L1 margin in log step-time error (0: plain least squares)")
-    parser.add_argument("--async-tp-only", action="store_true",
-                        help="fit only the PyTorch stack's AsyncTP constant, on the shipped "
-                             "GPU constants")
-    parser.add_argument("--blackwell-only", action="store_true",
-                        help="fit only the Blackwell parts' two constants (B200 and GB200), on "
-                             "the shipped H100 fit")
-    parser.add_argument("--cross-validate", type=int, metavar="K", default=None,
-                        help="K fits, each holding one fold of the rows out; print every "
-                             "source's out-of-fold error and the constants' spread (writes "
-                             "nothing)")
+    # one fit at a time: a single-constant fit or the cross-validation, never one silently
+    # in place of the other
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--async-tp-only", action="store_true",
+                      help="fit only the PyTorch stack's AsyncTP constant, on the shipped "
+                           "GPU constants")
+    mode.add_argument("--blackwell-only", action="store_true",
+                      help="fit only the Blackwell parts' two constants (B200 and GB200), on "
+                           "the shipped H100 fit")
+    mode.add_argument("--cross-validate", type=int, metavar="K", default=None,
+                      help="K fits, each holding one fold of the rows out; print every "
+                           "source's out-of-fold error and the constants' spread (writes "
+                           "nothing)")
     parser.add_argument("--bound", action="append", default=[], metavar="CLASS.FIELD=LO:HI",
                         help="what-if fit: fit FIELD of dtype class CLASS (bf16, fp8) within "
                              "[LO, HI] instead of its documented bounds, or fit a field not "
@@ -534,8 +537,6 @@ def main() -> int:
         parser.error(f"{what_if[0]}: --async-tp-only fits no GPU constant")
     if what_if and args.blackwell_only:
         parser.error(f"{what_if[0]}: --blackwell-only fits no constant a what-if changes")
-    if args.async_tp_only and args.blackwell_only:
-        parser.error("--async-tp-only and --blackwell-only: one at a time")
     if args.blackwell_only:
         multipliers = fit_blackwell(args.backend)
         if not args.dry_run:

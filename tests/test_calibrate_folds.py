@@ -127,3 +127,16 @@ def test_a_leave_out_matching_nothing_or_without_dry_run_is_refused(monkeypatch,
         assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "no counted row's case id matches" in err and "--dry-run or --cross-validate" in err
+
+
+@pytest.mark.parametrize("argv", [["--blackwell-only", "--cross-validate", "5"],
+                                  ["--async-tp-only", "--cross-validate", "5"],
+                                  ["--async-tp-only", "--blackwell-only"]])
+def test_one_fit_mode_at_a_time(monkeypatch, capsys, argv):
+    # a single-constant fit must not run silently in place of the cross-validation asked for
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    monkeypatch.setattr(sys, "argv", ["calibrate.py", *argv, "--dry-run"])
+    with pytest.raises(SystemExit) as exc:
+        calibrate.main()
+    assert exc.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
