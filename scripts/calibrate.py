@@ -398,9 +398,11 @@ def blackwell_costed(multipliers: dict[str, float], backend: str) -> list[cal.Re
 
 
 def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
-    """The Blackwell fit into calibrated.toml: for each part, its multiplied constants as a fit
-    of its own (``presets`` resolves them over the donor's transferred fit), the attention share
-    in the GPU table (every dtype), the FP8 ceiling in its fp8 sub-table."""
+    """The Blackwell fit into calibrated.toml: for each of ``transfer_check.BLACKWELL_PARTS``
+    (the fitted B200 / GB200 and Blackwell Ultra's B300 / GB300, the same tensor rates), its
+    multiplied constants as a fit of its own (``presets`` resolves them over the donor's
+    transferred fit), the attention share in the GPU table (every dtype), the FP8 ceiling in its
+    fp8 sub-table."""
     import transfer_check
 
     presets._parse.cache_clear()  # the base values: the transfer of the fit just written
@@ -416,13 +418,17 @@ def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
         provenance[f"{key}_median_abs_error"] = round(med, 4)
         provenance[f"{key}_worst_abs_error"] = round(worst, 4)
     doc = presets._parse("calibrated.toml")
-    for gpu in transfer_check.BLACKWELL:
+    for gpu in transfer_check.BLACKWELL_PARTS:
         base = transfer_check.blackwell_transferred(gpu, "fp8")
         value = {k: round(base[k] * multipliers[k], 6) for k in multipliers}
+        prov = dict(provenance)
+        if gpu not in transfer_check.BLACKWELL:  # Blackwell Ultra: no run of its own
+            prov["script"] = ("scripts/calibrate.py (fit_blackwell, on the B200 / GB200 runs of "
+                              "docs/data/transfer_check_runs.csv, carried to Blackwell Ultra)")
         doc = cal.update_calibrated(doc, gpu, {"attention_efficiency": value[
-            "attention_efficiency"]}, provenance)
+            "attention_efficiency"]}, prov)
         doc = cal.update_calibrated(doc, gpu, {"fp8_gemm_efficiency_max": value[
-            "fp8_gemm_efficiency_max"]}, provenance, "fp8")
+            "fp8_gemm_efficiency_max"]}, prov, "fp8")
     OUT.write_text(cal.format_calibrated(doc))
     presets._parse.cache_clear()
     print(f"wrote {OUT}")

@@ -126,6 +126,10 @@ def async_tp_loss(exposed: float | None = None, backend: str = "c") -> float:
 #: calibration set's rule). Those rows are marked and left out of the summaries; the hold-out
 #: fold's dense rows and every MoE row still only check.
 BLACKWELL = ("b200", "gb200")
+#: the parts the Blackwell fit's constants are written to: the fitted :data:`BLACKWELL` ones
+#: and Blackwell Ultra's B300 / GB300, whose BF16 and FP8 tensor rates are B200 / GB200's (no
+#: published run of them among these rows)
+BLACKWELL_PARTS = BLACKWELL + ("b300", "gb300")
 #: the constants the Blackwell fit sets, each a multiplier on the value the ratio transfer gives
 BLACKWELL_FIELDS = ("fp8_gemm_efficiency_max", "attention_efficiency")
 

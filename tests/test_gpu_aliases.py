@@ -72,6 +72,10 @@ def test_every_alias_names_one_existing_preset_and_shadows_no_id(kind):
     ("NVIDIA B200", "b200"),
     ("NVIDIA GB200", "gb200"),                   # nvidia-smi on a GB200 NVL72 tray
     ("GB200 NVL72", "gb200"),
+    ("NVIDIA B300", "b300"),
+    ("DGX B300", "b300"),
+    ("NVIDIA GB300", "gb300"),
+    ("GB300 NVL72", "gb300"),
     ("H800", "h800-sxm-80gb"),
     ("H100 96GB HBM2e", "h100-hbm2e-96gb"),
 ])
@@ -80,7 +84,7 @@ def test_a_gpu_is_found_by_its_other_names(name, pid):
     assert presets.resolve_gpu(name, dtype="bf16") == presets.resolve_gpu(pid, dtype="bf16")
 
 
-@pytest.mark.parametrize("name", ["a100", "A100 SXM4", "h100 pcie", "H100 NVL", "gb300",
+@pytest.mark.parametrize("name", ["a100", "A100 SXM4", "h100 pcie", "H100 NVL", "mi300x",
                                   "", "nvidia", 7, None])
 def test_a_name_of_no_part_or_of_two_is_refused_with_the_ids(name):
     with pytest.raises(presets.UnknownPreset) as info:

@@ -418,7 +418,7 @@ def test_a_part_of_the_same_die_copies_the_fit(name):
     assert "calibrated_from" not in presets.gpu(name)
 
 
-@pytest.mark.parametrize("name", ["b200", "gb200"])
+@pytest.mark.parametrize("name", ["b200", "gb200", "b300", "gb300"])
 def test_another_generation_carries_the_fitted_share_of_its_stock_values(name):
     stock = presets.gpu(name, calibrated=False)
     donor_stock = presets.gpu("h100-sxm-80gb", calibrated=False)
@@ -435,7 +435,7 @@ def test_another_generation_carries_the_fitted_share_of_its_stock_values(name):
     assert "ASSUMPTION" in mine["sources"]["gemm_efficiency_max"]
 
 
-@pytest.mark.parametrize("name", ["b200", "gb200"])
+@pytest.mark.parametrize("name", ["b200", "gb200", "b300", "gb300"])
 def test_a_blackwell_fit_of_its_own_overrides_the_carried_values(name):
     # scripts/calibrate.py fits the FP8 GEMM ceiling and the attention share on Blackwell runs
     # over the ratio transfer; the other constants stay carried from the H100 fit
@@ -509,6 +509,7 @@ def test_the_presets_table_says_where_each_gpus_fit_comes_from():
     assert origin["h100-sxm-80gb"] == "own" and origin["a100-sxm-40gb"] == "own"
     assert origin["h200-141gb"] == "h100-sxm-80gb (copy)"
     assert origin["b200"] == origin["gb200"] == "h100-sxm-80gb (ratio) + own"
+    assert origin["b300"] == origin["gb300"] == "h100-sxm-80gb (ratio) + own"
     out = CliRunner().invoke(main, ["presets", "gpu"], env={"COLUMNS": "250"})
     assert out.exit_code == 0 and "h100-sxm-80gb (ratio)" in out.output
 

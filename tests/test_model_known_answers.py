@@ -1652,6 +1652,10 @@ def test_head_dim_half_presets_follow_the_exponential_rate_rule():
     # Blackwell: twice Hopper's tensor rate per SM and clock, the same exponential units
     assert presets.gpu("b200")["attention_head_dim_half"] == pytest.approx(
         8192 / (7 * 16), abs=0.05)
+    # Blackwell Ultra: the same tensor rate, 10.7 against B200's 5 TeraExponentials/s
+    for name in ("b300", "gb300"):
+        assert presets.gpu(name)["attention_head_dim_half"] == pytest.approx(
+            8192 / (7 * 16) * 5 / 10.7, abs=0.05)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -118,6 +118,24 @@ def test_a_gb200_row_runs_on_its_nvl72_racks(tmp_path):
     assert runner.cost(run, backend="c").status == "ok"
 
 
+def test_a_gb300_row_runs_on_its_nvl72_racks_with_their_800g_nics(tmp_path):
+    from trainscape.calibration.runs_file import runner_for
+
+    path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="GB300 NVL72", gpus="144", tp="4",
+                                                       global_batch="144", dtype="fp8")])
+    runner = runner_for([str(path)])
+    (run,) = runner.runs
+    sc = runner.scenario(run)
+    assert run.gpu == "gb300" and run.cluster_preset == "gb300-nvl72"
+    assert sc.cluster.tiers[0].size == 72 and sc.cluster.tiers[1].bandwidth_GBps == 100.0
+    # Blackwell Ultra takes the Blackwell fit: its FP8 ceiling is B200's fitted one
+    from trainscape import presets
+
+    assert sc.cluster.gpu.fp8_gemm_efficiency_max == presets.gpu("b200", dtype="fp8")[
+        "fp8_gemm_efficiency_max"]
+    assert runner.cost(run, backend="c").status == "ok"
+
+
 def test_a_gpu_without_a_cluster_preset_runs_on_the_dgx_fabric_and_says_so(tmp_path):
     path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="h200-141gb")])
     (row,) = _json("--runs", str(path))["rows"]
@@ -690,7 +708,7 @@ def test_an_fp8_recipe_is_said_as_printed(tmp_path, recipe, note):
 
 
 def test_keep_going_costs_the_readable_rows_and_lists_the_others(tmp_path):
-    rows = [_minimal_row(case="first"), _minimal_row(case="no_gpu", gpu="gb300"),
+    rows = [_minimal_row(case="first"), _minimal_row(case="no_gpu", gpu="mi300x"),
             _minimal_row(case="no_tp", tp="two"), _minimal_row(case="second", tp="2", cp="1"),
             _minimal_row(case="too_long", seq_len="100000000")]
     path = _write(tmp_path / "runs.csv", rows)
@@ -714,7 +732,7 @@ def test_keep_going_costs_the_readable_rows_and_lists_the_others(tmp_path):
 
 
 def test_keep_going_with_no_readable_row_or_without_runs_is_exit_2(tmp_path):
-    path = _write(tmp_path / "runs.csv", [_minimal_row(case="a", gpu="gb300"),
+    path = _write(tmp_path / "runs.csv", [_minimal_row(case="a", gpu="mi300x"),
                                           _minimal_row(case="b", tp="two")])
     result = _validate("--runs", str(path), "--keep-going")
     assert result.exit_code == 2 and "no readable row" in result.output

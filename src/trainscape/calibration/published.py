@@ -77,6 +77,7 @@ GPU_CLUSTER = {
     "a100-sxm-40gb": "dgx-a100-superpod",
     "h100-sxm-80gb": "dgx-h100-superpod",
     "gb200": "gb200-nvl72",
+    "gb300": "gb300-nvl72",
 }
 
 
