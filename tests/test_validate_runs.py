@@ -136,6 +136,28 @@ def test_a_gb300_row_runs_on_its_nvl72_racks_with_their_800g_nics(tmp_path):
     assert runner.cost(run, backend="c").status == "ok"
 
 
+def test_a_printed_activation_offload_is_costed_over_the_grace_link(tmp_path):
+    # Megatron-Bridge's GB200 / GB300 Llama 3 70B FP8 recipes: Megatron FSDP, MBS 2, the saved
+    # activations of cpu_offloading_num_layers of the 80 layers copied to the Grace CPU
+    base = _minimal_row(gpu="gb200", model="llama3-70b", layers="80", hidden="8192",
+                        heads="64", ffn_hidden="28672", gpus="64", tp="1", cp="1", mbs="2",
+                        global_batch="256", dtype="fp8", fsdp="64", value="4224")
+    plain = dict(base, case="plain", recompute="none")
+    offloaded = dict(base, case="offloaded",
+                     recompute="none; cpu_offloading_num_layers=40 (the release's recipe)")
+    path = _write(tmp_path / "runs.csv", [plain, offloaded],
+                  columns=list(base) + ["mbs", "fsdp", "recompute"])
+    rows = {r["case"]: r for r in _json("--runs", str(path))["rows"]}
+    assert any("activation offload printed: the saved activations of 40 of each model "
+               "chunk's 80 layers" in a and "0.5" in a for a in rows["offloaded"]["assumptions"])
+    assert not any("offload" in a for a in rows["plain"]["assumptions"])
+    # half the stored activations leave HBM: the layout that did not fit (186 GB) now does,
+    # over GB200 NVL72's NVLink-C2C host link (the cluster preset's, now carried to the run)
+    assert rows["plain"]["status"] == "out_of_memory"
+    assert rows["offloaded"]["status"] == "ok"
+    assert rows["offloaded"]["memory_gib"] < rows["plain"]["memory_gib"] / 1.5
+
+
 def test_a_gpu_without_a_cluster_preset_runs_on_the_dgx_fabric_and_says_so(tmp_path):
     path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="h200-141gb")])
     (row,) = _json("--runs", str(path))["rows"]

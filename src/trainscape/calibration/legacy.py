@@ -98,6 +98,10 @@ def gpt_model(layers: int, hidden: int, heads: int) -> dict[str, Any]:
             "vocab": VOCAB, "mlp": "gelu"}
 
 
+#: a cluster preset's host-side fields a scenario's ``[cluster]`` takes as they are
+HOST_FIELDS = ("host_ddr_gb", "host_to_device_GBps", "host_memory_GBps")
+
+
 def preset_cluster(preset: str, gpus: int, gpu_overrides: dict[str, Any] | None = None,
                    calibrated: bool = True, min_outer_size: int | None = None) -> dict[str, Any]:
     """A cluster preset as a scenario's ``[cluster]``: its tiers, its GPU's constants
@@ -111,7 +115,10 @@ def preset_cluster(preset: str, gpus: int, gpu_overrides: dict[str, Any] | None 
     # the GPU by name: the scenario resolves its constants for the job's dtype and stack
     # (presets.resolve_gpu, the same path as a scenario file's), overrides on top
     gpu = {"preset": cluster["gpu"], "calibrated": calibrated, **(gpu_overrides or {})}
-    return {"gpu": gpu, "gpus": gpus, "tiers": tiers}
+    # the host side the preset states (a run that offloads activations or the optimizer
+    # reaches host memory through it)
+    host = {k: cluster[k] for k in HOST_FIELDS if cluster.get(k) is not None}
+    return {"gpu": gpu, "gpus": gpus, "tiers": tiers, **host}
 
 
 def gpt_scenario(name: str, layers: int, hidden: int, heads: int, batch: int,

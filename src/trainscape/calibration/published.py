@@ -1341,6 +1341,30 @@ def printed_recompute_modules_of(row: dict[str, str], config: dict[str, Any],
     return kept
 
 
+#: a ``recompute`` cell's activation offload: Megatron-Core's ``--cpu-offloading-num-layers N``
+#: (Megatron-Bridge ``cpu_offloading_num_layers = N``), the saved activations of N layers of each
+#: model chunk copied to host memory in the forward and back for the backward
+OFFLOAD_LAYERS = re.compile(r"cpu[_ -]offloading[_ -]num[_ -]layers\s*[=:]?\s*(\d+)")
+
+
+def printed_activation_offload_of(row: dict[str, str], config: dict[str, Any], layers: int,
+                                  notes: list[str]) -> float:
+    """The share of each pipeline stage's layers whose saved activations a row offloads to host
+    memory (``job.offload_activations``), from a ``cpu_offloading_num_layers = N`` its
+    ``recompute`` cell prints (Megatron-Core ``TransformerBlock`` through Transformer Engine
+    ``get_cpu_offload_context(num_layers=N)``: N of the chunk's layers); 0 when it prints none."""
+    match = OFFLOAD_LAYERS.search(row["recompute"].lower())
+    if match is None:
+        return 0.0
+    stage_layers = layers / (config["pp"] * config["vpp"])
+    offloaded = int(match.group(1))
+    share = min(1.0, offloaded / stage_layers)
+    notes.append(f"activation offload printed: the saved activations of {offloaded} of each "
+                 f"model chunk's {stage_layers:g} layers go to host memory "
+                 f"(job.offload_activations = {share:.3g})")
+    return share
+
+
 #: model families trained with dropout (Megatron-LM's default hidden/attention dropout 0.1,
 #: kept by the GPT-3 recipes); every other family here trains without (Llama, MPT, Nemotron-4,
 #: Qwen3, GPT-OSS configs: dropout 0; BLOOM tr11: hidden/attention dropout 0)
@@ -1441,6 +1465,9 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     recipe_tp_overlap_of(row, release, config, notes)
     if recompute_modules:
         job["recompute_modules"] = recompute_modules
+    offload = printed_activation_offload_of(row, config, model["layers"], notes)
+    if offload:
+        job["offload_activations"] = offload
     job.update(recipe_job)
     if source == "automodel_perf_summary":
         # NeMo AutoModel's benchmark configs (examples/benchmark/configs/*_te_deepep.yaml at
