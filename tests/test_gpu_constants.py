@@ -492,6 +492,10 @@ def test_presets_show_prints_each_value_with_its_source():
         "h100-sxm-80gb", dtype="fp8", stack="pytorch-fsdp").items() if k != "sources"}
     text = CliRunner().invoke(main, ["presets", "model", "--show", "llama3-8b"])
     assert text.exit_code == 0 and "hidden" in text.output
+    # a source naming a TOML table prints it as written, not as console markup
+    table = CliRunner(env={"COLUMNS": "400"}).invoke(
+        main, ["presets", "gpu", "--show", "gb300", "--dtype", "fp8"])
+    assert table.exit_code == 0 and "calibrated.toml [gb300]" in table.output
 
 
 @pytest.mark.parametrize("args, message", [

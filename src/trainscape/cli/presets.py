@@ -103,6 +103,7 @@ def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
         click.echo(json.dumps({"preset": name, "kind": kind, "values": table,
                                "sources": sources}, indent=2, default=str))
         return
+    from rich.markup import escape
     from rich.table import Table
 
     from ..report import make_console
@@ -113,7 +114,8 @@ def _show(kind: str | None, name: str, dtype: str, stack: str, stock: bool,
     out.add_column("source", overflow="fold")
     for key, value in table.items():
         shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else _fmt(value)
-        out.add_row(key, shown, str(sources.get(key, "")))
+        # a source names TOML tables ("calibrated.toml [gb300]"): text, not console markup
+        out.add_row(key, escape(shown), escape(str(sources.get(key, ""))))
     make_console().print(out)
 
 
