@@ -4,7 +4,7 @@
     python scripts/calibrate.py              # fit, print every row, write presets/calibrated.toml
     python scripts/calibrate.py --dry-run    # fit and print only
     python scripts/calibrate.py --async-tp-only [--dry-run]   # only the AsyncTP constant
-    python scripts/calibrate.py --blackwell-only [--dry-run]  # only B200 / GB200's two constants
+    python scripts/calibrate.py --blackwell-only [--dry-run]  # only the Blackwell-family constants
     python scripts/calibrate.py --cross-validate 5  # K fits, each row's error out of its fold
     python scripts/calibrate.py --dry-run --bound bf16.gemm_half_flops=1e7:1.5e10  # what-if
     python scripts/calibrate.py --dry-run --leave-out 'nemo2511_qwen3-30b*'        # what-if
@@ -26,7 +26,10 @@ vanilla-TP / AsyncTP pairs (:func:`fit_async_tp`; no calibration row runs AsyncT
 the transfer of the H100 fit just written, the Blackwell parts' two constants of their own
 (``calibrated.toml [b200]`` / ``[gb200]``): the FP8 GEMM ceiling and the attention share, one
 multiplier each over the carried values, fitted to their dense published runs outside the
-hold-out fold (:func:`fit_blackwell`; no calibration row runs on Blackwell).
+hold-out fold (:func:`fit_blackwell`; no calibration row runs on Blackwell); and on that fit,
+Blackwell Ultra's (``[b300]`` / ``[gb300]``): the attention share carried through the doubled
+exponential rate, the FP8 GEMM ceiling times one multiplier fitted to the dense GB300 runs
+(:func:`fit_blackwell_ultra`).
 Needs scipy (``pip install scipy``), which the package itself does not.
 
 ``--bound`` and ``--leave-out`` are what-if fits, printed and never written (with ``--dry-run``
@@ -398,8 +401,7 @@ def blackwell_costed(multipliers: dict[str, float], backend: str) -> list[cal.Re
 
 
 def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
-    """The Blackwell fit into calibrated.toml: for each of ``transfer_check.BLACKWELL_PARTS``
-    (the fitted B200 / GB200 and Blackwell Ultra's B300 / GB300, the same tensor rates), its
+    """The Blackwell fit into calibrated.toml: for each of ``transfer_check.BLACKWELL``, its
     multiplied constants as a fit of its own (``presets`` resolves them over the donor's
     transferred fit), the attention share in the GPU table (every dtype), the FP8 ceiling in its
     fp8 sub-table."""
@@ -418,17 +420,96 @@ def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
         provenance[f"{key}_median_abs_error"] = round(med, 4)
         provenance[f"{key}_worst_abs_error"] = round(worst, 4)
     doc = presets._parse("calibrated.toml")
-    for gpu in transfer_check.BLACKWELL_PARTS:
+    for gpu in transfer_check.BLACKWELL:
         base = transfer_check.blackwell_transferred(gpu, "fp8")
         value = {k: round(base[k] * multipliers[k], 6) for k in multipliers}
-        prov = dict(provenance)
-        if gpu not in transfer_check.BLACKWELL:  # Blackwell Ultra: no run of its own
-            prov["script"] = ("scripts/calibrate.py (fit_blackwell, on the B200 / GB200 runs of "
-                              "docs/data/transfer_check_runs.csv, carried to Blackwell Ultra)")
         doc = cal.update_calibrated(doc, gpu, {"attention_efficiency": value[
-            "attention_efficiency"]}, prov)
+            "attention_efficiency"]}, provenance)
         doc = cal.update_calibrated(doc, gpu, {"fp8_gemm_efficiency_max": value[
-            "fp8_gemm_efficiency_max"]}, prov, "fp8")
+            "fp8_gemm_efficiency_max"]}, provenance, "fp8")
+    OUT.write_text(cal.format_calibrated(doc))
+    presets._parse.cache_clear()
+    print(f"wrote {OUT}")
+
+
+def fit_blackwell_ultra(backend: str) -> float:
+    """Blackwell Ultra's own constant (``transfer_check.BLACKWELL_ULTRA``): a multiplier on the
+    FP8 GEMM ceiling its Blackwell sibling's fit gives it, shared by B300 and GB300, fitted (the
+    soft-L1 loss of the log step-time errors, bounded by :data:`BLACKWELL_BOUNDS`) to the dense
+    Megatron-Core GB300 runs outside the hold-out fold; the attention share is carried, not
+    fitted (``transfer_check.ultra_carried``: the sibling's times the exponential-rate ratio).
+    The datasheets give Blackwell Ultra Blackwell's dense FP8 rate; its runs are faster per GPU
+    at the same layout (more power: 1.4 against 1.2 kW on GB300), which this multiplier holds.
+    Costed on the Blackwell fit just written."""
+    from scipy.optimize import least_squares
+
+    import transfer_check
+
+    lo, hi = (math.log(b) for b in BLACKWELL_BOUNDS)
+    sol = least_squares(lambda x: ultra_residuals(float(np.exp(x[0])), backend), np.zeros(1),
+                        bounds=(lo, hi), diff_step=1e-3)
+    multiplier = float(np.exp(sol.x[0]))
+    results = ultra_costed(multiplier, backend)
+    for r in sorted(results, key=lambda r: (r.gpu, r.case)):
+        err = "   -   " if r.error is None else f"{r.error:+7.1%}"
+        print(f"  Blackwell Ultra {r.gpu:6s} {r.case:48s} {err} {r.status}"
+              + (" [hold-out]" if r.holdout else ""))
+    for split, (med, worst, n) in split_errors(results).items():
+        print(f"Blackwell Ultra {split:8s}: median |error| {med:6.1%}, worst {worst:6.1%} over "
+              f"{n} rows")
+    print(f"fitted Blackwell Ultra multiplier ({sol.nfev} evaluations, cost {sol.cost:.4g}): "
+          f"{transfer_check.ULTRA_FIELD} x {multiplier:.4g}")
+    return multiplier
+
+
+def ultra_residuals(multiplier: float, backend: str) -> np.ndarray:
+    """What :func:`fit_blackwell_ultra` minimizes the squares of: each fit run's log step-time
+    error through :func:`robust`, the FP8 ceiling at ``multiplier`` times its carried value."""
+    import transfer_check
+
+    return np.array([robust(math.log(r.predicted_step_s / r.published_step_s), ROBUST_SCALE)
+                     for r in transfer_check.ultra_results(multiplier, backend)])
+
+
+def ultra_costed(multiplier: float, backend: str) -> list[cal.Result]:
+    """The Blackwell Ultra fit's runs and its hold-out's at ``multiplier``, the hold-out's
+    marked ``holdout`` (:func:`split_errors` splits them)."""
+    import transfer_check
+
+    held = transfer_check.ultra_results(multiplier, backend, holdout=True)
+    for r in held:
+        r.holdout = True
+    return transfer_check.ultra_results(multiplier, backend) + held
+
+
+def write_blackwell_ultra(multiplier: float, backend: str) -> None:
+    """The Blackwell Ultra fit into calibrated.toml: for B300 and GB300, the attention share
+    (GPU table, every dtype) and FP8 ceiling (fp8 sub-table) :func:`fit_blackwell_ultra` costed,
+    with the fit's provenance."""
+    import transfer_check
+
+    presets._parse.cache_clear()  # the sibling's values: the Blackwell fit just written
+    results = ultra_costed(multiplier, backend)
+    provenance = {"script": "scripts/calibrate.py (fit_blackwell_ultra, on the runs of "
+                            "docs/data/transfer_check_runs.csv)",
+                  "date": datetime.date.today().isoformat(),
+                  "sources": sorted({r.source for r in results if not r.holdout}),
+                  "on_top_of": ("the b200 / gb200 fit: attention share times the exponential-"
+                                "rate ratio, FP8 ceiling times the fitted multiplier "
+                                f"{multiplier:.4g}")}
+    for split, (med, worst, n) in split_errors(results).items():
+        key = split.replace("-", "")
+        provenance[f"{key}_rows"] = n
+        provenance[f"{key}_median_abs_error"] = round(med, 4)
+        provenance[f"{key}_worst_abs_error"] = round(worst, 4)
+    doc = presets._parse("calibrated.toml")
+    for gpu in transfer_check.BLACKWELL_ULTRA:
+        value = transfer_check.ultra_carried(gpu, "fp8")
+        value[transfer_check.ULTRA_FIELD] *= multiplier
+        doc = cal.update_calibrated(doc, gpu, {"attention_efficiency": round(value[
+            "attention_efficiency"], 6)}, provenance)
+        doc = cal.update_calibrated(doc, gpu, {"fp8_gemm_efficiency_max": round(value[
+            "fp8_gemm_efficiency_max"], 6)}, provenance, "fp8")
     OUT.write_text(cal.format_calibrated(doc))
     presets._parse.cache_clear()
     print(f"wrote {OUT}")
@@ -511,7 +592,8 @@ def main() -> int:
                            "GPU constants")
     mode.add_argument("--blackwell-only", action="store_true",
                       help="fit only the Blackwell parts' two constants (B200 and GB200), on "
-                           "the shipped H100 fit")
+                           "the shipped H100 fit, then Blackwell Ultra's one (B300 and GB300) "
+                           "on theirs")
     mode.add_argument("--cross-validate", type=int, metavar="K", default=None,
                       help="K fits, each holding one fold of the rows out; print every "
                            "source's out-of-fold error and the constants' spread (writes "
@@ -547,6 +629,9 @@ def main() -> int:
         multipliers = fit_blackwell(args.backend)
         if not args.dry_run:
             write_blackwell(multipliers, args.backend)
+        ultra = fit_blackwell_ultra(args.backend)  # on the Blackwell fit as written (or shipped)
+        if not args.dry_run:
+            write_blackwell_ultra(ultra, args.backend)
         return 0
     if args.async_tp_only:
         exposed = fit_async_tp(args.backend)
@@ -605,6 +690,8 @@ def main() -> int:
     write_async_tp(fit_async_tp(args.backend))
     presets._parse.cache_clear()  # and the Blackwell fit its runs on the transfer of them
     write_blackwell(fit_blackwell(args.backend), args.backend)
+    presets._parse.cache_clear()  # and Blackwell Ultra's on its sibling's fit just written
+    write_blackwell_ultra(fit_blackwell_ultra(args.backend), args.backend)
     return 0
 
 

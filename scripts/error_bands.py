@@ -12,7 +12,8 @@ not older releases of a repeated layout) and every costed row of
 release repeats does not, as in ``trainscape validate``) and is not a calibration row itself
 (the H100 NeMo rows riding along there as the B200 baseline are), nor one of the four that
 set the PyTorch stack's AsyncTP constant (``transfer_check.ASYNC_TP_FIT_CASES``) or the
-Blackwell parts' two constants (``transfer_check.blackwell_fit_cases``), nor one whose
+Blackwell parts' two constants (``transfer_check.blackwell_fit_cases``) or Blackwell Ultra's
+(``transfer_check.ultra_fit_cases``), nor one whose
 framework names no stack the reader knows (a band describes its stack's runs). Each is costed
 as ``trainscape validate`` and ``scripts/transfer_check.py`` cost it (C backend when built, else the
 reference), its error ``predicted / published - 1`` counted whether or not the model calls the
@@ -52,7 +53,7 @@ def never_fitted_results(backend: str) -> list:
     runs, _ = transfer_check.runs_of(rows)
     runner = transfer_check.runner_of(runs)
     fitted = (calibration_cases | transfer_check.ASYNC_TP_FIT_CASES
-              | transfer_check.blackwell_fit_cases())
+              | transfer_check.blackwell_fit_cases() | transfer_check.ultra_fit_cases())
     # a band describes runs of its stack: a row whose framework names none (read as
     # Megatron-Core, and said) is checked by transfer_check.py, not banded
     frameworks = {row["case"]: row["framework"] for row in rows}

@@ -64,7 +64,7 @@ READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_bench
                     "maxtext_gpu")
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
-GPUS = ("b200", "gb200", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",
+GPUS = ("b200", "gb200", "b300", "gb300", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",
         "a100-sxm-80gb", "a100-sxm-40gb")
 #: GPUs that have a fit of their own (their rows check the fit, not a transfer)
 FITTED = ("h100-sxm-80gb", "a100-sxm-80gb", "a100-sxm-40gb")
@@ -126,31 +126,27 @@ def async_tp_loss(exposed: float | None = None, backend: str = "c") -> float:
 #: calibration set's rule). Those rows are marked and left out of the summaries; the hold-out
 #: fold's dense rows and every MoE row still only check.
 BLACKWELL = ("b200", "gb200")
-#: the parts the Blackwell fit's constants are written to: the fitted :data:`BLACKWELL` ones
-#: and Blackwell Ultra's B300 / GB300, whose BF16 and FP8 tensor rates are B200 / GB200's (no
-#: published run of them among these rows)
-BLACKWELL_PARTS = BLACKWELL + ("b300", "gb300")
 #: the constants the Blackwell fit sets, each a multiplier on the value the ratio transfer gives
 BLACKWELL_FIELDS = ("fp8_gemm_efficiency_max", "attention_efficiency")
 
 
-def _blackwell_dense(run) -> bool:
-    """A dense Megatron-Core run on a :data:`BLACKWELL` part, counted (the newest release of
-    its layout): the runs the Blackwell fit splits into its fit and hold-out."""
-    return (run.gpu in BLACKWELL and run.stack == "megatron-core"
+def _dense_on(run, parts) -> bool:
+    """A dense Megatron-Core run on one of ``parts``, counted (the newest release of its
+    layout): the runs a Blackwell-family fit splits into its fit and hold-out."""
+    return (run.gpu in parts and run.stack == "megatron-core"
             and not run.scenario["model"].get("experts") and run.counted)
 
 
 def is_blackwell_fit_run(run) -> bool:
-    """Whether ``run`` is one the Blackwell fit is fitted on: :func:`_blackwell_dense`, outside
-    the hold-out fold."""
-    return _blackwell_dense(run) and not is_holdout(run.case)
+    """Whether ``run`` is one the Blackwell fit is fitted on: a dense run on
+    :data:`BLACKWELL` (:func:`_dense_on`), outside the hold-out fold."""
+    return _dense_on(run, BLACKWELL) and not is_holdout(run.case)
 
 
 def is_blackwell_check_run(run) -> bool:
     """The Blackwell fit's hold-out: a run :func:`is_blackwell_fit_run` would take but for its
     fold."""
-    return _blackwell_dense(run) and is_holdout(run.case)
+    return _dense_on(run, BLACKWELL) and is_holdout(run.case)
 
 
 def blackwell_transferred(gpu: str, dtype: str) -> dict[str, float]:
@@ -164,14 +160,20 @@ def blackwell_transferred(gpu: str, dtype: str) -> dict[str, float]:
 
 
 @functools.lru_cache(maxsize=None)
-def _blackwell_runner(path: Path) -> tuple[Runner, tuple, tuple]:
-    """A runner over ``path``'s :data:`BLACKWELL` rows, their fit runs and their hold-out runs
-    (read once: a fit costs them at every trial value)."""
+def _fit_runner(path: Path, parts: tuple[str, ...]) -> tuple[Runner, tuple, tuple]:
+    """A runner over ``path``'s rows on ``parts``, their fit runs (dense, outside the hold-out
+    fold) and their hold-out runs (read once: a fit costs them at every trial value)."""
     with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["gpu"] in BLACKWELL]
+        rows = [r for r in csv.DictReader(f) if r["gpu"] in parts]
     runs, _ = runs_of(rows)
-    return (runner_of(runs), tuple(r for r in runs if is_blackwell_fit_run(r)),
-            tuple(r for r in runs if is_blackwell_check_run(r)))
+    dense = [r for r in runs if _dense_on(r, parts)]
+    return (runner_of(runs), tuple(r for r in dense if not is_holdout(r.case)),
+            tuple(r for r in dense if is_holdout(r.case)))
+
+
+def _blackwell_runner(path: Path) -> tuple[Runner, tuple, tuple]:
+    """:func:`_fit_runner` over the :data:`BLACKWELL` rows."""
+    return _fit_runner(path, BLACKWELL)
 
 
 def blackwell_fit_cases(path: Path = DEFAULT) -> frozenset[str]:
@@ -191,6 +193,53 @@ def blackwell_results(multipliers: dict[str, float] | None = None, backend: str 
         if multipliers is not None:
             base = blackwell_transferred(run.gpu, run.dtype)
             overrides = {k: base[k] * multipliers[k] for k in BLACKWELL_FIELDS}
+        out.append(runner.cost(run, overrides, backend=backend))
+    return out
+
+
+#: Blackwell Ultra and the Blackwell part each is built like: the same dual-die GPU with the
+#: same dense BF16 / FP8 rates, twice the exponential rate and more power (gpus.toml). Each
+#: takes its sibling's Blackwell fit: the attention share carried through the exponential rate
+#: (:func:`trainscape.model.llm.exponential_rate_attention_ratio`), the FP8 GEMM ceiling times
+#: one multiplier fitted by ``scripts/calibrate.py`` (``fit_blackwell_ultra``) on the dense
+#: GB300 rows outside the hold-out fold, shared by B300 (no dense B300 row is published)
+BLACKWELL_ULTRA = {"b300": "b200", "gb300": "gb200"}
+#: the constant the Blackwell Ultra fit multiplies
+ULTRA_FIELD = "fp8_gemm_efficiency_max"
+
+
+def ultra_carried(gpu: str, dtype: str) -> dict[str, float]:
+    """The attention share and FP8 GEMM ceiling Blackwell Ultra part ``gpu`` takes from its
+    Blackwell sibling's own fit (calibrated.toml), before a multiplier of its own: the
+    attention share times the exponential-rate ratio at 128-wide heads, the ceiling as fitted."""
+    from trainscape.model.llm import exponential_rate_attention_ratio
+
+    sibling = BLACKWELL_ULTRA[gpu]
+    own = {k: float(v) for k, v, _ in presets._own_calibrated_items(sibling, dtype)}
+    ratio = exponential_rate_attention_ratio(
+        presets.gpu(sibling, calibrated=False)["attention_head_dim_half"],
+        presets.gpu(gpu, calibrated=False)["attention_head_dim_half"])
+    return {"attention_efficiency": own["attention_efficiency"] * ratio,
+            ULTRA_FIELD: own[ULTRA_FIELD]}
+
+
+def ultra_fit_cases(path: Path = DEFAULT) -> frozenset[str]:
+    """The case ids of the Blackwell Ultra fit's runs in ``path``."""
+    return frozenset(run.case for run in _fit_runner(path, tuple(BLACKWELL_ULTRA))[1])
+
+
+def ultra_results(multiplier: float | None = None, backend: str = "c", path: Path = DEFAULT,
+                  holdout: bool = False) -> list:
+    """The Blackwell Ultra fit's runs (``holdout``: its hold-out runs) costed with
+    :func:`ultra_carried`'s constants, the FP8 ceiling times ``multiplier``; ``None``: the
+    shipped presets."""
+    runner, fit, check = _fit_runner(path, tuple(BLACKWELL_ULTRA))
+    out = []
+    for run in (check if holdout else fit):
+        overrides = None
+        if multiplier is not None:
+            overrides = ultra_carried(run.gpu, run.dtype)
+            overrides[ULTRA_FIELD] *= multiplier
         out.append(runner.cost(run, overrides, backend=backend))
     return out
 
@@ -295,8 +344,10 @@ def main() -> int:
     runner = runner_of(runs)
     results = [runner.cost(run, backend=args.backend) for run in runs]
     memory = memory_rows(results) if args.csv == str(DEFAULT) and not args.blind else []
-    fitted = ASYNC_TP_FIT_CASES | blackwell_fit_cases()
-    held_out = frozenset(run.case for run in _blackwell_runner(DEFAULT)[2])
+    ultra = ultra_fit_cases()
+    fitted = ASYNC_TP_FIT_CASES | blackwell_fit_cases() | ultra
+    held_out = frozenset(run.case for parts in (BLACKWELL, tuple(BLACKWELL_ULTRA))
+                         for run in _fit_runner(DEFAULT, parts)[2])
     checks = [r for r in results if r.case not in fitted]
     if args.plot is not None and checks:
         from trainscape.calibration.plots import plot_accuracy
@@ -315,12 +366,13 @@ def main() -> int:
     for r in results:
         err = "   -  " if r.error is None else f"{100 * r.error:+6.1f}%"
         fit = ("  (sets the AsyncTP constant)" if r.case in ASYNC_TP_FIT_CASES
+               else "  (sets the Blackwell Ultra constant)" if r.case in ultra
                else "  (sets the Blackwell constants)" if r.case in fitted
                else "" if r.counted else "  (older release of a repeated layout: not counted)")
         print(f"{r.case:46} {r.gpu:14} {r.dtype:5} {r.status:15} {err}{fit}")
     for gpu in GPUS:
         summary_line(gpu, [r for r in checks if r.gpu == gpu])
-        if gpu in BLACKWELL:  # the Blackwell fit's hold-out: its dense rows no fit saw
+        if gpu in BLACKWELL or gpu in BLACKWELL_ULTRA:  # a fit's hold-out: dense rows it never saw
             summary_line(f"  {gpu} dense (held out)",
                          [r for r in checks if r.gpu == gpu and r.case in held_out])
     # the fitted GPUs' rows by source: each paper or table is one stack, era and scale range
@@ -329,11 +381,15 @@ def main() -> int:
         summary_line(f"  {source}", [r for r in checks if r.gpu in FITTED
                                      and r.source == source])
     n_async = sum(1 for r in results if r.case in ASYNC_TP_FIT_CASES)
-    n_blackwell = len(results) - len(checks) - n_async
+    n_ultra = sum(1 for r in results if r.case in ultra)
+    n_blackwell = len(results) - len(checks) - n_async - n_ultra
     if n_async:
         print(f"{n_async} rows (marked) set the AsyncTP constant and are not in the summaries")
     if n_blackwell:
         print(f"{n_blackwell} rows (marked) set the Blackwell constants and are not in the "
+              "summaries")
+    if n_ultra:
+        print(f"{n_ultra} rows (marked) set the Blackwell Ultra constant and are not in the "
               "summaries")
     for case, why in skipped:
         print(f"skipped {case}: {why}")

@@ -1640,6 +1640,20 @@ def test_head_dim_efficiency_is_the_exponentials_share_relative_to_128():
     assert llm.attention_core_time(sys, core, False, 4096, 64) == llm.gemm_time(sys, core, 2.0)
 
 
+def test_a_faster_exponential_unit_speeds_128_wide_heads_by_the_serialized_scores_ratio():
+    # Blackwell -> Blackwell Ultra: c = 73.1 -> 34.2 (twice the exponentials at the same matmul
+    # rate): (128 + 73.1) / (128 + 34.2)
+    assert llm.exponential_rate_attention_ratio(73.1, 34.2) == pytest.approx(
+        201.1 / 162.2, rel=1e-14)
+    assert llm.exponential_rate_attention_ratio(50.0, 50.0) == 1.0
+    # the same ratio as the matmul-bound shares d / (d + c) of the two parts at d = 128
+    share = lambda c: 128 / (128 + c)  # noqa: E731
+    assert llm.exponential_rate_attention_ratio(73.1, 34.2) == pytest.approx(
+        share(34.2) / share(73.1), rel=1e-14)
+    # and no faster than the matmul bound allows: at c -> 0 the gain is (128 + c_from) / 128
+    assert llm.exponential_rate_attention_ratio(73.1, 0.0) == pytest.approx(201.1 / 128)
+
+
 def test_head_dim_half_presets_follow_the_exponential_rate_rule():
     from trainscape import presets
 

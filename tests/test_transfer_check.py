@@ -129,7 +129,8 @@ def test_the_asynctp_constant_reproduces_the_published_speedups_it_was_fitted_to
     assert tc.main() == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["case"] for r in rows if r["fitted"]} == (tc.ASYNC_TP_FIT_CASES
-                                                       | tc.blackwell_fit_cases())
+                                                       | tc.blackwell_fit_cases()
+                                                       | tc.ultra_fit_cases())
     assert len(tc.ASYNC_TP_FIT_CASES) == 4
     assert not any(r["fitted"] for r in rows if "tensorwise" in r["case"])
     monkeypatch.setattr("sys.argv", ["transfer_check.py"])
@@ -212,6 +213,62 @@ def test_calibrate_writes_the_blackwell_constants_into_their_own_tables_only(tmp
             assert written[gpu]["fp8"]["fp8_gemm_efficiency_max"] == pytest.approx(
                 shipped[gpu]["fp8"]["fp8_gemm_efficiency_max"], rel=1e-5)
             assert set(written[gpu]) == {"attention_efficiency", "provenance", "fp8"}
+        else:
+            assert written[gpu] == shipped[gpu], gpu
+
+
+def _shipped_ultra_multiplier(tc) -> float:
+    from trainscape import presets
+
+    shipped = presets.calibrated_constants("gb300")["fp8"][tc.ULTRA_FIELD]
+    return shipped / tc.ultra_carried("gb300", "fp8")[tc.ULTRA_FIELD]
+
+
+def test_the_shipped_blackwell_ultra_constant_is_the_fits_optimum(monkeypatch):
+    # calibrate.py's fit_blackwell_ultra: Blackwell Ultra takes its sibling's Blackwell fit,
+    # the attention share through the doubled exponential rate (carried, not fitted) and the
+    # FP8 ceiling times one multiplier, shared by B300 and GB300, at the minimum of its loss
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    tc = load_script(monkeypatch)
+    from trainscape import presets
+    from trainscape.model.llm import exponential_rate_attention_ratio
+
+    m = _shipped_ultra_multiplier(tc)
+    assert 1.0 < m < 2.0  # GB300 runs faster per GPU than GB200 at the same datasheet FP8 rate
+    for ultra, sibling in tc.BLACKWELL_ULTRA.items():
+        own, theirs = presets.calibrated_constants(ultra), presets.calibrated_constants(sibling)
+        assert own["fp8"][tc.ULTRA_FIELD] == pytest.approx(
+            theirs["fp8"][tc.ULTRA_FIELD] * m, rel=1e-5)
+        assert own["attention_efficiency"] == pytest.approx(
+            theirs["attention_efficiency"] * exponential_rate_attention_ratio(
+                presets.gpu(sibling, calibrated=False)["attention_head_dim_half"],
+                presets.gpu(ultra, calibrated=False)["attention_head_dim_half"]), rel=1e-5)
+
+    def loss(mult):
+        return float(np.sum(calibrate.ultra_residuals(mult, "c") ** 2))
+
+    best = loss(m)
+    assert best <= min(loss(m * 0.98), loss(m * 1.02)) + 1e-9
+
+
+def test_calibrate_writes_the_blackwell_ultra_constants_into_their_own_tables_only(
+        tmp_path, monkeypatch):
+    calibrate = _scripts.load_script(monkeypatch, "calibrate")
+    tc = load_script(monkeypatch)
+    shipped_path = _scripts.ROOT / "src" / "trainscape" / "presets" / "calibrated.toml"
+    out = tmp_path / "calibrated.toml"
+    monkeypatch.setattr(calibrate, "OUT", out)
+    calibrate.write_blackwell_ultra(_shipped_ultra_multiplier(tc), "c")
+    written = tomllib.loads(out.read_text())
+    shipped = tomllib.loads(shipped_path.read_text())
+    assert written.keys() == shipped.keys()
+    for gpu in written:
+        if gpu in tc.BLACKWELL_ULTRA:
+            assert written[gpu]["attention_efficiency"] == pytest.approx(
+                shipped[gpu]["attention_efficiency"], rel=1e-5)
+            assert written[gpu]["fp8"][tc.ULTRA_FIELD] == pytest.approx(
+                shipped[gpu]["fp8"][tc.ULTRA_FIELD], rel=1e-5)
+            assert "fit_blackwell_ultra" in written[gpu]["provenance"]["script"]
         else:
             assert written[gpu] == shipped[gpu], gpu
 
@@ -557,6 +614,35 @@ def test_the_blackwell_fit_holds_on_the_rows_it_left_out(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert f"{len(fit)} rows (marked) set the Blackwell constants" in out
     assert any(line.startswith("  b200 dense (held out)") for line in out.splitlines())
+
+
+#: the Blackwell Ultra fit's hold-out (stop 47): its dense GB300 rows in the hold-out fold
+#: (NeMo 25.11's Llama 3 8B, FP8 and MXFP8: attention-heavy, the share carried not fitted)
+ULTRA_HOLDOUT_RATCHET = {"gb300": (0.020, 0)}
+
+
+def test_the_blackwell_ultra_fit_holds_on_the_rows_it_left_out(capsys, monkeypatch):
+    tc = load_script(monkeypatch)
+    fit = tc.ultra_fit_cases()
+    _, fit_runs, held_runs = tc._fit_runner(tc.DEFAULT, tuple(tc.BLACKWELL_ULTRA))
+    held = {run.case for run in held_runs}
+    assert len(fit) >= 4 and len(held) >= 2 and not fit & held
+    assert all(run.gpu in tc.BLACKWELL_ULTRA and not run.scenario["model"].get("experts")
+               for run in fit_runs + held_runs)
+    monkeypatch.setattr("sys.argv", ["transfer_check.py", "--json"])
+    assert tc.main() == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["case"] for r in rows if r["fitted"] and r["gpu"] in tc.BLACKWELL_ULTRA} == fit
+    for gpu, (bound, infeasible) in ULTRA_HOLDOUT_RATCHET.items():
+        group = [r for r in rows if r["case"] in held and r["gpu"] == gpu]
+        errors = [abs(r["error_pct"]) / 100 for r in group if r["error_pct"] is not None]
+        assert errors and statistics.median(errors) <= bound, (gpu, errors)
+        assert sum(not r["feasible"] for r in group) <= infeasible
+    monkeypatch.setattr("sys.argv", ["transfer_check.py"])
+    assert tc.main() == 0
+    out = capsys.readouterr().out
+    assert f"{len(fit)} rows (marked) set the Blackwell Ultra constant" in out
+    assert any(line.startswith("  gb300 dense (held out)") for line in out.splitlines())
 
 
 def test_model_memory_stays_under_the_printed_peaks(capsys, monkeypatch):

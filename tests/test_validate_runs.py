@@ -128,11 +128,15 @@ def test_a_gb300_row_runs_on_its_nvl72_racks_with_their_800g_nics(tmp_path):
     sc = runner.scenario(run)
     assert run.gpu == "gb300" and run.cluster_preset == "gb300-nvl72"
     assert sc.cluster.tiers[0].size == 72 and sc.cluster.tiers[1].bandwidth_GBps == 100.0
-    # Blackwell Ultra takes the Blackwell fit: its FP8 ceiling is B200's fitted one
+    # Blackwell Ultra's own fit: its FP8 ceiling above GB200's, its attention share GB200's
+    # times the exponential-rate ratio
     from trainscape import presets
+    from trainscape.model.llm import exponential_rate_attention_ratio
 
-    assert sc.cluster.gpu.fp8_gemm_efficiency_max == presets.gpu("b200", dtype="fp8")[
-        "fp8_gemm_efficiency_max"]
+    gb200 = presets.gpu("gb200", dtype="fp8")
+    assert sc.cluster.gpu.fp8_gemm_efficiency_max > gb200["fp8_gemm_efficiency_max"]
+    assert sc.cluster.gpu.attention_efficiency == pytest.approx(
+        gb200["attention_efficiency"] * exponential_rate_attention_ratio(73.1, 34.2), rel=1e-5)
     assert runner.cost(run, backend="c").status == "ok"
 
 

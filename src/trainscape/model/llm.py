@@ -1012,6 +1012,19 @@ def attention_head_dim_efficiency(sys, head_dim):
     return head_dim * (ref + c) / (ref * (head_dim + c))
 
 
+def exponential_rate_attention_ratio(head_dim_half_from, head_dim_half_to):
+    """How much faster fused attention runs at the reference 128-wide heads on a GPU whose
+    exponentials are faster, at the same matmul rate: :func:`attention_head_dim_efficiency`'s
+    serialized score, ``d / (d + c)`` of the matmul-bound rate with ``c = P / 7E``, at
+    ``d = 128`` for ``c`` going from ``head_dim_half_from`` to ``head_dim_half_to``:
+    ``(128 + c_from) / (128 + c_to)``. Blackwell Ultra doubles Blackwell's exponential rate at
+    the same dense BF16 rate (NVIDIA's "2x attention-layer acceleration"; Verda's GB300 NVL72
+    table: 10.7 against 5 TeraExponentials/s): c 73.1 -> 34.2, 1.24x. Used by the calibration
+    scripts to carry a fitted attention share from one part to the other."""
+    ref = ATTENTION_REFERENCE_HEAD_DIM
+    return (ref + head_dim_half_from) / (ref + head_dim_half_to)
+
+
 def kernel_attention_efficiency(native_efficiency, legacy_fraction, legacy):
     """``attention_efficiency`` of the fused attention kernel a job runs: the GPU's native-kernel
     figure, times ``legacy_attention_fraction`` when the kernel was written for an older
