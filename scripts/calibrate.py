@@ -347,6 +347,17 @@ def write_async_tp(exposed: float) -> None:
 BLACKWELL_BOUNDS = (0.5, 2.0)
 
 
+def print_fit(label: str, results: list[cal.Result]) -> None:
+    """Every row a fit of the transfer file's runs costed (its hold-out marked), then the
+    median / worst |error| of its fit and hold-out splits."""
+    for r in sorted(results, key=lambda r: (r.gpu, r.case)):
+        err = "   -   " if r.error is None else f"{r.error:+7.1%}"
+        print(f"  {label} {r.gpu:6s} {r.case:48s} {err} {r.status}"
+              + (" [hold-out]" if r.holdout else ""))
+    for split, (med, worst, n) in split_errors(results).items():
+        print(f"{label} {split:8s}: median |error| {med:6.1%}, worst {worst:6.1%} over {n} rows")
+
+
 def fit_blackwell(backend: str) -> dict[str, float]:
     """The Blackwell parts' own fit (``transfer_check.BLACKWELL``, one die): a multiplier on
     each of ``transfer_check.BLACKWELL_FIELDS`` -- the FP8 GEMM ceiling and the attention
@@ -366,13 +377,7 @@ def fit_blackwell(backend: str) -> dict[str, float]:
     sol = least_squares(lambda x: blackwell_residuals(dict(zip(fields, np.exp(x))), backend),
                         np.zeros(len(fields)), bounds=(lo, hi), diff_step=1e-3)
     multipliers = {k: float(v) for k, v in zip(fields, np.exp(sol.x))}
-    results = blackwell_costed(multipliers, backend)
-    for r in sorted(results, key=lambda r: (r.gpu, r.case)):
-        err = "   -   " if r.error is None else f"{r.error:+7.1%}"
-        print(f"  Blackwell {r.gpu:6s} {r.case:48s} {err} {r.status}"
-              + (" [hold-out]" if r.holdout else ""))
-    for split, (med, worst, n) in split_errors(results).items():
-        print(f"Blackwell {split:8s}: median |error| {med:6.1%}, worst {worst:6.1%} over {n} rows")
+    print_fit("Blackwell", blackwell_costed(multipliers, backend))
     print(f"fitted Blackwell multipliers ({sol.nfev} evaluations, cost {sol.cost:.4g}): "
           + ", ".join(f"{k} x {v:.4g}" for k, v in multipliers.items()))
     return multipliers
@@ -400,6 +405,35 @@ def blackwell_costed(multipliers: dict[str, float], backend: str) -> list[cal.Re
     return transfer_check.blackwell_results(multipliers, backend) + held
 
 
+def fit_provenance(stage: str, results: list[cal.Result], on_top_of: str) -> dict:
+    """The provenance a fit of the transfer file's runs writes beside its constants: the stage
+    that fitted them, the date, the sources of its fit rows, what it is laid over, and the
+    median / worst |error| and row count of its fit and hold-out splits (:func:`split_errors`)."""
+    provenance = {"script": f"scripts/calibrate.py ({stage}, on the runs of "
+                            "docs/data/transfer_check_runs.csv)",
+                  "date": datetime.date.today().isoformat(),
+                  "sources": sorted({r.source for r in results if not r.holdout}),
+                  "on_top_of": on_top_of}
+    for split, (med, worst, n) in split_errors(results).items():
+        key = split.replace("-", "")
+        provenance[f"{key}_rows"] = n
+        provenance[f"{key}_median_abs_error"] = round(med, 4)
+        provenance[f"{key}_worst_abs_error"] = round(worst, 4)
+    return provenance
+
+
+def write_attention_and_fp8(values: dict[str, dict[str, float]], provenance: dict) -> None:
+    """Each GPU's ``attention_efficiency`` (its table in calibrated.toml, every dtype) and
+    ``fp8_gemm_efficiency_max`` (its fp8 sub-table) of ``values``, with ``provenance``."""
+    doc = presets._parse("calibrated.toml")
+    for gpu, value in values.items():
+        doc = cal.update_calibrated(doc, gpu, {"attention_efficiency": round(value[
+            "attention_efficiency"], 6)}, provenance)
+        doc = cal.update_calibrated(doc, gpu, {"fp8_gemm_efficiency_max": round(value[
+            "fp8_gemm_efficiency_max"], 6)}, provenance, "fp8")
+    OUT.write_text(cal.format_calibrated(doc))
+
+
 def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
     """The Blackwell fit into calibrated.toml: for each of ``transfer_check.BLACKWELL``, its
     multiplied constants as a fit of its own (``presets`` resolves them over the donor's
@@ -408,26 +442,13 @@ def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
     import transfer_check
 
     presets._parse.cache_clear()  # the base values: the transfer of the fit just written
-    results = blackwell_costed(multipliers, backend)
-    provenance = {"script": "scripts/calibrate.py (fit_blackwell, on the runs of "
-                            "docs/data/transfer_check_runs.csv)",
-                  "date": datetime.date.today().isoformat(),
-                  "sources": sorted({r.source for r in results if not r.holdout}),
-                  "on_top_of": "the h100-sxm-80gb fit, transferred by ratio (gpus.toml)"}
-    for split, (med, worst, n) in split_errors(results).items():
-        key = split.replace("-", "")
-        provenance[f"{key}_rows"] = n
-        provenance[f"{key}_median_abs_error"] = round(med, 4)
-        provenance[f"{key}_worst_abs_error"] = round(worst, 4)
-    doc = presets._parse("calibrated.toml")
+    provenance = fit_provenance("fit_blackwell", blackwell_costed(multipliers, backend),
+                                "the h100-sxm-80gb fit, transferred by ratio (gpus.toml)")
+    values = {}
     for gpu in transfer_check.BLACKWELL:
         base = transfer_check.blackwell_transferred(gpu, "fp8")
-        value = {k: round(base[k] * multipliers[k], 6) for k in multipliers}
-        doc = cal.update_calibrated(doc, gpu, {"attention_efficiency": value[
-            "attention_efficiency"]}, provenance)
-        doc = cal.update_calibrated(doc, gpu, {"fp8_gemm_efficiency_max": value[
-            "fp8_gemm_efficiency_max"]}, provenance, "fp8")
-    OUT.write_text(cal.format_calibrated(doc))
+        values[gpu] = {k: base[k] * multipliers[k] for k in multipliers}
+    write_attention_and_fp8(values, provenance)
     presets._parse.cache_clear()
     print(f"wrote {OUT}")
 
@@ -449,14 +470,7 @@ def fit_blackwell_ultra(backend: str) -> float:
     sol = least_squares(lambda x: ultra_residuals(float(np.exp(x[0])), backend), np.zeros(1),
                         bounds=(lo, hi), diff_step=1e-3)
     multiplier = float(np.exp(sol.x[0]))
-    results = ultra_costed(multiplier, backend)
-    for r in sorted(results, key=lambda r: (r.gpu, r.case)):
-        err = "   -   " if r.error is None else f"{r.error:+7.1%}"
-        print(f"  Blackwell Ultra {r.gpu:6s} {r.case:48s} {err} {r.status}"
-              + (" [hold-out]" if r.holdout else ""))
-    for split, (med, worst, n) in split_errors(results).items():
-        print(f"Blackwell Ultra {split:8s}: median |error| {med:6.1%}, worst {worst:6.1%} over "
-              f"{n} rows")
+    print_fit("Blackwell Ultra", ultra_costed(multiplier, backend))
     print(f"fitted Blackwell Ultra multiplier ({sol.nfev} evaluations, cost {sol.cost:.4g}): "
           f"{transfer_check.ULTRA_FIELD} x {multiplier:.4g}")
     return multiplier
@@ -489,28 +503,15 @@ def write_blackwell_ultra(multiplier: float, backend: str) -> None:
     import transfer_check
 
     presets._parse.cache_clear()  # the sibling's values: the Blackwell fit just written
-    results = ultra_costed(multiplier, backend)
-    provenance = {"script": "scripts/calibrate.py (fit_blackwell_ultra, on the runs of "
-                            "docs/data/transfer_check_runs.csv)",
-                  "date": datetime.date.today().isoformat(),
-                  "sources": sorted({r.source for r in results if not r.holdout}),
-                  "on_top_of": ("the b200 / gb200 fit: attention share times the exponential-"
-                                "rate ratio, FP8 ceiling times the fitted multiplier "
-                                f"{multiplier:.4g}")}
-    for split, (med, worst, n) in split_errors(results).items():
-        key = split.replace("-", "")
-        provenance[f"{key}_rows"] = n
-        provenance[f"{key}_median_abs_error"] = round(med, 4)
-        provenance[f"{key}_worst_abs_error"] = round(worst, 4)
-    doc = presets._parse("calibrated.toml")
+    provenance = fit_provenance(
+        "fit_blackwell_ultra", ultra_costed(multiplier, backend),
+        "the b200 / gb200 fit: attention share times the exponential-rate ratio, FP8 ceiling "
+        f"times the fitted multiplier {multiplier:.4g}")
+    values = {}
     for gpu in transfer_check.BLACKWELL_ULTRA:
-        value = transfer_check.ultra_carried(gpu, "fp8")
-        value[transfer_check.ULTRA_FIELD] *= multiplier
-        doc = cal.update_calibrated(doc, gpu, {"attention_efficiency": round(value[
-            "attention_efficiency"], 6)}, provenance)
-        doc = cal.update_calibrated(doc, gpu, {"fp8_gemm_efficiency_max": round(value[
-            "fp8_gemm_efficiency_max"], 6)}, provenance, "fp8")
-    OUT.write_text(cal.format_calibrated(doc))
+        values[gpu] = transfer_check.ultra_carried(gpu, "fp8")
+        values[gpu][transfer_check.ULTRA_FIELD] *= multiplier
+    write_attention_and_fp8(values, provenance)
     presets._parse.cache_clear()
     print(f"wrote {OUT}")
 

@@ -171,14 +171,9 @@ def _fit_runner(path: Path, parts: tuple[str, ...]) -> tuple[Runner, tuple, tupl
             tuple(r for r in dense if is_holdout(r.case)))
 
 
-def _blackwell_runner(path: Path) -> tuple[Runner, tuple, tuple]:
-    """:func:`_fit_runner` over the :data:`BLACKWELL` rows."""
-    return _fit_runner(path, BLACKWELL)
-
-
 def blackwell_fit_cases(path: Path = DEFAULT) -> frozenset[str]:
     """The case ids of the Blackwell fit's runs in ``path`` (read as the shipped file is)."""
-    return frozenset(run.case for run in _blackwell_runner(path)[1])
+    return frozenset(run.case for run in _fit_runner(path, BLACKWELL)[1])
 
 
 def blackwell_results(multipliers: dict[str, float] | None = None, backend: str = "c",
@@ -186,7 +181,7 @@ def blackwell_results(multipliers: dict[str, float] | None = None, backend: str 
     """The Blackwell fit's runs (``holdout``: its hold-out runs) costed with each of
     :data:`BLACKWELL_FIELDS` at ``multipliers`` times its transferred value
     (:func:`blackwell_transferred`); ``None``: the shipped presets."""
-    runner, fit, check = _blackwell_runner(path)
+    runner, fit, check = _fit_runner(path, BLACKWELL)
     out = []
     for run in (check if holdout else fit):
         overrides = None

@@ -189,22 +189,29 @@ def test_the_shipped_blackwell_constants_are_the_fits_optimum(monkeypatch):
             assert best <= loss({**m, k: m[k] * step}) + 1e-9, (k, step)
 
 
-def test_calibrate_writes_the_blackwell_constants_into_their_own_tables_only(tmp_path,
-                                                                          monkeypatch):
+def _rewritten(tmp_path, monkeypatch, write) -> tuple:
+    """``(transfer_check, the calibrated.toml `write(calibrate, tc)` writes into tmp_path, the
+    shipped one)``."""
     calibrate = _scripts.load_script(monkeypatch, "calibrate")
     tc = load_script(monkeypatch)
     shipped_path = _scripts.ROOT / "src" / "trainscape" / "presets" / "calibrated.toml"
     out = tmp_path / "calibrated.toml"
     monkeypatch.setattr(calibrate, "OUT", out)
-    calibrate.write_blackwell(_shipped_blackwell_multipliers(tc), "c")
+    write(calibrate, tc)
+    return tc, tomllib.loads(out.read_text()), tomllib.loads(shipped_path.read_text())
+
+
+def test_calibrate_writes_the_blackwell_constants_into_their_own_tables_only(tmp_path,
+                                                                          monkeypatch):
+    tc, written, shipped = _rewritten(tmp_path, monkeypatch, lambda calibrate, tc: (
+        calibrate.write_blackwell(_shipped_blackwell_multipliers(tc), "c")))
 
     def undated(doc):
         if isinstance(doc, dict):
             return {k: undated(v) for k, v in doc.items() if k != "date"}
         return doc
 
-    written = undated(tomllib.loads(out.read_text()))
-    shipped = undated(tomllib.loads(shipped_path.read_text()))
+    written, shipped = undated(written), undated(shipped)
     assert written.keys() == shipped.keys()
     for gpu in written:
         if gpu in tc.BLACKWELL:
@@ -253,14 +260,8 @@ def test_the_shipped_blackwell_ultra_constant_is_the_fits_optimum(monkeypatch):
 
 def test_calibrate_writes_the_blackwell_ultra_constants_into_their_own_tables_only(
         tmp_path, monkeypatch):
-    calibrate = _scripts.load_script(monkeypatch, "calibrate")
-    tc = load_script(monkeypatch)
-    shipped_path = _scripts.ROOT / "src" / "trainscape" / "presets" / "calibrated.toml"
-    out = tmp_path / "calibrated.toml"
-    monkeypatch.setattr(calibrate, "OUT", out)
-    calibrate.write_blackwell_ultra(_shipped_ultra_multiplier(tc), "c")
-    written = tomllib.loads(out.read_text())
-    shipped = tomllib.loads(shipped_path.read_text())
+    tc, written, shipped = _rewritten(tmp_path, monkeypatch, lambda calibrate, tc: (
+        calibrate.write_blackwell_ultra(_shipped_ultra_multiplier(tc), "c")))
     assert written.keys() == shipped.keys()
     for gpu in written:
         if gpu in tc.BLACKWELL_ULTRA:
@@ -588,32 +589,38 @@ def test_out_of_sample_errors_do_not_regress(capsys, monkeypatch):
 BLACKWELL_HOLDOUT_RATCHET = {"b200": (0.021, 2), "gb200": (0.031, 0)}
 
 
-def test_the_blackwell_fit_holds_on_the_rows_it_left_out(capsys, monkeypatch):
-    tc = load_script(monkeypatch)
-    fit = tc.blackwell_fit_cases()
-    _, fit_runs, held_runs = tc._blackwell_runner(tc.DEFAULT)
+def _check_fit_split(tc, capsys, monkeypatch, parts, fit, ratchet, label, min_rows):
+    """One rule for a Blackwell-family fit's two splits: dense Megatron-Core rows on ``parts``,
+    counted, split by the calibration set's hold-out hash (no MoE row and no other GPU is
+    fitted); the fit rows are the ones marked, the hold-out stays within ``ratchet``, and the
+    summary names the rows it leaves out."""
+    _, fit_runs, held_runs = tc._fit_runner(tc.DEFAULT, tuple(parts))
     held = {run.case for run in held_runs}
-    # one rule for both splits: dense Megatron-Core B200 / GB200 rows, counted, split by the
-    # calibration set's hold-out hash; no MoE row and no other GPU is fitted
-    assert len(fit) >= 25 and len(held) >= 5 and not fit & held
-    assert all(run.gpu in tc.BLACKWELL and not run.scenario["model"].get("experts")
+    assert {run.case for run in fit_runs} == fit
+    assert len(fit) >= min_rows[0] and len(held) >= min_rows[1] and not fit & held
+    assert all(run.gpu in parts and not run.scenario["model"].get("experts")
                for run in fit_runs + held_runs)
     monkeypatch.setattr("sys.argv", ["transfer_check.py", "--json"])
     assert tc.main() == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
-    assert {r["case"] for r in rows if r["fitted"] and r["gpu"] in tc.BLACKWELL} == fit
-    for gpu, (bound, infeasible) in BLACKWELL_HOLDOUT_RATCHET.items():
+    assert {r["case"] for r in rows if r["fitted"] and r["gpu"] in parts} == fit
+    for gpu, (bound, infeasible) in ratchet.items():
         group = [r for r in rows if r["case"] in held and r["gpu"] == gpu]
         errors = [abs(r["error_pct"]) / 100 for r in group if r["error_pct"] is not None]
         assert errors and statistics.median(errors) <= bound, (gpu, errors)
         assert sum(not r["feasible"] for r in group) <= infeasible
-    # the shipped constants are the fit's: the carried values times the fitted multipliers
-    # reproduce calibrated.toml, and the summary names the rows it leaves out
     monkeypatch.setattr("sys.argv", ["transfer_check.py"])
     assert tc.main() == 0
     out = capsys.readouterr().out
-    assert f"{len(fit)} rows (marked) set the Blackwell constants" in out
-    assert any(line.startswith("  b200 dense (held out)") for line in out.splitlines())
+    assert f"{len(fit)} rows (marked) set the {label}" in out
+    for gpu in ratchet:
+        assert any(line.startswith(f"  {gpu} dense (held out)") for line in out.splitlines())
+
+
+def test_the_blackwell_fit_holds_on_the_rows_it_left_out(capsys, monkeypatch):
+    tc = load_script(monkeypatch)
+    _check_fit_split(tc, capsys, monkeypatch, tc.BLACKWELL, tc.blackwell_fit_cases(),
+                     BLACKWELL_HOLDOUT_RATCHET, "Blackwell constants", (25, 5))
 
 
 #: the Blackwell Ultra fit's hold-out (stop 47): its dense GB300 rows in the hold-out fold
@@ -623,26 +630,8 @@ ULTRA_HOLDOUT_RATCHET = {"gb300": (0.020, 0)}
 
 def test_the_blackwell_ultra_fit_holds_on_the_rows_it_left_out(capsys, monkeypatch):
     tc = load_script(monkeypatch)
-    fit = tc.ultra_fit_cases()
-    _, fit_runs, held_runs = tc._fit_runner(tc.DEFAULT, tuple(tc.BLACKWELL_ULTRA))
-    held = {run.case for run in held_runs}
-    assert len(fit) >= 4 and len(held) >= 2 and not fit & held
-    assert all(run.gpu in tc.BLACKWELL_ULTRA and not run.scenario["model"].get("experts")
-               for run in fit_runs + held_runs)
-    monkeypatch.setattr("sys.argv", ["transfer_check.py", "--json"])
-    assert tc.main() == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
-    assert {r["case"] for r in rows if r["fitted"] and r["gpu"] in tc.BLACKWELL_ULTRA} == fit
-    for gpu, (bound, infeasible) in ULTRA_HOLDOUT_RATCHET.items():
-        group = [r for r in rows if r["case"] in held and r["gpu"] == gpu]
-        errors = [abs(r["error_pct"]) / 100 for r in group if r["error_pct"] is not None]
-        assert errors and statistics.median(errors) <= bound, (gpu, errors)
-        assert sum(not r["feasible"] for r in group) <= infeasible
-    monkeypatch.setattr("sys.argv", ["transfer_check.py"])
-    assert tc.main() == 0
-    out = capsys.readouterr().out
-    assert f"{len(fit)} rows (marked) set the Blackwell Ultra constant" in out
-    assert any(line.startswith("  gb300 dense (held out)") for line in out.splitlines())
+    _check_fit_split(tc, capsys, monkeypatch, tc.BLACKWELL_ULTRA, tc.ultra_fit_cases(),
+                     ULTRA_HOLDOUT_RATCHET, "Blackwell Ultra constant", (4, 2))
 
 
 def test_model_memory_stays_under_the_printed_peaks(capsys, monkeypatch):
