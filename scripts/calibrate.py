@@ -28,7 +28,7 @@ the transfer of the H100 fit just written, the Blackwell parts' two constants of
 multiplier each over the carried values, fitted to their dense published runs outside the
 hold-out fold (:func:`fit_blackwell`; no calibration row runs on Blackwell); and on that fit,
 Blackwell Ultra's (``[b300]`` / ``[gb300]``): the attention share carried through the doubled
-exponential rate, the FP8 GEMM ceiling times one multiplier fitted to the dense GB300 runs
+exponential rate, both GEMM ceilings times one multiplier fitted to the dense GB300 runs
 (:func:`fit_blackwell_ultra`).
 Needs scipy (``pip install scipy``), which the package itself does not.
 
@@ -422,15 +422,17 @@ def fit_provenance(stage: str, results: list[cal.Result], on_top_of: str) -> dic
     return provenance
 
 
-def write_attention_and_fp8(values: dict[str, dict[str, float]], provenance: dict) -> None:
-    """Each GPU's ``attention_efficiency`` (its table in calibrated.toml, every dtype) and
-    ``fp8_gemm_efficiency_max`` (its fp8 sub-table) of ``values``, with ``provenance``."""
+def write_fitted(values: dict[str, dict[str, float]], provenance: dict) -> None:
+    """Each GPU's fitted ``values`` into calibrated.toml with ``provenance``: the FP8 ceiling
+    (``fp8_gemm_efficiency_max``) in its fp8 sub-table, every other field in its GPU table
+    (every dtype)."""
     doc = presets._parse("calibrated.toml")
     for gpu, value in values.items():
-        doc = cal.update_calibrated(doc, gpu, {"attention_efficiency": round(value[
-            "attention_efficiency"], 6)}, provenance)
-        doc = cal.update_calibrated(doc, gpu, {"fp8_gemm_efficiency_max": round(value[
-            "fp8_gemm_efficiency_max"], 6)}, provenance, "fp8")
+        rounded = {k: round(v, 6) for k, v in value.items()}
+        fp8 = {k: v for k, v in rounded.items() if k == "fp8_gemm_efficiency_max"}
+        doc = cal.update_calibrated(doc, gpu, {k: v for k, v in rounded.items()
+                                               if k not in fp8}, provenance)
+        doc = cal.update_calibrated(doc, gpu, fp8, provenance, "fp8")
     OUT.write_text(cal.format_calibrated(doc))
 
 
@@ -448,20 +450,21 @@ def write_blackwell(multipliers: dict[str, float], backend: str) -> None:
     for gpu in transfer_check.BLACKWELL:
         base = transfer_check.blackwell_transferred(gpu, "fp8")
         values[gpu] = {k: base[k] * multipliers[k] for k in multipliers}
-    write_attention_and_fp8(values, provenance)
+    write_fitted(values, provenance)
     presets._parse.cache_clear()
     print(f"wrote {OUT}")
 
 
 def fit_blackwell_ultra(backend: str) -> float:
-    """Blackwell Ultra's own constant (``transfer_check.BLACKWELL_ULTRA``): a multiplier on the
-    FP8 GEMM ceiling its Blackwell sibling's fit gives it, shared by B300 and GB300, fitted (the
-    soft-L1 loss of the log step-time errors, bounded by :data:`BLACKWELL_BOUNDS`) to the dense
-    Megatron-Core GB300 runs outside the hold-out fold; the attention share is carried, not
-    fitted (``transfer_check.ultra_carried``: the sibling's times the exponential-rate ratio).
-    The datasheets give Blackwell Ultra Blackwell's dense FP8 rate; its runs are faster per GPU
-    at the same layout (more power: 1.4 against 1.2 kW on GB300), which this multiplier holds.
-    Costed on the Blackwell fit just written."""
+    """Blackwell Ultra's own constant (``transfer_check.BLACKWELL_ULTRA``): one multiplier on
+    both GEMM ceilings (BF16 and FP8, ``transfer_check.ULTRA_FIELDS``) its Blackwell sibling's
+    fit gives it, shared by B300 and GB300, fitted (the soft-L1 loss of the log step-time
+    errors, bounded by :data:`BLACKWELL_BOUNDS`) to the dense Megatron-Core GB300 runs outside
+    the hold-out fold; the attention share is carried, not fitted
+    (``transfer_check.ultra_carried``: the sibling's times the exponential-rate ratio). The
+    datasheets give Blackwell Ultra Blackwell's dense BF16 and FP8 rates; its runs are faster
+    per GPU at the same layout, in FP8 and in BF16 alike (more power: 1.4 against 1.2 kW on
+    GB300), which this multiplier holds. Costed on the Blackwell fit just written."""
     from scipy.optimize import least_squares
 
     import transfer_check
@@ -472,7 +475,7 @@ def fit_blackwell_ultra(backend: str) -> float:
     multiplier = float(np.exp(sol.x[0]))
     print_fit("Blackwell Ultra", ultra_costed(multiplier, backend))
     print(f"fitted Blackwell Ultra multiplier ({sol.nfev} evaluations, cost {sol.cost:.4g}): "
-          f"{transfer_check.ULTRA_FIELD} x {multiplier:.4g}")
+          f"{' and '.join(transfer_check.ULTRA_FIELDS)} x {multiplier:.4g}")
     return multiplier
 
 
@@ -497,21 +500,22 @@ def ultra_costed(multiplier: float, backend: str) -> list[cal.Result]:
 
 
 def write_blackwell_ultra(multiplier: float, backend: str) -> None:
-    """The Blackwell Ultra fit into calibrated.toml: for B300 and GB300, the attention share
-    (GPU table, every dtype) and FP8 ceiling (fp8 sub-table) :func:`fit_blackwell_ultra` costed,
-    with the fit's provenance."""
+    """The Blackwell Ultra fit into calibrated.toml: for B300 and GB300, the attention share and
+    BF16 GEMM ceiling (GPU table, every dtype) and the FP8 ceiling (fp8 sub-table)
+    :func:`fit_blackwell_ultra` costed, with the fit's provenance."""
     import transfer_check
 
     presets._parse.cache_clear()  # the sibling's values: the Blackwell fit just written
     provenance = fit_provenance(
         "fit_blackwell_ultra", ultra_costed(multiplier, backend),
-        "the b200 / gb200 fit: attention share times the exponential-rate ratio, FP8 ceiling "
-        f"times the fitted multiplier {multiplier:.4g}")
+        "the b200 / gb200 fit: attention share times the exponential-rate ratio, BF16 and FP8 "
+        f"GEMM ceilings times the fitted multiplier {multiplier:.4g}")
     values = {}
     for gpu in transfer_check.BLACKWELL_ULTRA:
         values[gpu] = transfer_check.ultra_carried(gpu, "fp8")
-        values[gpu][transfer_check.ULTRA_FIELD] *= multiplier
-    write_attention_and_fp8(values, provenance)
+        for k in transfer_check.ULTRA_FIELDS:
+            values[gpu][k] *= multiplier
+    write_fitted(values, provenance)
     presets._parse.cache_clear()
     print(f"wrote {OUT}")
 

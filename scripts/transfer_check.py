@@ -194,28 +194,29 @@ def blackwell_results(multipliers: dict[str, float] | None = None, backend: str 
 
 #: Blackwell Ultra and the Blackwell part each is built like: the same dual-die GPU with the
 #: same dense BF16 / FP8 rates, twice the exponential rate and more power (gpus.toml). Each
-#: takes its sibling's Blackwell fit: the attention share carried through the exponential rate
-#: (:func:`trainscape.model.llm.exponential_rate_attention_ratio`), the FP8 GEMM ceiling times
+#: takes its sibling's fit: the attention share carried through the exponential rate
+#: (:func:`trainscape.model.llm.exponential_rate_attention_ratio`), both GEMM ceilings times
 #: one multiplier fitted by ``scripts/calibrate.py`` (``fit_blackwell_ultra``) on the dense
 #: GB300 rows outside the hold-out fold, shared by B300 (no dense B300 row is published)
 BLACKWELL_ULTRA = {"b300": "b200", "gb300": "gb200"}
-#: the constant the Blackwell Ultra fit multiplies
-ULTRA_FIELD = "fp8_gemm_efficiency_max"
+#: the constants the Blackwell Ultra fit multiplies: the tensor cores' BF16 and FP8 ceilings
+ULTRA_FIELDS = ("gemm_efficiency_max", "fp8_gemm_efficiency_max")
 
 
 def ultra_carried(gpu: str, dtype: str) -> dict[str, float]:
-    """The attention share and FP8 GEMM ceiling Blackwell Ultra part ``gpu`` takes from its
-    Blackwell sibling's own fit (calibrated.toml), before a multiplier of its own: the
-    attention share times the exponential-rate ratio at 128-wide heads, the ceiling as fitted."""
+    """The attention share and GEMM ceilings Blackwell Ultra part ``gpu`` takes from its
+    Blackwell sibling's fit (its own fields in calibrated.toml over the ones it carries from
+    the H100 fit), before a multiplier of its own: the attention share times the
+    exponential-rate ratio at 128-wide heads, the ceilings as the sibling has them."""
     from trainscape.model.llm import exponential_rate_attention_ratio
 
     sibling = BLACKWELL_ULTRA[gpu]
-    own = {k: float(v) for k, v, _ in presets._own_calibrated_items(sibling, dtype)}
+    fitted = {k: float(v) for k, v, _ in presets._calibrated_items(sibling, dtype)}
     ratio = exponential_rate_attention_ratio(
         presets.gpu(sibling, calibrated=False)["attention_head_dim_half"],
         presets.gpu(gpu, calibrated=False)["attention_head_dim_half"])
-    return {"attention_efficiency": own["attention_efficiency"] * ratio,
-            ULTRA_FIELD: own[ULTRA_FIELD]}
+    return {"attention_efficiency": fitted["attention_efficiency"] * ratio,
+            **{k: fitted[k] for k in ULTRA_FIELDS}}
 
 
 def ultra_fit_cases(path: Path = DEFAULT) -> frozenset[str]:
@@ -226,15 +227,16 @@ def ultra_fit_cases(path: Path = DEFAULT) -> frozenset[str]:
 def ultra_results(multiplier: float | None = None, backend: str = "c", path: Path = DEFAULT,
                   holdout: bool = False) -> list:
     """The Blackwell Ultra fit's runs (``holdout``: its hold-out runs) costed with
-    :func:`ultra_carried`'s constants, the FP8 ceiling times ``multiplier``; ``None``: the
-    shipped presets."""
+    :func:`ultra_carried`'s constants, each of :data:`ULTRA_FIELDS` times ``multiplier``;
+    ``None``: the shipped presets."""
     runner, fit, check = _fit_runner(path, tuple(BLACKWELL_ULTRA))
     out = []
     for run in (check if holdout else fit):
         overrides = None
         if multiplier is not None:
             overrides = ultra_carried(run.gpu, run.dtype)
-            overrides[ULTRA_FIELD] *= multiplier
+            for k in ULTRA_FIELDS:
+                overrides[k] *= multiplier
         out.append(runner.cost(run, overrides, backend=backend))
     return out
 
