@@ -435,7 +435,11 @@ def runs_strategy():
                          "max_reserved",
                          '"', ",", "\n", "-", "n/a", "H100", "NVIDIA H200", "a100", "BF16",
                          "SwiGLU", "on", "AC", "none", "DeepSeek-V3", "Mixtral 8x7B",
-                         "meta-llama/Llama-3.1-70B (FP8)", "llama3-405b", "/"]),
+                         "meta-llama/Llama-3.1-70B (FP8)", "llama3-405b", "/",
+                         "gb300", "b300", "GB300 NVL72",
+                         "none; cpu_offloading_num_layers=20",
+                         "cpu_offloading_num_layers=0",
+                         "full; cpu_offloading_num_layers=18446744073709551616"]),
         st.text(max_size=5), st.just(DELETE))
 
     @st.composite
