@@ -140,6 +140,21 @@ def test_a_gb300_row_runs_on_its_nvl72_racks_with_their_800g_nics(tmp_path):
     assert runner.cost(run, backend="c").status == "ok"
 
 
+def test_a_b300_row_runs_on_hgx_b300_nodes_with_their_800g_nics(tmp_path):
+    from trainscape.calibration.runs_file import runner_for
+
+    path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="DGX B300", gpus="64", tp="2",
+                                                       global_batch="64", dtype="fp8")])
+    runner = runner_for([str(path)])
+    (run,) = runner.runs
+    tiers = runner.scenario(run).cluster.tiers
+    assert run.gpu == "b300" and run.cluster_preset == "hgx-b300"
+    assert (tiers[0].size, tiers[0].bandwidth_GBps) == (8, 900.0)
+    assert tiers[1].bandwidth_GBps == 100.0  # twice the DGX H100 fabric's 50 a GPU
+    assert not any("no cluster preset" in a for a in run.assumptions)
+    assert runner.cost(run, backend="c").status == "ok"
+
+
 def test_a_printed_activation_offload_is_costed_over_the_grace_link(tmp_path):
     # Megatron-Bridge's GB200 / GB300 Llama 3 70B FP8 recipes: Megatron FSDP, MBS 2, the saved
     # activations of cpu_offloading_num_layers of the 80 layers copied to the Grace CPU

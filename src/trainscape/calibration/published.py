@@ -78,6 +78,7 @@ GPU_CLUSTER = {
     "h100-sxm-80gb": "dgx-h100-superpod",
     "gb200": "gb200-nvl72",
     "gb300": "gb300-nvl72",
+    "b300": "hgx-b300",
 }
 
 
