@@ -103,56 +103,46 @@ def test_the_measurement_may_be_given_as_metric_and_value_alone(tmp_path):
     assert any("recompute not printed" in a for a in row["assumptions"])
 
 
-def test_a_gb200_row_runs_on_its_nvl72_racks(tmp_path):
+def _one_run(tmp_path, **changes):
+    """``(runner, run)`` of a runs file holding :func:`_minimal_row` with ``changes``."""
     from trainscape.calibration.runs_file import runner_for
 
-    path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="GB200 NVL72", gpus="144", tp="4",
-                                                       global_batch="144")])
-    runner = runner_for([str(path)])
+    runner = runner_for([str(_write(tmp_path / "runs.csv", [_minimal_row(**changes)]))])
     (run,) = runner.runs
+    return runner, run
+
+
+@pytest.mark.parametrize("name, gpus, gpu, preset, node, fabric", [
+    ("GB200 NVL72", "144", "gb200", "gb200-nvl72", 72, 50.0),
+    ("GB300 NVL72", "144", "gb300", "gb300-nvl72", 72, 100.0),  # one 800G ConnectX-8 a GPU
+    ("DGX B300", "64", "b300", "hgx-b300", 8, 100.0),  # the same NICs on the HGX baseboard
+])
+def test_a_blackwell_row_runs_on_its_own_cluster(tmp_path, name, gpus, gpu, preset, node,
+                                                  fabric):
+    runner, run = _one_run(tmp_path, gpu=name, gpus=gpus, tp="4", global_batch=gpus,
+                           dtype="fp8")
     tiers = runner.scenario(run).cluster.tiers
-    assert run.gpu == "gb200" and run.cluster_preset == "gb200-nvl72"
-    assert tiers[0].size == 72 and tiers[0].bandwidth_GBps == 900.0
-    assert tiers[0].size * tiers[1].size >= 144
+    assert run.gpu == gpu and run.cluster_preset == preset
+    assert (tiers[0].size, tiers[0].bandwidth_GBps) == (node, 900.0)
+    assert tiers[1].bandwidth_GBps == fabric
+    assert tiers[0].size * tiers[1].size >= int(gpus)
     assert not any("no cluster preset" in a for a in run.assumptions)
     assert runner.cost(run, backend="c").status == "ok"
 
 
-def test_a_gb300_row_runs_on_its_nvl72_racks_with_their_800g_nics(tmp_path):
-    from trainscape.calibration.runs_file import runner_for
-
-    path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="GB300 NVL72", gpus="144", tp="4",
-                                                       global_batch="144", dtype="fp8")])
-    runner = runner_for([str(path)])
-    (run,) = runner.runs
-    sc = runner.scenario(run)
-    assert run.gpu == "gb300" and run.cluster_preset == "gb300-nvl72"
-    assert sc.cluster.tiers[0].size == 72 and sc.cluster.tiers[1].bandwidth_GBps == 100.0
-    # Blackwell Ultra's own fit: its FP8 ceiling above GB200's, its attention share GB200's
-    # times the exponential-rate ratio
+def test_a_gb300_row_takes_blackwell_ultras_own_constants(tmp_path):
+    # its FP8 ceiling above GB200's, its attention share GB200's times the exponential-rate
+    # ratio
     from trainscape import presets
     from trainscape.model.llm import exponential_rate_attention_ratio
 
+    runner, run = _one_run(tmp_path, gpu="GB300 NVL72", gpus="144", tp="4", global_batch="144",
+                           dtype="fp8")
+    gpu = runner.scenario(run).cluster.gpu
     gb200 = presets.gpu("gb200", dtype="fp8")
-    assert sc.cluster.gpu.fp8_gemm_efficiency_max > gb200["fp8_gemm_efficiency_max"]
-    assert sc.cluster.gpu.attention_efficiency == pytest.approx(
+    assert gpu.fp8_gemm_efficiency_max > gb200["fp8_gemm_efficiency_max"]
+    assert gpu.attention_efficiency == pytest.approx(
         gb200["attention_efficiency"] * exponential_rate_attention_ratio(73.1, 34.2), rel=1e-5)
-    assert runner.cost(run, backend="c").status == "ok"
-
-
-def test_a_b300_row_runs_on_hgx_b300_nodes_with_their_800g_nics(tmp_path):
-    from trainscape.calibration.runs_file import runner_for
-
-    path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="DGX B300", gpus="64", tp="2",
-                                                       global_batch="64", dtype="fp8")])
-    runner = runner_for([str(path)])
-    (run,) = runner.runs
-    tiers = runner.scenario(run).cluster.tiers
-    assert run.gpu == "b300" and run.cluster_preset == "hgx-b300"
-    assert (tiers[0].size, tiers[0].bandwidth_GBps) == (8, 900.0)
-    assert tiers[1].bandwidth_GBps == 100.0  # twice the DGX H100 fabric's 50 a GPU
-    assert not any("no cluster preset" in a for a in run.assumptions)
-    assert runner.cost(run, backend="c").status == "ok"
 
 
 def test_a_printed_activation_offload_is_costed_over_the_grace_link(tmp_path):
