@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import fnmatch
+import functools
 import math
 import statistics
 import sys
@@ -364,7 +365,7 @@ def fit_blackwell(backend: str) -> dict[str, float]:
     kernel's share of peak -- over the values the H100 fit carries to them by ratio, shared by
     B200 and GB200, fitted (the soft-L1 loss of the log step-time errors, :func:`robust`,
     bounded by :data:`BLACKWELL_BOUNDS`) to their dense Megatron-Core runs outside the hold-out
-    fold (``transfer_check.is_blackwell_fit_run``). The carried shares are the H100 stacks'
+    fold (``transfer_check.blackwell_fit_cases``). The carried shares are the H100 stacks'
     shares of Hopper microbenchmarks; these runs show Blackwell's FP8 GEMMs reaching less of
     theirs and NeMo's attention more, which no per-kernel figure at hand gives. Costed with the
     shipped presets (after the main fit has written them)."""
@@ -383,26 +384,37 @@ def fit_blackwell(backend: str) -> dict[str, float]:
     return multipliers
 
 
+def log_residuals(results: list[cal.Result]) -> np.ndarray:
+    """Each costed run's log step-time error through :func:`robust`: what a fit of the transfer
+    file's runs minimizes the squares of."""
+    return np.array([robust(math.log(r.predicted_step_s / r.published_step_s), ROBUST_SCALE)
+                     for r in results])
+
+
+def with_holdout(results_of) -> list[cal.Result]:
+    """A fit's runs, ``results_of()``, and its hold-out's, ``results_of(holdout=True)``, the
+    hold-out's marked ``holdout`` (as :meth:`Problem.results` marks the calibration rows), so
+    that :func:`split_errors` splits them."""
+    held = results_of(holdout=True)
+    for r in held:
+        r.holdout = True
+    return results_of() + held
+
+
 def blackwell_residuals(multipliers: dict[str, float], backend: str) -> np.ndarray:
-    """What :func:`fit_blackwell` minimizes the squares of: each fit run's log step-time error
-    through :func:`robust`, the Blackwell constants at ``multipliers`` times their carried
-    values."""
+    """What :func:`fit_blackwell` minimizes the squares of (:func:`log_residuals`), the
+    Blackwell constants at ``multipliers`` times their carried values."""
     import transfer_check
 
-    return np.array([robust(math.log(r.predicted_step_s / r.published_step_s), ROBUST_SCALE)
-                     for r in transfer_check.blackwell_results(multipliers, backend)])
+    return log_residuals(transfer_check.blackwell_results(multipliers, backend))
 
 
 def blackwell_costed(multipliers: dict[str, float], backend: str) -> list[cal.Result]:
-    """The Blackwell fit's runs and its hold-out's, costed at ``multipliers``, the hold-out's
-    marked ``holdout`` (as :meth:`Problem.results` marks the calibration rows), so that
-    :func:`split_errors` splits them."""
+    """The Blackwell fit's runs and its hold-out's at ``multipliers`` (:func:`with_holdout`)."""
     import transfer_check
 
-    held = transfer_check.blackwell_results(multipliers, backend, holdout=True)
-    for r in held:
-        r.holdout = True
-    return transfer_check.blackwell_results(multipliers, backend) + held
+    return with_holdout(functools.partial(transfer_check.blackwell_results, multipliers,
+                                          backend))
 
 
 def fit_provenance(stage: str, results: list[cal.Result], on_top_of: str) -> dict:
@@ -480,23 +492,19 @@ def fit_blackwell_ultra(backend: str) -> float:
 
 
 def ultra_residuals(multiplier: float, backend: str) -> np.ndarray:
-    """What :func:`fit_blackwell_ultra` minimizes the squares of: each fit run's log step-time
-    error through :func:`robust`, the FP8 ceiling at ``multiplier`` times its carried value."""
+    """What :func:`fit_blackwell_ultra` minimizes the squares of (:func:`log_residuals`), both
+    GEMM ceilings at ``multiplier`` times their carried values."""
     import transfer_check
 
-    return np.array([robust(math.log(r.predicted_step_s / r.published_step_s), ROBUST_SCALE)
-                     for r in transfer_check.ultra_results(multiplier, backend)])
+    return log_residuals(transfer_check.ultra_results(multiplier, backend))
 
 
 def ultra_costed(multiplier: float, backend: str) -> list[cal.Result]:
-    """The Blackwell Ultra fit's runs and its hold-out's at ``multiplier``, the hold-out's
-    marked ``holdout`` (:func:`split_errors` splits them)."""
+    """The Blackwell Ultra fit's runs and its hold-out's at ``multiplier``
+    (:func:`with_holdout`)."""
     import transfer_check
 
-    held = transfer_check.ultra_results(multiplier, backend, holdout=True)
-    for r in held:
-        r.holdout = True
-    return transfer_check.ultra_results(multiplier, backend) + held
+    return with_holdout(functools.partial(transfer_check.ultra_results, multiplier, backend))
 
 
 def write_blackwell_ultra(multiplier: float, backend: str) -> None:

@@ -4,9 +4,10 @@ own -- B200 (H100 fit carried as fitted/stock ratios), H200 / H800 and the 500 W
 (``h100-hbm2e-96gb``; H100 fit copied) -- and
 papers' and tables' runs on the fitted GPUs (A100, H100) that are not in the calibration set.
 The runs only check, but for one A/B pair per model in torchtitan's AsyncTP benchmark, which
-sets the PyTorch stack's AsyncTP constant (``ASYNC_TP_FIT_PAIRS``), and the dense B200 / GB200
+sets the PyTorch stack's AsyncTP constant (``ASYNC_TP_FIT_PAIRS``), the dense B200 / GB200
 runs outside the hold-out fold, which set the Blackwell parts' two constants of their own
-(``is_blackwell_fit_run``): both marked, and left out of the summaries.
+(``blackwell_fit_cases``), and the dense GB300 runs outside it, which set Blackwell Ultra's one
+(``ultra_fit_cases``): all marked, and left out of the summaries.
 
     python scripts/transfer_check.py                       # docs/data/transfer_check_runs.csv
     python scripts/transfer_check.py FILE.csv [--json]
@@ -64,8 +65,8 @@ READABLE_SOURCES = ("nemo_perf_summary", "nemo_long_sequence", "torchtitan_bench
                     "maxtext_gpu")
 #: the GPUs checked (the calibrated H100 and A100 rows ride along as the baseline, and the
 #: papers' runs outside the calibration set check the fitted GPUs themselves)
-GPUS = ("b200", "gb200", "b300", "gb300", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb", "h100-sxm-80gb",
-        "a100-sxm-80gb", "a100-sxm-40gb")
+GPUS = ("b200", "gb200", "b300", "gb300", "h200-141gb", "h800-sxm-80gb", "h100-hbm2e-96gb",
+        "h100-sxm-80gb", "a100-sxm-80gb", "a100-sxm-40gb")
 #: GPUs that have a fit of their own (their rows check the fit, not a transfer)
 FITTED = ("h100-sxm-80gb", "a100-sxm-80gb", "a100-sxm-40gb")
 #: the published A/B of PyTorch's AsyncTP that sets its exposed fraction (``scripts/calibrate.py``
@@ -137,18 +138,6 @@ def _dense_on(run, parts) -> bool:
             and not run.scenario["model"].get("experts") and run.counted)
 
 
-def is_blackwell_fit_run(run) -> bool:
-    """Whether ``run`` is one the Blackwell fit is fitted on: a dense run on
-    :data:`BLACKWELL` (:func:`_dense_on`), outside the hold-out fold."""
-    return _dense_on(run, BLACKWELL) and not is_holdout(run.case)
-
-
-def is_blackwell_check_run(run) -> bool:
-    """The Blackwell fit's hold-out: a run :func:`is_blackwell_fit_run` would take but for its
-    fold."""
-    return _dense_on(run, BLACKWELL) and is_holdout(run.case)
-
-
 def blackwell_transferred(gpu: str, dtype: str) -> dict[str, float]:
     """:data:`BLACKWELL_FIELDS` of ``gpu`` for a ``dtype`` job as the ratio transfer of its
     donor's fit gives them, before the Blackwell fit's own values."""
@@ -176,20 +165,27 @@ def blackwell_fit_cases(path: Path = DEFAULT) -> frozenset[str]:
     return frozenset(run.case for run in _fit_runner(path, BLACKWELL)[1])
 
 
+def _fit_results(parts: tuple[str, ...], overrides_of, backend: str, path: Path,
+                 holdout: bool) -> list:
+    """The fit runs of :func:`_fit_runner` on ``parts`` (``holdout``: its hold-out runs), each
+    costed with the GPU constants ``overrides_of(run)`` gives (``overrides_of`` None: the
+    shipped presets)."""
+    runner, fit, check = _fit_runner(path, parts)
+    return [runner.cost(run, None if overrides_of is None else overrides_of(run),
+                        backend=backend) for run in (check if holdout else fit)]
+
+
 def blackwell_results(multipliers: dict[str, float] | None = None, backend: str = "c",
                       path: Path = DEFAULT, holdout: bool = False) -> list:
     """The Blackwell fit's runs (``holdout``: its hold-out runs) costed with each of
     :data:`BLACKWELL_FIELDS` at ``multipliers`` times its transferred value
     (:func:`blackwell_transferred`); ``None``: the shipped presets."""
-    runner, fit, check = _fit_runner(path, BLACKWELL)
-    out = []
-    for run in (check if holdout else fit):
-        overrides = None
-        if multipliers is not None:
-            base = blackwell_transferred(run.gpu, run.dtype)
-            overrides = {k: base[k] * multipliers[k] for k in BLACKWELL_FIELDS}
-        out.append(runner.cost(run, overrides, backend=backend))
-    return out
+    def overrides(run):
+        base = blackwell_transferred(run.gpu, run.dtype)
+        return {k: base[k] * multipliers[k] for k in BLACKWELL_FIELDS}
+
+    return _fit_results(BLACKWELL, None if multipliers is None else overrides, backend, path,
+                        holdout)
 
 
 #: Blackwell Ultra and the Blackwell part each is built like: the same dual-die GPU with the
@@ -229,16 +225,12 @@ def ultra_results(multiplier: float | None = None, backend: str = "c", path: Pat
     """The Blackwell Ultra fit's runs (``holdout``: its hold-out runs) costed with
     :func:`ultra_carried`'s constants, each of :data:`ULTRA_FIELDS` times ``multiplier``;
     ``None``: the shipped presets."""
-    runner, fit, check = _fit_runner(path, tuple(BLACKWELL_ULTRA))
-    out = []
-    for run in (check if holdout else fit):
-        overrides = None
-        if multiplier is not None:
-            overrides = ultra_carried(run.gpu, run.dtype)
-            for k in ULTRA_FIELDS:
-                overrides[k] *= multiplier
-        out.append(runner.cost(run, overrides, backend=backend))
-    return out
+    def overrides(run):
+        carried = ultra_carried(run.gpu, run.dtype)
+        return {**carried, **{k: carried[k] * multiplier for k in ULTRA_FIELDS}}
+
+    return _fit_results(tuple(BLACKWELL_ULTRA), None if multiplier is None else overrides,
+                        backend, path, holdout)
 
 
 #: ``--blind`` reads each row under this prefix of its source id: a source the reader has no
