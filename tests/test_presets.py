@@ -46,7 +46,7 @@ REQUIRED = {
     "cluster": {
         "dgx-a100-superpod", "dgx-h100-superpod", "meta-roce-h100", "zionex",
         "meta-roce-h100-2bldg", "dgx-h100-superpod-2bldg", "gb200-nvl72", "gb300-nvl72",
-        "hgx-b300",
+        "hgx-b300", "gcp-a3-high",
     },
     "model": {
         "gpt3-175b", "megatron-530b", "megatron-1t", "llama2-7b", "llama2-13b", "llama2-70b",

@@ -130,6 +130,24 @@ def test_a_blackwell_row_runs_on_its_own_cluster(tmp_path, name, gpus, gpu, pres
     assert runner.cost(run, backend="c").status == "ok"
 
 
+def test_a_cloud_machine_type_in_the_system_picks_its_cluster(tmp_path):
+    # XPK's h100-80gb-8 is Google Cloud's A3 High: 4 x 200 Gb/s GPU NICs per 8 H100, so the
+    # data-parallel traffic between VMs runs at 12.5 GB/s per GPU, not the DGX fabric's 50
+    runner, run = _one_run(tmp_path, gpus="32", cp="1", global_batch="32",
+                           system="4x Google Cloud A3 (h100-80gb-8)")
+    assert run.cluster_preset == "gcp-a3-high"
+    assert any("gcp-a3-high" in a for a in run.assumptions)
+    tiers = runner.scenario(run).cluster.tiers
+    assert (tiers[0].size, tiers[1].bandwidth_GBps) == (8, 12.5)
+    plain, plain_run = _one_run(tmp_path, gpus="32", cp="1", global_batch="32",
+                                system="DGX H100")
+    assert plain_run.cluster_preset == "dgx-h100-superpod"
+    # the slower NICs cost the same layout more time between VMs
+    a3, dgx = runner.cost(run, backend="c"), plain.cost(plain_run, backend="c")
+    assert a3.status == dgx.status == "ok"
+    assert a3.breakdown["dp_comm_s"] > dgx.breakdown["dp_comm_s"]
+
+
 def test_a_gb300_row_takes_blackwell_ultras_own_constants(tmp_path):
     # its FP8 ceiling above GB200's, its attention share GB200's times the exponential-rate
     # ratio

@@ -81,6 +81,14 @@ GPU_CLUSTER = {
     "b300": "hgx-b300",
 }
 
+#: Machines a row's ``system`` names by a cloud's machine-type string, and the cluster preset
+#: they are (matched case-insensitively as a substring): XPK's device type ``h100-80gb-8`` is
+#: Google Cloud's ``a3-highgpu-8g`` (AI-Hypercomputer/xpk ``system_characteristics.py``), the
+#: VM MaxText's 2024 A3 tables ran on (A3 Mega is ``h100-mega-80gb-8``)
+SYSTEM_CLUSTER = {
+    "h100-80gb-8": "gcp-a3-high",
+}
+
 
 def _mlperf_gpt3(version: str, files: str, bucket_mb: int, fp8_params: bool = False) -> tuple:
     """:data:`SOURCE_SETTINGS` of NVIDIA's MLPerf GPT-3 175B implementation at ``version``: Apex
@@ -1542,6 +1550,11 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     # a GPU without a cluster of its own: the DGX H100 fabric (runs_file.place sets its NVLink)
     preset = GPU_CLUSTER.get(gpu, DEFAULT_CLUSTER)
     overrides: dict[str, Any] = {}
+    system = row.get("system", "").lower()
+    for machine, cluster in SYSTEM_CLUSTER.items():
+        if machine in system:
+            preset = cluster
+            notes.append(f"cluster: {cluster} (the system's machine type {machine})")
     if source == "llama3_table4":
         preset = "meta-roce-h100"
     if source == "bloom_176b":
