@@ -27,7 +27,8 @@ from .. import layout as L
 from . import legacy
 from .constants_file import format_calibrated, update_calibrated
 from .legacy import preset_cluster
-from .published import (PUBLISHED_FILES, UNSTATED_EP_NOTE, UNSTATED_RECOMPUTE_NOTE, PublishedRun,
+from .published import (PRECISION_FALLBACK_WORDS, PUBLISHED_FILES, UNSTATED_EP_NOTE,
+                        UNSTATED_RECOMPUTE_NOTE, PublishedRun,
                         published_runs)
 
 #: every calibration source id -> citation (legacy ids are their file names)
@@ -160,20 +161,28 @@ class Runner:
 
     def settle_layout(self, run: PublishedRun, backend: str | None = "python") -> None:
         """Settle what a run's row does not print where its reading does not fit the GPU: the
-        recompute (``run.recompute_fallbacks``) and an MoE row's expert parallelism
-        (``run.ep_fallbacks``). The published run did fit, so it recomputed or sharded its
-        experts: the lightest recompute of the stack at which some expert-parallel degree
-        fits, and of those degrees the fastest (a published benchmark ran its tuned layout),
-        said in the run's assumptions; where nothing fits, the reading stays (a failed row).
-        Once per run: memory does not depend on the fitted constants, and the backends agree
-        on it."""
+        recompute (``run.recompute_fallbacks``), an MoE row's expert parallelism
+        (``run.ep_fallbacks``) and, only where none of those fits, the precisions of its
+        gradients, weights and optimizer states (``run.precision_fallbacks``, lightest
+        departure first). The published run did fit, so it recomputed, sharded its experts or
+        kept lighter states: at the first precision step at which anything fits, the lightest
+        recompute of the stack at which some expert-parallel degree fits, and of those degrees
+        the fastest (a published benchmark ran its tuned layout), said in the run's
+        assumptions; where nothing fits, the reading stays (a failed row). Once per run: memory
+        does not depend on the fitted constants, and the backends agree on it."""
         from ..backends import evaluate_blocks
 
-        if not (run.recompute_fallbacks or run.ep_fallbacks):
+        if not (run.recompute_fallbacks or run.ep_fallbacks or run.precision_fallbacks):
             return
         recomputes = (run.config["recompute"],) + run.recompute_fallbacks
         eps = (run.config["ep"],) + run.ep_fallbacks
-        run.recompute_fallbacks, run.ep_fallbacks = (), ()
+        precisions = ({},) + run.precision_fallbacks
+        run.recompute_fallbacks, run.ep_fallbacks, run.precision_fallbacks = (), (), ()
+        job = dict(run.scenario["job"])
+
+        def use(precision: dict[str, Any]) -> None:
+            run.scenario = {**run.scenario, "job": {**job, **precision}}
+            self._scenarios.pop(run.case, None)
 
         def cost(recompute: str, ep: int) -> tuple[str, float, float]:
             run.config.update(recompute=recompute, ep=ep)
@@ -185,28 +194,35 @@ class Runner:
         if status != "out_of_memory":
             run.config.update(recompute=recomputes[0], ep=eps[0])
             return  # fits (or fails otherwise) as read
-        for recompute in recomputes:
-            # at the lightest recompute that lets any degree fit, the fastest degree that
-            # fits: a published benchmark ran its tuned layout
-            fits = []
-            for ep in eps:
-                if (recompute, ep) == (recomputes[0], eps[0]):
-                    continue  # the reading as printed, costed above: it does not fit
-                status, step, gib = cost(recompute, ep)
-                if status == "ok":
-                    fits.append((step, gib, ep))
-            if fits:
-                step, gib, ep = min(fits)
-                run.config.update(recompute=recompute, ep=ep)
-                self._settled(run, recomputes[0], eps[0], first, gib)
-                return
+        for precision in precisions:
+            if precision:
+                use(precision)
+            for recompute in recomputes:
+                # at the lightest recompute that lets any degree fit, the fastest degree that
+                # fits: a published benchmark ran its tuned layout
+                fits = []
+                for ep in eps:
+                    if not precision and (recompute, ep) == (recomputes[0], eps[0]):
+                        continue  # the reading as printed, costed above: it does not fit
+                    status, step, gib = cost(recompute, ep)
+                    if status == "ok":
+                        fits.append((step, gib, ep))
+                if fits:
+                    step, gib, ep = min(fits)
+                    run.config.update(recompute=recompute, ep=ep)
+                    self._settled(run, recomputes[0], eps[0], precision, first, gib)
+                    return
+        use({})
         run.config.update(recompute=recomputes[0], ep=eps[0])
         tried = [f"{r} recompute" for r in recomputes[1:]] + [f"EP {e}" for e in eps[1:]]
+        if len(precisions) > 1:
+            tried.append(", ".join(PRECISION_FALLBACK_WORDS[k] for k in precisions[-1]))
         run.assumptions.append(f"not printed, and the layout as read does not fit ({first:.1f} "
                                f"GiB), nor with {' or '.join(tried)}")
 
     @staticmethod
-    def _settled(run: PublishedRun, recompute: str, ep: int, first: float, gib: float) -> None:
+    def _settled(run: PublishedRun, recompute: str, ep: int, precision: dict[str, Any],
+                 first: float, gib: float) -> None:
         """The notes of :meth:`settle_layout` once a reading fits."""
         changed = []
         if run.config["recompute"] != recompute:
@@ -217,6 +233,7 @@ class Runner:
             run.assumptions = [a for a in run.assumptions if a != UNSTATED_EP_NOTE]
             changed.append(f"EP {run.config['ep']} (of the expert-parallel degrees that fit, "
                            "the fastest: a published benchmark ran its tuned layout)")
+        changed += [PRECISION_FALLBACK_WORDS[k] for k in precision]
         run.assumptions.append(f"not printed, and as read the layout needs {first:.1f} GiB and "
                                f"does not fit, so the published run did otherwise: "
                                f"{' and '.join(changed)} assumed ({gib:.1f} GiB)")

@@ -327,6 +327,10 @@ class PublishedRun:
     # already settled)
     recompute_fallbacks: tuple[str, ...] = ()
     ep_fallbacks: tuple[int, ...] = ()
+    # job fields to try, lightest departure first, where the row states no precision of its
+    # gradients, weights and optimizer states and even the fallbacks above do not fit
+    # (unstated_precision_fallbacks)
+    precision_fallbacks: tuple[dict[str, Any], ...] = ()
     published_memory_gib: float | None = None  # a peak memory per GPU the source printed
     memory_measure: str = ""  # what that peak measures (calibration.ALLOCATOR_MEASURES)
     origin: str = ""  # where a user's run was read (file, line and case), for its messages
@@ -1283,6 +1287,44 @@ def unstated_recompute_fallbacks(row: dict[str, str], stack: str) -> tuple[str, 
     return ("full",)
 
 
+#: what each field of :func:`unstated_precision_fallbacks` means, for the row's note
+PRECISION_FALLBACK_WORDS = {
+    "grad_dtype": "gradients kept and reduced in BF16 (Megatron-Core grad_reduce_in_fp32 = "
+                  "False)",
+    "fp8_param_gather": "FP8 weights only, no 16-bit copy (Megatron-Core fp8_param_gather)",
+    "optimizer_dtype": "BF16 optimizer states (Adam moments in BF16, no FP32 master copy: "
+                       "Apex distributed_fused_adam dtype bf16, Megatron-Core's "
+                       "precision-aware optimizer)",
+}
+
+
+def unstated_precision_fallbacks(row: dict[str, str], stack: str,
+                                 job: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The memory-lighter precisions to try, one more at a time, for a Megatron-Core row whose
+    layout does not fit even with the recompute and expert-parallel fallbacks
+    (``Runner.settle_layout``). A published table prints no precision of the gradients, the
+    weights or the optimizer states, and the run did fit, so it ran the lighter settings its
+    stack offers, the most common first: BF16 gradients (NeMo 2.0's and Megatron-Bridge's
+    recipes set ``grad_reduce_in_fp32 = False``), for FP8 runs FP8 weights without a 16-bit
+    copy (``fp8_param_gather``, the same recipes), then BF16 optimizer states (NeMo 1.0's
+    Nemotron-4 340B yaml: Apex ``distributed_fused_adam`` with ``dtype: bf16``; Megatron-Core
+    ``--use-precision-aware-optimizer``) with 16-bit weights, as FP8 weights need an FP32
+    master copy (``spec.models``). The later steps keep BF16 gradients; a field the reading
+    already set that light (or a release recipe stated) is not tried. Other stacks: none
+    (Megatron-LM forces FP32 gradient accumulation with BF16, ``arguments.py``; the FSDP and
+    JAX stacks' precisions are their own)."""
+    if stack != "megatron-core" or row["dtype"] not in ("bf16", "fp16", "fp8"):
+        return ()
+    grads = {} if job.get("grad_dtype", "fp32") == "bf16" else {"grad_dtype": "bf16"}
+    steps = [grads]
+    if row["dtype"] == "fp8" and not job.get("fp8_param_gather", False):
+        steps.append({**grads, "fp8_param_gather": True})
+    if (job.get("optimizer_dtype", "fp32") != "bf16" and not job.get("fp8_param_gather", False)
+            and row["dtype"] != "fp16"):  # FP16 weights need an FP32 master copy (spec.models)
+        steps.append({**grads, "optimizer_dtype": "bf16"})
+    return tuple(step for step in steps if step)
+
+
 def recipe_layout_of(row: dict[str, str], release: tuple[int, ...], config: dict[str, Any],
                      notes: list[str]) -> dict[str, Any]:
     """The layout a row's release recipe runs where the table prints another
@@ -1592,13 +1634,14 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
     ep_fallbacks = ()
     if UNSTATED_EP_NOTE in notes and config["ep"] == 1:
         ep_fallbacks = unstated_ep_fallbacks(experts_of(row), config["dp"])
+    precision_fallbacks = unstated_precision_fallbacks(row, stack, job)
     return PublishedRun(
         source=source, group=group, case=row["case"], gpu=gpu, dtype=dtype,
         stack=stack, scenario=scenario, config=config, metric=row["metric"],
         value=float(row["value"]), published_step_s=published_step(row, model_flops, notes),
         model_flops=model_flops, cluster_preset=preset, cluster_overrides=overrides,
         assumptions=notes, release=release, recompute_fallbacks=fallbacks,
-        ep_fallbacks=ep_fallbacks)
+        ep_fallbacks=ep_fallbacks, precision_fallbacks=precision_fallbacks)
 
 
 def published_runs(sources: tuple[str, ...] | None = None) -> list[PublishedRun]:
