@@ -471,6 +471,15 @@ def test_unprinted_precisions_are_the_lightest_departure_that_fits(tmp_path):
     again._scenarios.pop(other.case)  # reading the file validated the scenario as read
     assert again.cost(other, backend="c").predicted_step_s == pytest.approx(
         result.predicted_step_s, rel=1e-12)
+    # on half the GPUs nothing fits: a failed row that names every precision it tried, and the
+    # precisions it was read with are kept
+    half = dict(row, gpus="64", dp="1", global_batch="32")
+    (h_run,) = (h := runner_for([str(_write(tmp_path / "half.csv", [half]))])).runs
+    failed = h.cost(h_run, backend="c")
+    assert failed.status == "out_of_memory" and h_run.scenario["job"]["grad_dtype"] == "fp32"
+    (why,) = [a for a in failed.assumptions if "nor with" in a]
+    assert all(words in why for words in ("gradients kept and reduced in BF16",
+                                          "FP8 weights only", "BF16 optimizer states"))
     # a layout that fits as read keeps the precisions it was read with
     fits = dict(row, gpus="256", dp="4", global_batch="256")
     (fit_run,) = (r := runner_for([str(_write(tmp_path / "fits.csv", [fits]))])).runs

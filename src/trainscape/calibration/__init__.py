@@ -215,8 +215,9 @@ class Runner:
         use({})
         run.config.update(recompute=recomputes[0], ep=eps[0])
         tried = [f"{r} recompute" for r in recomputes[1:]] + [f"EP {e}" for e in eps[1:]]
-        if len(precisions) > 1:
-            tried.append(", ".join(PRECISION_FALLBACK_WORDS[k] for k in precisions[-1]))
+        # every precision field tried, in the order the steps first tried it
+        fields = dict.fromkeys(k for step in precisions for k in step)
+        tried += [PRECISION_FALLBACK_WORDS[k] for k in fields]
         run.assumptions.append(f"not printed, and the layout as read does not fit ({first:.1f} "
                                f"GiB), nor with {' or '.join(tried)}")
 

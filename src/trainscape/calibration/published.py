@@ -1300,7 +1300,7 @@ PRECISION_FALLBACK_WORDS = {
 
 def unstated_precision_fallbacks(row: dict[str, str], stack: str,
                                  job: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    """The memory-lighter precisions to try, one more at a time, for a Megatron-Core row whose
+    """The memory-lighter precisions to try, in turn, for a Megatron-Core row whose
     layout does not fit even with the recompute and expert-parallel fallbacks
     (``Runner.settle_layout``). A published table prints no precision of the gradients, the
     weights or the optimizer states, and the run did fit, so it ran the lighter settings its
