@@ -80,7 +80,7 @@ int ts_check_blocks(const double *sys, const double *mdl, const double *job)
                                      TS_MDL_TOP_K, TS_MDL_EXPERT_FFN_HIDDEN, TS_MDL_MOE_EVERY,
                                      TS_MDL_SHARED_EXPERTS, TS_MDL_MAX_ROUTE_NODES,
                                      TS_MDL_ATTENTION_WINDOW, TS_MDL_FULL_ATTENTION_EVERY,
-                                     TS_MDL_MTP_LAYERS};
+                                     TS_MDL_MTP_LAYERS, TS_MDL_FIRST_DENSE_LAYERS};
     static const int job_count[] = {TS_JOB_SEQ_LEN, TS_JOB_GLOBAL_BATCH};
     static const int job_int_nonneg[] = {TS_JOB_PIPELINE_EDGE_LAYERS, TS_JOB_RECOMPUTE_LAYERS,
                                          TS_JOB_PIPELINE_FIRST_STAGE_LAYERS,

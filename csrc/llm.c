@@ -82,12 +82,22 @@ TS_FN double ts_window_pair_share(double seq, double window)
     return 2.0 * x - x * x;
 }
 
-/* llm.py moe_layer_count: every moe_every-th layer (GShard, Mixtral, DeepSeek-V3). */
-TS_FN double ts_moe_layer_count(double layers, double experts, double moe_every)
+/* llm.py moe_layer_count: after first_dense leading dense layers, every moe_every-th layer
+ * (GShard, Mixtral; DeepSeek-V3: 3 dense, then 58 MoE). */
+TS_FN double ts_moe_layer_count(double layers, double experts, double moe_every,
+                                double first_dense)
 {
-    if (experts <= 0.0 || moe_every <= 0.0)
+    double rest = layers - first_dense;
+    if (experts <= 0.0 || moe_every <= 0.0 || rest <= 0.0)
         return 0.0;
-    return floor(layers / moe_every);
+    return floor(rest / moe_every);
+}
+
+/* llm.py model_moe_layers: moe_layer_count of the model block. */
+TS_FN double ts_model_moe_layers(const double *mdl)
+{
+    return ts_moe_layer_count(mdl[TS_MDL_LAYERS], mdl[TS_MDL_EXPERTS], mdl[TS_MDL_MOE_EVERY],
+                              mdl[TS_MDL_FIRST_DENSE_LAYERS]);
 }
 
 /* llm.py megatron_flops_per_iteration: Narayanan et al. SC'21 eq. (3). */
@@ -100,13 +110,14 @@ TS_FN double ts_megatron_flops_per_iteration(double batch, double s, double laye
 }
 
 /* llm.py mtp_moe_blocks: MoE blocks among the MTP blocks -- the last layer's kind (Megatron-LM
- * num_floating_point_operations last_layer_is_moe; routed when moe_every divides the depth). */
+ * num_floating_point_operations last_layer_is_moe; routed when moe_every divides the depth
+ * after the leading dense layers). */
 TS_FN double ts_mtp_moe_blocks(const double *mdl)
 {
     double mtp = mdl[TS_MDL_MTP_LAYERS];
-    double layers = mdl[TS_MDL_LAYERS];
-    double n_moe = ts_moe_layer_count(layers, mdl[TS_MDL_EXPERTS], mdl[TS_MDL_MOE_EVERY]);
-    if (mtp <= 0.0 || n_moe <= 0.0 || n_moe * mdl[TS_MDL_MOE_EVERY] != layers)
+    double n_moe = ts_model_moe_layers(mdl);
+    if (mtp <= 0.0 || n_moe <= 0.0
+        || n_moe * mdl[TS_MDL_MOE_EVERY] != mdl[TS_MDL_LAYERS] - mdl[TS_MDL_FIRST_DENSE_LAYERS])
         return 0.0;
     return mtp;
 }
@@ -147,7 +158,7 @@ TS_FN double ts_model_flops_per_sequence(const double *mdl, double s)
 {
     double h = mdl[TS_MDL_HIDDEN];
     double layers = mdl[TS_MDL_LAYERS];
-    double n_moe = ts_moe_layer_count(layers, mdl[TS_MDL_EXPERTS], mdl[TS_MDL_MOE_EVERY]);
+    double n_moe = ts_model_moe_layers(mdl);
     int swiglu = mdl[TS_MDL_SWIGLU] > 0.0;
     double per_layer = ts_attention_projection_flops(1.0, s, h, mdl[TS_MDL_HEADS],
                                                      mdl[TS_MDL_KV_HEADS], mdl[TS_MDL_HEAD_DIM])
@@ -811,7 +822,7 @@ TS_FN void ts_llm_invariants(ts_llm_inv *inv, const double *sys, const double *m
     inv->hidden = (int64_t)mdl[TS_MDL_HIDDEN];
     inv->ffn = (int64_t)mdl[TS_MDL_FFN_HIDDEN];
     inv->expert_ffn = (int64_t)mdl[TS_MDL_EXPERT_FFN_HIDDEN];
-    inv->n_moe = ts_moe_layer_count(mdl[TS_MDL_LAYERS], mdl[TS_MDL_EXPERTS], mdl[TS_MDL_MOE_EVERY]);
+    inv->n_moe = ts_model_moe_layers(mdl);
     inv->model_flops = ts_model_flops_per_sequence(mdl, job[TS_JOB_SEQ_LEN]) * job[TS_JOB_GLOBAL_BATCH];
     inv->dense_layer_params = attn_p + ts_mlp_params(h, mdl[TS_MDL_FFN_HIDDEN], swiglu);
     inv->moe_layer_params = attn_p + h * mdl[TS_MDL_EXPERTS]
@@ -1061,13 +1072,48 @@ TS_FN int ts_config_error(const ts_ctx *ctx, const int32_t *cfg, int64_t stride)
 
 /* ===== Per-stage times for one microbatch ================================================ */
 
-/* llm.py stage_layer_split: dense and MoE layers among a device's stage_layers. */
-TS_FN void ts_stage_layer_split(double stage_layers, double layers, double n_moe, double *dense,
-                                double *moe)
+/* llm.py stage_layer_split: dense and MoE layers among a device's stage_layers, lead of them
+ * leading dense layers, the MoE ones spread over the rest in proportion n_moe / (layers -
+ * first_dense). */
+TS_FN void ts_stage_layer_split(double stage_layers, double lead, double layers,
+                                double first_dense, double n_moe, double *dense, double *moe)
 {
-    double m = stage_layers * n_moe / layers;
+    double rest = layers - first_dense;
+    double m = 0.0;
+    if (rest > 0.0)
+        m = (stage_layers - lead) * n_moe / rest;
     *moe = m;
     *dense = stage_layers - m;
+}
+
+/* llm.py leading_dense_layers: the leading dense layers of the first, busiest middle and last
+ * device -- the first device's first chunk, then the next devices' first chunks in order. */
+TS_FN void ts_leading_dense_layers(double first_dense, double n_first, double n_mid,
+                                   double n_last, double pp, double chunks, int loss_first,
+                                   double *lead)
+{
+    double spill, c_mid, mids;
+    lead[0] = lead[1] = lead[2] = 0.0;
+    if (first_dense <= 0.0)
+        return;
+    if (pp <= 1.0) {
+        lead[0] = fmin(first_dense, n_first);
+        lead[2] = lead[0];
+        return;
+    }
+    lead[0] = fmin(first_dense, n_first / chunks);
+    spill = first_dense - lead[0];
+    c_mid = n_mid / chunks;
+    if (loss_first) {
+        mids = pp - 1.0;
+        lead[1] = fmin(c_mid, fmax(0.0, spill - (mids - 1.0) * c_mid));
+        lead[2] = lead[0];
+        return;
+    }
+    mids = pp - 2.0;
+    if (mids > 0.0)
+        lead[1] = fmin(c_mid, fmax(0.0, spill - (mids - 1.0) * c_mid));
+    lead[2] = fmin(n_last / chunks, fmax(0.0, spill - mids * c_mid));
 }
 
 /* llm.py stage_pass_times: (gemm_f, core_f, mem_f, f, b, w) of one device's layers, plus the
@@ -1381,7 +1427,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     double t_proj, t_core, t_dense_mlp, t_moe_mlp, t_expert_mlp, act_dense, act_moe, t_mem_dense, t_mem_moe;
     double eager_dense, eager_moe;
     double overhead, dense_layers, moe_layers, gemm_f, core_f, mem_f, stage_layers, t_logits;
-    double n_st[3], d_st[3], m_st[3], st_t[3][6], t_embed, t_ce, best_t, x;
+    double n_st[3], d_st[3], m_st[3], lead_st[3], st_t[3][6], t_embed, t_ce, best_t, x;
     double dense_layer_p, moe_layer_p, expert_layer_p, emb_p;
     int loss_first, last_embed, sel, c;
     double c_f_dense, c_f_moe, c_b_dense, c_b_moe, t_bias_f;
@@ -1543,8 +1589,12 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
                                                1.0);
         t_ce = (1.0 + mtp) * t_ce + mtp * t_embed;
     }
+    ts_leading_dense_layers(mdl[TS_MDL_FIRST_DENSE_LAYERS], n_st[0], n_st[1], n_st[2], pp,
+                            pp > 1.0 ? (double)ts_schedule_chunks(schedule, (int64_t)vpp) : 1.0,
+                            loss_first, lead_st);
     for (c = 0; c < 3; c++)
-        ts_stage_layer_split(n_st[c], layers, n_moe, &d_st[c], &m_st[c]);
+        ts_stage_layer_split(n_st[c], lead_st[c], layers, mdl[TS_MDL_FIRST_DENSE_LAYERS], n_moe,
+                             &d_st[c], &m_st[c]);
     /* llm.py stage_layer_splits: the MTP blocks on the device holding the loss */
     c = loss_first ? 0 : 2;
     d_st[c] += (double)ctx->inv.mtp - ctx->inv.mtp_moe;

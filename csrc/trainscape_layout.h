@@ -67,7 +67,8 @@ enum {
     TS_MDL_ATTENTION_WINDOW = 14,
     TS_MDL_FULL_ATTENTION_EVERY = 15,
     TS_MDL_MTP_LAYERS = 16,
-    TS_MDL_COUNT = 17
+    TS_MDL_FIRST_DENSE_LAYERS = 17,
+    TS_MDL_COUNT = 18
 };
 
 /* JOB_FIELDS */
@@ -232,13 +233,13 @@ enum {
 #define TS_SYS_TIER_BASE 28
 #define TS_SYS_SITE_LINK_BASE 76
 #define TS_N_SYS 588
-#define TS_N_MODEL 17
+#define TS_N_MODEL 18
 #define TS_N_JOB 44
 #define TS_N_CFG 14
 #define TS_N_OUT 28
 #define TS_N_DIMS 5
 #define TS_N_ORDERS 120
 /* 32-bit FNV-1a of layout.layout_text(): pack files carry it (trainscape_embed.h) */
-#define TS_LAYOUT_HASH 0xAB5BF1ED
+#define TS_LAYOUT_HASH 0xF24949E9
 
 #endif /* TRAINSCAPE_LAYOUT_H */

@@ -43,8 +43,8 @@ REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 #: and the PyTorch FSDP stack with its stage kept unsharded under PP and its grouped expert
 #: GEMMs, so their fields are mutated too, with a multi-token prediction block; GPT-OSS carries
 #: the sliding-window fields, DeepSeek-V3 the stated first / last pipeline stage layers, and the
-#: same split as a Megatron-Core pipeline layout string; Llama 3 once more with FSDP in two
-#: replica groups (hybrid sharding).
+#: same split as a Megatron-Core pipeline layout string (its leading dense layers stated);
+#: Llama 3 once more with FSDP in two replica groups (hybrid sharding).
 LLM_BASES = ("gpt3-175b-a100.toml", "mixtral-8x7b-moe.toml", "llama3-405b-2bldg.toml",
              "three-region.toml", "llama3-405b-2bldg.toml+settings",
              "mixtral-8x7b-moe.toml+modules", "gpt-oss-120b-sliding-window.toml",
@@ -83,6 +83,8 @@ def llm_base(i: int = 0) -> dict:
             raw["space"].pop(f"job.{key}", None)
         raw["job"]["pipeline_layout"] = "Et*7|(t*8|)*6t*6mL"
         raw["space"]["pp"] = [8]
+        # its three leading dense layers (the preset's), stated so they are mutated
+        raw["model"]["first_dense_layers"] = 3
     if name.endswith("+hsdp"):
         # ZeRO-3 in two replica groups of the data-parallel ranks (PyTorch HSDP)
         raw["job"]["dp_replicas"] = 2

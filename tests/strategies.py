@@ -191,6 +191,11 @@ def model_blocks(draw, moe: bool | None = None):
         mdl[L.MDL_SHARED_EXPERTS] = draw(st.sampled_from([0, 0, 1, 2]))
         # node-limited routing: none, a limit below / at / above top_k
         mdl[L.MDL_MAX_ROUTE_NODES] = draw(st.sampled_from([0, 0, 1, 2, 3, 4, 8]))
+        # leading dense layers: none (most MoE models), DeepSeek-V3's 3, Kimi K2's 1, or any
+        # count up to the depth (past layers - moe_every no MoE layer is left: the spec refuses
+        # it, the kernel keeps its counts sane)
+        mdl[L.MDL_FIRST_DENSE_LAYERS] = draw(st.one_of(
+            st.sampled_from([0, 0, 0, 1, 3]), st.integers(0, int(mdl[L.MDL_LAYERS]))))
     # multi-token prediction: none (most models), DeepSeek-V3's one block, a deeper stack
     mdl[L.MDL_MTP_LAYERS] = min(draw(st.sampled_from([0, 0, 0, 1, 2])), mdl[L.MDL_LAYERS])
     return mdl

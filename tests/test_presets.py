@@ -32,7 +32,8 @@ LLM_FIELDS = (
 )
 LLM_NUMERIC = tuple(f for f in LLM_FIELDS if f != "mlp")
 #: fields a model preset states only where the model has them (each with its source then)
-LLM_OPTIONAL = ("mtp_layers", "max_route_nodes", "attention_window", "full_attention_every")
+LLM_OPTIONAL = ("mtp_layers", "max_route_nodes", "attention_window", "full_attention_every",
+                "first_dense_layers")
 #: flags a model preset states only where the model has them (true, with its source)
 LLM_OPTIONAL_FLAGS = ("expert_bias",)
 DLRM_NUMERIC = (
@@ -265,16 +266,18 @@ QUERY_WIDTH = {"deepseek-v3": 16384, "qwen3-30b-a3b": 4096, "qwen3-235b-a22b": 8
 def _param_count(m, tied_embeddings):
     """Independent count: per layer attention Q,O = h*a*d each, K,V = h*kv*d each; MLP 3*h*f
     (SwiGLU) or 2*h*f (GeLU) [Narayanan et al. SC'21 §5.1 gives 12lh^2 for GPT]; MoE layers
-    (1-based index divisible by moe_every) hold experts + shared experts and a router h*experts;
-    embedding v*h, plus an output projection v*h unless tied. Norms/biases ignored (<0.1%)."""
+    (after the first_dense_layers leading dense ones, 1-based index among the rest divisible
+    by moe_every) hold experts + shared experts and a router h*experts; embedding v*h, plus an
+    output projection v*h unless tied. Norms/biases ignored (<0.1%)."""
     h, f = m["hidden"], m["ffn_hidden"]
     mats = 3 if m["mlp"] == "swiglu" else 2
+    lead = m.get("first_dense_layers", 0)
     total = active = 0
     for layer in range(1, m["layers"] + 1):
         attn = 2 * h * m["heads"] * m["head_dim"] + 2 * h * m["kv_heads"] * m["head_dim"]
         total += attn
         active += attn
-        if m["moe_every"] and layer % m["moe_every"] == 0:
+        if m["moe_every"] and layer > lead and (layer - lead) % m["moe_every"] == 0:
             e = mats * h * m["expert_ffn_hidden"]
             total += (m["experts"] + m["shared_experts"]) * e + h * m["experts"]
             active += (m["top_k"] + m["shared_experts"]) * e + h * m["experts"]
@@ -310,15 +313,15 @@ PUBLISHED = {
 
 
 def _deepseek_documented_delta(m):
-    """The approximation deltas stated in models.toml for deepseek-v3 (total, active)."""
+    """The approximation delta stated in models.toml for deepseek-v3 (total, active): the GQA
+    stand-in for multi-head latent attention. Its 3 leading dense layers are the model's own
+    (first_dense_layers), not an approximation."""
     h = m["hidden"]
-    # moe_every = 1 turns the 3 dense layers (FFN 18432) into MoE layers
-    moe_extra = 3 * (256 * 3 * h * 2048 + h * 256) - 3 * 3 * h * 18432
     # GQA stand-in vs MLA attention weights per layer (q 1536 rank, kv 512 + rope 64, 192/128 dims)
     mla = h * 1536 + 1536 * 128 * 192 + h * (512 + 64) + 512 * 128 * (128 + 128) + 128 * 128 * h
     gqa = 2 * h * 128 * 128 + 2 * h * 8 * 128
     attn_extra = 61 * (gqa - mla)
-    return moe_extra + attn_extra, attn_extra
+    return attn_extra, attn_extra
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -382,6 +385,7 @@ def test_the_run_readers_architecture_facts_agree_with_the_model_presets(pid):
     if m["experts"]:
         assert pub.MOE_EVERY.get(key, 1) == m["moe_every"]
         assert pub.SHARED_EXPERTS.get(key, 0) == m["shared_experts"]
+        assert pub.FIRST_DENSE_LAYERS.get(key, 0) == m.get("first_dense_layers", 0)
     assert pub.MAX_ROUTE_NODES.get(key, 0) == m.get("max_route_nodes", 0)
     assert pub.SLIDING_WINDOW.get(key, (0, 0)) == (m.get("attention_window", 0),
                                                    m.get("full_attention_every", 0))

@@ -9,7 +9,7 @@ use std::ffi::CString;
 use std::os::raw::{c_char, c_int};
 
 const ABI_VERSION: c_int = 2; // TS_ABI_VERSION
-const LAYOUT_HASH: u32 = 0xAB5B_F1ED; // TS_LAYOUT_HASH
+const LAYOUT_HASH: u32 = 0xF249_49E9; // TS_LAYOUT_HASH
 const N_CFG: usize = 14; // TS_N_CFG: tp cp pp dp ep mbs vpp schedule recompute zero sp order ...
 const N_OUT: usize = 28; // TS_N_OUT
 const OUT_STEP_TIME_S: i32 = 2; // TS_OUT_STEP_TIME_S

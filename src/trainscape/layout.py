@@ -127,6 +127,7 @@ MODEL_FIELDS = (
     "attention_window",  # sliding-window attention: keys a query sees at most; 0: full causal
     "full_attention_every",  # with a window, every k-th layer attends fully; 0: every layer windowed
     "mtp_layers",  # multi-token prediction depth: MTP blocks after the last layer (DeepSeek-V3 1)
+    "first_dense_layers",  # leading dense layers before the MoE pattern (DeepSeek-V3 3); 0: none
 )
 
 JOB_FIELDS = (
@@ -318,7 +319,7 @@ TIER_SIZE, TIER_BANDWIDTH, TIER_LATENCY, TIER_EFFICIENCY, TIER_OVERSUBSCRIPTION,
 MDL_LAYERS, MDL_HIDDEN, MDL_FFN_HIDDEN, MDL_HEADS, MDL_KV_HEADS, MDL_HEAD_DIM, MDL_VOCAB, \
     MDL_SWIGLU, MDL_EXPERTS, MDL_TOP_K, MDL_EXPERT_FFN_HIDDEN, MDL_MOE_EVERY, \
     MDL_SHARED_EXPERTS, MDL_MAX_ROUTE_NODES, MDL_ATTENTION_WINDOW, \
-    MDL_FULL_ATTENTION_EVERY, MDL_MTP_LAYERS = range(N_MODEL)
+    MDL_FULL_ATTENTION_EVERY, MDL_MTP_LAYERS, MDL_FIRST_DENSE_LAYERS = range(N_MODEL)
 JOB_SEQ_LEN, JOB_GLOBAL_BATCH, JOB_ACTIVATION_BYTES, JOB_PARAM_BYTES, JOB_GRAD_BYTES, \
     JOB_OPTIMIZER_BYTES, JOB_OPTIMIZER_TRAFFIC_BYTES, JOB_COMM_BYTES, JOB_GRAD_COMM_BYTES, \
     JOB_FLASH_ATTENTION, JOB_DISPATCH_BYTES, JOB_COMBINE_BYTES, \

@@ -78,6 +78,7 @@ from ..layout import (
     MDL_MAX_ROUTE_NODES,
     MDL_ATTENTION_WINDOW,
     MDL_FULL_ATTENTION_EVERY,
+    MDL_FIRST_DENSE_LAYERS,
     MDL_MTP_LAYERS,
     MDL_MOE_EVERY,
     MDL_SHARED_EXPERTS,
@@ -291,12 +292,22 @@ def logits_flops(b, s, h, vocab):
     return 2.0 * b * s * h * vocab
 
 
-def moe_layer_count(layers, experts, moe_every):
-    """MoE layers: every ``moe_every``-th layer when the model has experts (GShard puts one in
-    every other layer, Mixtral and DeepSeek-V3 in every layer)."""
-    if experts <= 0.0 or moe_every <= 0.0:
+def moe_layer_count(layers, experts, moe_every, first_dense):
+    """MoE layers: after ``first_dense`` leading dense layers, every ``moe_every``-th layer when
+    the model has experts (GShard puts one in every other layer, Mixtral in every layer;
+    DeepSeek-V3 keeps its first 3 layers dense and routes every layer after them, 58 of 61:
+    arXiv 2412.19437 §4.2, ``config_671B.json`` ``n_dense_layers`` 3, Hugging Face
+    ``first_k_dense_replace``; Megatron-Core ``moe_layer_freq`` ``[0]*3+[1]*58``)."""
+    rest = layers - first_dense
+    if experts <= 0.0 or moe_every <= 0.0 or rest <= 0.0:
         return 0.0
-    return math.floor(layers / moe_every)
+    return math.floor(rest / moe_every)
+
+
+def model_moe_layers(mdl):
+    """:func:`moe_layer_count` of the model block."""
+    return moe_layer_count(mdl[MDL_LAYERS], mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY],
+                           mdl[MDL_FIRST_DENSE_LAYERS])
 
 
 def mtp_moe_blocks(mdl):
@@ -304,12 +315,12 @@ def mtp_moe_blocks(mdl):
     is a transformer layer of the kind of the model's last layer (Megatron-LM
     ``megatron/training/training.py`` ``num_floating_point_operations``: ``last_layer_is_moe``);
     with MoE in every ``moe_every``-th layer (:func:`moe_layer_count`) the last one is routed
-    when ``moe_every`` divides the depth. DeepSeek-V3's MTP module is an MoE layer
-    (arXiv 2412.19437 §2.2)."""
+    when ``moe_every`` divides the depth after the leading dense layers. DeepSeek-V3's MTP
+    module is an MoE layer (arXiv 2412.19437 §2.2)."""
     mtp = mdl[MDL_MTP_LAYERS]
-    layers = mdl[MDL_LAYERS]
-    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
-    if mtp <= 0.0 or n_moe <= 0.0 or n_moe * mdl[MDL_MOE_EVERY] != layers:
+    n_moe = model_moe_layers(mdl)
+    if mtp <= 0.0 or n_moe <= 0.0 \
+            or n_moe * mdl[MDL_MOE_EVERY] != mdl[MDL_LAYERS] - mdl[MDL_FIRST_DENSE_LAYERS]:
         return 0.0
     return mtp
 
@@ -359,7 +370,7 @@ def model_flops_per_sequence(mdl, s):
     numerator of MFU (Chowdhery et al. 2022, App. B): no recomputation, full attention square."""
     h = mdl[MDL_HIDDEN]
     layers = mdl[MDL_LAYERS]
-    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    n_moe = model_moe_layers(mdl)
     per_layer = attention_projection_flops(
         1.0, s, h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS], mdl[MDL_HEAD_DIM]
     ) + attention_core_flops(1.0, s, mdl[MDL_HEADS], mdl[MDL_HEAD_DIM])
@@ -1473,23 +1484,63 @@ def config_error_message(code):
 # =============================================================================================
 
 
-def stage_layer_split(stage_layers, layers, n_moe):
-    """Dense and MoE layers among a device's ``stage_layers`` (MoE layers spread evenly, in
-    proportion ``n_moe / layers``)."""
-    moe = stage_layers * n_moe / layers
+def stage_layer_split(stage_layers, lead, layers, first_dense, n_moe):
+    """Dense and MoE layers among a device's ``stage_layers``, ``lead`` of them among the
+    model's ``first_dense`` leading dense layers (:func:`leading_dense_layers`); the MoE layers
+    spread evenly over the rest, in proportion ``n_moe / (layers - first_dense)``."""
+    rest = layers - first_dense
+    moe = 0.0
+    if rest > 0.0:
+        moe = (stage_layers - lead) * n_moe / rest
     return stage_layers - moe, moe
+
+
+def leading_dense_layers(first_dense, n_first, n_mid, n_last, pp, chunks, loss_first):
+    """``(first, middle, last)``: how many of the model's ``first_dense`` leading dense layers
+    the first, the busiest middle and the last device hold, of their ``n_first, n_mid, n_last``
+    layers over ``chunks`` model chunks each. The leading layers open the model's first chunk,
+    on the first device, and spill over into the first chunks of the devices after it, in
+    order (devices 1, 2, ...: a chunk's layers taken as the device's share,
+    ``n / chunks``); the busiest middle device is the one the spill reaches last, holding what
+    the middle devices before it leave. Under a V placement (``loss_first``: ZB-V, DualPipeV)
+    the first device holds the model's last chunk too, and its other devices are all middle
+    ones. Without a pipeline the one device holds them all."""
+    if first_dense <= 0.0:
+        return 0.0, 0.0, 0.0
+    if pp <= 1.0:
+        lead = min(first_dense, n_first)
+        return lead, 0.0, lead
+    lead1 = min(first_dense, n_first / chunks)
+    spill = first_dense - lead1
+    c_mid = n_mid / chunks
+    if loss_first:
+        mids = pp - 1.0
+        return lead1, min(c_mid, max(0.0, spill - (mids - 1.0) * c_mid)), lead1
+    mids = pp - 2.0
+    lead2 = 0.0
+    if mids > 0.0:
+        lead2 = min(c_mid, max(0.0, spill - (mids - 1.0) * c_mid))
+    lead3 = min(n_last / chunks, max(0.0, spill - mids * c_mid))
+    return lead1, lead2, lead3
 
 
 def stage_layer_splits(mdl, job, schedule, pp, vpp):
     """``(d1, m1, d2, m2, d3, m3, loss_first)``: the dense and MoE layers
     (:func:`stage_layer_split`) of the first, busiest middle and last device of
-    :func:`pipeline_stages`, and whether the first device also holds the loss."""
+    :func:`pipeline_stages` (the model's leading dense layers where
+    :func:`leading_dense_layers` puts them), and whether the first device also holds the
+    loss."""
     layers = mdl[MDL_LAYERS]
-    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    first_dense = mdl[MDL_FIRST_DENSE_LAYERS]
+    n_moe = model_moe_layers(mdl)
     n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
-    d1, m1 = stage_layer_split(n_first, layers, n_moe)
-    d2, m2 = stage_layer_split(n_mid, layers, n_moe)
-    d3, m3 = stage_layer_split(n_last, layers, n_moe)
+    chunks = 1.0
+    if pp > 1.0:
+        chunks = float(schedule_chunks(schedule, vpp))
+    lead = leading_dense_layers(first_dense, n_first, n_mid, n_last, pp, chunks, loss_first)
+    d1, m1 = stage_layer_split(n_first, lead[0], layers, first_dense, n_moe)
+    d2, m2 = stage_layer_split(n_mid, lead[1], layers, first_dense, n_moe)
+    d3, m3 = stage_layer_split(n_last, lead[2], layers, first_dense, n_moe)
     # the multi-token prediction blocks run on the device holding the loss (Megatron-Core
     # mtp_on_this_rank: the last pipeline stage), as layers of the last layer's kind
     mtp_m = mtp_moe_blocks(mdl)
@@ -2023,7 +2074,7 @@ def named_dots_redo_flops(mdl, b, seq, recompute):
     h = mdl[MDL_HIDDEN]
     layers = mdl[MDL_LAYERS]
     swiglu = mdl[MDL_SWIGLU] > 0.0
-    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    n_moe = model_moe_layers(mdl)
     attn = layers * attention_projection_flops(b, seq, h, mdl[MDL_HEADS], mdl[MDL_KV_HEADS],
                                                mdl[MDL_HEAD_DIM])
     mlp = (layers - n_moe) * mlp_flops(b, seq, h, mdl[MDL_FFN_HIDDEN], swiglu) \
@@ -2127,7 +2178,7 @@ def row_terms(sys, mdl, job, cfg, i):
     top_k = mdl[MDL_TOP_K]
     expert_ffn = mdl[MDL_EXPERT_FFN_HIDDEN]
     shared = mdl[MDL_SHARED_EXPERTS]
-    n_moe = moe_layer_count(layers, experts, mdl[MDL_MOE_EVERY])
+    n_moe = model_moe_layers(mdl)
 
     seq = job[JOB_SEQ_LEN]
     global_batch = job[JOB_GLOBAL_BATCH]
@@ -2540,7 +2591,7 @@ def recompute_module_redo_flops(mdl, job, b):
     h = mdl[MDL_HIDDEN]
     swiglu = mdl[MDL_SWIGLU] > 0.0
     layers = mdl[MDL_LAYERS]
-    n_moe = moe_layer_count(layers, mdl[MDL_EXPERTS], mdl[MDL_MOE_EVERY])
+    n_moe = model_moe_layers(mdl)
     flops = 0.0
     if flags[2]:
         flops += (layers - n_moe) * mlp_flops(b, seq, h, mdl[MDL_FFN_HIDDEN], swiglu)

@@ -379,7 +379,8 @@ def cluster(name: str) -> dict:
 
 def model(name: str) -> dict:
     """LLM preset: name, layers, hidden, ffn_hidden, heads, kv_heads, head_dim, vocab, mlp,
-    experts, top_k, expert_ffn_hidden, moe_every, shared_experts, sources."""
+    experts, top_k, expert_ffn_hidden, moe_every, first_dense_layers (MoE), shared_experts,
+    sources."""
     return get("model", name)
 
 
@@ -401,14 +402,16 @@ def llm_param_counts(m: dict) -> tuple[float, float]:
     generalised to GQA and SwiGLU: attention Q,O = 2·h·a·d, K,V = 2·h·a_kv·d (d = head_dim);
     MLP = 3·h·f (SwiGLU) or 2·h·f (GeLU); an MoE layer holds ``experts + shared_experts``
     expert MLPs of width ``expert_ffn_hidden`` (``top_k + shared_experts`` active) and a
-    router h·experts; every ``moe_every``-th layer is an MoE layer. Input embedding and
+    router h·experts; after the ``first_dense_layers`` leading dense ones, every
+    ``moe_every``-th layer is an MoE layer (``model.llm.moe_layer_count``). Input embedding and
     output projection counted separately (v·h each). Norms and biases are ignored.
     """
     h, a, akv, d = m["hidden"], m["heads"], m["kv_heads"], m["head_dim"]
     mats = 3 if m["mlp"] == "swiglu" else 2
     attn = 2 * h * a * d + 2 * h * akv * d
     dense_mlp = mats * h * m["ffn_hidden"]
-    n_moe = m["layers"] // m["moe_every"] if m["moe_every"] > 0 and m["experts"] > 0 else 0
+    rest = m["layers"] - m.get("first_dense_layers", 0)
+    n_moe = rest // m["moe_every"] if m["moe_every"] > 0 and m["experts"] > 0 else 0
     n_dense = m["layers"] - n_moe
     expert = mats * h * m["expert_ffn_hidden"]
     moe_total = (m["experts"] + m["shared_experts"]) * expert + h * m["experts"]

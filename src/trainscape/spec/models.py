@@ -91,6 +91,10 @@ class ModelSpec(_Spec):
     # the routed experts' linear layers carry biases (GPT-OSS: every linear layer has one);
     # job.expert_bias says how a stack adds the second projection's
     expert_bias: bool = False
+    # leading dense layers: the first N layers keep a dense MLP of ffn_hidden and the MoE
+    # pattern (every moe_every-th layer) starts after them (DeepSeek-V3 config
+    # first_k_dense_replace = 3, Kimi K2 1; Megatron-Core moe_layer_freq "[0]*3+[1]*58"); 0: none
+    first_dense_layers: NonNegInt = 0
 
     @model_validator(mode="after")
     def _derive_and_check(self) -> ModelSpec:
@@ -122,6 +126,11 @@ class ModelSpec(_Spec):
             if not 1 <= self.moe_every <= self.layers:
                 raise fail("moe_every", "must be between 1 and layers for an MoE model",
                            self.moe_every, f"1 to {self.layers}")
+            if self.first_dense_layers > self.layers - self.moe_every:
+                raise fail("first_dense_layers", "an MoE model needs at least one MoE layer "
+                           f"after its leading dense ones (every moe_every = {self.moe_every}"
+                           f"-th of the rest of its {self.layers} layers)",
+                           self.first_dense_layers, f"0 to {self.layers - self.moe_every}")
             if self.expert_ffn_hidden is None:
                 self.expert_ffn_hidden = self.ffn_hidden
             if self.expert_ffn_hidden <= 0:
@@ -129,7 +138,7 @@ class ModelSpec(_Spec):
                            self.expert_ffn_hidden, "> 0")
         else:
             for field in ("top_k", "moe_every", "shared_experts", "expert_ffn_hidden",
-                          "max_route_nodes", "expert_bias"):
+                          "max_route_nodes", "expert_bias", "first_dense_layers"):
                 value = getattr(self, field)
                 if value:
                     raise fail(field, "only for MoE models (model.experts = 0)", value,

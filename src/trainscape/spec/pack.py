@@ -545,7 +545,8 @@ def pack_system(scenario: Scenario) -> np.ndarray:
 
 
 def pack_model(scenario: Scenario) -> np.ndarray:
-    """The model block (dense models have zero experts, top_k and moe_every)."""
+    """The model block (dense models have zero experts, top_k, moe_every and leading dense
+    layers)."""
     m = scenario.model
     mdl = np.zeros(L.N_MODEL, dtype=np.float64)
     mdl[L.MDL_LAYERS] = m.layers
@@ -566,6 +567,7 @@ def pack_model(scenario: Scenario) -> np.ndarray:
         mdl[L.MDL_MOE_EVERY] = m.moe_every
         mdl[L.MDL_SHARED_EXPERTS] = m.shared_experts
         mdl[L.MDL_MAX_ROUTE_NODES] = m.max_route_nodes
+        mdl[L.MDL_FIRST_DENSE_LAYERS] = m.first_dense_layers
     return mdl
 
 
