@@ -235,6 +235,13 @@ MOE_EVERY = {"llama4-maverick-400b": 2}
 #: ``inference/configs/config_671B.json`` ``n_shared_experts: 1``; Kimi K2's config, the same
 #: architecture, ``n_shared_experts: 1``)
 SHARED_EXPERTS = {"llama4-maverick-400b": 1, "deepseek-v3": 1, "kimi-k2": 1}
+#: Leading dense layers before the MoE ones (``model.first_dense_layers``): DeepSeek-V3's first
+#: three (arXiv 2412.19437 §4.2; ``config_671B.json`` ``n_dense_layers: 3``, Hugging Face
+#: ``first_k_dense_replace: 3``), Kimi K2's first one (moonshotai/Kimi-K2-Instruct
+#: ``config.json`` ``first_k_dense_replace: 1``, one of the few fields Moonshot changed from
+#: DeepSeek-V3's; Megatron-Bridge's bridges read it into ``moe_layer_freq = [0] * k + [1] *
+#: (layers - k)``, ``src/megatron/bridge/models/kimi/kimi_bridge.py``).
+FIRST_DENSE_LAYERS = {"deepseek-v3": 3, "kimi-k2": 1}
 #: Group-limited routing: a token's experts lie in at most this many of the expert groups, one
 #: group per node when EP spans 8 nodes (DeepSeek-V3 ``config_671B.json`` ``n_expert_groups:
 #: 8``, ``n_limited_groups: 4``; the V3 report §2.1.2, node-limited routing, M = 4)
@@ -515,8 +522,8 @@ def _architecture_names() -> dict[str, str]:
     from .. import presets
 
     return {presets.normalized_name(k): k
-            for table in (HEAD_DIM, KV_HEADS, MOE_EVERY, SHARED_EXPERTS, MAX_ROUTE_NODES,
-                          SLIDING_WINDOW) for k in table}
+            for table in (HEAD_DIM, KV_HEADS, MOE_EVERY, SHARED_EXPERTS, FIRST_DENSE_LAYERS,
+                          MAX_ROUTE_NODES, SLIDING_WINDOW) for k in table}
 
 
 def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
@@ -562,6 +569,12 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
         model.update(experts=experts, top_k=_int(row, "top_k"), expert_ffn_hidden=expert_ffn,
                      moe_every=MOE_EVERY.get(name, facts.get("moe_every", 1)),
                      shared_experts=SHARED_EXPERTS.get(name, facts.get("shared_experts", 0)))
+        lead = FIRST_DENSE_LAYERS.get(name, facts.get("first_dense_layers", 0))
+        if lead and lead <= model["layers"] - model["moe_every"]:
+            model["first_dense_layers"] = lead
+        elif lead:
+            notes.append(f"{name}'s {lead} leading dense layers not applied: the row's "
+                         f"{model['layers']} layers leave no MoE layer after them")
         route = MAX_ROUTE_NODES.get(name, facts.get("max_route_nodes", 0))
         if route:
             model["max_route_nodes"] = route
@@ -572,8 +585,8 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
 
 
 #: the model preset fields a published row's columns cannot state
-PRESET_FACTS = ("head_dim", "moe_every", "shared_experts", "max_route_nodes",
-                "attention_window", "full_attention_every", "expert_bias")
+PRESET_FACTS = ("head_dim", "moe_every", "shared_experts", "first_dense_layers",
+                "max_route_nodes", "attention_window", "full_attention_every", "expert_bias")
 
 
 def model_preset_id(model_cell: str) -> str | None:
@@ -602,7 +615,7 @@ def model_preset_facts(model_cell: str) -> dict[str, Any]:
     preset = presets.get("model", pid)
     facts = {k: preset[k] for k in PRESET_FACTS if k in preset}
     if not preset.get("experts"):
-        for k in ("moe_every", "shared_experts"):
+        for k in ("moe_every", "shared_experts", "first_dense_layers"):
             facts.pop(k, None)
     return facts
 
