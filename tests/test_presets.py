@@ -51,7 +51,7 @@ REQUIRED = {
     },
     "model": {
         "gpt3-175b", "megatron-530b", "megatron-1t", "llama2-7b", "llama2-13b", "llama2-70b",
-        "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3",
+        "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3", "kimi-k2",
     },
     "dlrm": {"dlrm-mlperf"},
     "stack": {"megatron-core", "pytorch-fsdp", "jax-xla", "megatron-lm"},
@@ -259,8 +259,8 @@ def test_model_dims_consistent(name, m):
 
 #: the query projection's width (heads x head_dim) of the models whose heads do not tile their
 #: hidden (their configs: DeepSeek-V3 qk_nope_head_dim 128, Qwen3 head_dim 128, GPT-OSS 64)
-QUERY_WIDTH = {"deepseek-v3": 16384, "qwen3-30b-a3b": 4096, "qwen3-235b-a22b": 8192,
-               "gpt-oss-20b": 4096, "gpt-oss-120b": 4096}
+QUERY_WIDTH = {"deepseek-v3": 16384, "kimi-k2": 8192, "qwen3-30b-a3b": 4096,
+               "qwen3-235b-a22b": 8192, "gpt-oss-20b": 4096, "gpt-oss-120b": 4096}
 
 
 def _param_count(m, tied_embeddings):
@@ -301,6 +301,7 @@ PUBLISHED = {
     "llama3-405b": (405e9, None, False, "Llama 3 paper Table 3: 405B"),
     "mixtral-8x7b": (46.7e9, 12.9e9, False, "Mixtral (arXiv 2401.04088) / Mistral: 46.7B total, 12.9B active"),
     "deepseek-v3": (671e9, 37e9, False, "DeepSeek-V3 (arXiv 2412.19437) abstract: 671B total, 37B active"),
+    "kimi-k2": (1.04e12, 32e9, False, "Kimi K2: 1.04T total (arXiv 2507.20534), 32B activated (model card)"),
     "qwen3-30b-a3b": (30.5e9, 3.3e9, False, "Qwen/Qwen3-30B-A3B model card: 30.5B total, 3.3B activated"),
     "qwen3-235b-a22b": (235e9, 22e9, False, "Qwen/Qwen3-235B-A22B model card: 235B total, 22B activated"),
     # active counts one embedding matrix there (models.toml): total only
@@ -312,15 +313,15 @@ PUBLISHED = {
 }
 
 
-def _deepseek_documented_delta(m):
-    """The approximation delta stated in models.toml for deepseek-v3 (total, active): the GQA
-    stand-in for multi-head latent attention. Its 3 leading dense layers are the model's own
-    (first_dense_layers), not an approximation."""
-    h = m["hidden"]
+def _mla_documented_delta(m):
+    """The approximation delta stated in models.toml for deepseek-v3 and kimi-k2 (total,
+    active): the GQA stand-in for multi-head latent attention. Their leading dense layers are
+    the models' own (first_dense_layers), not an approximation."""
+    h, a = m["hidden"], m["heads"]
     # GQA stand-in vs MLA attention weights per layer (q 1536 rank, kv 512 + rope 64, 192/128 dims)
-    mla = h * 1536 + 1536 * 128 * 192 + h * (512 + 64) + 512 * 128 * (128 + 128) + 128 * 128 * h
-    gqa = 2 * h * 128 * 128 + 2 * h * 8 * 128
-    attn_extra = 61 * (gqa - mla)
+    mla = h * 1536 + 1536 * a * 192 + h * (512 + 64) + 512 * a * (128 + 128) + a * 128 * h
+    gqa = 2 * h * a * 128 + 2 * h * 8 * 128
+    attn_extra = m["layers"] * (gqa - mla)
     return attn_extra, attn_extra
 
 
@@ -329,8 +330,8 @@ def test_param_count_matches_published(name):
     m = presets.model(name)
     total_pub, active_pub, tied, _src = PUBLISHED[name]
     total, active = _param_count(m, tied)
-    if name == "deepseek-v3":
-        d_total, d_active = _deepseek_documented_delta(m)
+    if name in ("deepseek-v3", "kimi-k2"):
+        d_total, d_active = _mla_documented_delta(m)
         total_pub, active_pub = total_pub + d_total, active_pub + d_active
     assert abs(total / total_pub - 1) < 0.03, f"{name}: {total / 1e9:.1f}B vs {total_pub / 1e9:.1f}B"
     if active_pub is not None:

@@ -488,6 +488,8 @@ def _cluster_row(pid: str, c: dict) -> dict:
 def _model_row(pid: str, m: dict) -> dict:
     total, active = llm_param_counts(m)
     moe = f"{m['experts']}x top{m['top_k']}" if m["experts"] else "-"
+    if m.get("first_dense_layers"):
+        moe += f", {m['first_dense_layers']} dense first"
     return {
         "id": pid,
         "name": m["name"],
