@@ -118,7 +118,9 @@ def test_pipeline_split_says_what_each_device_holds():
 
     path = Path(__file__).resolve().parents[1] / "examples" / "deepseek-v3-mtp-h100.toml"
     sc = trainscape.load(path)
+    # the preset's 3 leading dense layers open the first device's 7
     assert pipeline_split(sc) == {"devices": 8, "first": 7, "middle": 8, "last": 6,
+                                  "first_dense": 3.0, "middle_dense": 0.0, "last_dense": 0.0,
                                   "mtp_layers": 1, "loss_on_first_device": False}
     even = trainscape.load(path, ["job.pipeline_first_stage_layers=0",
                                   "job.pipeline_last_stage_layers=0"])

@@ -119,9 +119,10 @@ def test_evaluate_says_how_the_pipeline_holds_the_model():
     path = Path(__file__).resolve().parent.parent / "examples" / "deepseek-v3-mtp-h100.toml"
     res = run("evaluate", str(path))
     assert res.exit_code == 0, res.output
-    assert ("pipeline: first device 7 layers + embedding, middle devices up to 8, last device "
-            "6 + 1 MTP block + loss") in " ".join(res.output.split())
+    assert ("pipeline: first device 7 layers (3 dense) + embedding, middle devices up to 8, "
+            "last device 6 + 1 MTP block + loss") in " ".join(res.output.split())
     data = json.loads(run("evaluate", str(path), "--json").stdout)
     assert data["pipeline_split"]["last"] == 6 and data["pipeline_split"]["mtp_layers"] == 1
+    assert data["pipeline_split"]["first_dense"] == 3.0
     no_pp = json.loads(run("evaluate", str(path), "--json", "--config", "tp=2,pp=1,ep=64").stdout)
     assert no_pp["pipeline_split"] is None

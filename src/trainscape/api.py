@@ -172,11 +172,14 @@ def pipeline_split(scenario: Scenario | str | Path | Mapping,
     """How a configuration's pipeline holds the model: the transformer layers of the first
     device, of the busiest middle one and of the last one (``model.llm.pipeline_stages``: the
     even split, ``job.pipeline_edge_layers`` or the stated
-    ``job.pipeline_first/last_stage_layers``), the multi-token prediction blocks beside them
-    on the device holding the loss, and whether that is the first device (V placements); the
-    middle count is 0 with two devices. None without a pipeline. Raises
-    :class:`ScenarioError` for an invalid configuration, as :func:`evaluate` does."""
-    from .model.llm import config_error, pipeline_stages
+    ``job.pipeline_first/last_stage_layers``), how many of each are the model's leading dense
+    layers (``model.llm.leading_dense_layers``; ``*_dense``, fractional where a chunk's share
+    is), the multi-token prediction blocks beside them on the device holding the loss, and
+    whether that is the first device (V placements); the middle count is 0 with two devices.
+    None without a pipeline. Raises :class:`ScenarioError` for an invalid configuration, as
+    :func:`evaluate` does."""
+    from .model.llm import config_error, leading_dense_layers, pipeline_stages
+    from .model.pipeline import schedule_chunks
 
     if not isinstance(scenario, Scenario):
         scenario = load(scenario)
@@ -186,9 +189,13 @@ def pipeline_split(scenario: Scenario | str | Path | Mapping,
     pp = int(cfg[L.CFG_PP, 0])
     if pp <= 1 or config_error(sys, mdl, job, cfg, 0) != 0:  # (validated: a guard only)
         return None
-    first, middle, last, loss_first = pipeline_stages(
-        mdl, job, int(cfg[L.CFG_SCHEDULE, 0]), pp, int(cfg[L.CFG_VPP, 0]))
+    schedule, vpp = int(cfg[L.CFG_SCHEDULE, 0]), int(cfg[L.CFG_VPP, 0])
+    first, middle, last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
+    dense = leading_dense_layers(mdl[L.MDL_FIRST_DENSE_LAYERS], first, middle, last, pp,
+                                 float(schedule_chunks(schedule, vpp)), loss_first)
     return {"devices": pp, "first": int(first), "middle": int(middle), "last": int(last),
+            "first_dense": float(dense[0]), "middle_dense": float(dense[1]),
+            "last_dense": float(dense[2]),
             "mtp_layers": int(mdl[L.MDL_MTP_LAYERS]), "loss_on_first_device": bool(loss_first)}
 
 

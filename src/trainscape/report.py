@@ -237,13 +237,20 @@ def pipeline_line(split: dict[str, Any] | None) -> Text | None:
         return None
     mtp = split["mtp_layers"]
     heads = f" + {mtp} MTP block{'s' if mtp > 1 else ''}" if mtp else ""
+
+    def dense(key):
+        # the model's leading dense layers among a device's (model.first_dense_layers)
+        n = split.get(f"{key}_dense", 0.0)
+        return f" ({n:.3g} dense)" if n > 0 else ""
+
     if split["loss_on_first_device"]:
-        text = (f"pipeline: device 0 {split['first']} layers + embedding{heads} + loss (V "
-                f"placement), the others up to {split['middle']}")
+        text = (f"pipeline: device 0 {split['first']} layers{dense('first')} + embedding{heads} "
+                f"+ loss (V placement), the others up to {split['middle']}{dense('middle')}")
     else:
-        middle = (f"middle devices up to {split['middle']}, " if split["devices"] > 2 else "")
-        text = (f"pipeline: first device {split['first']} layers + embedding, {middle}last "
-                f"device {split['last']}{heads} + loss")
+        middle = (f"middle devices up to {split['middle']}{dense('middle')}, "
+                  if split["devices"] > 2 else "")
+        text = (f"pipeline: first device {split['first']} layers{dense('first')} + embedding, "
+                f"{middle}last device {split['last']}{dense('last')}{heads} + loss")
     return Text(text)
 
 
