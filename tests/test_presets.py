@@ -259,7 +259,7 @@ def test_model_dims_consistent(name, m):
 
 #: the query projection's width (heads x head_dim) of the models whose heads do not tile their
 #: hidden (their configs: DeepSeek-V3 qk_nope_head_dim 128, Qwen3 head_dim 128, GPT-OSS 64)
-QUERY_WIDTH = {"deepseek-v3": 16384, "kimi-k2": 8192, "qwen3-30b-a3b": 4096,
+QUERY_WIDTH = {"deepseek-v3": 16384, "kimi-k2": 8192, "glm45": 12288, "qwen3-30b-a3b": 4096,
                "qwen3-235b-a22b": 8192, "gpt-oss-20b": 4096, "gpt-oss-120b": 4096}
 
 
@@ -302,6 +302,8 @@ PUBLISHED = {
     "mixtral-8x7b": (46.7e9, 12.9e9, False, "Mixtral (arXiv 2401.04088) / Mistral: 46.7B total, 12.9B active"),
     "deepseek-v3": (671e9, 37e9, False, "DeepSeek-V3 (arXiv 2412.19437) abstract: 671B total, 37B active"),
     "kimi-k2": (1.04e12, 32e9, False, "Kimi K2: 1.04T total (arXiv 2507.20534), 32B activated (model card)"),
+    # its 32B active leave the embeddings out (models.toml counts both): total only
+    "glm45": (355e9, None, False, "Megatron-Bridge docs/models/glm/glm45.md: 355B total parameters"),
     "qwen3-30b-a3b": (30.5e9, 3.3e9, False, "Qwen/Qwen3-30B-A3B model card: 30.5B total, 3.3B activated"),
     "qwen3-235b-a22b": (235e9, 22e9, False, "Qwen/Qwen3-235B-A22B model card: 235B total, 22B activated"),
     # active counts one embedding matrix there (models.toml): total only
