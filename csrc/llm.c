@@ -1086,6 +1086,14 @@ TS_FN void ts_stage_layer_split(double stage_layers, double lead, double layers,
     *dense = stage_layers - m;
 }
 
+/* llm.py leading_dense_chunks: schedule_chunks, DualPipe's two directions counted as one pass. */
+TS_FN double ts_leading_dense_chunks(int schedule, double pp, double vpp)
+{
+    if (pp <= 1.0 || schedule == TS_SCHED_DUALPIPE)
+        return 1.0;
+    return (double)ts_schedule_chunks(schedule, (int64_t)vpp);
+}
+
 /* llm.py leading_dense_layers: the leading dense layers of the first, busiest middle and last
  * device -- the first device's first chunk, then the next devices' first chunks in order. */
 TS_FN void ts_leading_dense_layers(double first_dense, double n_first, double n_mid,
@@ -1590,8 +1598,7 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
         t_ce = (1.0 + mtp) * t_ce + mtp * t_embed;
     }
     ts_leading_dense_layers(mdl[TS_MDL_FIRST_DENSE_LAYERS], n_st[0], n_st[1], n_st[2], pp,
-                            pp > 1.0 ? (double)ts_schedule_chunks(schedule, (int64_t)vpp) : 1.0,
-                            loss_first, lead_st);
+                            ts_leading_dense_chunks(schedule, pp, vpp), loss_first, lead_st);
     for (c = 0; c < 3; c++)
         ts_stage_layer_split(n_st[c], lead_st[c], layers, mdl[TS_MDL_FIRST_DENSE_LAYERS], n_moe,
                              &d_st[c], &m_st[c]);

@@ -60,6 +60,16 @@ def test_the_leading_layers_open_the_first_device(pp, chunks, loss_first, n, wan
     assert got == pytest.approx(want)
 
 
+@pytest.mark.parametrize("schedule,vpp,chunks", [
+    (L.SCHED_1F1B, 1, 1.0), (L.SCHED_INTERLEAVED, 4, 4.0), (L.SCHED_ZB_V, 1, 2.0),
+    (L.SCHED_DUALPIPE_V, 1, 2.0),
+    # DualPipe's two mirrored directions count as one pass: a device's stage is one chunk
+    (L.SCHED_DUALPIPE, 1, 1.0)])
+def test_the_first_chunk_is_the_devices_share_of_its_chunks(schedule, vpp, chunks):
+    assert llm.leading_dense_chunks(schedule, 16.0, float(vpp)) == chunks
+    assert llm.leading_dense_chunks(schedule, 1.0, float(vpp)) == 1.0  # no pipeline
+
+
 def test_a_device_splits_its_other_layers_by_the_moe_share_of_the_rest():
     # 4 layers of which the 3 leading dense ones: one MoE layer, of 58 over the 58 after them
     assert llm.stage_layer_split(4.0, 3.0, 61.0, 3.0, 58.0) == (3.0, 1.0)

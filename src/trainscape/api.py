@@ -178,8 +178,8 @@ def pipeline_split(scenario: Scenario | str | Path | Mapping,
     whether that is the first device (V placements); the middle count is 0 with two devices.
     None without a pipeline. Raises :class:`ScenarioError` for an invalid configuration, as
     :func:`evaluate` does."""
-    from .model.llm import config_error, leading_dense_layers, pipeline_stages
-    from .model.pipeline import schedule_chunks
+    from .model.llm import (config_error, leading_dense_chunks, leading_dense_layers,
+                             pipeline_stages)
 
     if not isinstance(scenario, Scenario):
         scenario = load(scenario)
@@ -192,7 +192,7 @@ def pipeline_split(scenario: Scenario | str | Path | Mapping,
     schedule, vpp = int(cfg[L.CFG_SCHEDULE, 0]), int(cfg[L.CFG_VPP, 0])
     first, middle, last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
     dense = leading_dense_layers(mdl[L.MDL_FIRST_DENSE_LAYERS], first, middle, last, pp,
-                                 float(schedule_chunks(schedule, vpp)), loss_first)
+                                 leading_dense_chunks(schedule, pp, vpp), loss_first)
     return {"devices": pp, "first": int(first), "middle": int(middle), "last": int(last),
             "first_dense": float(dense[0]), "middle_dense": float(dense[1]),
             "last_dense": float(dense[2]),

@@ -1524,6 +1524,17 @@ def leading_dense_layers(first_dense, n_first, n_mid, n_last, pp, chunks, loss_f
     return lead1, lead2, lead3
 
 
+def leading_dense_chunks(schedule, pp, vpp):
+    """The model chunks a device's per-microbatch layers are split into, for
+    :func:`leading_dense_layers`: :func:`pipeline.schedule_chunks`, except that DualPipe counts
+    its two mirrored directions as one pass (:func:`pipeline.pipeline_stage_layers`), so its
+    first device's stage is one whole chunk (each direction's first stage, the leading layers
+    in it); 1 without a pipeline."""
+    if pp <= 1.0 or schedule == SCHED_DUALPIPE:
+        return 1.0
+    return float(schedule_chunks(schedule, vpp))
+
+
 def stage_layer_splits(mdl, job, schedule, pp, vpp):
     """``(d1, m1, d2, m2, d3, m3, loss_first)``: the dense and MoE layers
     (:func:`stage_layer_split`) of the first, busiest middle and last device of
@@ -1534,10 +1545,8 @@ def stage_layer_splits(mdl, job, schedule, pp, vpp):
     first_dense = mdl[MDL_FIRST_DENSE_LAYERS]
     n_moe = model_moe_layers(mdl)
     n_first, n_mid, n_last, loss_first = pipeline_stages(mdl, job, schedule, pp, vpp)
-    chunks = 1.0
-    if pp > 1.0:
-        chunks = float(schedule_chunks(schedule, vpp))
-    lead = leading_dense_layers(first_dense, n_first, n_mid, n_last, pp, chunks, loss_first)
+    lead = leading_dense_layers(first_dense, n_first, n_mid, n_last, pp,
+                                leading_dense_chunks(schedule, pp, vpp), loss_first)
     d1, m1 = stage_layer_split(n_first, lead[0], layers, first_dense, n_moe)
     d2, m2 = stage_layer_split(n_mid, lead[1], layers, first_dense, n_moe)
     d3, m3 = stage_layer_split(n_last, lead[2], layers, first_dense, n_moe)
