@@ -146,3 +146,26 @@ def test_a_dense_model_takes_no_leading_dense_layers():
     raw["model"] = {"preset": "llama3-70b", "first_dense_layers": 2}
     with pytest.raises(ScenarioError, match=r"model\.first_dense_layers: only for MoE models"):
         load_scenario(raw)
+
+
+def _dsv3_row(model):
+    # a published row's shape columns as a config.json states them (MLA: 128 KV heads)
+    return {"model": model, "layers": "61", "hidden": "7168", "ffn_hidden": "18432",
+            "heads": "128", "kv_heads": "128", "vocab": "129280", "mlp": "swiglu",
+            "experts": "256", "top_k": "8", "expert_ffn": "2048"}
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V3-Base", "deepseek-ai/DeepSeek-V3-0324",
+                                  "DeepSeek-V3 671B", "DeepSeek-V3.1"])
+def test_a_row_reads_one_architecture_whatever_it_calls_the_model(name):
+    # another name of the deepseek-v3 preset (presets/aliases.toml) takes the reader's own
+    # facts too: the GQA stand-in's heads, the shared expert, the routing limit and the three
+    # leading dense layers, as a row named "DeepSeek-V3" does
+    from trainscape.calibration import published
+
+    plain = published.model_of(_dsv3_row("DeepSeek-V3"), [])
+    notes = []
+    other = published.model_of(_dsv3_row(name), notes)
+    assert {**other, "name": None} == {**plain, "name": None}
+    assert other["first_dense_layers"] == 3 and other["kv_heads"] == 8
+    assert any("read as deepseek-v3" in n for n in notes)

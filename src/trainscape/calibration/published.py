@@ -497,7 +497,10 @@ def architecture_key(name: str) -> str:
     ``name`` by, compared without case or separators (:func:`trainscape.presets.normalized_name`:
     "DeepSeek-V3" is ``deepseek-v3``, "GPT-OSS 120B" ``gpt-oss-120b``); ``name`` itself when
     they know none. A remark in parentheses ("DeepSeekV3 (w/o MTP)", "Llama 3.1 405B (FP8)") is
-    not part of the name, nor a Hugging Face organization (:func:`model_name_forms`)."""
+    not part of the name, nor a Hugging Face organization (:func:`model_name_forms`). Another
+    name of a model preset the tables know (``presets/aliases.toml``: "DeepSeek-V3-Base",
+    "Kimi-K2-Instruct") is read as that model, so one architecture is read one way whatever
+    the row calls it."""
     from .. import presets
 
     names = _architecture_names()
@@ -505,6 +508,9 @@ def architecture_key(name: str) -> str:
         found = names.get(presets.normalized_name(text))
         if found:
             return found
+    pid = model_preset_id(name)
+    if pid is not None:
+        return names.get(presets.normalized_name(pid), name)
     return name
 
 
