@@ -210,7 +210,9 @@ def test_a_site_gpu_may_be_named_otherwise_and_keeps_the_id():
 
 @pytest.mark.parametrize("model, hidden, heads, head_dim", [
     ("Qwen3-32B", 5120, 64, 128), ("gpt-oss-20b", 2880, 64, 64), ("gemma-2-9b", 3584, 16, 256),
-    ("Gemma 3 27B", 5376, 32, 128), ("mistral-nemo-12b", 5120, 32, 128)])
+    ("Gemma 3 27B", 5376, 32, 128), ("mistral-nemo-12b", 5120, 32, 128),
+    # a post-trained variant's repo name is its base model's architecture
+    ("google/gemma-2-9b-it", 3584, 16, 256), ("Qwen/Qwen3-32B-Instruct", 5120, 64, 128)])
 def test_a_known_model_keeps_its_head_width_however_written(model, hidden, heads, head_dim):
     # hidden / heads is not the head width of these models (their public configs)
     from trainscape.calibration.published import model_of
@@ -235,6 +237,21 @@ def test_a_known_model_keeps_its_head_width_however_written(model, hidden, heads
 ])
 def test_a_model_preset_is_found_by_its_other_names(name, pid):
     assert presets.preset_id("model", name) == pid
+
+
+@pytest.mark.parametrize("cell, pid", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama3-8b"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen3-235b-a22b"),
+    ("meta-llama/Llama-2-70b-chat-hf", "llama2-70b"),
+    ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama4-maverick"),
+    ("zai-org/GLM-4.5", "glm45"),
+])
+def test_a_runs_row_names_a_post_trained_variant_by_its_base_model(cell, pid):
+    # an -Instruct / -chat / -it / -Base / -hf checkpoint has its base model's architecture
+    from trainscape.calibration.published import model_preset_id
+
+    assert model_preset_id(cell) == pid
 
 
 def test_a_runs_row_naming_a_model_preset_takes_the_architecture_it_leaves_empty(tmp_path):

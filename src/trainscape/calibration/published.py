@@ -514,12 +514,23 @@ def architecture_key(name: str) -> str:
     return name
 
 
+#: a post-trained or repackaged checkpoint's suffix on a Hugging Face repo name: the same
+#: architecture as the base model ("Llama-3.1-8B-Instruct", "Qwen3-235B-A22B-Instruct-2507",
+#: "gemma-2-9b-it", "Llama-2-70b-chat-hf")
+VARIANT_SUFFIX = re.compile(r"[-_ ](instruct|base|chat|it|hf)([-_ ]\d+)?$", re.IGNORECASE)
+
+
 def model_name_forms(name: str) -> tuple[str, ...]:
     """The forms a ``model`` cell is looked up by, in order: as written, without a remark in
-    parentheses ("Llama 3.1 405B (FP8)"), and by the part after a Hugging Face organization
-    ("deepseek-ai/DeepSeek-V3")."""
+    parentheses ("Llama 3.1 405B (FP8)"), by the part after a Hugging Face organization
+    ("deepseek-ai/DeepSeek-V3"), and that part without a post-training variant's suffixes
+    (:data:`VARIANT_SUFFIX`: "Llama-3.1-8B-Instruct" is Llama 3.1 8B's architecture)."""
     bare = re.sub(r"\([^)]*\)", " ", name).strip()
-    return (name, bare, bare.rsplit("/", 1)[-1])
+    repo = bare.rsplit("/", 1)[-1]
+    base = repo
+    while VARIANT_SUFFIX.search(base):
+        base = VARIANT_SUFFIX.sub("", base)
+    return (name, bare, repo, base)
 
 
 @functools.lru_cache(maxsize=None)
