@@ -1112,16 +1112,11 @@ TS_FN void ts_leading_dense_layers(double first_dense, double n_first, double n_
     lead[0] = fmin(first_dense, n_first / chunks);
     spill = first_dense - lead[0];
     c_mid = n_mid / chunks;
-    if (loss_first) {
-        mids = pp - 1.0;
-        lead[1] = fmin(c_mid, fmax(0.0, spill - (mids - 1.0) * c_mid));
-        lead[2] = lead[0];
-        return;
-    }
-    mids = pp - 2.0;
+    /* the middle devices: all but device 0 under a V placement, all but the two ends otherwise */
+    mids = loss_first ? pp - 1.0 : pp - 2.0;
     if (mids > 0.0)
         lead[1] = fmin(c_mid, fmax(0.0, spill - (mids - 1.0) * c_mid));
-    lead[2] = fmin(n_last / chunks, fmax(0.0, spill - mids * c_mid));
+    lead[2] = loss_first ? lead[0] : fmin(n_last / chunks, fmax(0.0, spill - mids * c_mid));
 }
 
 /* llm.py stage_pass_times: (gemm_f, core_f, mem_f, f, b, w) of one device's layers, plus the

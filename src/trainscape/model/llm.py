@@ -1513,15 +1513,14 @@ def leading_dense_layers(first_dense, n_first, n_mid, n_last, pp, chunks, loss_f
     lead1 = min(first_dense, n_first / chunks)
     spill = first_dense - lead1
     c_mid = n_mid / chunks
-    if loss_first:
-        mids = pp - 1.0
-        return lead1, min(c_mid, max(0.0, spill - (mids - 1.0) * c_mid)), lead1
-    mids = pp - 2.0
+    # the middle devices: all but device 0 under a V placement, all but the two ends otherwise
+    mids = pp - 1.0 if loss_first else pp - 2.0
     lead2 = 0.0
     if mids > 0.0:
         lead2 = min(c_mid, max(0.0, spill - (mids - 1.0) * c_mid))
-    lead3 = min(n_last / chunks, max(0.0, spill - mids * c_mid))
-    return lead1, lead2, lead3
+    if loss_first:
+        return lead1, lead2, lead1
+    return lead1, lead2, min(n_last / chunks, max(0.0, spill - mids * c_mid))
 
 
 def leading_dense_chunks(schedule, pp, vpp):

@@ -406,12 +406,14 @@ def llm_param_counts(m: dict) -> tuple[float, float]:
     ``moe_every``-th layer is an MoE layer (``model.llm.moe_layer_count``). Input embedding and
     output projection counted separately (v·h each). Norms and biases are ignored.
     """
+    from ..model.llm import moe_layer_count  # the model's own count (a light module)
+
     h, a, akv, d = m["hidden"], m["heads"], m["kv_heads"], m["head_dim"]
     mats = 3 if m["mlp"] == "swiglu" else 2
     attn = 2 * h * a * d + 2 * h * akv * d
     dense_mlp = mats * h * m["ffn_hidden"]
-    rest = m["layers"] - m.get("first_dense_layers", 0)
-    n_moe = rest // m["moe_every"] if m["moe_every"] > 0 and m["experts"] > 0 else 0
+    n_moe = moe_layer_count(m["layers"], m["experts"], m["moe_every"],
+                            m.get("first_dense_layers", 0))
     n_dense = m["layers"] - n_moe
     expert = mats * h * m["expert_ffn_hidden"]
     moe_total = (m["experts"] + m["shared_experts"]) * expert + h * m["experts"]
