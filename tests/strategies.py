@@ -332,12 +332,36 @@ def site_blocks(draw, moe: bool | None = None):
     return sys, mdl, job
 
 
+def site_crossing_column(sys, mdl):
+    """A config column whose pipeline stages sit on different sites: ``pp`` the largest divisor
+    of the site count from 2 up to the model's layers, outermost in Megatron's
+    ``tp-cp-ep-dp-pp`` order so that each stage holds whole sites and neighbouring stages meet
+    across a site link; data parallelism inside the stages, 1F1B, full recompute. Built
+    without draws, so that a site batch holds a column that takes the per-link path
+    (collectives.site_path_transfers) whatever the drawn columns are, wherever the model's
+    depth allows such a pipeline (invalid otherwise: a check of its own)."""
+    sites = int(sys[L.SYS_N_SITES])
+    layers = int(mdl[L.MDL_LAYERS])
+    gpus = int(sys[L.SYS_GPUS])
+    pp = max([d for d in range(2, min(sites, layers) + 1) if sites % d == 0], default=sites)
+    col = np.zeros(L.N_CFG, dtype=np.int32)
+    col[[L.CFG_TP, L.CFG_CP, L.CFG_EP, L.CFG_MBS, L.CFG_VPP]] = 1
+    col[L.CFG_PP] = pp
+    col[L.CFG_DP] = gpus // pp
+    col[L.CFG_SCHEDULE] = L.SCHED_1F1B
+    col[L.CFG_RECOMPUTE] = L.RECOMPUTE_FULL
+    col[L.CFG_ORDER] = L.order_from_names(["tp", "cp", "ep", "dp", "pp"])
+    return col
+
+
 @st.composite
 def site_batches(draw, max_size: int = 32):
-    """``(sys, mdl, job, cfg)`` on :func:`site_blocks`."""
+    """``(sys, mdl, job, cfg)`` on :func:`site_blocks`: drawn columns, then
+    :func:`site_crossing_column`."""
     sys, mdl, job = draw(site_blocks())
     cfg = draw(config_columns(sys, mdl, job, max_size=max_size))
     sys[L.SYS_STEP_OVERHEAD_S] = draw(step_overheads())
+    cfg = np.ascontiguousarray(np.concatenate([cfg, site_crossing_column(sys, mdl)[:, None]], axis=1))
     return sys, mdl, job, cfg
 
 
