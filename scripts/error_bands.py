@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Write the error bands: how far the model was from published runs no fit saw, per GPU preset
-and software stack (``trainscape.calibration.bands``; shown by ``trainscape evaluate``).
+"""Write the error bands: how far the model was from published runs no fit saw, per GPU preset,
+software stack and kind of model, dense or MoE (``trainscape.calibration.bands``; shown by
+``trainscape evaluate``).
 
     python scripts/error_bands.py            # after the model, the fit or the runs changed
     python scripts/error_bands.py --check    # exit 1 when the shipped file is out of date
@@ -36,7 +37,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from trainscape import calibration as cal  # noqa: E402
 from trainscape.backends import available_backends  # noqa: E402
 from trainscape.calibration import published as P  # noqa: E402
-from trainscape.calibration.bands import MIN_ROWS, band_stats  # noqa: E402
+from trainscape.calibration.bands import (MIN_ROWS, band_stats, model_kind,  # noqa: E402
+                                          thin_stats)
 
 OUT = ROOT / "src" / "trainscape" / "data" / "calibration" / "error_bands.json"
 
@@ -65,25 +67,29 @@ def never_fitted_results(backend: str) -> list:
 
 
 def bands_of(results: list) -> dict:
-    """The file's content: one band per (GPU preset, stack) with at least MIN_ROWS runs."""
-    groups: dict[tuple[str, str], list] = defaultdict(list)
+    """The file's content: one band per (GPU preset, stack, model kind) with at least MIN_ROWS
+    runs; the smaller groups' count, median and range as ``thin``."""
+    groups: dict[tuple[str, str, str], list] = defaultdict(list)
     for r in results:
-        groups[(r.gpu, r.stack)].append(r)
-    bands = []
-    for (gpu, stack), rows in sorted(groups.items()):
+        groups[(r.gpu, r.stack, model_kind(1.0 if r.moe else 0.0))].append(r)
+    bands, thin = [], []
+    for (gpu, stack, kind), rows in sorted(groups.items()):
+        head = {"gpu": gpu, "stack": stack, "kind": kind, "rows": len(rows),
+                "infeasible": sum(1 for r in rows if not r.feasible)}
         stats = band_stats(r.error for r in rows)
-        if stats is None:
-            continue
-        bands.append({"gpu": gpu, "stack": stack, "rows": len(rows),
-                      "infeasible": sum(1 for r in rows if not r.feasible), **stats,
-                      "sources": sorted({r.source for r in rows})})
+        if stats is not None:
+            bands.append({**head, **stats, "sources": sorted({r.source for r in rows})})
+        elif (few := thin_stats(r.error for r in rows)) is not None:
+            thin.append({**head, **few, "sources": sorted({r.source for r in rows})})
     return {
         "generated_by": "scripts/error_bands.py",
         "basis": "step-time error predicted / published - 1 of published runs no fit saw: the "
                  "calibration set's held-out rows and docs/data/transfer_check_runs.csv (less "
-                 "the four that set the PyTorch stack's AsyncTP constant)",
+                 "the rows that set the PyTorch stack's AsyncTP constant and the Blackwell "
+                 "constants), grouped by GPU preset, stack and model kind (dense, moe)",
         "min_rows": MIN_ROWS,
         "bands": bands,
+        "thin": thin,
     }
 
 

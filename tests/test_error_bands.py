@@ -1,5 +1,6 @@
-"""Error bands: how far the model was from published runs no fit saw, per GPU preset and stack
-(``trainscape.calibration.bands``, ``scripts/error_bands.py``, ``trainscape evaluate``)."""
+"""Error bands: how far the model was from published runs no fit saw, per GPU preset, stack and
+model kind (``trainscape.calibration.bands``, ``scripts/error_bands.py``, ``trainscape
+evaluate``)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ def test_band_stats_are_the_median_and_inclusive_deciles():
 
 
 def test_the_step_interval_inverts_the_error():
-    band = bands.ErrorBand(gpu="g", stack="s", rows=10, infeasible=0, median=0.0, p10=-0.2,
-                           p90=0.25, median_abs=0.1, sources=("x",))
+    band = bands.ErrorBand(gpu="g", stack="s", kind="dense", rows=10, infeasible=0, median=0.0,
+                           p10=-0.2, p90=0.25, median_abs=0.1, sources=("x",))
     # predicted = published * (1 + e): a run 20 % slower than predicted erred by -1/6
     low, high = band.step_interval(10.0)
     assert low == pytest.approx(8.0) and high == pytest.approx(12.5)
@@ -48,25 +49,40 @@ def test_the_step_interval_inverts_the_error():
 def test_every_shipped_band_has_enough_runs_and_ordered_percentiles():
     shipped = bands.load_bands()
     assert shipped
-    for (gpu, stack), band in shipped.items():
-        assert band.rows >= bands.MIN_ROWS, (gpu, stack)
-        assert band.p10 <= band.median <= band.p90, (gpu, stack)
-        assert gpu in presets.names("gpu") and band.sources
+    for (gpu, stack, kind), band in shipped.items():
+        assert band.rows >= bands.MIN_ROWS, (gpu, stack, kind)
+        assert band.p10 <= band.median <= band.p90, (gpu, stack, kind)
+        assert gpu in presets.names("gpu") and band.sources and kind in bands.KINDS
+    # the groups too small for a band keep their count, median and range, and never shadow one
+    for thin in bands._shipped()["thin"]:
+        key = (thin["gpu"], thin["stack"], thin["kind"])
+        assert 0 < thin["rows"] < bands.MIN_ROWS and key not in shipped, key
+        assert thin["low"] <= thin["median"] <= thin["high"], key
+
+
+def test_thin_stats_are_the_median_and_the_range():
+    assert bands.thin_stats([0.05, -0.1, 0.02, math.nan]) == \
+        {"median": 0.02, "low": -0.1, "high": 0.05}
+    assert bands.thin_stats([math.inf]) is None
+
+
+def test_model_kind():
+    assert bands.model_kind(0) == "dense" and bands.model_kind(8) == "moe"
 
 
 def test_evaluate_shows_the_band_of_the_gpu_and_stack(moe_example):
     sc = trainscape.load(moe_example)
     result = trainscape.evaluate(sc)
     out = error_band(sc, result)
-    band = bands.error_band("h100-sxm-80gb", "megatron-core")
-    assert band is not None and out["band"]["rows"] == band.rows
+    band = bands.error_band("h100-sxm-80gb", "megatron-core", "moe")
+    assert band is not None and out["band"]["rows"] == band.rows and out["band"]["kind"] == "moe"
     assert out["band"]["step_time_low_s"] == pytest.approx(result.step_time_s / (1 + band.p90))
     assert out["band"]["step_time_high_s"] == pytest.approx(result.step_time_s / (1 + band.p10))
 
     res = CliRunner().invoke(main, ["evaluate", str(moe_example)])
     assert res.exit_code == 0, res.output
-    assert "published runs on h100-sxm-80gb with megatron-core that no fit saw" in \
-        " ".join(res.output.split())
+    assert "published runs of moe models on h100-sxm-80gb with megatron-core that no fit saw" \
+        in " ".join(res.output.split())
     res = CliRunner().invoke(main, ["evaluate", str(moe_example), "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
@@ -75,18 +91,50 @@ def test_evaluate_shows_the_band_of_the_gpu_and_stack(moe_example):
         < data["error_band"]["band"]["step_time_high_s"]
 
 
-def test_a_band_follows_the_stack(moe_example):
-    fsdp = trainscape.load(moe_example, ["job.stack=pytorch-fsdp"])
+def test_a_band_follows_the_stack(examples_dir):
+    dense = examples_dir / "llama3-8b-block-recompute.toml"  # Llama 3 8B on H100
+    fsdp = trainscape.load(dense, ["job.stack=pytorch-fsdp"])
     assert error_band(fsdp)["band"]["stack"] == "pytorch-fsdp"
     # JAX on H100: DGX Cloud's held-out MaxText rows and MaxText's own A3 table (stop 43)
-    jax = trainscape.load(moe_example, ["job.stack=jax-xla"])
+    jax = trainscape.load(dense, ["job.stack=jax-xla"])
     assert error_band(jax)["band"]["stack"] == "jax-xla"
+
+
+def test_a_band_follows_the_model_kind(examples_dir, moe_example):
+    # a dense and an MoE model on the same GPU preset and stack are judged by their own runs:
+    # the expert terms erred in ways the dense runs do not show
+    dense = error_band(trainscape.load(examples_dir / "llama3-8b-block-recompute.toml"))["band"]
+    moe = error_band(trainscape.load(moe_example))["band"]
+    assert (dense["gpu"], dense["stack"]) == (moe["gpu"], moe["stack"])
+    assert dense["kind"] == "dense" and moe["kind"] == "moe"
+    assert dense["rows"] == bands.error_band(dense["gpu"], dense["stack"], "dense").rows
+    assert moe["rows"] == bands.error_band(moe["gpu"], moe["stack"], "moe").rows
+    assert (dense["p10_error"], dense["p90_error"]) != (moe["p10_error"], moe["p90_error"])
+
+
+def test_too_few_runs_of_a_kind_are_quoted_not_banded(monkeypatch, examples_dir):
+    sc = trainscape.load(examples_dir / "llama3-8b-block-recompute.toml")
+    gpu, stack = sc.cluster.gpu.preset, sc.job.stack
+    thin = {"gpu": gpu, "stack": stack, "kind": "dense", "rows": 5, "infeasible": 0,
+            "median": -0.031, "low": -0.12, "high": 0.04, "sources": ["x"]}
+    monkeypatch.setattr(bands, "_shipped", lambda: {"bands": [], "thin": [thin]})
+    out = error_band(sc)
+    assert out["band"] is None
+    assert out["text"] == (f"no error band: fewer than {bands.MIN_ROWS} published runs of dense "
+                           f"models on {gpu} with {stack} that no fit saw (5: the model's step "
+                           "time erred by -3.1 % at the median, from -12.0 % to +4.0 %)")
+    # the other kind's band never stands in for a missing one
+    moe_band = {**thin, "kind": "moe", "rows": 9, "p10": -0.2, "p90": 0.1, "median_abs": 0.05}
+    monkeypatch.setattr(bands, "_shipped", lambda: {"bands": [moe_band], "thin": []})
+    out = error_band(sc)
+    assert out["band"] is None and "(5:" not in out["text"]
 
 
 @pytest.mark.parametrize("overrides, why", [
     (["cluster.gpu.gemm_efficiency_max=0.7"], "cluster.gpu.gemm_efficiency_max differs"),
     (["cluster.gpu.calibrated=false"], "calibrated = false"),
-    (["job.stack=megatron-lm"], "fewer than 8 published runs on h100-sxm-80gb with megatron-lm"),
+    (["job.stack=megatron-lm"],
+     "fewer than 8 published runs of moe models on h100-sxm-80gb with megatron-lm"),
 ])
 def test_no_band_where_no_published_runs_checked_the_model(moe_example, overrides, why):
     out = error_band(trainscape.load(moe_example, overrides))

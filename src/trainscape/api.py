@@ -232,10 +232,12 @@ def evaluate(scenario: Scenario | str | Path | Mapping,
 def error_band(scenario: Scenario | str | Path | Mapping,
                result: Result | None = None) -> dict[str, Any]:
     """How far the model was from published runs it was never fitted on, for ``scenario``'s
-    GPU preset and software stack (:mod:`trainscape.calibration.bands`): ``{"band": ...,
-    "text": ...}``. ``band`` is None when no band speaks for the scenario (a GPU that is not a
-    preset or whose constants were changed, or fewer than ``bands.MIN_ROWS`` such runs) and
-    ``text`` says why; otherwise ``band`` holds the runs' count, median and 10th / 90th
+    GPU preset, software stack and kind of model, dense or MoE
+    (:mod:`trainscape.calibration.bands`): ``{"band": ..., "text": ...}``. ``band`` is None
+    when no band speaks for the scenario (a GPU that is not a preset or whose constants were
+    changed, or fewer than ``bands.MIN_ROWS`` such runs, whose count, median and range the text
+    then quotes) and ``text`` says why; otherwise ``band`` holds the runs' kind, count, median
+    and 10th / 90th
     percentile errors (``predicted / published - 1``) and their sources, and, with a costed
     ``result`` of a valid configuration, ``step_time_low_s`` / ``step_time_high_s``: the step a
     run erring like the middle 8 in 10 of them would take."""

@@ -68,6 +68,7 @@ class Result:
     reason: str = ""  # why an invalid layout is invalid
     published_memory_gib: float | None = None  # a peak memory per GPU the source printed
     memory_measure: str = ""  # what it measures: an allocator's peak, or the device's
+    moe: bool = False  # the run's model routes tokens to experts (model.experts > 0)
 
     @property
     def memory_ratio(self) -> float | None:
@@ -96,7 +97,7 @@ class Result:
         err = self.error
         return {
             "source": self.source, "group": self.group, "case": self.case, "gpu": self.gpu,
-            "dtype": self.dtype, "stack": self.stack,
+            "dtype": self.dtype, "stack": self.stack, "moe": self.moe,
             "published_metric": self.published_metric,
             "published_value": self.published_value,
             "published_step_s": self.published_step_s,
@@ -254,7 +255,8 @@ class Runner:
             published_step_s=run.published_step_s, predicted_step_s=None, status=status,
             config=dict(run.config), assumptions=list(run.assumptions), counted=run.counted,
             holdout=run.counted and run.shipped and is_holdout(run.case),
-            published_memory_gib=run.published_memory_gib, memory_measure=run.memory_measure)
+            published_memory_gib=run.published_memory_gib, memory_measure=run.memory_measure,
+            moe=bool(mdl[L.MDL_EXPERTS] > 0.0))
         if status in ("ok", "out_of_memory"):
             result.predicted_step_s = float(out[L.OUT_STEP_TIME_S])
             result.memory_gib = float(out[L.OUT_MEMORY_GIB])

@@ -1,18 +1,24 @@
 """How far the model has been from published runs it was never fitted on: an error band per
-GPU preset and software stack.
+GPU preset, software stack and kind of model (dense, or MoE).
 
 The evidence is every published run whose step time the fit did not see -- the calibration
 set's held-out rows (:func:`~trainscape.calibration.is_holdout`) and the runs of
 ``docs/data/transfer_check_runs.csv`` (other papers and tables on A100 / H100, and the GPUs
 without a fit of their own: B200, H200, the 500 W H100 HBM2e) -- each costed with its own
 layout. ``scripts/error_bands.py`` groups their errors ``e = predicted / published - 1`` by
-GPU preset and stack and writes ``data/calibration/error_bands.json``; this module reads it.
+GPU preset, stack and model kind and writes ``data/calibration/error_bands.json``; this module
+reads it. The kinds are kept apart because the model errs differently on them: on H100 with
+Megatron-Core the middle 8 in 10 dense runs lay within -12 / +4 %, the MoE runs within
+-28 / +18 % (expert all-to-all, routing and grouped-GEMM costs the dense runs do not have), and
+a dense job's band drawn over both would be twice as wide as its evidence says.
 
 A band says what happened on those runs, not what will happen on the next one: the median
 error and the 10th and 90th percentiles (so 8 in 10 of the runs lay between them). For a
 prediction ``P`` a run that errs like the middle 80 % took between ``P / (1 + p90)`` and
-``P / (1 + p10)``. A band needs :data:`MIN_ROWS` runs of one GPU preset on one stack: runs of
-another stack on the same GPU would speak for kernels and overlaps the job does not run.
+``P / (1 + p10)``. A band needs :data:`MIN_ROWS` runs of one GPU preset on one stack and of
+one kind: runs of another stack on the same GPU would speak for kernels and overlaps the job
+does not run, runs of the other kind for terms it does not have. A group with fewer runs keeps
+its count, median and range (``thin`` in the file), which the no-band sentence quotes.
 """
 
 from __future__ import annotations
@@ -29,15 +35,25 @@ from typing import Any, Iterable
 BANDS_FILE = "error_bands.json"
 #: fewest never-fitted runs a band is drawn from
 MIN_ROWS = 8
+#: the kinds of model a band speaks for: a model with experts, or without
+KINDS = ("dense", "moe")
+
+
+def model_kind(experts: float) -> str:
+    """``"moe"`` for a model that routes tokens to experts (``model.experts > 0``), else
+    ``"dense"``."""
+    return "moe" if experts > 0 else "dense"
 
 
 @dataclass(frozen=True)
 class ErrorBand:
     """The model's step-time errors ``predicted / published - 1`` on ``rows`` published runs of
-    ``gpu`` on ``stack`` that no fit saw. Negative: the model was faster than the run."""
+    ``kind`` models (:data:`KINDS`) on ``gpu`` with ``stack`` that no fit saw. Negative: the
+    model was faster than the run."""
 
     gpu: str
     stack: str
+    kind: str
     rows: int
     infeasible: int  # of them, layouts that ran but the model calls invalid or out of memory
     median: float
@@ -53,7 +69,7 @@ class ErrorBand:
 
     def as_dict(self, predicted_s: float | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "gpu": self.gpu, "stack": self.stack, "rows": self.rows,
+            "gpu": self.gpu, "stack": self.stack, "kind": self.kind, "rows": self.rows,
             "infeasible": self.infeasible, "median_error": self.median,
             "p10_error": self.p10, "p90_error": self.p90,
             "median_abs_error": self.median_abs, "sources": list(self.sources),
@@ -66,7 +82,8 @@ class ErrorBand:
 
     def sentence(self, predicted_s: float | None = None) -> str:
         """One line for a person: what the band is and, with a prediction, the interval."""
-        text = (f"{self.rows} published runs on {self.gpu} with {self.stack} that no fit saw: "
+        text = (f"{self.rows} published runs of {self.kind} models on {self.gpu} with "
+                f"{self.stack} that no fit saw: "
                 f"the model's step time erred by {100 * self.median:+.1f} % at the median, 8 in "
                 f"10 between {100 * self.p10:+.1f} % and {100 * self.p90:+.1f} % (negative: "
                 "faster than the run)")
@@ -90,24 +107,48 @@ def band_stats(errors: Iterable[float]) -> dict[str, float] | None:
             "median_abs": round(statistics.median(abs(e) for e in errs), 3)}
 
 
+def thin_stats(errors: Iterable[float]) -> dict[str, float] | None:
+    """What a group too small for a band still says: ``median``, ``low`` and ``high`` (its
+    smallest and largest error), each rounded to 0.1 %; None without a finite error."""
+    errs = sorted(e for e in errors if math.isfinite(e))
+    if not errs:
+        return None
+    return {"median": round(statistics.median(errs), 3), "low": round(errs[0], 3),
+            "high": round(errs[-1], 3)}
+
+
 def _band_of(entry: dict[str, Any]) -> ErrorBand:
-    return ErrorBand(gpu=entry["gpu"], stack=entry["stack"], rows=int(entry["rows"]),
-                     infeasible=int(entry["infeasible"]), median=float(entry["median"]),
-                     p10=float(entry["p10"]), p90=float(entry["p90"]),
-                     median_abs=float(entry["median_abs"]), sources=tuple(entry["sources"]))
+    return ErrorBand(gpu=entry["gpu"], stack=entry["stack"], kind=entry["kind"],
+                     rows=int(entry["rows"]), infeasible=int(entry["infeasible"]),
+                     median=float(entry["median"]), p10=float(entry["p10"]),
+                     p90=float(entry["p90"]), median_abs=float(entry["median_abs"]),
+                     sources=tuple(entry["sources"]))
 
 
 @lru_cache(maxsize=1)
-def load_bands() -> dict[tuple[str, str], ErrorBand]:
-    """The shipped bands, keyed by ``(gpu preset, stack)``."""
+def _shipped() -> dict[str, Any]:
     text = resources.files("trainscape.data.calibration").joinpath(BANDS_FILE).read_text()
-    return {(e["gpu"], e["stack"]): _band_of(e) for e in json.loads(text)["bands"]}
+    return json.loads(text)
 
 
-def error_band(gpu: str, stack: str) -> ErrorBand | None:
-    """The band of GPU preset ``gpu`` on software stack ``stack``; None when fewer than
-    :data:`MIN_ROWS` never-fitted runs of that pair were published."""
-    return load_bands().get((gpu, stack))
+def load_bands() -> dict[tuple[str, str, str], ErrorBand]:
+    """The shipped bands, keyed by ``(gpu preset, stack, kind)``."""
+    return {(e["gpu"], e["stack"], e["kind"]): _band_of(e) for e in _shipped()["bands"]}
+
+
+def error_band(gpu: str, stack: str, kind: str = "dense") -> ErrorBand | None:
+    """The band of ``kind`` models (:data:`KINDS`) on GPU preset ``gpu`` with software stack
+    ``stack``; None when fewer than :data:`MIN_ROWS` never-fitted runs of them were published."""
+    return load_bands().get((gpu, stack, kind))
+
+
+def thin_group(gpu: str, stack: str, kind: str = "dense") -> dict[str, Any] | None:
+    """The count, median and range of a group with runs but too few for a band (the file's
+    ``thin`` entries); None for a group with none or with a band."""
+    for e in _shipped().get("thin", []):
+        if (e["gpu"], e["stack"], e["kind"]) == (gpu, stack, kind):
+            return e
+    return None
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -144,8 +185,15 @@ def scenario_band(scenario) -> tuple[ErrorBand | None, str]:
                 and not _same(written[key], value):
             return None, (f"no error band: cluster.gpu.{key} differs from the {gpu.preset} "
                           "preset's, and the bands describe the preset's constants")
-    band = error_band(gpu.preset, scenario.job.stack)
+    kind = model_kind(scenario.model.experts)
+    band = error_band(gpu.preset, scenario.job.stack, kind)
     if band is None:
-        return None, (f"no error band: fewer than {MIN_ROWS} published runs on {gpu.preset} "
-                      f"with {scenario.job.stack} that no fit saw")
+        why = (f"no error band: fewer than {MIN_ROWS} published runs of {kind} models on "
+               f"{gpu.preset} with {scenario.job.stack} that no fit saw")
+        thin = thin_group(gpu.preset, scenario.job.stack, kind)
+        if thin is not None:
+            why += (f" ({thin['rows']}: the model's step time erred by "
+                    f"{100 * thin['median']:+.1f} % at the median, from "
+                    f"{100 * thin['low']:+.1f} % to {100 * thin['high']:+.1f} %)")
+        return None, why
     return band, ""
