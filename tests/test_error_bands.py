@@ -159,3 +159,31 @@ def test_an_invalid_configuration_gets_the_band_without_an_interval(moe_example)
     invalid = type(result)(**{**result.__dict__, "status": "invalid_config"})
     out = error_band(sc, invalid)
     assert out["band"] is not None and "step_time_low_s" not in out["band"]
+
+
+def test_sweep_reports_the_band_around_its_best_layout(moe_example):
+    # a planner reading a sweep's answer gets the same band evaluate gives, its interval drawn
+    # around the best layout found
+    res = CliRunner().invoke(main, ["sweep", str(moe_example), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    band = data["error_band"]["band"]
+    best = data["top"][0]["step_time_s"]
+    assert band["kind"] == "moe" and band["gpu"] == "h100-sxm-80gb"
+    assert band["step_time_low_s"] == pytest.approx(best / (1 + band["p90_error"]))
+    assert band["step_time_high_s"] == pytest.approx(best / (1 + band["p10_error"]))
+    text = CliRunner().invoke(main, ["sweep", str(moe_example)]).output
+    assert "accuracy (best layout):" in text
+
+
+def test_no_sweep_band_where_each_hardware_point_differs(examples_dir):
+    import types
+
+    from trainscape.explore.report import accuracy
+
+    # the co-design example sweeps hardware axes: each point would need a band of its own
+    sc = trainscape.load(examples_dir / "codesign-405b-scaleup-vs-scaleout.toml")
+    assert accuracy(types.SimpleNamespace(top=[object()]), sc) is None
+    # nothing feasible: nothing to draw an interval around
+    assert accuracy(types.SimpleNamespace(top=[]), trainscape.load(
+        examples_dir / "mixtral-8x7b-moe.toml")) is None

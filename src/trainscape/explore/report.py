@@ -97,6 +97,27 @@ def with_hardware(records: list[dict[str, Any]], hw: dict[str, Any]) -> list[dic
     return [{**hw, **r} for r in records]
 
 
+def accuracy(res, scenario=None) -> dict[str, Any] | None:
+    """How far the model was from published runs no fit saw, for ``scenario``'s GPU preset,
+    stack and kind of model (:func:`trainscape.api.error_band`; ``{"band": ..., "text": ...}``),
+    with the step-time interval around the best configuration found. None without a scenario
+    or a feasible answer, and for a space with hardware axes, whose points each run on
+    hardware of their own."""
+    if scenario is None or len(res.top) == 0:
+        return None
+    from .hardware_axes import hardware_axes
+
+    if hardware_axes(scenario):
+        return None
+    from ..calibration.bands import scenario_band
+
+    band, why = scenario_band(scenario)
+    if band is None:
+        return {"band": None, "text": why}
+    best = float(res.top.records()[0]["step_time_s"])
+    return {"band": band.as_dict(best), "text": band.sentence(best)}
+
+
 def result_summary(res, scenario=None) -> dict[str, Any]:
     """Plain-data summary of a sweep / search result (for ``--json``)."""
     out = {
@@ -120,6 +141,9 @@ def result_summary(res, scenario=None) -> dict[str, Any]:
     for k, v in res.extra.items():
         if isinstance(v, (int, float, str, bool, list)) and k != "hbm":
             out[k] = v
+    acc = accuracy(res, scenario)
+    if acc is not None:
+        out["error_band"] = acc
     return out
 
 
@@ -185,6 +209,9 @@ def print_result(res, console, scenario=None, top: int | None = None) -> None:
     n = len(res.by_order)
     console.print(top_table(res.by_order, "Best per placement order (innermost first)"
                             + (f", first 15 of {n}" if n > 15 else ""), 15))
+    acc = accuracy(res, scenario)
+    if acc is not None:
+        console.print(f"accuracy (best layout): {acc['text']}", soft_wrap=True)
 
 
 def headline(res) -> str:
