@@ -361,7 +361,8 @@ def site_batches(draw, max_size: int = 32):
     sys, mdl, job = draw(site_blocks())
     cfg = draw(config_columns(sys, mdl, job, max_size=max_size))
     sys[L.SYS_STEP_OVERHEAD_S] = draw(step_overheads())
-    cfg = np.ascontiguousarray(np.concatenate([cfg, site_crossing_column(sys, mdl)[:, None]], axis=1))
+    crossing = site_crossing_column(sys, mdl)[:, None]
+    cfg = np.ascontiguousarray(np.concatenate([cfg, crossing], axis=1))
     return sys, mdl, job, cfg
 
 
