@@ -455,7 +455,8 @@ def test_unprinted_precisions_are_the_lightest_departure_that_fits(tmp_path):
     (run,) = runner.runs
     assert run.scenario["job"]["grad_dtype"] == "fp32"
     assert [set(step) for step in run.precision_fallbacks] == [
-        {"grad_dtype"}, {"grad_dtype", "fp8_param_gather"}, {"grad_dtype", "optimizer_dtype"}]
+        {"grad_dtype"}, {"grad_dtype", "fp8_param_gather"}, {"grad_dtype", "optimizer_dtype"},
+        {"grad_dtype", "cross_entropy"}]
     result = runner.cost(run, backend="c")
     assert result.status == "ok" and result.memory_gib < 80.0 * 1e9 / 2**30
     job = run.scenario["job"]
@@ -479,20 +480,26 @@ def test_unprinted_precisions_are_the_lightest_departure_that_fits(tmp_path):
     assert failed.status == "out_of_memory" and h_run.scenario["job"]["grad_dtype"] == "fp32"
     (why,) = [a for a in failed.assumptions if "nor with" in a]
     assert all(words in why for words in ("gradients kept and reduced in BF16",
-                                          "FP8 weights only", "BF16 optimizer states"))
+                                          "FP8 weights only", "BF16 optimizer states",
+                                          "a fused cross-entropy"))
     # a layout that fits as read keeps the precisions it was read with
     fits = dict(row, gpus="256", dp="4", global_batch="256")
     (fit_run,) = (r := runner_for([str(_write(tmp_path / "fits.csv", [fits]))])).runs
     r.cost(fit_run, backend="c")
     assert fit_run.scenario["job"]["grad_dtype"] == "fp32"
     # only Megatron-Core has these switches to try; a NeMo 2.0 row already reduces in BF16,
-    # and FP16 weights keep their FP32 master copy
+    # and FP16 weights keep their FP32 master copy; every stack may have fused its loss where
+    # the reading left the loss's FP32 copy, and not where it read the loss
     titan = _minimal_row(framework="torchtitan (PyTorch FSDP2)")
     nemo = _minimal_row(case="nemo_bf16")
     fp16 = _minimal_row(case="nemo_fp16", dtype="fp16")
-    t, n, h = runner_for([str(_write(tmp_path / "three.csv", [titan, nemo, fp16]))]).runs
-    assert t.precision_fallbacks == () and h.precision_fallbacks == ()
-    assert n.precision_fallbacks == ({"optimizer_dtype": "bf16"},)
+    foundry = _minimal_row(case="mpt", framework="llm-foundry (Composer, PyTorch FSDP)")
+    t, n, h, f = runner_for([str(_write(tmp_path / "four.csv",
+                                        [titan, nemo, fp16, foundry]))]).runs
+    assert t.precision_fallbacks == ({"cross_entropy": "fused"},)
+    assert h.precision_fallbacks == ({"cross_entropy": "fused"},)
+    assert n.precision_fallbacks == ({"optimizer_dtype": "bf16"}, {"cross_entropy": "fused"})
+    assert f.scenario["job"]["cross_entropy"] == "fused" and f.precision_fallbacks == ()
 
 
 def test_a_printed_recompute_is_never_changed_to_fit(tmp_path):

@@ -1325,6 +1325,9 @@ PRECISION_FALLBACK_WORDS = {
     "optimizer_dtype": "BF16 optimizer states (Adam moments in BF16, no FP32 master copy: "
                        "Apex distributed_fused_adam dtype bf16, Megatron-Core's "
                        "precision-aware optimizer)",
+    "cross_entropy": "a fused cross-entropy (the logits and their gradient only, no FP32 copy: "
+                     "Megatron-Core cross_entropy_loss_fusion, flash-attn's or Liger's loss "
+                     "kernels, a loss on the 16-bit logits)",
 }
 
 
@@ -1340,18 +1343,26 @@ def unstated_precision_fallbacks(row: dict[str, str], stack: str,
     Nemotron-4 340B yaml: Apex ``distributed_fused_adam`` with ``dtype: bf16``; Megatron-Core
     ``--use-precision-aware-optimizer``) with 16-bit weights, as FP8 weights need an FP32
     master copy (``spec.models``). The later steps keep BF16 gradients; a field the reading
-    already set that light (or a release recipe stated) is not tried. Other stacks: none
-    (Megatron-LM forces FP32 gradient accumulation with BF16, ``arguments.py``; the FSDP and
-    JAX stacks' precisions are their own)."""
-    if stack != "megatron-core" or row["dtype"] not in ("bf16", "fp16", "fp8"):
-        return ()
-    grads = {} if job.get("grad_dtype", "fp32") == "bf16" else {"grad_dtype": "bf16"}
-    steps = [grads]
-    if row["dtype"] == "fp8" and not job.get("fp8_param_gather", False):
-        steps.append({**grads, "fp8_param_gather": True})
-    if (job.get("optimizer_dtype", "fp32") != "bf16" and not job.get("fp8_param_gather", False)
-            and row["dtype"] != "fp16"):  # FP16 weights need an FP32 master copy (spec.models)
-        steps.append({**grads, "optimizer_dtype": "bf16"})
+    already set that light (or a release recipe stated) is not tried. Other stacks have none of
+    these to try (Megatron-LM forces FP32 gradient accumulation with BF16, ``arguments.py``;
+    the FSDP and JAX stacks' precisions are their own). Last, on every stack, where the reading
+    left the loss at the job's default (an FP32 copy of the logits beside them) and no table
+    prints the loss: a fused cross-entropy (``job.cross_entropy = "fused"``: Megatron-Core's
+    ``cross_entropy_loss_fusion``, which NeMo's and Megatron-Bridge's recipes set, flash-attn's
+    and Liger's loss kernels, a loss taken on the 16-bit logits as NeMo AutoModel's is)."""
+    steps = []
+    grads = {}
+    if stack == "megatron-core" and row["dtype"] in ("bf16", "fp16", "fp8"):
+        grads = {} if job.get("grad_dtype", "fp32") == "bf16" else {"grad_dtype": "bf16"}
+        steps.append(grads)
+        if row["dtype"] == "fp8" and not job.get("fp8_param_gather", False):
+            steps.append({**grads, "fp8_param_gather": True})
+        if (job.get("optimizer_dtype", "fp32") != "bf16"
+                and not job.get("fp8_param_gather", False)
+                and row["dtype"] != "fp16"):  # FP16 weights need an FP32 master copy
+            steps.append({**grads, "optimizer_dtype": "bf16"})
+    if "cross_entropy" not in job:
+        steps.append({**grads, "cross_entropy": "fused"})
     return tuple(step for step in steps if step)
 
 
