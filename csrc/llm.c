@@ -1836,6 +1836,8 @@ TS_FN void ts_row_init(const ts_ctx *ctx, const int32_t *cfg, int64_t stride, ts
     } else {
         R->act_have = 0; /* FP8-saved linear inputs: ts_row_act on first use */
     }
+    R->rebuild[0] = 0.0; /* ts_row_act sets them with full recompute */
+    R->rebuild[1] = 0.0;
     R->mem_have = 0; /* ts_final fills a ZeRO stage's state memory on first use */
     R->mem_logits = ts_logits_memory_bytes(b, s, vocab, tp, act_bytes,
                                            job[TS_JOB_LOGITS_EXTRA_BYTES]);
@@ -1958,13 +1960,21 @@ TS_FN void ts_row_act(const ts_ctx *ctx, ts_row *R, int rc)
                 act_moe_r -= saved[1];
         }
     }
-    if (rc == TS_RECOMPUTE_FULL && R->full_share < 1.0) {
-        /* llm.py recompute_terms: the layers block recompute leaves plain keep everything */
-        double fs = R->full_share;
+    if (rc == TS_RECOMPUTE_FULL) {
         if (!(R->act_have >> TS_RECOMPUTE_NONE & 1))
             ts_row_act(ctx, R, TS_RECOMPUTE_NONE);
-        act_dense_r = fs * act_dense_r + (1.0 - fs) * R->act_layer[TS_RECOMPUTE_NONE][0];
-        act_moe_r = fs * act_moe_r + (1.0 - fs) * R->act_layer[TS_RECOMPUTE_NONE][1];
+        if (R->full_share < 1.0) {
+            /* llm.py recompute_terms: the layers block recompute leaves plain keep everything */
+            double fs = R->full_share;
+            act_dense_r = fs * act_dense_r + (1.0 - fs) * R->act_layer[TS_RECOMPUTE_NONE][0];
+            act_moe_r = fs * act_moe_r + (1.0 - fs) * R->act_layer[TS_RECOMPUTE_NONE][1];
+            R->rebuild[0] = 0.0;
+            R->rebuild[1] = 0.0;
+        } else {
+            /* llm.py recompute_terms: the layer the backward rebuilds (recompute_working_set) */
+            R->rebuild[0] = R->act_layer[TS_RECOMPUTE_NONE][0] - act_dense_r;
+            R->rebuild[1] = R->act_layer[TS_RECOMPUTE_NONE][1] - act_moe_r;
+        }
     }
     for (int c = 0; c < 3; c++)
         R->mem_act[rc][c] = (R->st_dense[c] * act_dense_r + R->st_moe[c] * act_moe_r)
@@ -2270,13 +2280,17 @@ TS_FN void ts_rec_init(const ts_ctx *ctx, ts_row *R, const ts_ord *O, int recomp
     V->bubble = bubble;
     V->step_pre = compute + tp_comm + cp_comm + ep_comm + O->pp_comm + bubble;
     V->offload = m * (off_f + off_b);
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < 3; c++) {
         V->mem_act[c] = ts_offloaded_activation_memory(
             R->mem_act[recompute][c], share,
             share > 0.0 ? ts_largest_layer_activation_bytes(R->st_dense[c], R->st_moe[c],
                                                             R->act_layer[recompute][0],
                                                             R->act_layer[recompute][1])
                         : 0.0);
+        if (recompute == TS_RECOMPUTE_FULL && (R->rebuild[0] > 0.0 || R->rebuild[1] > 0.0))
+            V->mem_act[c] += ts_largest_layer_activation_bytes(R->st_dense[c], R->st_moe[c],
+                                                               R->rebuild[0], R->rebuild[1]);
+    }
     V->hw_flops = R->hw_flops[recompute];
 }
 

@@ -252,6 +252,9 @@ typedef struct {
     double mem_act[TS_RECOMPUTE_COUNT][3];
     /* one microbatch's saved bytes of one dense and one MoE layer (job.offload_activations) */
     double act_layer[TS_RECOMPUTE_COUNT][2];
+    /* full recompute with every layer checkpointed: one layer's bytes the backward rebuilds
+     * beyond its checkpoint, dense and MoE (llm.py recompute_working_set); else 0 */
+    double rebuild[2];
     double hw_flops[TS_RECOMPUTE_COUNT];
     double optimizer[2];                  /* zero == 0, zero >= 1 */
     double opt_params[2];                 /* parameters whose optimizer step this GPU runs */

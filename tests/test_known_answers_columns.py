@@ -536,14 +536,18 @@ def test_scenario_a_full_recompute(backend):
     the backward re-runs each layer's forward -- GEMMs, attention core, memory-bound kernels
     and the per-layer overhead, not the embedding or the output layer -- and its TP
     collectives (one more forward pass of TP traffic); a layer keeps only its input, b s h x
-    2 B / t with SP = 1,048,576 B; hardware FLOPs add one forward of the layers (executed
-    attention: half the square), not of the logits."""
+    2 B / t with SP = 1,048,576 B, and the backward holds the one layer it rebuilds whole
+    (Chen et al. 2016 §4): its 16,793,600 B without recompute (test_scenario_a_memory_columns)
+    less that input; hardware FLOPs add one forward of the layers (executed attention: half the
+    square), not of the logits."""
     r = scenario_a(backend, recompute=L.RECOMPUTE_FULL)
     f, b, w = _scenario_a_f_b_w()
     redo = LAYERS * (T_PROJ_2 + T_MLP_2 + T_CORE_2 + T_MEM_2 + OVERHEAD)
     close(r["compute_s"], 4 * (f + b + redo + w))
     close(r["tp_comm_s"], 4 * 3 * LAYERS * 4 * T_TP_COLL)
-    close(r["mem_activations_gib"], LAYERS * 2 * SBH / 2 / GIB)
+    whole = 32 * SBH / 2 + 4 * HEADS * SEQ / 2
+    assert whole == 16_793_600
+    close(r["mem_activations_gib"], (LAYERS * 2 * SBH / 2 + whole - 2 * SBH / 2) / GIB)
     core_exec = 2 * SEQ * SBH
     layer_fwd = 8 * SBH * HID + core_exec + 16 * SBH * HID
     hw = 16 * (3 * (LAYERS * layer_fwd + 2 * SBH * VOCAB) + 0.5 * LAYERS * core_exec

@@ -344,6 +344,44 @@ def test_selective_recompute_is_free_and_useless_with_flash_attention(backend):
     assert unfused[L.OUT_STEP_TIME_S, 1] > unfused[L.OUT_STEP_TIME_S, 0]
 
 
+def test_full_recompute_holds_one_rebuilt_layer_beside_the_checkpoints(backend):
+    """Chen et al. 2016 (arXiv 1604.06174) §4: with every layer checkpointed the backward
+    rebuilds one layer at a time, whose activations live beside the stored inputs. GPT-style
+    32 layers at TP 8 with SP, no pipeline (one microbatch in flight): full recompute keeps
+    31 checkpoints of ``2sbh/t`` bytes (Korthikanti et al. Table 2) and one layer whole --
+    exactly what no recompute keeps of one layer; block recompute of 4 layers of 32 keeps its
+    share and no more (its 28 plain layers, freed first, are each as large as the rebuilt
+    one)."""
+    from trainscape.backends import evaluate_blocks
+
+    s, h, t, layers = 2048, 4096, 8, 32
+    sys = system([NODE, FABRIC], gpus=8)
+    mdl = gpt_model(layers=layers, h=h, heads=32)
+    cfgs = np.concatenate([one_config(tp=t, sp=1, recompute=r)
+                           for r in (L.RECOMPUTE_NONE, L.RECOMPUTE_FULL)], axis=1)
+    out = evaluate_blocks(sys, mdl, job(seq=s, batch=4), cfgs, backend=backend)
+    gib = 2.0**30
+    whole = out[L.OUT_MEM_ACTIVATIONS_GIB, 0] * gib / layers  # one layer, no recompute
+    checkpoint = 2.0 * s * h / t
+    assert out[L.OUT_MEM_ACTIVATIONS_GIB, 1] * gib == pytest.approx(
+        (layers - 1) * checkpoint + whole, rel=1e-12)
+    j = job(seq=s, batch=4)
+    j[L.JOB_RECOMPUTE_LAYERS] = 4
+    block = evaluate_blocks(sys, mdl, j, np.ascontiguousarray(cfgs[:, 1:]), backend=backend)
+    share = 4 / layers
+    assert block[L.OUT_MEM_ACTIVATIONS_GIB, 0] * gib == pytest.approx(
+        layers * (share * checkpoint + (1 - share) * whole), rel=1e-12)
+
+
+def test_recompute_working_set_is_the_largest_layer_kind_a_stage_holds():
+    ws = llm.recompute_working_set
+    assert ws(4.0, 0.0, 10.0, 30.0) == 10.0  # dense layers only
+    assert ws(0.0, 4.0, 10.0, 30.0) == 30.0  # MoE layers only
+    assert ws(1.0, 3.0, 10.0, 30.0) == 30.0
+    assert ws(1.0, 3.0, 50.0, 30.0) == 50.0
+    assert ws(0.0, 0.0, 10.0, 30.0) == 0.0  # a stage of embedding or loss only
+
+
 # ---------------------------------------------------------------------------------------------
 # MoE all-to-all: FP8 dispatch / BF16 combine and node-limited routing (DeepSeek-V3,
 # arXiv 2412.19437, §2.1.2 and §3.3.2)
@@ -1503,7 +1541,19 @@ def test_block_recompute_costs_its_share_of_full_recompute():
         assert added > 0.0
         assert getattr(one, field) - getattr(none, field) == pytest.approx(0.25 * added,
                                                                            rel=1e-12)
-    saved = none.mem_activations_gib - full.mem_activations_gib
+    # full recompute also holds the one layer its backward rebuilds, block recompute does not
+    # (test_full_recompute_holds_one_rebuilt_layer_beside_the_checkpoints): a dense layer's
+    # bytes without recompute less its checkpoint, one microbatch
+    from trainscape.spec import pack
+
+    sc = trainscape.load(_LLAMA, overrides=["config.recompute=full"])
+    _, mdl, jb = pack(sc)
+    c = sc.config
+    kept, saved_ckpt = (llm.layer_activations(mdl, jb, jb[L.JOB_SEQ_LEN] / c.cp, c.mbs, c.tp,
+                                              c.sp, rc, llm.linear_input_saved_bytes(jb))[0]
+                        for rc in (L.RECOMPUTE_NONE, L.RECOMPUTE_FULL))
+    rebuilt = (kept - saved_ckpt) / 2.0**30
+    saved = none.mem_activations_gib - (full.mem_activations_gib - rebuilt)
     assert none.mem_activations_gib - one.mem_activations_gib == pytest.approx(0.25 * saved,
                                                                              rel=1e-12)
     assert (four.step_time_s, four.memory_gib) == (full.step_time_s, full.memory_gib)

@@ -2724,13 +2724,22 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     act_dense_r, act_moe_r = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
                                                row[ROW_SP] > 0.0, recompute,
                                                linear_input_saved_bytes(job))
-    if full_share < 1.0 and recompute == RECOMPUTE_FULL:
-        # the layers block recompute leaves plain keep every activation
+    # the layer a full-recompute backward rebuilds (recompute_working_set): only where every
+    # layer is checkpointed -- with block recompute a chunk's plain layers, each at least as
+    # large, are freed before its checkpointed ones are rebuilt
+    rebuild_dense = 0.0
+    rebuild_moe = 0.0
+    if recompute == RECOMPUTE_FULL:
         kept_dense, kept_moe = layer_activations(mdl, job, row[ROW_S], b, row[ROW_TP],
                                                  row[ROW_SP] > 0.0, RECOMPUTE_NONE,
                                                  linear_input_saved_bytes(job))
-        act_dense_r = full_share * act_dense_r + (1.0 - full_share) * kept_dense
-        act_moe_r = full_share * act_moe_r + (1.0 - full_share) * kept_moe
+        if full_share < 1.0:
+            # the layers block recompute leaves plain keep every activation
+            act_dense_r = full_share * act_dense_r + (1.0 - full_share) * kept_dense
+            act_moe_r = full_share * act_moe_r + (1.0 - full_share) * kept_moe
+        else:
+            rebuild_dense = kept_dense - act_dense_r
+            rebuild_moe = kept_moe - act_moe_r
     share = job[JOB_OFFLOAD_ACTIVATIONS]
     off_f = 0.0
     off_b = 0.0
@@ -2756,6 +2765,12 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
         mem_act_first, mem_act_mid, mem_act_last = offloaded_stage_activations(
             mdl, job, schedule, pp, vpp, act_dense_r, act_moe_r, share, mem_act_first,
             mem_act_mid, mem_act_last)
+    if rebuild_dense > 0.0 or rebuild_moe > 0.0:
+        w1, w2, w3 = stage_recompute_working_sets(mdl, job, schedule, pp, vpp, rebuild_dense,
+                                                  rebuild_moe)
+        mem_act_first += w1
+        mem_act_mid += w2
+        mem_act_last += w3
 
     # ---- hardware FLOPs --------------------------------------------------------------------
     hw_fwd = row[ROW_HW_FWD]
@@ -2779,6 +2794,27 @@ def recompute_terms(sys, mdl, job, row, ordt, recompute):
     return (f_stage, b_stage, w_stage, m * (f_compute + b_compute + w_compute), m * (tp_f + tp_b),
             m * (cp_f + cp_b), m * (ep_f + ep_b), bubble, mem_act_first, hw_flops, mem_act_mid,
             mem_act_last, m * (off_f + off_b))
+
+
+def recompute_working_set(dense, moe, rebuild_dense, rebuild_moe):
+    """HBM a full-recompute backward holds beyond the stored checkpoints: the layer it is
+    rebuilding, one microbatch's activations of it less the checkpoint (its input) already
+    counted (``rebuild_*``: :func:`layer_activation_bytes` without recompute less with full
+    recompute), of the largest layer kind the stage holds. Checkpointing keeps the segment
+    boundaries and recomputes one segment at a time in the backward, whose activations then
+    live beside the boundaries (Chen et al., "Training Deep Nets with Sublinear Memory Cost",
+    arXiv 1604.06174, §4: memory O(n/k) for the boundaries plus O(k) for the segment being
+    rebuilt; here a segment is one transformer layer, Megatron-LM's ``--recompute-method
+    uniform --recompute-num-layers 1`` and PyTorch's per-block ``checkpoint_wrapper``)."""
+    return largest_layer_activation_bytes(dense, moe, rebuild_dense, rebuild_moe)
+
+
+def stage_recompute_working_sets(mdl, job, schedule, pp, vpp, rebuild_dense, rebuild_moe):
+    """:func:`recompute_working_set` of the first, busiest middle and last device."""
+    d1, m1, d2, m2, d3, m3, loss_first = stage_layer_splits(mdl, job, schedule, pp, vpp)
+    return (recompute_working_set(d1, m1, rebuild_dense, rebuild_moe),
+            recompute_working_set(d2, m2, rebuild_dense, rebuild_moe),
+            recompute_working_set(d3, m3, rebuild_dense, rebuild_moe))
 
 
 def offloaded_stage_activations(mdl, job, schedule, pp, vpp, act_dense, act_moe, share, a1, a2,
