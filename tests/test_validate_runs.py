@@ -502,6 +502,27 @@ def test_unprinted_precisions_are_the_lightest_departure_that_fits(tmp_path):
     assert f.scenario["job"]["cross_entropy"] == "fused" and f.precision_fallbacks == ()
 
 
+def test_an_unprinted_mtp_block_is_the_models_own_on_megatron_core(tmp_path):
+    # DeepSeek-V3 trains one multi-token prediction block (its preset's mtp_layers = 1), and
+    # Megatron-Core's recipes for it run it: a Megatron-Core row of a source the reader has no
+    # rules for gets the block, said in the row; printed "w/o MTP" none; another stack none
+    from trainscape.calibration.runs_file import runner_for
+
+    dsv3 = dict(_minimal_row(case="dsv3", model="DeepSeek-V3", framework="Megatron-Core 0.14",
+                             gpus="256", tp="1", pp="8", seq_len="4096", global_batch="1024",
+                             cp="1"),
+                layers="", hidden="", heads="", vocab="", mlp="", kv_heads="", ffn_hidden="",
+                ep="32")
+    off = dict(dsv3, case="dsv3_off", model="DeepSeekV3 (w/o MTP)")
+    fsdp = dict(dsv3, case="dsv3_fsdp", framework="torchtitan (PyTorch FSDP2)")
+    a, b, c = runner_for([str(_write(tmp_path / "runs.csv", [dsv3, off, fsdp]))]).runs
+    assert a.scenario["model"]["mtp_layers"] == 1
+    assert any(n.startswith("multi-token prediction not printed: depth 1") for n in a.assumptions)
+    assert not b.scenario["model"].get("mtp_layers", 0)
+    assert not c.scenario["model"].get("mtp_layers", 0)
+    assert not any(n.startswith("multi-token prediction") for n in c.assumptions)
+
+
 def test_a_printed_recompute_is_never_changed_to_fit(tmp_path):
     path = _write(tmp_path / "runs.csv", [_llama70b_on_64(mbs="2", recompute="none")])
     (row,) = _json("--runs", str(path))["rows"]

@@ -300,6 +300,9 @@ RECIPE_MTP = {
     ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): (
         1, "multi-token prediction depth 1: NeMo 2.3 deepseek_v3 pretrain_recipe(use_mtp=True), "
            "the MTP block on the last pipeline stage"),
+    ("dgxc_benchmarking", "deepseek-v3", (25, 7, 1)): (
+        0, "no multi-token prediction: NeMo 2.4's performance script sets pipeline layouts "
+           "without an mtp slot, which Megatron-Core accepts only without MTP"),
     ("nemo_perf_summary", "deepseek-v3", (99,)): (
         1, "multi-token prediction depth 1: Megatron-Bridge deepseek_v3 recipe mtp_num_layers = "
            "1, the MTP block on the last pipeline stage"),
@@ -618,6 +621,15 @@ def model_preset_id(model_cell: str) -> str | None:
         except presets.UnknownPreset:
             continue
     return None
+
+
+def model_preset_mtp(model_cell: str) -> int:
+    """The multi-token prediction depth of the model preset a ``model`` cell names
+    (:func:`model_preset_id`; ``mtp_layers``), 0 for a model without one or no preset."""
+    from .. import presets
+
+    pid = model_preset_id(model_cell)
+    return int(presets.get("model", pid).get("mtp_layers", 0)) if pid is not None else 0
 
 
 def model_preset_facts(model_cell: str) -> dict[str, Any]:
@@ -1507,8 +1519,16 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
         notes.append("multi-token prediction printed off (w/o MTP): no MTP block, whatever the "
                      "release's recipe sets")
     elif mtp is not None:
-        model["mtp_layers"] = mtp[0]
+        if mtp[0]:
+            model["mtp_layers"] = mtp[0]
         notes.append(mtp[1])
+    elif stack == "megatron-core" and printed_mtp(row) is None:
+        depth = model_preset_mtp(row["model"])
+        if depth:
+            model["mtp_layers"] = depth
+            notes.append(f"multi-token prediction not printed: depth {depth}, the model's own "
+                         "(its preset), as Megatron-Core's recipes for it train it "
+                         "(Megatron-Bridge deepseek_v3 / glm45 mtp_num_layers = 1)")
     config = config_of(row, stack, notes)
     if legacy_megatron:
         # Megatron-LM before --overlap-grad-reduce: gradients all-reduced after the backward
