@@ -126,21 +126,28 @@ def breakdown_table(result) -> Table:
     return t
 
 
-def memory_table(result, capacity_gib: float | None = None) -> Table:
+def memory_table(result, capacity_gib: float | None = None, recompute_layers: int = 0) -> Table:
     """Memory per GPU in GiB (2**30 bytes) everywhere: the parts the job stores, their sum
-    against the usable HBM (HBM less the reserve), the reserve, and the total against HBM."""
+    against the usable HBM (HBM less the reserve), the reserve, and the total against HBM.
+    Under full recompute of every layer (``recompute_layers`` 0, the job's
+    ``recompute_layers``) the activations row says what it holds."""
     t = Table(title="memory per GPU (GiB = 2^30 bytes)", title_justify="left")
     t.add_column("part", no_wrap=True)
     t.add_column("GiB", justify="right", no_wrap=True)
     t.add_column("share", justify="right", no_wrap=True)
     total = result.memory_gib
     reserve = result.mem_reserve_gib
+    full = (result.config or {}).get("recompute") == "full" and not recompute_layers
     for name in L.MEMORY_FIELDS:
         if name == "mem_reserve_gib":
             continue
         value = getattr(result, name)
         share = value / total if total > 0 else 0.0
-        t.add_row(_MEM_LABELS.get(name, name), f"{value:.2f}", f"{share * 100:.1f} %")
+        label = _MEM_LABELS.get(name, name)
+        if full and name == "mem_activations_gib":
+            # model.llm.recompute_working_set: what full recompute holds besides the inputs
+            label += " (layer inputs + the layer being rebuilt)"
+        t.add_row(label, f"{value:.2f}", f"{share * 100:.1f} %")
     t.add_section()
     style = "bold green" if result.status == "ok" else "bold red"
     used = total - reserve
@@ -276,5 +283,5 @@ def render_result(result, scenario=None) -> Group:
     capacity = None
     if scenario is not None:
         capacity = hbm_capacity_gib(scenario)
-    parts += [breakdown_table(result), memory_table(result, capacity)]
+    parts += [breakdown_table(result), memory_table(result, capacity, layers)]
     return Group(*parts)
