@@ -77,6 +77,8 @@ def test_every_alias_names_one_existing_preset_and_shadows_no_id(kind):
     ("NVIDIA GB300", "gb300"),
     ("GB300 NVL72", "gb300"),
     ("H800", "h800-sxm-80gb"),
+    ("NVIDIA A800-SXM4-80GB", "a800-sxm-80gb"),   # nvidia-smi
+    ("A800", "a800-sxm-80gb"),
     ("H100 96GB HBM2e", "h100-hbm2e-96gb"),
 ])
 def test_a_gpu_is_found_by_its_other_names(name, pid):

@@ -400,19 +400,22 @@ def test_schema_and_presets_name_the_same_stacks():
 FITTED_FRACTIONS = ("gemm_efficiency_max", "attention_efficiency", "memory_efficiency")
 
 
-@pytest.mark.parametrize("name", ["h200-141gb", "h800-sxm-80gb"])
-def test_a_part_of_the_same_die_copies_the_fit(name):
-    # H200 and H800 are GH100 like the H100 SXM: an H200 scenario must not be costed with
-    # microbenchmark constants the H100 runs showed 40 % optimistic
-    assert presets.calibration_donor(name) == "h100-sxm-80gb"
-    for dtype in ("bf16", "fp8"):
+@pytest.mark.parametrize("name, die", [("h200-141gb", "h100-sxm-80gb"),
+                                       ("h800-sxm-80gb", "h100-sxm-80gb"),
+                                       ("a800-sxm-80gb", "a100-sxm-80gb")])
+def test_a_part_of_the_same_die_copies_the_fit(name, die):
+    # H200 and H800 are GH100 like the H100 SXM, the A800 GA100 like the A100 SXM4 80GB: an
+    # H200 scenario must not be costed with microbenchmark constants the H100 runs showed 40 %
+    # optimistic
+    assert presets.calibration_donor(name) == die
+    for dtype in ("bf16", "fp8") if "fp8" in presets.gpu(die)["peak_tflops"] else ("bf16",):
         mine = presets.gpu(name, dtype=dtype)
-        donor = presets.gpu("h100-sxm-80gb", dtype=dtype)
-        fitted = [k for k, *_ in presets._own_calibrated_items("h100-sxm-80gb", dtype)]
+        donor = presets.gpu(die, dtype=dtype)
+        fitted = [k for k, *_ in presets._own_calibrated_items(die, dtype)]
         assert "gemm_efficiency_max" in fitted and "layer_overhead_us" in fitted
         for key in fitted:
             assert mine[key] == donor[key], key
-            assert "transferred from h100-sxm-80gb (copied)" in mine["sources"][key]
+            assert f"transferred from {die} (copied)" in mine["sources"][key]
     # what the part has of its own stays its own
     assert presets.gpu(name)["hbm_gb"] == presets.gpu(name, calibrated=False)["hbm_gb"]
     assert "calibrated_from" not in presets.gpu(name)

@@ -43,7 +43,7 @@ DLRM_NUMERIC = (
 
 REQUIRED = {
     "gpu": {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb", "h200-141gb", "b200", "h800-sxm-80gb",
-            "gb200", "b300", "gb300"},
+            "gb200", "b300", "gb300", "a800-sxm-80gb"},
     "cluster": {
         "dgx-a100-superpod", "dgx-h100-superpod", "meta-roce-h100", "zionex",
         "meta-roce-h100-2bldg", "dgx-h100-superpod-2bldg", "gb200-nvl72", "gb300-nvl72",

@@ -186,10 +186,23 @@ def test_a_printed_activation_offload_is_costed_over_the_grace_link(tmp_path):
 
 
 def test_a_gpu_without_a_cluster_preset_runs_on_the_dgx_fabric_and_says_so(tmp_path):
-    path = _write(tmp_path / "runs.csv", [_minimal_row(gpu="h200-141gb")])
-    (row,) = _json("--runs", str(path))["rows"]
-    assert row["status"] == "ok"
-    assert any("no cluster preset for h200-141gb" in a for a in row["assumptions"])
+    # the fabric of the GPU whose fit it takes, its node tier at its own NVLink: an H200 on
+    # the DGX H100 SuperPOD's, an A800 (an A100 with NVLink limited to 400 GB/s) on the DGX
+    # A100 SuperPOD's at 200 GB/s a direction
+    from trainscape.calibration.runs_file import runner_for
+
+    rows = [_minimal_row(gpu="h200-141gb"), _minimal_row(case="a800", gpu="NVIDIA A800-SXM4-80GB")]
+    path = _write(tmp_path / "runs.csv", rows)
+    h200, a800 = _json("--runs", str(path))["rows"]
+    assert h200["status"] == "ok" and a800["status"] in ("ok", "out_of_memory")
+    assert any("no cluster preset for h200-141gb: DGX H100 SuperPOD fabric" in a
+               for a in h200["assumptions"])
+    assert any("no cluster preset for a800-sxm-80gb: DGX A100 SuperPOD fabric (8 x 200 Gb/s "
+               "per node) with 200 GB/s NVLink" in a for a in a800["assumptions"])
+    runner = runner_for([str(path)])
+    h, a = runner.runs
+    assert (h.cluster_preset, a.cluster_preset) == ("dgx-h100-superpod", "dgx-a100-superpod")
+    assert a.cluster_overrides["tier0_bandwidth_GBps"] == 200.0
 
 
 def test_an_unknown_framework_is_read_as_megatron_core_and_says_so(tmp_path):

@@ -386,16 +386,27 @@ def check_step(step: float, where: str, measurement: str) -> None:
                             f"s; allowed: {STEP_RANGE_S[0]:g} to {STEP_RANGE_S[1]:g} s")
 
 
+#: the fabric each cluster preset :func:`place` lends is, in a row's words
+FABRIC_WORDS = {"dgx-h100-superpod": "DGX H100 SuperPOD fabric (8 x 400 Gb/s per node)",
+                "dgx-a100-superpod": "DGX A100 SuperPOD fabric (8 x 200 Gb/s per node)"}
+
+
 def place(run: PublishedRun) -> None:
-    """A GPU without a cluster preset of its own runs on the DGX H100 SuperPOD fabric, its node
-    tier at the GPU's own NVLink (said in the run's assumptions)."""
+    """A GPU without a cluster preset of its own runs on the fabric of the GPU whose fit it
+    takes (``calibrated_from``: an A800 on the DGX A100 SuperPOD's, an H800 on the DGX H100
+    SuperPOD's), else on the DGX H100 SuperPOD's, its node tier at the GPU's own NVLink (said
+    in the run's assumptions)."""
     if run.gpu in GPU_CLUSTER:
         return
     nvlink = presets.gpu(run.gpu)["nvlink_bandwidth_GBps"]
-    run.cluster_preset = DEFAULT_CLUSTER
+    donor = presets.calibration_donor(run.gpu)
+    cluster = GPU_CLUSTER.get(donor, DEFAULT_CLUSTER) if donor else DEFAULT_CLUSTER
+    if cluster not in FABRIC_WORDS:
+        cluster = DEFAULT_CLUSTER
+    run.cluster_preset = cluster
     run.cluster_overrides = {**run.cluster_overrides, "tier0_bandwidth_GBps": nvlink}
-    run.assumptions.append(f"no cluster preset for {run.gpu}: DGX H100 SuperPOD fabric (8 x "
-                           f"400 Gb/s per node) with {nvlink:g} GB/s NVLink assumed")
+    run.assumptions.append(f"no cluster preset for {run.gpu}: {FABRIC_WORDS[cluster]} with "
+                           f"{nvlink:g} GB/s NVLink assumed")
 
 
 def _read_row(row: dict[str, Any], where: str, path: Path, line: int,
