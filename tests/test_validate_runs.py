@@ -534,6 +534,15 @@ def test_an_unprinted_mtp_block_is_the_models_own_on_megatron_core(tmp_path):
     assert not b.scenario["model"].get("mtp_layers", 0)
     assert not c.scenario["model"].get("mtp_layers", 0)
     assert not any(n.startswith("multi-token prediction") for n in c.assumptions)
+    # NeMo's own performance tables say per release: NeMo 2.4's script (25.07) ran none, the
+    # Megatron-Bridge recipes (25.09 on) one
+    old, new = (dict(dsv3, case=f"nemo{v}", source="nemo_perf_summary", model="deepseek-v3",
+                     framework=f"NeMo {v} container") for v in ("25.07", "25.11"))
+    o, n = runner_for([str(_write(tmp_path / "nemo.csv", [old, new]))]).runs
+    assert not o.scenario["model"].get("mtp_layers", 0)
+    assert any(x.startswith("no multi-token prediction: NeMo 2.4") for x in o.assumptions)
+    assert n.scenario["model"]["mtp_layers"] == 1
+    assert any("Megatron-Bridge deepseek_v3 recipe" in x for x in n.assumptions)
 
 
 def test_a_printed_recompute_is_never_changed_to_fit(tmp_path):
