@@ -298,19 +298,15 @@ RECIPE_STAGE_LAYERS = {
 #: Megatron-Core accepts only without MTP (``validate_layer_layout``), so its rows get none --
 #: stated per source (depth 0), as a Megatron-Core row no entry holds for takes its model
 #: preset's block (``run_of``).
+_MTP_NEMO23 = (1, "multi-token prediction depth 1: NeMo 2.3 deepseek_v3 "
+                  "pretrain_recipe(use_mtp=True), the MTP block on the last pipeline stage")
+_MTP_NEMO24 = (0, "no multi-token prediction: NeMo 2.4's performance script sets pipeline "
+                  "layouts without an mtp slot, which Megatron-Core accepts only without MTP")
 RECIPE_MTP = {
-    ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): (
-        1, "multi-token prediction depth 1: NeMo 2.3 deepseek_v3 pretrain_recipe(use_mtp=True), "
-           "the MTP block on the last pipeline stage"),
-    ("dgxc_benchmarking", "deepseek-v3", (25, 7, 1)): (
-        0, "no multi-token prediction: NeMo 2.4's performance script sets pipeline layouts "
-           "without an mtp slot, which Megatron-Core accepts only without MTP"),
-    ("nemo_perf_summary", "deepseek-v3", (25, 4, 1)): (
-        1, "multi-token prediction depth 1: NeMo 2.3 deepseek_v3 pretrain_recipe(use_mtp=True), "
-           "the MTP block on the last pipeline stage"),
-    ("nemo_perf_summary", "deepseek-v3", (25, 7, 1)): (
-        0, "no multi-token prediction: NeMo 2.4's performance script sets pipeline layouts "
-           "without an mtp slot, which Megatron-Core accepts only without MTP"),
+    ("dgxc_benchmarking", "deepseek-v3", (25, 4, 1)): _MTP_NEMO23,
+    ("dgxc_benchmarking", "deepseek-v3", (25, 7, 1)): _MTP_NEMO24,
+    ("nemo_perf_summary", "deepseek-v3", (25, 4, 1)): _MTP_NEMO23,
+    ("nemo_perf_summary", "deepseek-v3", (25, 7, 1)): _MTP_NEMO24,
     ("nemo_perf_summary", "deepseek-v3", (99,)): (
         1, "multi-token prediction depth 1: Megatron-Bridge deepseek_v3 recipe mtp_num_layers = "
            "1, the MTP block on the last pipeline stage"),
