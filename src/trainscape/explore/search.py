@@ -417,7 +417,8 @@ STALE_RESTARTS = 8
 #: first cut, not one: on the GPT-3 175B benchmark space (tests/test_search.py, 1 % of
 #: 135,184 configurations), seeds 0-99 miss the optimum by more than 1 % with one 1 / 3 times
 #: (beam / GA) and never with two; on the model before full recompute held its rebuilt layer
-#: (stop 51), 0 / 5 times and never.
+#: (stop 51), 0 / 5 times and never. Not a gain everywhere: over bench/sweep.py's four
+#: scenarios (seeds 0-19, both methods) two miss 18 times in 160 and one 16 (noise).
 GROUP_SHARES = (8, 16)
 GROUP_KEEP = (2, 1)
 #: Evaluations a niche dropped from a race gets when a migrant improved it (it comes back
