@@ -608,9 +608,11 @@ def model_of(row: dict[str, str], notes: list[str]) -> dict[str, Any]:
     return model
 
 
-#: the model preset fields a published row's columns cannot state
+#: the model preset fields a published row's columns cannot state (``mtp_layers``: read by
+#: ``run_of`` for a Megatron-Core row no recipe rule speaks for)
 PRESET_FACTS = ("head_dim", "moe_every", "shared_experts", "first_dense_layers",
-                "max_route_nodes", "attention_window", "full_attention_every", "expert_bias")
+                "max_route_nodes", "attention_window", "full_attention_every", "expert_bias",
+                "mtp_layers")
 
 
 def model_preset_id(model_cell: str) -> str | None:
@@ -625,15 +627,6 @@ def model_preset_id(model_cell: str) -> str | None:
         except presets.UnknownPreset:
             continue
     return None
-
-
-def model_preset_mtp(model_cell: str) -> int:
-    """The multi-token prediction depth of the model preset a ``model`` cell names
-    (:func:`model_preset_id`; ``mtp_layers``), 0 for a model without one or no preset."""
-    from .. import presets
-
-    pid = model_preset_id(model_cell)
-    return int(presets.get("model", pid).get("mtp_layers", 0)) if pid is not None else 0
 
 
 def model_preset_facts(model_cell: str) -> dict[str, Any]:
@@ -1527,7 +1520,7 @@ def run_of(source_id: str, row: dict[str, str]) -> PublishedRun:
             model["mtp_layers"] = mtp[0]
         notes.append(mtp[1])
     elif stack == "megatron-core" and printed_mtp(row) is None:
-        depth = model_preset_mtp(row["model"])
+        depth = int(model_preset_facts(row["model"]).get("mtp_layers", 0))
         if depth:
             model["mtp_layers"] = depth
             notes.append(f"multi-token prediction not printed: depth {depth}, the model's own "
